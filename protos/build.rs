@@ -1,0 +1,14 @@
+//! Compiles the .proto files with protox (pure Rust), so no system `protoc` is needed.
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let files = [
+        "proto/ferry/v1/registry.proto",
+        "proto/ferry/v1/vector.proto",
+        "proto/ferry/v1/reader.proto",
+    ];
+    for f in files {
+        println!("cargo:rerun-if-changed={f}");
+    }
+    let fds = protox::compile(files, ["proto"])?;
+    prost_build::Config::new().compile_fds(fds)?;
+    Ok(())
+}
