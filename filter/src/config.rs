@@ -1,0 +1,497 @@
+//! The registry snapshot as the filter uses it: decoded once in `on_configure`, validated whole,
+//! and pre-indexed (output names, TTLs in microseconds, defaults as JSON) so that the request
+//! path only looks things up.
+
+use std::rc::Rc;
+
+use ferry_protos::v1 as pb;
+use prost::Message;
+
+use crate::values;
+
+#[derive(Debug)]
+pub struct Config {
+    pub project: String,
+    pub version: String,
+    pub reader_cluster: String,
+    pub reader_authority: String,
+    pub routes: Vec<Route>,
+}
+
+#[derive(Debug)]
+pub struct Service {
+    pub name: String,
+    pub fingerprint: u64,
+    pub fingerprint_hex: String,
+    pub entity_keys: Vec<EntityKey>,
+    pub views: Vec<View>,
+    /// Number of features over all views (the flattened vector length).
+    pub feature_count: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    String,
+    Int64,
+}
+
+#[derive(Debug)]
+pub struct EntityKey {
+    pub join_key: String,
+    pub kind: KeyKind,
+}
+
+#[derive(Debug)]
+pub struct View {
+    pub name: String,
+    /// None = never stale.
+    pub ttl_us: Option<i64>,
+    pub features: Vec<Feature>,
+}
+
+#[derive(Debug)]
+pub struct Feature {
+    pub name: String,
+    pub value_type: pb::ValueType,
+    /// JSON form of the repo's default, for `on_missing_entity: default`.
+    pub default: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnMissing {
+    Reject,
+    Null,
+    Default,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnStale {
+    Null,
+    Reject,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnReaderError {
+    Reject,
+    Forward,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum PathMatch {
+    Prefix(String),
+    Exact(String),
+}
+
+#[derive(Debug)]
+pub struct Route {
+    pub name: String,
+    pub path: PathMatch,
+    pub service: Rc<Service>,
+    /// Request field of each join key, in the service's entity key order.
+    pub entity_fields: Vec<String>,
+    /// Output field name of every feature of the flattened vector, per `feature_names`.
+    pub output_names: Vec<String>,
+    pub on_missing: OnMissing,
+    pub on_stale: OnStale,
+    pub on_reader_error: OnReaderError,
+    pub max_body_bytes: u32,
+    pub max_entities: u32,
+    pub reader_timeout_ms: u32,
+}
+
+/// Why a snapshot was refused (Envoy then keeps the last good one).
+#[derive(Debug, PartialEq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid ferry snapshot: {}", self.0)
+    }
+}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError(msg.into()))
+}
+
+impl Config {
+    pub fn from_bytes(bytes: &[u8]) -> Result<Config, ConfigError> {
+        let snap = pb::Snapshot::decode(bytes)
+            .map_err(|e| ConfigError(format!("not a ferry.v1.Snapshot: {e}")))?;
+        Config::from_snapshot(snap)
+    }
+
+    pub fn from_snapshot(snap: pb::Snapshot) -> Result<Config, ConfigError> {
+        if !ferry_protos::is_valid_name(&snap.project) {
+            return err(format!("invalid project name '{}'", snap.project));
+        }
+        if snap.reader_cluster.is_empty() {
+            return err("reader_cluster is empty");
+        }
+        let mut services: Vec<Rc<Service>> = Vec::with_capacity(snap.services.len());
+        for s in snap.services {
+            if services.iter().any(|x| x.name == s.name) {
+                return err(format!("service '{}' defined twice", s.name));
+            }
+            services.push(Rc::new(service(s)?));
+        }
+        let mut routes = Vec::with_capacity(snap.routes.len());
+        for r in snap.routes {
+            routes.push(route(r, &services)?);
+        }
+        Ok(Config {
+            project: snap.project,
+            version: snap.version,
+            reader_authority: if snap.reader_authority.is_empty() {
+                snap.reader_cluster.clone()
+            } else {
+                snap.reader_authority
+            },
+            reader_cluster: snap.reader_cluster,
+            routes,
+        })
+    }
+
+    /// Index of the first route whose match accepts `path` (query string ignored).
+    pub fn match_route(&self, path: &str) -> Option<usize> {
+        let path = path.split_once('?').map_or(path, |(p, _)| p);
+        self.routes.iter().position(|r| match &r.path {
+            PathMatch::Prefix(p) => path.starts_with(p.as_str()),
+            PathMatch::Exact(p) => path == p,
+        })
+    }
+}
+
+fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
+    let ctx = format!("service '{}'", s.name);
+    if !ferry_protos::is_valid_name(&s.name) {
+        return err(format!("{ctx}: invalid name"));
+    }
+    if s.fingerprint == 0 {
+        return err(format!("{ctx}: fingerprint is 0"));
+    }
+    if s.entity_keys.is_empty() {
+        return err(format!("{ctx}: no entity keys"));
+    }
+    let mut entity_keys = Vec::with_capacity(s.entity_keys.len());
+    for k in s.entity_keys {
+        let kind = match pb::ValueType::try_from(k.r#type) {
+            Ok(pb::ValueType::String) => KeyKind::String,
+            Ok(pb::ValueType::Int64) => KeyKind::Int64,
+            _ => {
+                return err(format!(
+                    "{ctx}: join key '{}' must be string or int64",
+                    k.join_key
+                ))
+            }
+        };
+        entity_keys.push(EntityKey {
+            join_key: k.join_key,
+            kind,
+        });
+    }
+    let mut views = Vec::with_capacity(s.views.len());
+    let mut feature_count = 0;
+    for v in s.views {
+        let vctx = format!("{ctx}: view '{}'", v.name);
+        if v.features.is_empty() {
+            return err(format!("{vctx}: no features"));
+        }
+        if v.ttl_seconds < 0 {
+            return err(format!("{vctx}: negative ttl"));
+        }
+        let mut features = Vec::with_capacity(v.features.len());
+        for f in v.features {
+            let value_type = match pb::ValueType::try_from(f.r#type) {
+                Ok(pb::ValueType::Unspecified) | Err(_) => {
+                    return err(format!("{vctx}: feature '{}' has no type", f.name))
+                }
+                Ok(t) => t,
+            };
+            let default = match &f.default_value {
+                None => serde_json::Value::Null,
+                Some(d) => {
+                    if !values::matches_type(d, value_type) {
+                        return err(format!(
+                            "{vctx}: feature '{}': default has the wrong type",
+                            f.name
+                        ));
+                    }
+                    values::to_json(d)
+                }
+            };
+            features.push(Feature {
+                name: f.name,
+                value_type,
+                default,
+            });
+        }
+        feature_count += features.len();
+        views.push(View {
+            name: v.name,
+            ttl_us: (v.ttl_seconds > 0).then(|| v.ttl_seconds.saturating_mul(1_000_000)),
+            features,
+        });
+    }
+    if feature_count == 0 {
+        return err(format!("{ctx}: no features"));
+    }
+    Ok(Service {
+        fingerprint_hex: ferry_protos::fingerprint_hex(s.fingerprint),
+        name: s.name,
+        fingerprint: s.fingerprint,
+        entity_keys,
+        views,
+        feature_count,
+    })
+}
+
+fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
+    let ctx = format!("route '{}'", r.name);
+    let service = services
+        .iter()
+        .find(|s| s.name == r.service)
+        .cloned()
+        .ok_or_else(|| ConfigError(format!("{ctx}: unknown service '{}'", r.service)))?;
+    let m = r.r#match.unwrap_or_default();
+    let path = match (m.path_prefix.is_empty(), m.path_exact.is_empty()) {
+        (false, true) => PathMatch::Prefix(m.path_prefix),
+        (true, false) => PathMatch::Exact(m.path_exact),
+        _ => {
+            return err(format!(
+                "{ctx}: set exactly one of path_prefix and path_exact"
+            ))
+        }
+    };
+    match pb::Format::try_from(r.format) {
+        Ok(pb::Format::KserveV1) => {}
+        Ok(other) => {
+            return err(format!(
+                "{ctx}: format {other:?} is not supported by this filter"
+            ))
+        }
+        Err(_) => return err(format!("{ctx}: unknown format {}", r.format)),
+    }
+    if r.entity_fields.len() != service.entity_keys.len() {
+        return err(format!(
+            "{ctx}: {} entity field(s) for {} join key(s)",
+            r.entity_fields.len(),
+            service.entity_keys.len()
+        ));
+    }
+    let short = match pb::FeatureNames::try_from(r.feature_names) {
+        Ok(pb::FeatureNames::Full) => false,
+        Ok(pb::FeatureNames::Short) => true,
+        _ => return err(format!("{ctx}: feature_names must be full or short")),
+    };
+    let mut output_names: Vec<String> = Vec::with_capacity(service.feature_count);
+    for v in &service.views {
+        for f in &v.features {
+            let name = if short {
+                f.name.clone()
+            } else {
+                format!("{}__{}", v.name, f.name)
+            };
+            if output_names.contains(&name) {
+                return err(format!("{ctx}: feature name '{name}' appears twice"));
+            }
+            output_names.push(name);
+        }
+    }
+    let on_missing = match pb::MissingEntityPolicy::try_from(r.on_missing_entity) {
+        Ok(pb::MissingEntityPolicy::MissingReject) => OnMissing::Reject,
+        Ok(pb::MissingEntityPolicy::MissingNull) => OnMissing::Null,
+        Ok(pb::MissingEntityPolicy::MissingDefault) => OnMissing::Default,
+        _ => return err(format!("{ctx}: on_missing_entity is not set")),
+    };
+    let on_stale = match pb::StalePolicy::try_from(r.on_stale) {
+        Ok(pb::StalePolicy::StaleNull) => OnStale::Null,
+        Ok(pb::StalePolicy::StaleReject) => OnStale::Reject,
+        _ => return err(format!("{ctx}: on_stale is not set")),
+    };
+    let on_reader_error = match pb::ReaderErrorPolicy::try_from(r.on_reader_error) {
+        Ok(pb::ReaderErrorPolicy::ReaderErrorReject) => OnReaderError::Reject,
+        Ok(pb::ReaderErrorPolicy::ReaderErrorForward) => OnReaderError::Forward,
+        _ => return err(format!("{ctx}: on_reader_error is not set")),
+    };
+    if r.max_body_bytes == 0 || r.max_entities == 0 || r.reader_timeout_ms == 0 {
+        return err(format!(
+            "{ctx}: max_body_bytes, max_entities and reader_timeout_ms must be > 0"
+        ));
+    }
+    Ok(Route {
+        name: r.name,
+        path,
+        service,
+        entity_fields: r.entity_fields,
+        output_names,
+        on_missing,
+        on_stale,
+        on_reader_error,
+        max_body_bytes: r.max_body_bytes,
+        max_entities: r.max_entities,
+        reader_timeout_ms: r.reader_timeout_ms,
+    })
+}
+
+/// A small valid snapshot for the unit tests of every module.
+#[cfg(test)]
+pub mod fixture {
+    use super::*;
+
+    pub const FP: u64 = 0x1234_5678_9abc_def0;
+    pub const DAY: i64 = 86_400;
+
+    fn feature(name: &str, t: pb::ValueType, default: Option<pb::value::Kind>) -> pb::Feature {
+        pb::Feature {
+            name: name.into(),
+            r#type: t as i32,
+            default_value: default.map(|k| pb::Value { kind: Some(k) }),
+        }
+    }
+
+    pub fn snapshot() -> pb::Snapshot {
+        use pb::ValueType as T;
+        pb::Snapshot {
+            project: "banking".into(),
+            version: "v1".into(),
+            reader_cluster: "ferry_reader".into(),
+            reader_authority: "ferry-reader".into(),
+            services: vec![pb::FeatureService {
+                name: "scoring".into(),
+                fingerprint: FP,
+                entity_keys: vec![pb::EntityKey {
+                    entity: "user".into(),
+                    join_key: "user_id".into(),
+                    r#type: T::String as i32,
+                }],
+                views: vec![
+                    pb::ServiceView {
+                        name: "profile".into(),
+                        ttl_seconds: 0,
+                        features: vec![
+                            feature("age", T::Int64, Some(pb::value::Kind::Int64Val(-1))),
+                            feature("score", T::Float32, None),
+                        ],
+                    },
+                    pb::ServiceView {
+                        name: "txn".into(),
+                        ttl_seconds: DAY,
+                        features: vec![feature("count", T::Int64, None)],
+                    },
+                ],
+            }],
+            routes: vec![pb::Route {
+                name: "fraud".into(),
+                r#match: Some(pb::RouteMatch {
+                    path_prefix: "/v1/models/fraud".into(),
+                    path_exact: String::new(),
+                }),
+                service: "scoring".into(),
+                format: pb::Format::KserveV1 as i32,
+                entity_fields: vec!["user_id".into()],
+                feature_names: pb::FeatureNames::Full as i32,
+                on_missing_entity: pb::MissingEntityPolicy::MissingReject as i32,
+                on_stale: pb::StalePolicy::StaleNull as i32,
+                on_reader_error: pb::ReaderErrorPolicy::ReaderErrorReject as i32,
+                max_body_bytes: 4096,
+                max_entities: 10,
+                reader_timeout_ms: 100,
+            }],
+        }
+    }
+
+    pub fn config() -> Config {
+        Config::from_snapshot(snapshot()).unwrap()
+    }
+
+    pub fn route_with(f: impl FnOnce(&mut pb::Route)) -> Config {
+        let mut s = snapshot();
+        f(&mut s.routes[0]);
+        Config::from_snapshot(s).unwrap()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixture::*;
+    use super::*;
+
+    #[test]
+    fn valid_snapshot_is_indexed() {
+        let c = Config::from_bytes(&snapshot().encode_to_vec()).unwrap();
+        let r = &c.routes[0];
+        assert_eq!(
+            r.output_names,
+            ["profile__age", "profile__score", "txn__count"]
+        );
+        assert_eq!(r.service.feature_count, 3);
+        assert_eq!(r.service.views[1].ttl_us, Some(DAY * 1_000_000));
+        assert_eq!(r.service.views[0].ttl_us, None);
+        assert_eq!(
+            r.service.views[0].features[0].default,
+            serde_json::json!(-1)
+        );
+        assert_eq!(r.service.fingerprint_hex, "123456789abcdef0");
+    }
+
+    #[test]
+    fn short_names_and_route_matching() {
+        let c = route_with(|r| r.feature_names = pb::FeatureNames::Short as i32);
+        assert_eq!(c.routes[0].output_names, ["age", "score", "count"]);
+        assert_eq!(c.match_route("/v1/models/fraud:predict?x=1"), Some(0));
+        assert!(c.match_route("/v1/models/other:predict").is_none());
+        let c = route_with(|r| {
+            r.r#match = Some(pb::RouteMatch {
+                path_prefix: String::new(),
+                path_exact: "/p".into(),
+            })
+        });
+        assert!(c.match_route("/p?q").is_some());
+        assert!(c.match_route("/p/x").is_none());
+    }
+
+    #[test]
+    fn invalid_snapshots_are_refused_with_a_reason() {
+        let refuse = |f: &dyn Fn(&mut pb::Snapshot), want: &str| {
+            let mut s = snapshot();
+            f(&mut s);
+            let e = Config::from_snapshot(s).unwrap_err();
+            assert!(e.0.contains(want), "{} does not contain {want}", e.0);
+        };
+        refuse(
+            &|s| s.routes[0].service = "nope".into(),
+            "unknown service 'nope'",
+        );
+        refuse(
+            &|s| s.routes[0].on_missing_entity = 0,
+            "on_missing_entity is not set",
+        );
+        refuse(
+            &|s| s.routes[0].entity_fields.clear(),
+            "0 entity field(s) for 1 join key(s)",
+        );
+        refuse(
+            &|s| s.routes[0].format = pb::Format::Header as i32,
+            "not supported",
+        );
+        refuse(&|s| s.routes[0].r#match = None, "exactly one of");
+        refuse(&|s| s.services[0].fingerprint = 0, "fingerprint is 0");
+        refuse(&|s| s.reader_cluster.clear(), "reader_cluster");
+        refuse(
+            &|s| {
+                s.services[0].views[0].features[0].default_value = Some(pb::Value {
+                    kind: Some(pb::value::Kind::StringVal("x".into())),
+                })
+            },
+            "default has the wrong type",
+        );
+        refuse(
+            &|s| {
+                s.routes[0].feature_names = pb::FeatureNames::Short as i32;
+                s.services[0].views[1].features[0].name = "age".into();
+            },
+            "'age' appears twice",
+        );
+        assert!(Config::from_bytes(b"\xff\xff garbage").is_err());
+    }
+}

@@ -1,0 +1,314 @@
+//! The enrichment step between the reader call and the rewrite: builds the one reader request
+//! for a batch, judges the reader's answer, applies the route's policies, and produces the new
+//! body and the headers that tell the model what happened.
+
+use ferry_protos::v1::{Lookup, VectorRequest, VectorResponse};
+use prost::Message;
+use serde_json::Value as Json;
+
+use crate::config::{Config, OnMissing, OnStale, Route};
+use crate::error::FerryError;
+use crate::kserve_v1::{self, ParsedRequest};
+use crate::vector::{self, EntityFeatures, FeatureStatus};
+
+/// Longest reader error message copied into Ferry's own error.
+const MAX_DETAIL: usize = 300;
+
+/// What to forward upstream.
+#[derive(Debug)]
+pub struct Enriched {
+    pub body: Vec<u8>,
+    /// Request headers set for the model (`x-ferry-*`).
+    pub headers: Vec<(&'static str, String)>,
+}
+
+/// The single reader call for all entities of a request.
+pub fn reader_request(config: &Config, route: &Route, keys: Vec<String>) -> Vec<u8> {
+    VectorRequest {
+        project: config.project.clone(),
+        lookups: vec![Lookup {
+            service: route.service.name.clone(),
+            fingerprint: route.service.fingerprint,
+            entity_keys: keys,
+        }],
+    }
+    .encode_to_vec()
+}
+
+/// Judges the reader's answer: `status` is None when the call failed without a response
+/// (connection refused, reset, timeout).
+pub fn check_reader_status(
+    status: Option<u16>,
+    body: &[u8],
+    timeout_ms: u32,
+) -> Result<(), FerryError> {
+    match status {
+        None => Err(FerryError::ReaderUnavailable {
+            detail: format!(
+                "no response (connection failure, reset, or no answer within {timeout_ms} ms)"
+            ),
+        }),
+        Some(200) => Ok(()),
+        Some(status) => Err(FerryError::ReaderError {
+            status,
+            detail: reader_detail(body),
+        }),
+    }
+}
+
+/// The reader's own error message when it sent one, else the start of its body.
+fn reader_detail(body: &[u8]) -> String {
+    if let Ok(Json::Object(m)) = serde_json::from_slice::<Json>(body) {
+        if let Some(Json::String(msg)) = m.get("message") {
+            return msg.chars().take(MAX_DETAIL).collect();
+        }
+    }
+    String::from_utf8_lossy(body)
+        .chars()
+        .take(MAX_DETAIL)
+        .collect()
+}
+
+pub fn enrich(
+    route: &Route,
+    req: ParsedRequest,
+    reader_body: &[u8],
+    now_us: i64,
+) -> Result<Enriched, FerryError> {
+    let bad = |detail: String| FerryError::BadVector { detail };
+    let resp = VectorResponse::decode(reader_body)
+        .map_err(|e| bad(format!("undecodable reader response: {e}")))?;
+    let [result] = resp.results.as_slice() else {
+        return Err(bad(format!(
+            "reader answered {} lookups for 1",
+            resp.results.len()
+        )));
+    };
+    if result.vectors.len() != req.keys.len() {
+        return Err(bad(format!(
+            "reader answered {} vectors for {} entities",
+            result.vectors.len(),
+            req.keys.len()
+        )));
+    }
+    let service = &route.service;
+    let mut features = Vec::with_capacity(req.keys.len());
+    let (mut missing, mut stale) = (Vec::new(), Vec::new());
+    for (key, bytes) in req.keys.iter().zip(&result.vectors) {
+        let f = if bytes.is_empty() {
+            missing.push(key.clone());
+            EntityFeatures::not_found(service)
+        } else {
+            vector::decode(bytes, service, key, now_us)?
+        };
+        if f.has(FeatureStatus::OutsideMaxAge) {
+            stale.push(key.clone());
+        }
+        features.push(f);
+    }
+    if route.on_missing == OnMissing::Reject && !missing.is_empty() {
+        return Err(FerryError::EntitiesNotFound { ids: missing });
+    }
+    if route.on_stale == OnStale::Reject && !stale.is_empty() {
+        return Err(FerryError::StaleFeatures { ids: stale });
+    }
+    if route.on_missing == OnMissing::Default {
+        apply_defaults(route, &mut features);
+    }
+    let entities = req.keys.len();
+    let partial = !missing.is_empty() || !stale.is_empty();
+    let headers = vec![
+        ("x-ferry-service", service.name.clone()),
+        ("x-ferry-fingerprint", service.fingerprint_hex.clone()),
+        ("x-ferry-entities", entities.to_string()),
+        ("x-ferry-missing", missing.len().to_string()),
+        ("x-ferry-stale", stale.len().to_string()),
+        (
+            "x-ferry-status",
+            if partial { "partial" } else { "ok" }.to_string(),
+        ),
+    ];
+    Ok(Enriched {
+        body: kserve_v1::rewrite(req, route, features),
+        headers,
+    })
+}
+
+/// Under `on_missing_entity: default`, NOT_FOUND features take the repo's default (or stay null).
+fn apply_defaults(route: &Route, features: &mut [EntityFeatures]) {
+    let defaults: Vec<&Json> = route
+        .service
+        .views
+        .iter()
+        .flat_map(|v| v.features.iter().map(|f| &f.default))
+        .collect();
+    for f in features {
+        for ((value, status), default) in f.values.iter_mut().zip(&f.statuses).zip(&defaults) {
+            if *status == FeatureStatus::NotFound {
+                *value = (*default).clone();
+            }
+        }
+    }
+}
+
+/// Headers for a request forwarded unenriched under `on_reader_error: forward`.
+pub fn degraded_headers(route: &Route, error: &FerryError) -> Vec<(&'static str, String)> {
+    vec![
+        ("x-ferry-service", route.service.name.clone()),
+        ("x-ferry-status", "degraded".to_string()),
+        ("x-ferry-error", error.code().to_string()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::fixture::{config, route_with, FP};
+    use crate::vector::testing::vector;
+    use ferry_protos::v1::{self as pb, value::Kind, LookupResult};
+    use serde_json::json;
+
+    const NOW: i64 = 1_800_000_000_000_000;
+
+    fn good(age: i64) -> Vec<u8> {
+        vector(
+            FP,
+            vec![
+                (
+                    NOW,
+                    vec![Some(Kind::Int64Val(age)), Some(Kind::FloatVal(0.25))],
+                ),
+                (NOW, vec![Some(Kind::Int64Val(9))]),
+            ],
+        )
+    }
+
+    fn response(vectors: Vec<Vec<u8>>) -> Vec<u8> {
+        VectorResponse {
+            results: vec![LookupResult { vectors }],
+        }
+        .encode_to_vec()
+    }
+
+    type Headers = Vec<(&'static str, String)>;
+
+    fn run(c: &Config, body: &str, vectors: Vec<Vec<u8>>) -> Result<(Json, Headers), FerryError> {
+        let r = &c.routes[0];
+        let req = kserve_v1::parse(body.as_bytes(), r).unwrap();
+        let e = enrich(r, req, &response(vectors), NOW)?;
+        Ok((serde_json::from_slice(&e.body).unwrap(), e.headers))
+    }
+
+    fn header<'a>(h: &'a [(&'static str, String)], name: &str) -> &'a str {
+        h.iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+            .unwrap()
+    }
+
+    #[test]
+    fn one_request_for_the_whole_batch() {
+        let c = config();
+        let bytes = reader_request(&c, &c.routes[0], vec!["u1".into(), "u2".into()]);
+        let req = VectorRequest::decode(bytes.as_slice()).unwrap();
+        assert_eq!(req.project, "banking");
+        assert_eq!(req.lookups.len(), 1);
+        assert_eq!(req.lookups[0].fingerprint, FP);
+        assert_eq!(req.lookups[0].entity_keys, ["u1", "u2"]);
+    }
+
+    #[test]
+    fn enriches_every_instance() {
+        let c = config();
+        let (v, h) = run(
+            &c,
+            r#"{"instances":[{"user_id":"a"},{"user_id":"b"}]}"#,
+            vec![good(1), good(2)],
+        )
+        .unwrap();
+        assert_eq!(v["instances"][1]["profile__age"], json!(2));
+        assert_eq!(v["instances"][0]["txn__count"], json!(9));
+        assert_eq!(header(&h, "x-ferry-status"), "ok");
+        assert_eq!(header(&h, "x-ferry-entities"), "2");
+    }
+
+    #[test]
+    fn missing_entity_policies() {
+        let body = r#"{"instances":[{"user_id":"a"},{"user_id":"ghost"}]}"#;
+        let e = run(&config(), body, vec![good(1), vec![]]).unwrap_err();
+        assert_eq!(
+            e,
+            FerryError::EntitiesNotFound {
+                ids: vec!["ghost".into()]
+            }
+        );
+
+        let c = route_with(|r| r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32);
+        let (v, h) = run(&c, body, vec![good(1), vec![]]).unwrap();
+        assert_eq!(v["instances"][1]["profile__age"], Json::Null);
+        assert_eq!(v["ferry"]["statuses"][1]["profile__age"], "NOT_FOUND");
+        assert_eq!(header(&h, "x-ferry-missing"), "1");
+        assert_eq!(header(&h, "x-ferry-status"), "partial");
+
+        let c =
+            route_with(|r| r.on_missing_entity = pb::MissingEntityPolicy::MissingDefault as i32);
+        let (v, _) = run(&c, body, vec![good(1), vec![]]).unwrap();
+        assert_eq!(v["instances"][1]["profile__age"], json!(-1), "repo default");
+        assert_eq!(
+            v["instances"][1]["profile__score"],
+            Json::Null,
+            "no default: null"
+        );
+        assert_eq!(v["instances"][0]["profile__age"], json!(1));
+    }
+
+    #[test]
+    fn stale_policies() {
+        let day = 86_400_000_000;
+        let stale = vector(
+            FP,
+            vec![
+                (NOW, vec![Some(Kind::Int64Val(1)), None]),
+                (NOW - 2 * day, vec![Some(Kind::Int64Val(9))]),
+            ],
+        );
+        let body = r#"{"instances":[{"user_id":"a"}]}"#;
+        let (v, h) = run(&config(), body, vec![stale.clone()]).unwrap();
+        assert_eq!(v["instances"][0]["txn__count"], Json::Null);
+        assert_eq!(v["ferry"]["statuses"][0]["txn__count"], "OUTSIDE_MAX_AGE");
+        assert_eq!(header(&h, "x-ferry-stale"), "1");
+        let c = route_with(|r| r.on_stale = pb::StalePolicy::StaleReject as i32);
+        let e = run(&c, body, vec![stale]).unwrap_err();
+        assert_eq!((e.status(), e.code()), (422, "stale_features"));
+    }
+
+    #[test]
+    fn reader_answers_are_judged() {
+        assert!(check_reader_status(Some(200), b"", 100).is_ok());
+        let e = check_reader_status(None, b"", 100).unwrap_err();
+        assert_eq!((e.status(), e.code()), (503, "reader_unavailable"));
+        let e = check_reader_status(
+            Some(503),
+            br#"{"error":"redis_unavailable","message":"connection refused"}"#,
+            100,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.message(),
+            "feature reader answered 503: connection refused"
+        );
+        let c = config();
+        let e = run(&c, r#"{"instances":[{"user_id":"a"}]}"#, vec![]).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "unusable feature vector: reader answered 0 vectors for 1 entities"
+        );
+        let e = run(
+            &c,
+            r#"{"instances":[{"user_id":"a"}]}"#,
+            vec![vector(FP + 1, vec![])],
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "fingerprint_mismatch");
+    }
+}

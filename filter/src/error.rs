@@ -1,0 +1,238 @@
+//! Every way a request can fail, and the one place where each becomes an HTTP status and a JSON
+//! error body.
+
+use std::fmt::Write;
+
+/// How many entity ids an error message lists before it only counts the rest.
+const MAX_IDS_IN_MESSAGE: usize = 10;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum FerryError {
+    /// A matched route got a request without a body.
+    NoBody,
+    BodyTooLarge {
+        limit: u32,
+        size: u64,
+    },
+    MalformedJson(String),
+    /// Valid JSON, but not the shape the route's format expects.
+    BadShape(String),
+    MissingEntityId {
+        index: usize,
+        field: String,
+    },
+    InvalidEntityId {
+        index: usize,
+        field: String,
+        reason: String,
+    },
+    NoEntities,
+    TooManyEntities {
+        limit: u32,
+        count: usize,
+    },
+    /// `on_missing_entity: reject` and some entities have no vector.
+    EntitiesNotFound {
+        ids: Vec<String>,
+    },
+    /// `on_stale: reject` and some entities have a view older than its TTL.
+    StaleFeatures {
+        ids: Vec<String>,
+    },
+    /// The reader could not be reached, reset the call or timed out.
+    ReaderUnavailable {
+        detail: String,
+    },
+    /// The reader answered with an error status.
+    ReaderError {
+        status: u16,
+        detail: String,
+    },
+    /// The reader's answer could not be used (undecodable, wrong count, corrupt vector).
+    BadVector {
+        detail: String,
+    },
+    /// A stored vector carries another fingerprint than the snapshot's: never used.
+    FingerprintMismatch {
+        entity: String,
+        expected: u64,
+        found: u64,
+    },
+    /// The call to the reader could not even be dispatched (e.g. unknown cluster).
+    DispatchFailed {
+        detail: String,
+    },
+}
+
+impl FerryError {
+    pub fn status(&self) -> u16 {
+        match self {
+            FerryError::NoBody
+            | FerryError::MalformedJson(_)
+            | FerryError::BadShape(_)
+            | FerryError::MissingEntityId { .. }
+            | FerryError::InvalidEntityId { .. }
+            | FerryError::NoEntities => 400,
+            FerryError::BodyTooLarge { .. } | FerryError::TooManyEntities { .. } => 413,
+            FerryError::EntitiesNotFound { .. } => 404,
+            FerryError::StaleFeatures { .. } => 422,
+            FerryError::ReaderUnavailable { .. } => 503,
+            FerryError::ReaderError { status, .. } => match status {
+                503 => 503,
+                504 => 504,
+                _ => 502,
+            },
+            FerryError::BadVector { .. } | FerryError::FingerprintMismatch { .. } => 502,
+            FerryError::DispatchFailed { .. } => 500,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            FerryError::NoBody => "no_body",
+            FerryError::BodyTooLarge { .. } => "body_too_large",
+            FerryError::MalformedJson(_) => "malformed_json",
+            FerryError::BadShape(_) => "bad_request_shape",
+            FerryError::MissingEntityId { .. } => "missing_entity_id",
+            FerryError::InvalidEntityId { .. } => "invalid_entity_id",
+            FerryError::NoEntities => "no_entities",
+            FerryError::TooManyEntities { .. } => "too_many_entities",
+            FerryError::EntitiesNotFound { .. } => "entity_not_found",
+            FerryError::StaleFeatures { .. } => "stale_features",
+            FerryError::ReaderUnavailable { .. } => "reader_unavailable",
+            FerryError::ReaderError { status: 503, .. } => "redis_unavailable",
+            FerryError::ReaderError { status: 504, .. } => "reader_timeout",
+            FerryError::ReaderError { .. } => "reader_error",
+            FerryError::BadVector { .. } => "bad_vector",
+            FerryError::FingerprintMismatch { .. } => "fingerprint_mismatch",
+            FerryError::DispatchFailed { .. } => "dispatch_failed",
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            FerryError::NoBody => {
+                "this route enriches request bodies, but the request has none".into()
+            }
+            FerryError::BodyTooLarge { limit, size } => {
+                format!("request body is {size} bytes, over this route's limit of {limit} bytes")
+            }
+            FerryError::MalformedJson(e) => format!("request body is not valid JSON: {e}"),
+            FerryError::BadShape(e) => e.clone(),
+            FerryError::MissingEntityId { index, field } => {
+                format!("instances[{index}] has no entity id field '{field}'")
+            }
+            FerryError::InvalidEntityId {
+                index,
+                field,
+                reason,
+            } => {
+                format!("instances[{index}].{field}: {reason}")
+            }
+            FerryError::NoEntities => "the request has no instances to enrich".into(),
+            FerryError::TooManyEntities { limit, count } => {
+                format!("request has {count} entities, over this route's limit of {limit}")
+            }
+            FerryError::EntitiesNotFound { ids } => {
+                format!(
+                    "no features for {} entit{}: {}",
+                    ids.len(),
+                    plural(ids.len()),
+                    list(ids)
+                )
+            }
+            FerryError::StaleFeatures { ids } => format!(
+                "features older than their view's ttl for {} entit{}: {}",
+                ids.len(),
+                plural(ids.len()),
+                list(ids)
+            ),
+            FerryError::ReaderUnavailable { detail } => {
+                format!("feature reader unavailable: {detail}")
+            }
+            FerryError::ReaderError { status, detail } => {
+                format!("feature reader answered {status}: {detail}")
+            }
+            FerryError::BadVector { detail } => format!("unusable feature vector: {detail}"),
+            FerryError::FingerprintMismatch {
+                entity,
+                expected,
+                found,
+            } => format!(
+                "vector for entity '{entity}' has fingerprint {}, the snapshot expects {}",
+                ferry_protos::fingerprint_hex(*found),
+                ferry_protos::fingerprint_hex(*expected)
+            ),
+            FerryError::DispatchFailed { detail } => {
+                format!("could not call the feature reader: {detail}")
+            }
+        }
+    }
+
+    /// The JSON error body: `{"error": code, "message": ..., "route": ...}`.
+    pub fn body(&self, route: &str) -> Vec<u8> {
+        let v = serde_json::json!({
+            "error": self.code(),
+            "message": self.message(),
+            "route": route,
+        });
+        v.to_string().into_bytes()
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        "y"
+    } else {
+        "ies"
+    }
+}
+
+fn list(ids: &[String]) -> String {
+    let mut out = String::new();
+    for (i, id) in ids.iter().take(MAX_IDS_IN_MESSAGE).enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "'{id}'");
+    }
+    if ids.len() > MAX_IDS_IN_MESSAGE {
+        let _ = write!(out, " and {} more", ids.len() - MAX_IDS_IN_MESSAGE);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_body_names_code_message_and_route() {
+        let e = FerryError::EntitiesNotFound {
+            ids: vec!["u1".into(), "u2".into()],
+        };
+        assert_eq!(e.status(), 404);
+        let v: serde_json::Value = serde_json::from_slice(&e.body("fraud")).unwrap();
+        assert_eq!(v["error"], "entity_not_found");
+        assert_eq!(v["route"], "fraud");
+        assert_eq!(v["message"], "no features for 2 entities: 'u1', 'u2'");
+    }
+
+    #[test]
+    fn long_id_lists_are_truncated() {
+        let ids: Vec<String> = (0..15).map(|i| format!("u{i}")).collect();
+        let m = FerryError::EntitiesNotFound { ids }.message();
+        assert!(m.ends_with("'u9' and 5 more"), "{m}");
+    }
+
+    #[test]
+    fn reader_statuses_map_to_gateway_errors() {
+        let e = |status| FerryError::ReaderError {
+            status,
+            detail: String::new(),
+        };
+        assert_eq!((e(503).status(), e(503).code()), (503, "redis_unavailable"));
+        assert_eq!((e(504).status(), e(504).code()), (504, "reader_timeout"));
+        assert_eq!((e(400).status(), e(400).code()), (502, "reader_error"));
+    }
+}

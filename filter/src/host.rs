@@ -1,0 +1,130 @@
+//! What the filter needs from its host, as a trait: one implementation over proxy-wasm
+//! hostcalls (`adapter`), one in memory for tests (`testing::FakeHost`).
+
+use std::time::Duration;
+
+pub trait Host {
+    fn request_header(&self, name: &str) -> Option<String>;
+    fn request_header_names(&self) -> Vec<String>;
+    fn set_request_header(&self, name: &str, value: Option<&str>);
+    fn request_body(&self, size: usize) -> Option<Vec<u8>>;
+    /// Replaces the whole buffered request body (`old_size` bytes) with `body`.
+    fn replace_request_body(&self, old_size: usize, body: &[u8]);
+    /// Dispatches an HTTP call; the token identifies its response.
+    fn dispatch(
+        &self,
+        cluster: &str,
+        headers: Vec<(&str, &str)>,
+        body: &[u8],
+        timeout: Duration,
+    ) -> Result<u32, String>;
+    /// The `:status` of the dispatched call's response being delivered.
+    fn call_response_status(&self) -> Option<u16>;
+    fn call_response_body(&self, size: usize) -> Option<Vec<u8>>;
+    /// Host time, microseconds since the Unix epoch.
+    fn now_us(&self) -> i64;
+    fn send_response(&self, status: u16, headers: Vec<(&str, &str)>, body: &[u8]);
+    fn resume_request(&self);
+    fn log_warn(&self, message: &str);
+}
+
+#[cfg(test)]
+pub mod testing {
+    use super::*;
+    use std::cell::RefCell;
+
+    pub type Headers = Vec<(String, String)>;
+    /// (cluster, headers, body, timeout) of one dispatched call.
+    pub type Dispatched = (String, Headers, Vec<u8>, Duration);
+    /// (status, headers, body) of a local reply.
+    pub type Reply = (u16, Headers, Vec<u8>);
+
+    /// A scripted host: tests set the request and the call response, then read what the
+    /// filter did.
+    #[derive(Default)]
+    pub struct FakeHost {
+        pub headers: RefCell<Headers>,
+        pub body: RefCell<Vec<u8>>,
+        pub dispatched: RefCell<Vec<Dispatched>>,
+        pub dispatch_error: RefCell<Option<String>>,
+        pub call_status: RefCell<Option<u16>>,
+        pub call_body: RefCell<Vec<u8>>,
+        pub now_us: i64,
+        pub sent: RefCell<Option<Reply>>,
+        pub resumed: RefCell<bool>,
+        pub warnings: RefCell<Vec<String>>,
+    }
+
+    impl Host for FakeHost {
+        fn request_header(&self, name: &str) -> Option<String> {
+            self.headers
+                .borrow()
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        }
+        fn request_header_names(&self) -> Vec<String> {
+            self.headers
+                .borrow()
+                .iter()
+                .map(|(n, _)| n.clone())
+                .collect()
+        }
+        fn set_request_header(&self, name: &str, value: Option<&str>) {
+            let mut h = self.headers.borrow_mut();
+            h.retain(|(n, _)| n != name);
+            if let Some(v) = value {
+                h.push((name.to_string(), v.to_string()));
+            }
+        }
+        fn request_body(&self, size: usize) -> Option<Vec<u8>> {
+            let b = self.body.borrow();
+            Some(b[..size.min(b.len())].to_vec())
+        }
+        fn replace_request_body(&self, _old_size: usize, body: &[u8]) {
+            *self.body.borrow_mut() = body.to_vec();
+        }
+        fn dispatch(
+            &self,
+            cluster: &str,
+            headers: Vec<(&str, &str)>,
+            body: &[u8],
+            timeout: Duration,
+        ) -> Result<u32, String> {
+            if let Some(e) = self.dispatch_error.borrow().clone() {
+                return Err(e);
+            }
+            let h = headers
+                .into_iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect();
+            self.dispatched
+                .borrow_mut()
+                .push((cluster.to_string(), h, body.to_vec(), timeout));
+            Ok(7)
+        }
+        fn call_response_status(&self) -> Option<u16> {
+            *self.call_status.borrow()
+        }
+        fn call_response_body(&self, size: usize) -> Option<Vec<u8>> {
+            let b = self.call_body.borrow();
+            Some(b[..size.min(b.len())].to_vec())
+        }
+        fn now_us(&self) -> i64 {
+            self.now_us
+        }
+        fn send_response(&self, status: u16, headers: Vec<(&str, &str)>, body: &[u8]) {
+            let h = headers
+                .into_iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect();
+            *self.sent.borrow_mut() = Some((status, h, body.to_vec()));
+        }
+        fn resume_request(&self) {
+            *self.resumed.borrow_mut() = true;
+        }
+        fn log_warn(&self, message: &str) {
+            self.warnings.borrow_mut().push(message.to_string());
+        }
+    }
+}

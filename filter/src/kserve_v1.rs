@@ -1,0 +1,283 @@
+//! KServe v1 (`{"instances": [{...}, ...]}`): find each instance's entity id, and write the
+//! features into every instance. Whatever the client put under a feature's name is overwritten.
+
+use serde_json::{Map, Value as Json};
+
+use crate::config::{KeyKind, Route};
+use crate::error::FerryError;
+use crate::vector::{EntityFeatures, FeatureStatus};
+
+/// Longest entity id accepted, in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// Top-level body field where Ferry reports what it did; a client's own value is replaced.
+pub const METADATA_FIELD: &str = "ferry";
+
+#[derive(Debug)]
+pub struct ParsedRequest {
+    doc: Map<String, Json>,
+    /// Canonical entity key of each instance, in order.
+    pub keys: Vec<String>,
+}
+
+pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
+    let doc: Json =
+        serde_json::from_slice(body).map_err(|e| FerryError::MalformedJson(e.to_string()))?;
+    let Json::Object(doc) = doc else {
+        return Err(shape(
+            "the body must be a JSON object with an \"instances\" array",
+        ));
+    };
+    let instances = match doc.get("instances") {
+        Some(Json::Array(a)) => a,
+        Some(_) => return Err(shape("\"instances\" must be an array of objects")),
+        None => return Err(shape("the body has no \"instances\" array (KServe v1)")),
+    };
+    if instances.is_empty() {
+        return Err(FerryError::NoEntities);
+    }
+    if instances.len() > route.max_entities as usize {
+        return Err(FerryError::TooManyEntities {
+            limit: route.max_entities,
+            count: instances.len(),
+        });
+    }
+    let mut keys = Vec::with_capacity(instances.len());
+    let mut parts: Vec<String> = Vec::with_capacity(route.entity_fields.len());
+    for (index, inst) in instances.iter().enumerate() {
+        let Json::Object(inst) = inst else {
+            return Err(shape(&format!("instances[{index}] must be a JSON object")));
+        };
+        parts.clear();
+        for (field, key) in route.entity_fields.iter().zip(&route.service.entity_keys) {
+            let v = inst.get(field).ok_or_else(|| FerryError::MissingEntityId {
+                index,
+                field: field.clone(),
+            })?;
+            parts.push(
+                entity_part(v, key.kind).map_err(|reason| FerryError::InvalidEntityId {
+                    index,
+                    field: field.clone(),
+                    reason,
+                })?,
+            );
+        }
+        keys.push(ferry_protos::entity_key(&parts));
+    }
+    Ok(ParsedRequest { doc, keys })
+}
+
+fn shape(msg: &str) -> FerryError {
+    FerryError::BadShape(msg.to_string())
+}
+
+/// The canonical string form of one join key value, checked against its type and the id rules.
+fn entity_part(v: &Json, kind: KeyKind) -> Result<String, String> {
+    match (kind, v) {
+        (KeyKind::String, Json::String(s)) => {
+            if s.is_empty() || s.len() > MAX_ID_BYTES {
+                return Err(format!(
+                    "id must be 1 to {MAX_ID_BYTES} bytes, got {}",
+                    s.len()
+                ));
+            }
+            if s.chars().any(char::is_control) {
+                return Err("id contains a control character".into());
+            }
+            Ok(s.clone())
+        }
+        (KeyKind::Int64, Json::Number(n)) => n
+            .as_i64()
+            .map(|i| i.to_string())
+            .ok_or_else(|| format!("expected a 64-bit integer id, got {n}")),
+        (KeyKind::String, other) => Err(format!("expected a string id, got {}", type_name(other))),
+        (KeyKind::Int64, other) => Err(format!("expected an integer id, got {}", type_name(other))),
+    }
+}
+
+fn type_name(v: &Json) -> &'static str {
+    match v {
+        Json::Null => "null",
+        Json::Bool(_) => "a boolean",
+        Json::Number(_) => "a number",
+        Json::String(_) => "a string",
+        Json::Array(_) => "an array",
+        Json::Object(_) => "an object",
+    }
+}
+
+/// Writes each instance's features (`features[i]` for instance i) and the metadata field, and
+/// serializes the body.
+pub fn rewrite(mut req: ParsedRequest, route: &Route, features: Vec<EntityFeatures>) -> Vec<u8> {
+    let mut statuses = Vec::with_capacity(features.len());
+    if let Some(Json::Array(instances)) = req.doc.get_mut("instances") {
+        for (inst, f) in instances.iter_mut().zip(features) {
+            let Json::Object(inst) = inst else { continue };
+            let mut not_present = Map::new();
+            for ((name, value), status) in route.output_names.iter().zip(f.values).zip(f.statuses) {
+                if status != FeatureStatus::Present {
+                    not_present.insert(name.clone(), Json::from(status.as_str()));
+                }
+                inst.insert(name.clone(), value);
+            }
+            statuses.push(Json::Object(not_present));
+        }
+    }
+    let mut meta = Map::new();
+    meta.insert("service".into(), Json::from(route.service.name.as_str()));
+    meta.insert(
+        "fingerprint".into(),
+        Json::from(route.service.fingerprint_hex.as_str()),
+    );
+    meta.insert("statuses".into(), Json::Array(statuses));
+    req.doc.insert(METADATA_FIELD.into(), Json::Object(meta));
+    // Serializing a Map of JSON values cannot fail.
+    serde_json::to_vec(&req.doc).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::fixture::{config, route_with};
+    use ferry_protos::v1 as pb;
+    use serde_json::json;
+
+    fn features(vals: [Json; 3]) -> EntityFeatures {
+        EntityFeatures {
+            values: vals.to_vec(),
+            statuses: vec![FeatureStatus::Present; 3],
+        }
+    }
+
+    #[test]
+    fn parses_ids_in_order() {
+        let c = config();
+        let body = br#"{"instances": [{"user_id": "u1", "x": 1}, {"user_id": "u2"}]}"#;
+        let p = parse(body, &c.routes[0]).unwrap();
+        assert_eq!(p.keys, ["u1", "u2"]);
+    }
+
+    #[test]
+    fn bad_bodies_are_named() {
+        let c = config();
+        let r = &c.routes[0];
+        let code = |b: &[u8]| parse(b, r).unwrap_err();
+        assert!(matches!(code(b"{not json"), FerryError::MalformedJson(_)));
+        assert!(matches!(code(b"[1]"), FerryError::BadShape(_)));
+        assert!(matches!(
+            code(br#"{"inputs": []}"#),
+            FerryError::BadShape(_)
+        ));
+        assert!(matches!(
+            code(br#"{"instances": {}}"#),
+            FerryError::BadShape(_)
+        ));
+        assert!(matches!(
+            code(br#"{"instances": [1]}"#),
+            FerryError::BadShape(_)
+        ));
+        assert_eq!(code(br#"{"instances": []}"#), FerryError::NoEntities);
+        assert_eq!(
+            code(br#"{"instances": [{"user_id": "a"}, {"uid": "b"}]}"#),
+            FerryError::MissingEntityId {
+                index: 1,
+                field: "user_id".into()
+            }
+        );
+        let e = code(br#"{"instances": [{"user_id": 5}]}"#);
+        assert_eq!(
+            e.message(),
+            "instances[0].user_id: expected a string id, got a number"
+        );
+        let e = code(br#"{"instances": [{"user_id": "a\nb"}]}"#);
+        assert_eq!(
+            e.message(),
+            "instances[0].user_id: id contains a control character"
+        );
+        let long = format!(r#"{{"instances": [{{"user_id": "{}"}}]}}"#, "x".repeat(300));
+        assert!(matches!(
+            code(long.as_bytes()),
+            FerryError::InvalidEntityId { .. }
+        ));
+        let many = format!(
+            r#"{{"instances": [{}]}}"#,
+            [r#"{"user_id":"u"}"#; 11].join(",")
+        );
+        assert_eq!(
+            code(many.as_bytes()),
+            FerryError::TooManyEntities {
+                limit: 10,
+                count: 11
+            }
+        );
+    }
+
+    #[test]
+    fn int64_keys_are_canonical_decimal() {
+        let mut s = crate::config::fixture::snapshot();
+        s.services[0].entity_keys[0].r#type = pb::ValueType::Int64 as i32;
+        let c = crate::config::Config::from_snapshot(s).unwrap();
+        let p = parse(
+            br#"{"instances": [{"user_id": 7}, {"user_id": -3}]}"#,
+            &c.routes[0],
+        )
+        .unwrap();
+        assert_eq!(p.keys, ["7", "-3"]);
+        let e = parse(br#"{"instances": [{"user_id": 1.5}]}"#, &c.routes[0]).unwrap_err();
+        assert!(
+            e.message().contains("expected a 64-bit integer id"),
+            "{}",
+            e.message()
+        );
+        let e = parse(br#"{"instances": [{"user_id": "7"}]}"#, &c.routes[0]).unwrap_err();
+        assert!(e.message().contains("expected an integer id, got a string"));
+    }
+
+    #[test]
+    fn rewrite_adds_features_keeps_fields_and_overwrites_forgeries() {
+        let c = config();
+        let r = &c.routes[0];
+        let body = br#"{"instances": [{"user_id": "u1", "amount": 12.5, "profile__age": 999}], "ferry": "forged"}"#;
+        let p = parse(body, r).unwrap();
+        let out = rewrite(p, r, vec![features([json!(42), json!(0.5), json!(3)])]);
+        let v: Json = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v["instances"][0],
+            json!({"user_id": "u1", "amount": 12.5, "profile__age": 42, "profile__score": 0.5, "txn__count": 3})
+        );
+        assert_eq!(
+            v["ferry"],
+            json!({"service": "scoring", "fingerprint": "123456789abcdef0", "statuses": [{}]})
+        );
+        // Client field order is kept.
+        let s = String::from_utf8(out).unwrap();
+        assert!(
+            s.starts_with(r#"{"instances":[{"user_id":"u1","amount":12.5,"profile__age":42"#),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn rewrite_reports_non_present_statuses_and_short_names() {
+        let c = route_with(|r| r.feature_names = pb::FeatureNames::Short as i32);
+        let r = &c.routes[0];
+        let p = parse(br#"{"instances": [{"user_id": "u1"}]}"#, r).unwrap();
+        let f = EntityFeatures {
+            values: vec![json!(1), json!(null), json!(null)],
+            statuses: vec![
+                FeatureStatus::Present,
+                FeatureStatus::NullValue,
+                FeatureStatus::OutsideMaxAge,
+            ],
+        };
+        let v: Json = serde_json::from_slice(&rewrite(p, r, vec![f])).unwrap();
+        assert_eq!(
+            v["instances"][0],
+            json!({"user_id": "u1", "age": 1, "score": null, "count": null})
+        );
+        assert_eq!(
+            v["ferry"]["statuses"],
+            json!([{"score": "NULL_VALUE", "count": "OUTSIDE_MAX_AGE"}])
+        );
+    }
+}

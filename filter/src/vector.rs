@@ -1,0 +1,266 @@
+//! Decodes one entity's stored vector against its FeatureService: the fingerprint must match,
+//! the layout must match the registry, and each view's age is checked against its TTL.
+
+use ferry_protos::v1::StoredVector;
+use prost::Message;
+use serde_json::Value as Json;
+
+use crate::config::Service;
+use crate::error::FerryError;
+use crate::values;
+
+/// Per-feature status, with Feast's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeatureStatus {
+    Present,
+    NotFound,
+    OutsideMaxAge,
+    NullValue,
+}
+
+impl FeatureStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FeatureStatus::Present => "PRESENT",
+            FeatureStatus::NotFound => "NOT_FOUND",
+            FeatureStatus::OutsideMaxAge => "OUTSIDE_MAX_AGE",
+            FeatureStatus::NullValue => "NULL_VALUE",
+        }
+    }
+}
+
+/// One entity's features, flattened in the service's canonical order.
+#[derive(Debug, PartialEq)]
+pub struct EntityFeatures {
+    pub values: Vec<Json>,
+    pub statuses: Vec<FeatureStatus>,
+}
+
+impl EntityFeatures {
+    /// All features NOT_FOUND: the entity has no vector at all.
+    pub fn not_found(service: &Service) -> EntityFeatures {
+        EntityFeatures {
+            values: vec![Json::Null; service.feature_count],
+            statuses: vec![FeatureStatus::NotFound; service.feature_count],
+        }
+    }
+
+    pub fn has(&self, status: FeatureStatus) -> bool {
+        self.statuses.contains(&status)
+    }
+}
+
+/// Whether a view whose row has `event_time_us` is stale at `now_us`.
+pub fn is_stale(event_time_us: i64, ttl_us: Option<i64>, now_us: i64) -> bool {
+    match ttl_us {
+        None => false,
+        Some(ttl) => now_us.saturating_sub(event_time_us) > ttl,
+    }
+}
+
+pub fn decode(
+    bytes: &[u8],
+    service: &Service,
+    entity: &str,
+    now_us: i64,
+) -> Result<EntityFeatures, FerryError> {
+    let bad = |detail: String| FerryError::BadVector {
+        detail: format!("entity '{entity}': {detail}"),
+    };
+    let v = StoredVector::decode(bytes).map_err(|e| bad(format!("undecodable: {e}")))?;
+    if v.fingerprint != service.fingerprint {
+        return Err(FerryError::FingerprintMismatch {
+            entity: entity.to_string(),
+            expected: service.fingerprint,
+            found: v.fingerprint,
+        });
+    }
+    if v.views.len() != service.views.len() {
+        return Err(bad(format!(
+            "{} views stored, the service has {}",
+            v.views.len(),
+            service.views.len()
+        )));
+    }
+    let mut out = EntityFeatures {
+        values: Vec::with_capacity(service.feature_count),
+        statuses: Vec::with_capacity(service.feature_count),
+    };
+    for (stored, view) in v.views.iter().zip(&service.views) {
+        let n = view.features.len();
+        if stored.values.is_empty() {
+            out.values.extend(std::iter::repeat_n(Json::Null, n));
+            out.statuses
+                .extend(std::iter::repeat_n(FeatureStatus::NotFound, n));
+            continue;
+        }
+        if stored.values.len() != n {
+            return Err(bad(format!(
+                "view '{}' has {} values, the registry {} features",
+                view.name,
+                stored.values.len(),
+                n
+            )));
+        }
+        let stale = is_stale(stored.event_time_us, view.ttl_us, now_us);
+        for (value, feature) in stored.values.iter().zip(&view.features) {
+            if !values::matches_type(value, feature.value_type) {
+                return Err(bad(format!(
+                    "feature '{}:{}' is not of type {:?}",
+                    view.name, feature.name, feature.value_type
+                )));
+            }
+            let (json, status) = if stale {
+                (Json::Null, FeatureStatus::OutsideMaxAge)
+            } else if value.kind.is_none() {
+                (Json::Null, FeatureStatus::NullValue)
+            } else {
+                (values::to_json(value), FeatureStatus::Present)
+            };
+            out.values.push(json);
+            out.statuses.push(status);
+        }
+    }
+    Ok(out)
+}
+
+/// Builders of stored vectors for tests of this crate.
+#[cfg(test)]
+pub mod testing {
+    use ferry_protos::v1::{value::Kind, StoredVector, Value, ViewValues};
+    use prost::Message;
+
+    pub fn vector(fp: u64, views: Vec<(i64, Vec<Option<Kind>>)>) -> Vec<u8> {
+        StoredVector {
+            fingerprint: fp,
+            views: views
+                .into_iter()
+                .map(|(t, vals)| ViewValues {
+                    event_time_us: t,
+                    values: vals.into_iter().map(|kind| Value { kind }).collect(),
+                })
+                .collect(),
+        }
+        .encode_to_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::vector;
+    use super::*;
+    use crate::config::fixture::{config, DAY, FP};
+    use ferry_protos::v1::value::Kind;
+    use serde_json::json;
+
+    const NOW: i64 = 1_800_000_000_000_000;
+    const DAY_US: i64 = DAY * 1_000_000;
+
+    fn fresh(fp: u64) -> Vec<u8> {
+        vector(
+            fp,
+            vec![
+                (
+                    NOW - 5 * DAY_US,
+                    vec![Some(Kind::Int64Val(42)), Some(Kind::FloatVal(0.5))],
+                ),
+                (NOW - 1000, vec![Some(Kind::Int64Val(7))]),
+            ],
+        )
+    }
+
+    #[test]
+    fn fresh_vector_is_present() {
+        let c = config();
+        let f = decode(&fresh(FP), &c.routes[0].service, "u1", NOW).unwrap();
+        assert_eq!(f.values, vec![json!(42), json!(0.5), json!(7)]);
+        assert!(f.statuses.iter().all(|s| *s == FeatureStatus::Present));
+    }
+
+    #[test]
+    fn ttl_applies_per_view() {
+        // profile has no ttl (a 5-day-old row is fine), txn has 1 day.
+        assert!(!is_stale(NOW - 100 * DAY_US, None, NOW));
+        assert!(!is_stale(NOW - DAY_US, Some(DAY_US), NOW));
+        assert!(is_stale(NOW - DAY_US - 1, Some(DAY_US), NOW));
+        assert!(
+            !is_stale(NOW + DAY_US, Some(DAY_US), NOW),
+            "future rows are not stale"
+        );
+        let c = config();
+        let bytes = vector(
+            FP,
+            vec![
+                (NOW - 5 * DAY_US, vec![Some(Kind::Int64Val(42)), None]),
+                (NOW - 2 * DAY_US, vec![Some(Kind::Int64Val(7))]),
+            ],
+        );
+        let f = decode(&bytes, &c.routes[0].service, "u1", NOW).unwrap();
+        assert_eq!(f.values, vec![json!(42), json!(null), json!(null)]);
+        assert_eq!(
+            f.statuses,
+            vec![
+                FeatureStatus::Present,
+                FeatureStatus::NullValue,
+                FeatureStatus::OutsideMaxAge
+            ]
+        );
+    }
+
+    #[test]
+    fn view_without_row_is_not_found() {
+        let c = config();
+        let bytes = vector(
+            FP,
+            vec![
+                (
+                    NOW,
+                    vec![Some(Kind::Int64Val(1)), Some(Kind::FloatVal(1.0))],
+                ),
+                (0, vec![]),
+            ],
+        );
+        let f = decode(&bytes, &c.routes[0].service, "u1", NOW).unwrap();
+        assert_eq!(f.statuses[2], FeatureStatus::NotFound);
+        assert_eq!(f.values[2], Json::Null);
+    }
+
+    #[test]
+    fn fingerprint_mismatch_is_an_error() {
+        let c = config();
+        let e = decode(&fresh(FP + 1), &c.routes[0].service, "u1", NOW).unwrap_err();
+        assert!(matches!(e, FerryError::FingerprintMismatch { found, .. } if found == FP + 1));
+        assert_eq!(e.status(), 502);
+    }
+
+    #[test]
+    fn layout_and_type_mismatches_are_errors() {
+        let c = config();
+        let s = &c.routes[0].service;
+        let one_view = vector(FP, vec![(NOW, vec![Some(Kind::Int64Val(1))])]);
+        assert!(matches!(
+            decode(&one_view, s, "u", NOW),
+            Err(FerryError::BadVector { .. })
+        ));
+        let wrong_type = vector(
+            FP,
+            vec![
+                (
+                    NOW,
+                    vec![Some(Kind::StringVal("x".into())), Some(Kind::FloatVal(1.0))],
+                ),
+                (NOW, vec![Some(Kind::Int64Val(1))]),
+            ],
+        );
+        let e = decode(&wrong_type, s, "u", NOW).unwrap_err();
+        assert!(
+            e.message().contains("'profile:age' is not of type Int64"),
+            "{}",
+            e.message()
+        );
+        assert!(matches!(
+            decode(b"\xff\xff", s, "u", NOW),
+            Err(FerryError::BadVector { .. })
+        ));
+    }
+}
