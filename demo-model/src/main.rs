@@ -1,1 +1,38 @@
-fn main() {}
+//! `ferry-demo-model`: the echoing stand-in model server (see the library docs).
+
+use std::net::SocketAddr;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+/// A stand-in model server: answers every request with the request it received.
+#[derive(Debug, Parser)]
+#[command(name = "ferry-demo-model", version)]
+struct Args {
+    /// Address to listen on.
+    #[arg(
+        long,
+        env = "FERRY_DEMO_MODEL_LISTEN",
+        default_value = "127.0.0.1:8080"
+    )]
+    listen: SocketAddr,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    let args = Args::parse();
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+    tracing::info!(listen = %listener.local_addr()?, "ferry demo model listening");
+    ferry_demo_model::serve(listener, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await;
+    Ok(())
+}

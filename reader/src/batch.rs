@@ -1,0 +1,321 @@
+//! One request's worth of work: validate a `VectorRequest`, turn every entity key of every lookup
+//! into one Redis `MGET` (one round trip for the whole batch), and split Redis's answer back into
+//! one `LookupResult` per lookup, in order.
+
+use bytes::Buf;
+use ferry_protos::v1::{LookupResult, VectorRequest, VectorResponse};
+use ferry_protos::{is_valid_name, redis_key, ENTITY_KEY_SEPARATOR};
+use prost::Message;
+use redis::Value;
+
+use crate::error::ReaderError;
+
+/// Longest entity key accepted, in bytes.
+pub const MAX_ENTITY_KEY_BYTES: usize = 256;
+
+/// A validated request, ready to be sent to Redis.
+#[derive(Debug)]
+pub struct Batch {
+    /// `MGET` over every key of the request, lookups concatenated in request order. `None` when
+    /// the request names no key at all, so Redis is not bothered (`MGET` needs at least one).
+    command: Option<redis::Cmd>,
+    /// Entity keys per lookup, in order: how to cut Redis's flat answer back into lookups.
+    counts: Vec<usize>,
+    /// Sum of `counts`: the length Redis's answer must have.
+    keys: usize,
+}
+
+impl Batch {
+    /// Decodes and validates a request body. Everything the reader puts into a Redis key is
+    /// checked here, so the reader only ever reads Ferry's own key space.
+    pub fn decode(body: impl Buf, max_batch: u32) -> Result<Self, ReaderError> {
+        let request = VectorRequest::decode(body)
+            .map_err(|e| ReaderError::BadRequest(format!("body is not a VectorRequest: {e}")))?;
+        Self::from_request(&request, max_batch)
+    }
+
+    /// Validates a decoded request and builds its single `MGET`.
+    pub fn from_request(request: &VectorRequest, max_batch: u32) -> Result<Self, ReaderError> {
+        if request.lookups.is_empty() {
+            return Err(ReaderError::BadRequest("request has no lookups".into()));
+        }
+        // Refuse an oversized batch before spending any work on its keys.
+        let keys: usize = request.lookups.iter().map(|l| l.entity_keys.len()).sum();
+        if keys > max_batch as usize {
+            return Err(ReaderError::BatchTooLarge {
+                keys,
+                max: max_batch,
+            });
+        }
+        check_name("project", &request.project)?;
+
+        let mut counts = Vec::with_capacity(request.lookups.len());
+        let mut command = redis::Cmd::with_capacity(keys + 1, estimate_bytes(request));
+        command.arg("MGET");
+        // One key buffer reused for every key: the command copies each argument in anyway.
+        let mut key = String::with_capacity(128 + MAX_ENTITY_KEY_BYTES);
+        for (i, lookup) in request.lookups.iter().enumerate() {
+            check_name(&format!("lookups[{i}].service"), &lookup.service)?;
+            // `redis_key` with an empty entity key is the prefix shared by the whole lookup
+            // (a unit test pins that `prefix + entity key == redis_key(..)`).
+            let prefix = redis_key(&request.project, &lookup.service, lookup.fingerprint, "");
+            for (j, entity_key) in lookup.entity_keys.iter().enumerate() {
+                check_entity_key(entity_key).map_err(|why| {
+                    ReaderError::BadRequest(format!("lookups[{i}].entity_keys[{j}] {why}"))
+                })?;
+                key.clear();
+                key.push_str(&prefix);
+                key.push_str(entity_key);
+                command.arg(key.as_str());
+            }
+            counts.push(lookup.entity_keys.len());
+        }
+        Ok(Self {
+            command: (keys > 0).then_some(command),
+            counts,
+            keys,
+        })
+    }
+
+    /// Number of entity keys in the request.
+    pub fn keys(&self) -> usize {
+        self.keys
+    }
+
+    /// The `MGET` to send, or `None` if the request names no key.
+    pub fn command(&self) -> Option<&redis::Cmd> {
+        self.command.as_ref()
+    }
+
+    /// Cuts Redis's `MGET` answer into one `LookupResult` per lookup. The stored bytes are moved,
+    /// not copied. Returns the response and how many keys were found.
+    pub fn respond(&self, values: Vec<Value>) -> Result<(VectorResponse, usize), ReaderError> {
+        if values.len() != self.keys {
+            return Err(ReaderError::Internal(format!(
+                "redis answered MGET of {} keys with {} values",
+                self.keys,
+                values.len()
+            )));
+        }
+        let mut found = 0;
+        let mut values = values.into_iter();
+        let mut results = Vec::with_capacity(self.counts.len());
+        for &count in &self.counts {
+            let mut vectors = Vec::with_capacity(count);
+            for value in values.by_ref().take(count) {
+                match value {
+                    Value::BulkString(bytes) => {
+                        found += usize::from(!bytes.is_empty());
+                        vectors.push(bytes);
+                    }
+                    Value::Nil => vectors.push(Vec::new()),
+                    other => {
+                        return Err(ReaderError::Internal(format!(
+                            "redis answered MGET with an unexpected value: {other:?}"
+                        )))
+                    }
+                }
+            }
+            results.push(LookupResult { vectors });
+        }
+        Ok((VectorResponse { results }, found))
+    }
+}
+
+/// Project and service names go into Redis keys verbatim, so they must be key-safe.
+fn check_name(what: &str, name: &str) -> Result<(), ReaderError> {
+    if is_valid_name(name) {
+        Ok(())
+    } else {
+        Err(ReaderError::BadRequest(format!(
+            "{what} {name:?} is not a valid name ([A-Za-z0-9_-], 1..=128 characters, not starting with '-')"
+        )))
+    }
+}
+
+/// An entity key is 1..=256 bytes without control characters, except the separator that joins
+/// the parts of a composite key. Says why not, as the end of a sentence.
+fn check_entity_key(key: &str) -> Result<(), String> {
+    if key.is_empty() || key.len() > MAX_ENTITY_KEY_BYTES {
+        return Err(format!(
+            "is {} bytes long; entity keys are 1..={MAX_ENTITY_KEY_BYTES} bytes",
+            key.len()
+        ));
+    }
+    match key
+        .chars()
+        .find(|&c| c.is_control() && c != ENTITY_KEY_SEPARATOR)
+    {
+        Some(c) => Err(format!(
+            "contains the control character U+{:04X}; only U+{:04X} (the key separator) is allowed",
+            u32::from(c),
+            u32::from(ENTITY_KEY_SEPARATOR)
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Bytes of all keys of a request, so the command buffer is allocated once.
+fn estimate_bytes(request: &VectorRequest) -> usize {
+    // "ferry:" + ":" + ":" + 16 hex digits + ":" = 25 bytes around project and service.
+    request
+        .lookups
+        .iter()
+        .map(|l| {
+            let prefix = 25 + request.project.len() + l.service.len();
+            l.entity_keys
+                .iter()
+                .map(|k| prefix + k.len())
+                .sum::<usize>()
+        })
+        .sum::<usize>()
+        + 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_protos::v1::Lookup;
+
+    fn request(project: &str, lookups: &[(&str, u64, &[&str])]) -> VectorRequest {
+        VectorRequest {
+            project: project.into(),
+            lookups: lookups
+                .iter()
+                .map(|(service, fingerprint, keys)| Lookup {
+                    service: (*service).into(),
+                    fingerprint: *fingerprint,
+                    entity_keys: keys.iter().map(|k| (*k).into()).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    fn args(batch: &Batch) -> Vec<String> {
+        batch
+            .command()
+            .unwrap()
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8(b.to_vec()).unwrap(),
+                other => panic!("unexpected argument {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn all_keys_of_all_lookups_go_into_one_mget_in_order() {
+        let composite = ferry_protos::entity_key(&["u1", "m2"]);
+        let req = request(
+            "bank",
+            &[
+                ("scoring", 0xab, &["u1", "u2"]),
+                ("fraud", 7, &[composite.as_str()]),
+            ],
+        );
+        let batch = Batch::from_request(&req, 10).unwrap();
+        assert_eq!(batch.keys(), 3);
+        assert_eq!(
+            args(&batch),
+            vec![
+                "MGET".to_string(),
+                redis_key("bank", "scoring", 0xab, "u1"),
+                redis_key("bank", "scoring", 0xab, "u2"),
+                redis_key("bank", "fraud", 7, &composite),
+            ]
+        );
+    }
+
+    #[test]
+    fn prefix_plus_entity_key_is_the_redis_key() {
+        for (p, s, f, e) in [("a", "b", 0, "x"), ("bank", "svc-2", u64::MAX, "u\u{1f}9")] {
+            assert_eq!(redis_key(p, s, f, "") + e, redis_key(p, s, f, e));
+        }
+    }
+
+    #[test]
+    fn answer_is_cut_back_into_lookups_with_missing_as_empty() {
+        let req = request("p", &[("s", 1, &["a", "b"]), ("t", 2, &["c"])]);
+        let batch = Batch::from_request(&req, 10).unwrap();
+        let (response, found) = batch
+            .respond(vec![
+                Value::BulkString(b"va".to_vec()),
+                Value::Nil,
+                Value::BulkString(b"vc".to_vec()),
+            ])
+            .unwrap();
+        assert_eq!(found, 2);
+        assert_eq!(response.results.len(), 2);
+        assert_eq!(
+            response.results[0].vectors,
+            vec![b"va".to_vec(), Vec::new()]
+        );
+        assert_eq!(response.results[1].vectors, vec![b"vc".to_vec()]);
+    }
+
+    #[test]
+    fn an_answer_of_the_wrong_length_is_an_internal_error() {
+        let batch = Batch::from_request(&request("p", &[("s", 1, &["a"])]), 10).unwrap();
+        let err = batch.respond(vec![]).unwrap_err();
+        assert_eq!(err.code(), "internal");
+    }
+
+    #[test]
+    fn lookups_without_keys_need_no_redis() {
+        let batch = Batch::from_request(&request("p", &[("s", 1, &[])]), 10).unwrap();
+        assert!(batch.command().is_none());
+        let (response, found) = batch.respond(vec![]).unwrap();
+        assert_eq!((response.results.len(), found), (1, 0));
+        assert!(response.results[0].vectors.is_empty());
+    }
+
+    #[test]
+    fn bad_requests_are_refused_with_the_reason() {
+        let cases: Vec<(VectorRequest, &str)> = vec![
+            (request("p", &[]), "request has no lookups"),
+            (request("a:b", &[("s", 1, &["k"])]), "project \"a:b\""),
+            (
+                request("p", &[("s", 1, &["k"]), ("*", 1, &["k"])]),
+                "lookups[1].service \"*\"",
+            ),
+            (
+                request("p", &[("s", 1, &[""])]),
+                "lookups[0].entity_keys[0] is 0 bytes",
+            ),
+            (
+                request("p", &[("s", 1, &["k", "a\nb"])]),
+                "entity_keys[1] contains the control character U+000A",
+            ),
+        ];
+        for (req, expected) in cases {
+            let err = Batch::from_request(&req, 10).unwrap_err();
+            assert_eq!(err.code(), "bad_request");
+            assert!(
+                err.to_string().contains(expected),
+                "{err} does not contain {expected}"
+            );
+        }
+        let long = "k".repeat(MAX_ENTITY_KEY_BYTES + 1);
+        let err =
+            Batch::from_request(&request("p", &[("s", 1, &[long.as_str()])]), 10).unwrap_err();
+        assert!(err.to_string().contains("257 bytes"));
+        let longest = "k".repeat(MAX_ENTITY_KEY_BYTES);
+        assert!(Batch::from_request(&request("p", &[("s", 1, &[longest.as_str()])]), 10).is_ok());
+    }
+
+    #[test]
+    fn too_many_keys_is_batch_too_large_even_across_lookups() {
+        let req = request("p", &[("s", 1, &["a", "b"]), ("t", 1, &["c"])]);
+        assert_eq!(
+            Batch::from_request(&req, 2).unwrap_err().code(),
+            "batch_too_large"
+        );
+        assert!(Batch::from_request(&req, 3).is_ok());
+    }
+
+    #[test]
+    fn undecodable_bodies_are_bad_requests() {
+        let err = Batch::decode(&b"\xff\xff\xff"[..], 10).unwrap_err();
+        assert_eq!(err.code(), "bad_request");
+    }
+}

@@ -1,0 +1,79 @@
+//! The reader's settings: every bound the service enforces, from flags or environment.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// Command line of `ferry-reader`. Each limit exists so that one client cannot make the reader
+/// (or Redis behind it) do unbounded work.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "ferry-reader",
+    version,
+    about = "Serves Ferry's precomputed feature vectors from Redis to the Envoy filter over HTTP"
+)]
+pub struct Config {
+    /// Address to listen on (HTTP/1.1 and h2c on the same port). Loopback by default: the
+    /// reader is meant to sit next to Envoy, not on the open network.
+    #[arg(long, env = "FERRY_READER_LISTEN", default_value = "127.0.0.1:8090")]
+    pub listen: SocketAddr,
+
+    /// Redis URL, e.g. redis://127.0.0.1:6379 or redis://:password@host:6379/0.
+    #[arg(long, env = "FERRY_REDIS", default_value = "redis://127.0.0.1:6379")]
+    pub redis: String,
+
+    /// Most entity keys accepted in one request, summed over its lookups; more is 413.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_batch: u32,
+
+    /// Largest request body accepted, in bytes; more is 413.
+    #[arg(long, default_value_t = 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_body_bytes: u64,
+
+    /// Budget of one Redis call, in milliseconds, including any wait for a (re)connection.
+    /// A call over budget is answered 504.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
+    pub redis_timeout_ms: u64,
+
+    /// Most requests handled at once; further requests wait for a slot.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrency: u32,
+}
+
+impl Config {
+    /// The defaults, pointed at the given Redis (tests and embedders).
+    pub fn with_redis(redis: impl Into<String>) -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8090)),
+            redis: redis.into(),
+            max_batch: 1000,
+            max_body_bytes: 1024 * 1024,
+            redis_timeout_ms: 50,
+            max_concurrency: 256,
+        }
+    }
+
+    /// `--redis-timeout-ms` as a duration.
+    pub fn redis_timeout(&self) -> Duration {
+        Duration::from_millis(self.redis_timeout_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_documented_ones() {
+        let parsed = Config::try_parse_from(["ferry-reader", "--redis", "redis://x:1"]).unwrap();
+        let built = Config::with_redis("redis://x:1");
+        assert_eq!(format!("{parsed:?}"), format!("{built:?}"));
+    }
+
+    #[test]
+    fn zero_limits_are_refused() {
+        assert!(Config::try_parse_from(["ferry-reader", "--max-batch", "0"]).is_err());
+        assert!(Config::try_parse_from(["ferry-reader", "--redis-timeout-ms", "0"]).is_err());
+    }
+}

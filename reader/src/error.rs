@@ -1,0 +1,118 @@
+//! Every way a reader request can fail, and the one place where each becomes an HTTP status and
+//! a JSON body `{"error": "<code>", "message": "<what exactly>"}`.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
+
+/// A failed request. The message says exactly what was wrong, for the operator reading the
+/// filter's logs; the code is stable, for programs.
+#[derive(Debug, thiserror::Error)]
+pub enum ReaderError {
+    /// The request was malformed: undecodable protobuf, an invalid name or entity key, no
+    /// lookups.
+    #[error("{0}")]
+    BadRequest(String),
+    /// No route at this path.
+    #[error("no such endpoint: {0}")]
+    NotFound(String),
+    /// The path exists but not with this method; carries the allowed one.
+    #[error("{method} is not allowed here; use {allow}")]
+    MethodNotAllowed { method: String, allow: &'static str },
+    /// More entity keys than `--max-batch`.
+    #[error("request has {keys} entity keys; this reader accepts at most {max} per request")]
+    BatchTooLarge { keys: usize, max: u32 },
+    /// Body larger than `--max-body-bytes`.
+    #[error("request body exceeds {max} bytes")]
+    BodyTooLarge { max: u64 },
+    /// Redis could not be reached or refused to serve.
+    #[error("redis unavailable: {0}")]
+    RedisUnavailable(String),
+    /// Redis did not answer within `--redis-timeout-ms`.
+    #[error("redis did not answer within {0} ms")]
+    RedisTimeout(u64),
+    /// Something that cannot happen did (e.g. Redis answered MGET with the wrong shape).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ReaderError {
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Self::BatchTooLarge { .. } | Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::RedisUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::RedisTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The stable machine-readable code in the JSON body.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::BadRequest(_) => "bad_request",
+            Self::NotFound(_) => "not_found",
+            Self::MethodNotAllowed { .. } => "method_not_allowed",
+            Self::BatchTooLarge { .. } => "batch_too_large",
+            Self::BodyTooLarge { .. } => "body_too_large",
+            Self::RedisUnavailable(_) => "redis_unavailable",
+            Self::RedisTimeout(_) => "redis_timeout",
+            Self::Internal(_) => "internal",
+        }
+    }
+
+    /// The complete HTTP answer.
+    pub fn into_response(self) -> Response<Full<Bytes>> {
+        let body = serde_json::json!({ "error": self.code(), "message": self.to_string() });
+        let mut response = json_response(self.status(), &body);
+        if let Self::MethodNotAllowed { allow, .. } = self {
+            response
+                .headers_mut()
+                .insert(hyper::header::ALLOW, HeaderValue::from_static(allow));
+        }
+        response
+    }
+}
+
+/// A JSON response with the given status.
+pub fn json_response(status: StatusCode, body: &serde_json::Value) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    #[tokio::test]
+    async fn errors_become_json_with_code_and_message() {
+        let response = ReaderError::BatchTooLarge { keys: 5, max: 2 }.into_response();
+        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json["error"], "batch_too_large");
+        assert_eq!(
+            json["message"],
+            "request has 5 entity keys; this reader accepts at most 2 per request"
+        );
+    }
+
+    #[test]
+    fn method_not_allowed_says_what_is() {
+        let response = ReaderError::MethodNotAllowed {
+            method: "GET".into(),
+            allow: "POST",
+        }
+        .into_response();
+        assert_eq!(response.headers()["allow"], "POST");
+    }
+}

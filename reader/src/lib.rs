@@ -1,0 +1,27 @@
+//! Ferry's vector reader: the HTTP service the Envoy filter calls (proxy-wasm can make HTTP calls
+//! but cannot speak Redis) to fetch precomputed feature vectors. One `POST /v1/vectors` carries
+//! a whole batch of entity keys and costs exactly one Redis round trip.
+//!
+//! Module map, in the order a request meets them:
+//! - [`server`]: accepts connections (HTTP/1.1 and h2c on one port), graceful shutdown.
+//! - [`service`]: routes requests, bounds concurrency and body size, answers the endpoints.
+//! - [`batch`]: validates a `VectorRequest`, builds its single `MGET`, cuts the answer back into
+//!   one result per lookup.
+//! - [`store`]: Redis behind one multiplexed self-healing connection, deadlines, error
+//!   classification, the up/down state.
+//! - [`metrics`]: counters and the Prometheus text of `GET /metrics`.
+//! - [`error`]: every failure and its HTTP status and JSON body.
+//! - [`config`]: the command line.
+
+pub mod batch;
+pub mod config;
+pub mod error;
+pub mod metrics;
+pub mod server;
+pub mod service;
+pub mod store;
+
+pub use config::Config;
+pub use error::ReaderError;
+pub use server::{run, serve, shutdown_signal, StartError};
+pub use service::Reader;

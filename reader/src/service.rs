@@ -1,0 +1,215 @@
+//! The HTTP face of the reader: routing, bounded body reading, and the three endpoints
+//! (`POST /v1/vectors`, `GET /healthz`, `GET /metrics`). Transport-agnostic: `server` feeds it
+//! requests from HTTP/1.1 and h2c connections alike.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use ferry_protos::{PROTOBUF_CONTENT_TYPE, READER_PATH};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::Body;
+use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use prost::Message;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use crate::batch::Batch;
+use crate::config::Config;
+use crate::error::{json_response, ReaderError};
+use crate::metrics::{Metrics, Route};
+use crate::store::Store;
+
+/// A client gets this long to send its request body; a stalled upload must not hold one of the
+/// `--max-concurrency` slots forever.
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Everything a request needs, shared by all connections behind one `Arc`.
+#[derive(Debug)]
+pub struct Reader {
+    /// Redis behind one multiplexed, self-healing connection.
+    store: Store,
+    /// The reader's counters, also read by `/metrics`.
+    metrics: Arc<Metrics>,
+    /// One permit per `/v1/vectors` request in progress (`--max-concurrency`). It is taken
+    /// before the body is read, so body memory is bounded by `max_concurrency * max_body_bytes`
+    /// and Redis never sees more than that many batches at once; further requests wait.
+    permits: Semaphore,
+    /// `--max-concurrency`, kept for the HTTP/2 stream limit.
+    max_concurrency: u32,
+    /// `--max-batch`: entity keys per request.
+    max_batch: u32,
+    /// `--max-body-bytes`.
+    max_body_bytes: u64,
+}
+
+impl Reader {
+    /// Builds the reader from its configuration. Does not connect to Redis yet (see `Store`);
+    /// fails only on a malformed Redis URL.
+    pub fn new(config: &Config) -> Result<Self, redis::RedisError> {
+        let metrics = Arc::new(Metrics::default());
+        Ok(Self {
+            store: Store::new(&config.redis, config.redis_timeout(), metrics.clone())?,
+            metrics,
+            permits: Semaphore::new(config.max_concurrency as usize),
+            max_concurrency: config.max_concurrency,
+            max_batch: config.max_batch,
+            max_body_bytes: config.max_body_bytes,
+        })
+    }
+
+    /// Redis as the reader sees it.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// `--max-concurrency`.
+    pub fn max_concurrency(&self) -> u32 {
+        self.max_concurrency
+    }
+
+    /// Answers one request; never fails (errors become JSON responses) and counts every answer.
+    pub async fn handle<B>(&self, request: Request<B>) -> Response<Full<Bytes>>
+    where
+        B: Body,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        let start = Instant::now();
+        let route = match request.uri().path() {
+            READER_PATH => Route::Vectors,
+            "/healthz" => Route::Healthz,
+            "/metrics" => Route::Metrics,
+            _ => Route::Other,
+        };
+        let result = match route {
+            Route::Vectors => self.vectors(request).await,
+            Route::Healthz => match allow(&request, Method::GET) {
+                Ok(()) => Ok(self.healthz().await),
+                Err(e) => Err(e),
+            },
+            Route::Metrics => allow(&request, Method::GET).map(|()| self.metrics_text()),
+            Route::Other => Err(ReaderError::NotFound(request.uri().path().to_string())),
+        };
+        let response = match result {
+            Ok(response) => response,
+            Err(ReaderError::Internal(why)) => {
+                // Cannot happen by construction, so it is worth a line each time it does.
+                tracing::error!(%why, "internal error");
+                ReaderError::Internal(why).into_response()
+            }
+            Err(e) => e.into_response(),
+        };
+        self.metrics
+            .request(route, response.status(), start.elapsed());
+        response
+    }
+
+    /// `POST /v1/vectors`: one `VectorRequest` in, one `MGET`, one `VectorResponse` out.
+    async fn vectors<B>(&self, request: Request<B>) -> Result<Response<Full<Bytes>>, ReaderError>
+    where
+        B: Body,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        allow(&request, Method::POST)?;
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| ReaderError::Internal("concurrency semaphore closed".into()))?;
+        let body = self.read_body(request).await?;
+        let batch = Batch::decode(body, self.max_batch)?;
+        let values = match batch.command() {
+            Some(command) => self.store.mget(command).await?,
+            None => Vec::new(),
+        };
+        let (response, found) = batch.respond(values)?;
+        self.metrics.keys(batch.keys(), found);
+        let mut http = Response::new(Full::new(Bytes::from(response.encode_to_vec())));
+        http.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static(PROTOBUF_CONTENT_TYPE),
+        );
+        Ok(http)
+    }
+
+    /// Reads the body, refusing it up front when its declared length is over the limit and
+    /// capping what is read when no length was declared (HTTP/2, chunked).
+    async fn read_body<B>(&self, request: Request<B>) -> Result<impl Buf, ReaderError>
+    where
+        B: Body,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        let too_large = ReaderError::BodyTooLarge {
+            max: self.max_body_bytes,
+        };
+        let declared = request
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|len| len > self.max_body_bytes) {
+            return Err(too_large);
+        }
+        let limit = usize::try_from(self.max_body_bytes).unwrap_or(usize::MAX);
+        let body = Limited::new(request.into_body(), limit);
+        match tokio::time::timeout(BODY_READ_TIMEOUT, body.collect()).await {
+            // Aggregated, not flattened: prost decodes from the chunks as they came.
+            Ok(Ok(collected)) => Ok(collected.aggregate()),
+            Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large),
+            Ok(Err(e)) => Err(ReaderError::BadRequest(format!(
+                "could not read the request body: {e}"
+            ))),
+            Err(_) => Err(ReaderError::BadRequest(format!(
+                "request body not received within {} s",
+                BODY_READ_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+
+    /// `GET /healthz`: 200 if Redis answers a `PING` within the timeout, else 503.
+    async fn healthz(&self) -> Response<Full<Bytes>> {
+        match self.store.ping().await {
+            Ok(()) => json_response(
+                StatusCode::OK,
+                &serde_json::json!({ "status": "ok", "redis": "up" }),
+            ),
+            Err(e) => json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &serde_json::json!({
+                    "status": "unavailable",
+                    "redis": "down",
+                    "error": e.code(),
+                    "message": e.to_string(),
+                }),
+            ),
+        }
+    }
+
+    /// `GET /metrics`.
+    fn metrics_text(&self) -> Response<Full<Bytes>> {
+        let text = self.metrics.render(self.store.is_up());
+        let mut response = Response::new(Full::new(Bytes::from(text)));
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        );
+        response
+    }
+}
+
+/// Each endpoint answers one method; anything else is 405 with `Allow`.
+fn allow<B>(request: &Request<B>, method: Method) -> Result<(), ReaderError> {
+    if request.method() == method {
+        return Ok(());
+    }
+    let allow = if method == Method::POST {
+        "POST"
+    } else {
+        "GET"
+    };
+    Err(ReaderError::MethodNotAllowed {
+        method: request.method().to_string(),
+        allow,
+    })
+}
