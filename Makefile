@@ -1,0 +1,18 @@
+# Ferry's commands. See README.md.
+.PHONY: demo stop test lint build
+
+demo:            ## install what is missing, build, start the stack, send sample requests
+	bash scripts/demo.sh
+
+stop:            ## stop exactly what `make demo` started
+	bash scripts/stop.sh
+
+test:            ## every test: unit + integration (real Envoy, Redis, reader, model)
+	bash scripts/test.sh
+
+lint:            ## rustfmt + clippy (also for wasm32-wasip1), warnings are errors
+	bash scripts/lint.sh
+
+build:
+	cargo build --release -p ferry -p ferry-reader -p ferry-demo-model
+	cargo build --release -p ferry-filter --target wasm32-wasip1

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# `make demo`: installs what is missing, builds, starts Redis, the reader, the demo model and
+# Envoy with the ferry filter, applies and materializes the example repo, sends sample requests
+# (printing each before and after enrichment), and leaves the stack running (`make stop`).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+REPO=${FERRY_REPO:-examples/banking}
+LISTEN_PORT=${FERRY_LISTEN_PORT:-10000}
+ADMIN_PORT=${FERRY_ADMIN_PORT:-9901}
+READER_PORT=${FERRY_READER_PORT:-8090}
+MODEL_PORT=${FERRY_MODEL_PORT:-8080}
+REDIS_PORT=${FERRY_REDIS_PORT:-6379}
+export FERRY_REDIS="redis://127.0.0.1:$REDIS_PORT"
+
+bash scripts/setup.sh
+echo "== building (release)"
+cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model
+cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
+
+bash scripts/stop.sh >/dev/null
+for p in "$LISTEN_PORT" "$ADMIN_PORT" "$READER_PORT" "$MODEL_PORT" "$REDIS_PORT"; do
+  port_free "$p" || { echo "port $p is in use; free it or set the FERRY_*_PORT variables (see README)" >&2; exit 1; }
+done
+
+echo "== starting Redis on 127.0.0.1:$REDIS_PORT"
+start redis redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no
+for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+
+echo "== generating the example data set and applying $REPO"
+python3 "$REPO/generate_data.py" --entities 10000
+"$BIN/ferry" apply "$REPO"
+
+echo "== materializing vectors into Redis"
+"$BIN/ferry" materialize "$REPO"
+
+echo "== starting the reader (:$READER_PORT), the demo model (:$MODEL_PORT) and Envoy (:$LISTEN_PORT)"
+start reader "$BIN/ferry-reader" --listen "127.0.0.1:$READER_PORT"
+start model "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
+"$BIN/ferry" envoy-config "$REPO" --wasm "$WASM" --listen-port "$LISTEN_PORT" --admin-port "$ADMIN_PORT" \
+  --reader-port "$READER_PORT" --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy.yaml"
+start envoy "$ENVOY" -c "$RUN_DIR/envoy.yaml" --disable-hot-restart --log-level warn
+wait_for reader "http://127.0.0.1:$READER_PORT/healthz"
+wait_for envoy "http://127.0.0.1:$ADMIN_PORT/ready"
+
+pretty() { python3 -c 'import json,sys; d=sys.stdin.read(); print(json.dumps(json.loads(d), indent=2) if d.strip() else "(empty)")' 2>/dev/null || cat; }
+
+# send TITLE PATH BODY: prints the request, then what the model received (or Ferry's error).
+send() {
+  local out status
+  echo; echo "######## $1"
+  echo "---- client sends: POST $2"; echo "$3" | pretty
+  out=$(curl -sS -D "$RUN_DIR/last.headers" -o "$RUN_DIR/last.body" -w '%{http_code}' \
+    -H 'content-type: application/json' --data-binary "$3" "http://127.0.0.1:$LISTEN_PORT$2")
+  status=$out
+  if grep -qi '^x-echo-headers:' "$RUN_DIR/last.headers"; then
+    echo "---- model receives (HTTP $status from the model), x-ferry-* headers:"
+    grep -i '^x-echo-headers:' "$RUN_DIR/last.headers" | sed 's/^[^:]*: //' |
+      python3 -c 'import json,sys; h=json.load(sys.stdin); [print(f"  {k}: {v}") for k,v in sorted(h.items()) if k.startswith("x-ferry-")]'
+    echo "---- and body:"
+  else
+    echo "---- Ferry answers HTTP $status (the model is not called):"
+  fi
+  pretty < "$RUN_DIR/last.body"
+}
+
+send "Two users, enriched with every feature of realtime_scoring" /v1/models/fraud:predict \
+  '{"instances": [{"user_id": "u000001", "amount": 120.5}, {"user_id": "u000002", "amount": 9.99}]}'
+send "u000007's transactions are older than their 1d ttl: null + OUTSIDE_MAX_AGE" /v1/models/fraud:predict \
+  '{"instances": [{"user_id": "u000007", "amount": 42.0}]}'
+send "A forged feature is overwritten, never trusted" /v1/models/fraud:predict \
+  '{"instances": [{"user_id": "u000003", "user_profile__credit_score": 850.0}]}'
+send "Unknown user on the strict route (on_missing_entity: reject)" /v1/models/fraud:predict \
+  '{"instances": [{"user_id": "nobody"}]}'
+send "Unknown user on the lenient route (on_missing_entity: null)" /v1/models/fraud-lenient:predict \
+  '{"instances": [{"user_id": "nobody"}, {"user_id": "u000004"}]}'
+send "Malformed JSON" /v1/models/fraud:predict '{"instances": [{"user_id": '
+
+cat <<MSG
+
+The stack is running (pids and logs in .run/):
+  Envoy + ferry  http://127.0.0.1:$LISTEN_PORT   (admin http://127.0.0.1:$ADMIN_PORT)
+  reader         http://127.0.0.1:$READER_PORT   (/healthz, /metrics)
+  demo model     http://127.0.0.1:$MODEL_PORT   (echoes the request it received)
+  Redis          127.0.0.1:$REDIS_PORT
+Try:  curl -s -d '{"instances":[{"user_id":"u000010"}]}' http://127.0.0.1:$LISTEN_PORT/v1/models/fraud:predict
+Stop: make stop
+MSG

@@ -1,0 +1,44 @@
+# Shared by the demo scripts: where things live, and starting/stopping background processes by
+# pid (never by name).
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RUN_DIR="$ROOT/.run"
+ENVOY="$ROOT/.venv/bin/envoy"
+BIN="$ROOT/target/release"
+WASM="$ROOT/target/wasm32-wasip1/release/ferry_filter.wasm"
+
+# start NAME CMD...: runs CMD in its own session, logs to .run/NAME.log, pid in .run/NAME.pid.
+start() {
+  local name=$1; shift
+  mkdir -p "$RUN_DIR"
+  setsid -f bash -c 'echo $$ > "$1"; shift; exec "$@"' _ "$RUN_DIR/$name.pid" "$@" \
+    > "$RUN_DIR/$name.log" 2>&1 < /dev/null
+  for _ in $(seq 50); do [ -s "$RUN_DIR/$name.pid" ] && return 0; sleep 0.02; done
+  echo "could not start $name" >&2; return 1
+}
+
+# stop NAME: TERM, then KILL after 5 s, the pid recorded by start.
+stop() {
+  local f="$RUN_DIR/$1.pid" pid
+  [ -f "$f" ] || return 0
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    echo "stopped $1 (pid $pid)"
+  fi
+  rm -f "$f"
+}
+
+# wait_for NAME URL: until URL answers 2xx, or fail showing NAME's log.
+wait_for() {
+  for _ in $(seq 100); do
+    curl -fsS -o /dev/null "$2" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "$1 did not come up at $2; its log:" >&2
+  tail -20 "$RUN_DIR/$1.log" >&2
+  return 1
+}
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }

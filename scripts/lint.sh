@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# `make lint`: formatting and clippy (the filter also for wasm32-wasip1), warnings as errors.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+cargo clippy -p ferry-filter --target wasm32-wasip1 --quiet -- -D warnings

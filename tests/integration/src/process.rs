@@ -1,0 +1,69 @@
+//! Child processes that die with the test, and small waits on loopback.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A child process, killed on drop. Its output goes to `<dir>/<name>.log`.
+pub struct Proc {
+    pub name: &'static str,
+    child: Option<Child>,
+    pub log: std::path::PathBuf,
+}
+
+impl Proc {
+    pub fn start(name: &'static str, mut cmd: Command, dir: &Path) -> Proc {
+        let log = dir.join(format!("{name}.log"));
+        let f = std::fs::OpenOptions::new().create(true).append(true).open(&log).expect("log file");
+        cmd.stdin(Stdio::null()).stdout(f.try_clone().expect("log")).stderr(f);
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {name} ({cmd:?}): {e}"));
+        Proc { name, child: Some(child), log }
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A port that was free a moment ago (bind :0, read it, release it).
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().expect("addr").port()
+}
+
+pub fn tcp_open(port: u16) -> bool {
+    TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+pub fn redis_ping(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut buf = [0u8; 16];
+    s.write_all(b"PING\r\n").is_ok() && s.read(&mut buf).map(|n| buf[..n].starts_with(b"+PONG")).unwrap_or(false)
+}
+
+pub fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool, what: &str) {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out after {limit:?} waiting for {what}");
+}
