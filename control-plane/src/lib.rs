@@ -1,0 +1,23 @@
+//! `ferry`, the control plane CLI's library: everything between a feature repo on disk and the
+//! bytes that Envoy and Redis receive.
+//!
+//! Module map:
+//! - [`types`]: value and key types of the repo language, and their proto counterparts.
+//! - [`repo`]: `ferry.yaml` (serde model), validation that reports every problem at once, and
+//!   the validated [`repo::Registry`] the rest of the crate works from.
+//! - [`fingerprint`]: the stable hash of a FeatureService's schema (pins the vector layout).
+//! - [`snapshot`]: the registry snapshot (`ferry.v1.Snapshot`) delivered to the filter.
+//! - [`sources`]: reading feature view sources (CSV; Parquet) into typed values.
+//! - [`materialize`]: latest row per entity, vector encoding, pipelined writes into Redis.
+//! - [`envoy_config`]: renders the static Envoy bootstrap with the snapshot inlined.
+
+pub mod envoy_config;
+pub mod fingerprint;
+pub mod materialize;
+pub mod repo;
+pub mod snapshot;
+pub mod sources;
+pub mod types;
+
+#[cfg(test)]
+pub(crate) mod test_support;

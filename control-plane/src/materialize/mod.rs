@@ -1,0 +1,279 @@
+//! `ferry materialize`: offline sources → one precomputed vector per entity per FeatureService
+//! in Redis. Each view's source is read once (views in parallel) keeping the latest row per
+//! entity; each service's vectors are then encoded and written in pipelined batches.
+
+pub mod vector;
+mod writer;
+
+use std::time::Instant;
+
+use indicatif::ProgressBar;
+
+use crate::repo::{FeatureService, Registry};
+use crate::sources::{load_latest, LatestRows, SourceError, ViewSpec};
+use crate::types::{FeatureType, KeyType};
+
+pub use writer::{connect, WriteOptions};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MaterializeError {
+    #[error("feature view '{view}': {source}")]
+    Source {
+        view: String,
+        #[source]
+        source: SourceError,
+    },
+    #[error("redis {url}: {source}")]
+    Connect {
+        url: String,
+        #[source]
+        source: redis::RedisError,
+    },
+    #[error("feature service '{service}': writing to redis failed: {source}")]
+    Write {
+        service: String,
+        #[source]
+        source: redis::RedisError,
+    },
+    #[error("a source reader thread failed")]
+    Thread,
+}
+
+/// What reading one view's source produced.
+#[derive(Clone, Debug)]
+pub struct ViewSummary {
+    pub view: String,
+    pub rows_read: u64,
+    pub entities: usize,
+    pub seconds: f64,
+}
+
+/// What writing one service produced.
+#[derive(Clone, Debug)]
+pub struct ServiceSummary {
+    pub service: String,
+    pub fingerprint: u64,
+    pub entities: u64,
+    /// Value bytes written (keys not counted).
+    pub bytes: u64,
+    pub seconds: f64,
+}
+
+impl ServiceSummary {
+    pub fn entities_per_second(&self) -> f64 {
+        self.entities as f64 / self.seconds.max(1e-9)
+    }
+}
+
+/// The latest rows of every view that some service uses, indexed like `Registry::views`.
+pub struct Tables {
+    pub tables: Vec<Option<LatestRows>>,
+    pub summaries: Vec<ViewSummary>,
+}
+
+/// A view's join keys in canonical order (sorted by join key), as the entity key is built.
+fn view_keys(reg: &Registry, view: usize) -> Vec<(String, KeyType)> {
+    let mut keys: Vec<(String, KeyType)> = reg.views[view]
+        .entities
+        .iter()
+        .map(|&e| (reg.entities[e].join_key.clone(), reg.entities[e].key_type))
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// One view's kept rows and the seconds reading took.
+type Loaded = Result<(LatestRows, f64), SourceError>;
+
+/// Reads the sources of all views used by a service, one thread per view.
+pub fn load_tables(reg: &Registry) -> Result<Tables, MaterializeError> {
+    let mut used = vec![false; reg.views.len()];
+    for s in &reg.services {
+        for sv in &s.views {
+            used[sv.view] = true;
+        }
+    }
+    let results: Vec<(usize, Loaded)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..reg.views.len())
+            .filter(|&i| used[i])
+            .map(|i| {
+                scope.spawn(move || {
+                    let view = &reg.views[i];
+                    let keys = view_keys(reg, i);
+                    let features: Vec<(String, FeatureType)> = view
+                        .features
+                        .iter()
+                        .map(|f| (f.name.clone(), f.ty))
+                        .collect();
+                    let start = Instant::now();
+                    let rows = load_latest(&ViewSpec {
+                        file: &view.source.file,
+                        format: view.source.format,
+                        timestamp_field: &view.source.timestamp_field,
+                        keys: &keys,
+                        features: &features,
+                    });
+                    (i, rows.map(|r| (r, start.elapsed().as_secs_f64())))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join())
+            .collect::<Result<_, _>>()
+    })
+    .map_err(|_| MaterializeError::Thread)?;
+
+    let mut tables: Vec<Option<LatestRows>> = (0..reg.views.len()).map(|_| None).collect();
+    let mut summaries = Vec::new();
+    for (i, result) in results {
+        let view = reg.views[i].name.clone();
+        let (rows, seconds) = result.map_err(|source| MaterializeError::Source {
+            view: view.clone(),
+            source,
+        })?;
+        summaries.push(ViewSummary {
+            view,
+            rows_read: rows.rows_read,
+            entities: rows.rows.len(),
+            seconds,
+        });
+        tables[i] = Some(rows);
+    }
+    Ok(Tables { tables, summaries })
+}
+
+/// A service's entities: the union of the entity keys of its views, sorted (so runs are
+/// reproducible and a progress bar moves steadily).
+pub fn service_entities<'a>(service: &FeatureService, tables: &'a Tables) -> Vec<&'a str> {
+    let mut keys: Vec<&str> = Vec::new();
+    for sv in &service.views {
+        if let Some(t) = &tables.tables[sv.view] {
+            keys.extend(t.rows.keys().map(String::as_str));
+        }
+    }
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// The vector parts of one entity, in the service's canonical view order.
+pub fn parts_for<'a>(
+    service: &'a FeatureService,
+    tables: &'a Tables,
+    entity_key: &str,
+    out: &mut Vec<vector::Part<'a>>,
+) {
+    out.clear();
+    out.extend(service.views.iter().map(|sv| {
+        vector::Part {
+            row: tables.tables[sv.view]
+                .as_ref()
+                .and_then(|t: &'a LatestRows| t.rows.get(entity_key)),
+            selected: &sv.features,
+        }
+    }));
+}
+
+/// Materializes every service of the repo. `progress` counts entities over all services.
+pub async fn run(
+    reg: &Registry,
+    tables: &Tables,
+    opts: &WriteOptions,
+    progress: &ProgressBar,
+) -> Result<Vec<ServiceSummary>, MaterializeError> {
+    let conn = connect(&opts.redis_url).await?;
+    let per_service: Vec<Vec<&str>> = reg
+        .services
+        .iter()
+        .map(|s| service_entities(s, tables))
+        .collect();
+    progress.set_length(per_service.iter().map(|e| e.len() as u64).sum());
+    let mut out = Vec::with_capacity(reg.services.len());
+    for (service, entities) in reg.services.iter().zip(&per_service) {
+        progress.set_message(service.name.clone());
+        out.push(
+            writer::write_service(reg, service, tables, entities, conn.clone(), opts, progress)
+                .await?,
+        );
+    }
+    progress.finish_and_clear();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+    use ferry_protos::v1::{value::Kind, FloatList, Value};
+
+    fn v(kind: Kind) -> Value {
+        Value { kind: Some(kind) }
+    }
+
+    #[test]
+    fn vectors_take_the_latest_row_and_leave_missing_views_empty() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let reg = reg.unwrap();
+        let tables = load_tables(&reg).unwrap();
+        let service = &reg.services[0];
+        // Keys are "merchant_id␟user_id" (sorted by join key).
+        assert_eq!(
+            service_entities(service, &tables),
+            ["7\u{1f}u1", "8\u{1f}u2", "9\u{1f}u3"]
+        );
+
+        let mut parts = Vec::new();
+        let mut bytes = Vec::new();
+        parts_for(service, &tables, "7\u{1f}u1", &mut parts);
+        vector::encode_into(service.fingerprint, &parts, &mut bytes);
+        let got = vector::decode(&bytes).unwrap();
+        assert_eq!(got.fingerprint, service.fingerprint);
+        // alpha (a, c) then zeta (z1, z2); alpha's row at ts=100 wins over ts=50.
+        assert_eq!(got.views[0].event_time_us, 100_000_000);
+        assert_eq!(
+            got.views[0].values,
+            [
+                v(Kind::FloatListVal(FloatList {
+                    values: vec![1.0, 2.0]
+                })),
+                v(Kind::Int32Val(3))
+            ]
+        );
+        assert_eq!(
+            got.views[1].values,
+            [v(Kind::BoolVal(true)), v(Kind::DoubleVal(1.5))]
+        );
+
+        // u2 has no alpha row, u3 no zeta row: their parts are empty, the vector still has both.
+        parts_for(service, &tables, "8\u{1f}u2", &mut parts);
+        vector::encode_into(service.fingerprint, &parts, &mut bytes);
+        let got = vector::decode(&bytes).unwrap();
+        assert_eq!(got.views.len(), 2);
+        assert!(got.views[0].values.is_empty());
+        assert_eq!(got.views[0].event_time_us, 0);
+        assert_eq!(
+            got.views[1].values,
+            [v(Kind::BoolVal(false)), v(Kind::DoubleVal(2.5))]
+        );
+        assert_eq!(got, vector::build(service.fingerprint, &parts));
+
+        parts_for(service, &tables, "9\u{1f}u3", &mut parts);
+        let got = vector::build(service.fingerprint, &parts);
+        assert_eq!(
+            got.views[0].values,
+            [
+                v(Kind::FloatListVal(FloatList { values: vec![] })),
+                v(Kind::Int32Val(4))
+            ]
+        );
+        assert!(got.views[1].values.is_empty());
+
+        let summary: Vec<(&str, u64, usize)> = tables
+            .summaries
+            .iter()
+            .map(|s| (s.view.as_str(), s.rows_read, s.entities))
+            .collect();
+        assert_eq!(summary, [("zeta", 2, 2), ("alpha", 3, 2)]);
+    }
+}

@@ -1,0 +1,130 @@
+//! Pipelined bulk writes: one SET per entity, `batch_size` SETs per pipeline (one round trip),
+//! a few pipelines in flight over one multiplexed connection so encoding overlaps the network.
+
+use std::time::{Duration, Instant};
+
+use indicatif::ProgressBar;
+use redis::aio::MultiplexedConnection;
+use redis::AsyncConnectionConfig;
+use tokio::task::JoinSet;
+
+use super::{parts_for, vector, MaterializeError, ServiceSummary, Tables};
+use crate::repo::{FeatureService, Registry};
+
+/// How vectors are written.
+#[derive(Clone, Debug)]
+pub struct WriteOptions {
+    pub redis_url: String,
+    /// SETs per pipeline (one round trip each).
+    pub batch_size: usize,
+    /// Pipelines in flight at once; more hides latency, at the cost of memory.
+    pub in_flight: usize,
+    /// Expiry of written keys (SET ... EX), so vectors of an old fingerprint go away by
+    /// themselves after a schema change; `None` keeps keys forever.
+    pub key_ttl_seconds: Option<u64>,
+}
+
+impl WriteOptions {
+    pub fn new(redis_url: impl Into<String>) -> Self {
+        WriteOptions {
+            redis_url: redis_url.into(),
+            batch_size: 1000,
+            in_flight: 4,
+            key_ttl_seconds: None,
+        }
+    }
+}
+
+/// A bulk write may legitimately take longer than the client's default 500 ms per response.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub async fn connect(url: &str) -> Result<MultiplexedConnection, MaterializeError> {
+    let err = |source| MaterializeError::Connect {
+        url: url.to_owned(),
+        source,
+    };
+    let client = redis::Client::open(url).map_err(err)?;
+    let config = AsyncConnectionConfig::new()
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        .set_connection_timeout(Some(CONNECT_TIMEOUT));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .map_err(err)
+}
+
+type Batch = Result<u64, redis::RedisError>;
+
+pub(super) async fn write_service(
+    reg: &Registry,
+    service: &FeatureService,
+    tables: &Tables,
+    entities: &[&str],
+    conn: MultiplexedConnection,
+    opts: &WriteOptions,
+    progress: &ProgressBar,
+) -> Result<ServiceSummary, MaterializeError> {
+    let start = Instant::now();
+    let fail = |source| MaterializeError::Write {
+        service: service.name.clone(),
+        source,
+    };
+    // The key of an entity is this prefix followed by the entity key (see ferry_protos::redis_key).
+    let prefix = ferry_protos::redis_key(&reg.project, &service.name, service.fingerprint, "");
+    let mut key = String::with_capacity(prefix.len() + 32);
+    let mut value = Vec::with_capacity(256);
+    let mut parts = Vec::with_capacity(service.views.len());
+    let mut bytes = 0u64;
+    let mut in_flight: JoinSet<Batch> = JoinSet::new();
+
+    for chunk in entities.chunks(opts.batch_size.max(1)) {
+        let mut pipe = redis::Pipeline::with_capacity(chunk.len());
+        for entity in chunk {
+            parts_for(service, tables, entity, &mut parts);
+            vector::encode_into(service.fingerprint, &parts, &mut value);
+            bytes += value.len() as u64;
+            key.clear();
+            key.push_str(&prefix);
+            key.push_str(entity);
+            pipe.cmd("SET").arg(key.as_str()).arg(value.as_slice());
+            if let Some(ttl) = opts.key_ttl_seconds {
+                pipe.arg("EX").arg(ttl);
+            }
+            pipe.ignore();
+        }
+        while in_flight.len() >= opts.in_flight.max(1) {
+            finish_one(&mut in_flight, progress).await.map_err(fail)?;
+        }
+        let mut c = conn.clone();
+        let n = chunk.len() as u64;
+        in_flight.spawn(async move { pipe.exec_async(&mut c).await.map(|()| n) });
+    }
+    while !in_flight.is_empty() {
+        finish_one(&mut in_flight, progress).await.map_err(fail)?;
+    }
+    Ok(ServiceSummary {
+        service: service.name.clone(),
+        fingerprint: service.fingerprint,
+        entities: entities.len() as u64,
+        bytes,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+async fn finish_one(
+    set: &mut JoinSet<Batch>,
+    progress: &ProgressBar,
+) -> Result<(), redis::RedisError> {
+    match set.join_next().await {
+        Some(Ok(Ok(n))) => {
+            progress.inc(n);
+            Ok(())
+        }
+        Some(Ok(Err(e))) => Err(e),
+        Some(Err(join)) => Err(redis::RedisError::from(std::io::Error::other(
+            join.to_string(),
+        ))),
+        None => Ok(()),
+    }
+}

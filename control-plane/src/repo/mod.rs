@@ -1,0 +1,206 @@
+//! A feature repo: a folder holding `ferry.yaml` and the views' source files. Loading validates
+//! everything and yields a [`Registry`], the resolved model the snapshot and the vectors are
+//! built from; a repo with any problem yields every problem instead.
+
+mod raw;
+mod routes;
+pub mod scalars;
+mod validate;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use ferry_protos::v1::{
+    FeatureNames, Format, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy, Value,
+};
+
+use crate::sources::SourceFormat;
+use crate::types::{FeatureType, KeyType};
+
+/// The repo definition file inside the repo folder.
+pub const REPO_FILE: &str = "ferry.yaml";
+
+/// A validated feature repo.
+#[derive(Clone, Debug)]
+pub struct Registry {
+    pub project: String,
+    /// The repo folder; sources are relative to it.
+    pub root: PathBuf,
+    pub entities: Vec<Entity>,
+    /// In declared order.
+    pub views: Vec<FeatureView>,
+    /// In declared order.
+    pub services: Vec<FeatureService>,
+    /// In declared order: the filter tries them in this order.
+    pub routes: Vec<Route>,
+    pub reader: Reader,
+}
+
+#[derive(Clone, Debug)]
+pub struct Entity {
+    pub name: String,
+    pub join_key: String,
+    pub key_type: KeyType,
+}
+
+#[derive(Clone, Debug)]
+pub struct FeatureView {
+    pub name: String,
+    /// Indexes into `Registry::entities`.
+    pub entities: Vec<usize>,
+    /// 0 = never stale.
+    pub ttl_seconds: i64,
+    pub source: Source,
+    /// In declared order (the source's values are read in this order).
+    pub features: Vec<Feature>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// As written in the repo (for messages).
+    pub path: String,
+    /// Resolved against the repo folder.
+    pub file: PathBuf,
+    pub format: SourceFormat,
+    pub timestamp_field: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct Feature {
+    pub name: String,
+    pub ty: FeatureType,
+    pub default: Option<Value>,
+}
+
+/// One join key of a service's entity key schema.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceKey {
+    pub entity: String,
+    pub join_key: String,
+    pub key_type: KeyType,
+}
+
+#[derive(Clone, Debug)]
+pub struct FeatureService {
+    pub name: String,
+    /// Sorted by join key: the order of an entity key's parts.
+    pub keys: Vec<ServiceKey>,
+    /// Sorted by view name: the stored vector's layout.
+    pub views: Vec<ServiceView>,
+    pub fingerprint: u64,
+}
+
+/// The part of a service that comes from one view.
+#[derive(Clone, Debug)]
+pub struct ServiceView {
+    /// Index into `Registry::views`.
+    pub view: usize,
+    /// Selected features as indexes into the view's `features`, sorted by feature name.
+    pub features: Vec<usize>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PathMatch {
+    Prefix(String),
+    Exact(String),
+}
+
+#[derive(Clone, Debug)]
+pub struct Route {
+    pub name: String,
+    pub path: PathMatch,
+    /// Index into `Registry::services`.
+    pub service: usize,
+    pub format: Format,
+    /// Request field per join key, in the service's key order.
+    pub entity_fields: Vec<String>,
+    pub feature_names: FeatureNames,
+    pub on_missing_entity: MissingEntityPolicy,
+    pub on_stale: StalePolicy,
+    pub on_reader_error: ReaderErrorPolicy,
+    pub max_body_bytes: u32,
+    pub max_entities: u32,
+    pub reader_timeout_ms: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct Reader {
+    pub cluster: String,
+    pub authority: String,
+}
+
+impl Registry {
+    /// The (join key, type) list of a service, in key order, as sources need it.
+    pub fn key_spec(&self, service: &FeatureService) -> Vec<(String, KeyType)> {
+        service
+            .keys
+            .iter()
+            .map(|k| (k.join_key.clone(), k.key_type))
+            .collect()
+    }
+
+    pub fn service(&self, name: &str) -> Option<&FeatureService> {
+        self.services.iter().find(|s| s.name == name)
+    }
+}
+
+/// One problem in a repo: where (entity / view / feature / service / route) and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Issue {
+    pub path: String,
+    pub reason: String,
+}
+
+impl fmt::Display for Issue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.reason)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RepoError {
+    #[error("{file}: {source}")]
+    Read {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{file}: {reason}")]
+    Parse { file: String, reason: String },
+    #[error("{}", lines(.file, .issues))]
+    Invalid { file: String, issues: Vec<Issue> },
+}
+
+fn lines(file: &str, issues: &[Issue]) -> String {
+    issues
+        .iter()
+        .map(|i| format!("{file}: {i}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Reads and validates the repo in folder `root`.
+pub fn load(root: &Path) -> Result<Registry, RepoError> {
+    let path = root.join(REPO_FILE);
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(&path).map_err(|source| RepoError::Read {
+        file: file.clone(),
+        source,
+    })?;
+    load_str(root, &file, &text)
+}
+
+/// Validates repo text as if it were `file` inside folder `root`.
+pub fn load_str(root: &Path, file: &str, text: &str) -> Result<Registry, RepoError> {
+    let raw: raw::RawRepo = serde_norway::from_str(text).map_err(|e| RepoError::Parse {
+        file: file.to_owned(),
+        reason: e.to_string(),
+    })?;
+    validate::validate(raw, root).map_err(|issues| RepoError::Invalid {
+        file: file.to_owned(),
+        issues,
+    })
+}
+
+#[cfg(test)]
+mod tests;

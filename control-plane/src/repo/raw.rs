@@ -1,0 +1,150 @@
+//! `ferry.yaml` as written. Structure is checked by serde (unknown fields are refused); enums,
+//! types, units and references stay strings here so that validation can report every bad one
+//! at once with its path, instead of stopping at the first.
+
+use serde::{Deserialize, Deserializer};
+use serde_norway::Value as Yaml;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRepo {
+    pub project: String,
+    #[serde(default)]
+    pub entities: Vec<RawEntity>,
+    #[serde(default)]
+    pub feature_views: Vec<RawView>,
+    #[serde(default)]
+    pub feature_services: Vec<RawService>,
+    #[serde(default)]
+    pub routes: Vec<RawRoute>,
+    #[serde(default)]
+    pub reader: RawReader,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEntity {
+    pub name: String,
+    pub join_key: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawView {
+    pub name: String,
+    pub entities: Vec<String>,
+    /// `30d`; a bare number is kept so that its missing unit can be reported.
+    #[serde(default)]
+    pub ttl: Option<Yaml>,
+    pub source: RawSource,
+    pub features: Vec<RawFeature>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSource {
+    pub path: String,
+    pub timestamp_field: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFeature {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+    #[serde(default)]
+    pub default: Option<Yaml>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawService {
+    pub name: String,
+    pub features: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoute {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(rename = "match")]
+    pub matcher: RawMatch,
+    pub service: String,
+    pub format: String,
+    pub entity: RawEntityRef,
+    #[serde(default, deserialize_with = "word")]
+    pub feature_names: Option<String>,
+    #[serde(default, deserialize_with = "word")]
+    pub on_missing_entity: Option<String>,
+    #[serde(default, deserialize_with = "word")]
+    pub on_stale: Option<String>,
+    #[serde(default, deserialize_with = "word")]
+    pub on_reader_error: Option<String>,
+    #[serde(default)]
+    pub max_body_bytes: Option<u64>,
+    #[serde(default)]
+    pub max_entities: Option<u64>,
+    #[serde(default)]
+    pub reader_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMatch {
+    #[serde(default)]
+    pub path_prefix: Option<String>,
+    #[serde(default)]
+    pub path_exact: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEntityRef {
+    #[serde(default)]
+    pub field: Option<String>,
+    #[serde(default)]
+    pub fields: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReader {
+    #[serde(default = "default_reader_cluster")]
+    pub cluster: String,
+    #[serde(default = "default_reader_authority")]
+    pub authority: String,
+}
+
+impl Default for RawReader {
+    fn default() -> Self {
+        RawReader {
+            cluster: default_reader_cluster(),
+            authority: default_reader_authority(),
+        }
+    }
+}
+
+fn default_reader_cluster() -> String {
+    "ferry_reader".to_owned()
+}
+
+fn default_reader_authority() -> String {
+    "ferry-reader".to_owned()
+}
+
+/// A policy word. YAML reads an unquoted `null` as the null value, not as the word: a user who
+/// writes `on_missing_entity: null` means the `null` policy, never "use the default" (which is
+/// `reject`), so null is mapped to the word here.
+fn word<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match Yaml::deserialize(d)? {
+        Yaml::Null => Ok(Some("null".to_owned())),
+        Yaml::String(s) => Ok(Some(s)),
+        Yaml::Bool(b) => Ok(Some(b.to_string())),
+        Yaml::Number(n) => Ok(Some(n.to_string())),
+        _ => Err(serde::de::Error::custom("expected a word")),
+    }
+}

@@ -1,0 +1,242 @@
+//! Validation of `routes`: which requests the filter enriches, with which service and
+//! policies. Only what the filter implements is accepted.
+
+use std::collections::{HashMap, HashSet};
+
+use ferry_protos::v1::{FeatureNames, Format, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy};
+
+use super::raw::RawRoute;
+use super::validate::Issues;
+use super::{FeatureService, FeatureView, PathMatch, Route};
+
+const MIN_BODY_BYTES: u64 = 1024;
+const MAX_BODY_BYTES: u64 = 8 * 1024 * 1024;
+const MAX_ENTITIES: u64 = 10_000;
+const MAX_READER_TIMEOUT_MS: u64 = 60_000;
+
+/// The first earlier route whose prefix covers every path `path` matches.
+pub(super) fn shadowed_by(earlier: &[Route], path: &PathMatch) -> Option<usize> {
+    let (PathMatch::Prefix(p) | PathMatch::Exact(p)) = path;
+    earlier.iter().position(|r| match &r.path {
+        PathMatch::Prefix(q) => p.starts_with(q.as_str()),
+        PathMatch::Exact(_) => false,
+    })
+}
+
+/// A policy word, or the default when absent.
+fn word<T: Copy>(
+    issues: &mut Issues,
+    path: &str,
+    field: &str,
+    value: &Option<String>,
+    choices: &[(&str, T)],
+) -> T {
+    let default = choices[0].1;
+    let Some(v) = value else { return default };
+    if let Some((_, t)) = choices.iter().find(|(w, _)| w == v) {
+        return *t;
+    }
+    let words: Vec<&str> = choices.iter().map(|(w, _)| *w).collect();
+    issues.add(
+        path,
+        format!(
+            "{field}: unknown value '{v}' (expected one of {})",
+            words.join(", ")
+        ),
+    );
+    default
+}
+
+fn limit(
+    issues: &mut Issues,
+    path: &str,
+    field: &str,
+    value: Option<u64>,
+    default: u64,
+    range: (u64, u64),
+) -> u32 {
+    let v = value.unwrap_or(default);
+    if v < range.0 || v > range.1 {
+        issues.add(
+            path,
+            format!("{field} {v} is outside {}..={}", range.0, range.1),
+        );
+        return default as u32;
+    }
+    v as u32
+}
+
+pub(super) fn route(
+    rr: &RawRoute,
+    name: &str,
+    path: &str,
+    service_seen: &HashMap<&str, usize>,
+    services: &[FeatureService],
+    views: &[FeatureView],
+    issues: &mut Issues,
+) -> Route {
+    let matcher = match (&rr.matcher.path_prefix, &rr.matcher.path_exact) {
+        (Some(p), None) => PathMatch::Prefix(p.clone()),
+        (None, Some(p)) => PathMatch::Exact(p.clone()),
+        _ => {
+            issues.add(path, "match needs exactly one of path_prefix, path_exact");
+            PathMatch::Prefix(format!("/invalid-{name}"))
+        }
+    };
+    let (PathMatch::Prefix(p) | PathMatch::Exact(p)) = &matcher;
+    if !p.starts_with('/') {
+        issues.add(path, format!("match path '{p}' must start with '/'"));
+    }
+    let service = service_seen.get(rr.service.as_str()).copied();
+    if service.is_none() {
+        issues.add(path, format!("unknown feature service '{}'", rr.service));
+    }
+    let format = match rr.format.as_str() {
+        "kserve_v1" => Format::KserveV1,
+        f @ ("kserve_v2" | "json" | "header") => {
+            issues.add(
+                path,
+                format!("format '{f}' is not supported yet (the filter implements kserve_v1 only)"),
+            );
+            Format::KserveV1
+        }
+        f => {
+            issues.add(
+                path,
+                format!(
+                    "unknown format '{f}' (expected one of kserve_v1, kserve_v2, json, header)"
+                ),
+            );
+            Format::KserveV1
+        }
+    };
+    let entity_fields = match (&rr.entity.field, &rr.entity.fields) {
+        (Some(f), None) => vec![f.clone()],
+        (None, Some(fs)) if !fs.is_empty() => fs.clone(),
+        _ => {
+            issues.add(
+                path,
+                "entity needs exactly one of field, fields (non-empty)",
+            );
+            Vec::new()
+        }
+    };
+    let mut seen = HashSet::new();
+    for f in &entity_fields {
+        issues.name(path, "entity field", f);
+        if !seen.insert(f) {
+            issues.add(path, format!("entity field '{f}' listed twice"));
+        }
+    }
+    let feature_names = word(
+        issues,
+        path,
+        "feature_names",
+        &rr.feature_names,
+        &[("full", FeatureNames::Full), ("short", FeatureNames::Short)],
+    );
+    if let Some(s) = service.map(|s| &services[s]) {
+        // A service with no resolved key was already reported; do not pile on.
+        if !entity_fields.is_empty() && !s.keys.is_empty() && entity_fields.len() != s.keys.len() {
+            let keys: Vec<&str> = s.keys.iter().map(|k| k.join_key.as_str()).collect();
+            issues.add(
+                path,
+                format!(
+                    "entity names {} field(s) but feature service '{}' has {} entity key(s) ({}), \
+                     given in this order",
+                    entity_fields.len(),
+                    s.name,
+                    keys.len(),
+                    keys.join(", ")
+                ),
+            );
+        }
+        // The names the filter injects must be unambiguous and must not overwrite an entity id.
+        let mut injected: HashMap<String, &str> = HashMap::new();
+        for sv in &s.views {
+            let v = &views[sv.view];
+            for &fi in &sv.features {
+                let f = &v.features[fi].name;
+                let out = match feature_names {
+                    FeatureNames::Short => f.clone(),
+                    _ => format!("{}__{f}", v.name),
+                };
+                if let Some(other) = injected.get(&out) {
+                    issues.add(path, format!("feature name '{out}' is given by views '{other}' and '{}'; use feature_names: full", v.name));
+                } else if entity_fields.contains(&out) {
+                    issues.add(
+                        path,
+                        format!("feature name '{out}' is also an entity field"),
+                    );
+                }
+                injected.insert(out, &v.name);
+            }
+        }
+    }
+    let on_missing_entity = word(
+        issues,
+        path,
+        "on_missing_entity",
+        &rr.on_missing_entity,
+        &[
+            ("reject", MissingEntityPolicy::MissingReject),
+            ("null", MissingEntityPolicy::MissingNull),
+            ("default", MissingEntityPolicy::MissingDefault),
+        ],
+    );
+    let on_stale = word(
+        issues,
+        path,
+        "on_stale",
+        &rr.on_stale,
+        &[
+            ("null", StalePolicy::StaleNull),
+            ("reject", StalePolicy::StaleReject),
+        ],
+    );
+    let on_reader_error = word(
+        issues,
+        path,
+        "on_reader_error",
+        &rr.on_reader_error,
+        &[
+            ("reject", ReaderErrorPolicy::ReaderErrorReject),
+            ("forward", ReaderErrorPolicy::ReaderErrorForward),
+        ],
+    );
+    Route {
+        name: name.to_owned(),
+        path: matcher,
+        service: service.unwrap_or(0),
+        format,
+        entity_fields,
+        feature_names,
+        on_missing_entity,
+        on_stale,
+        on_reader_error,
+        max_body_bytes: limit(
+            issues,
+            path,
+            "max_body_bytes",
+            rr.max_body_bytes,
+            1 << 20,
+            (MIN_BODY_BYTES, MAX_BODY_BYTES),
+        ),
+        max_entities: limit(
+            issues,
+            path,
+            "max_entities",
+            rr.max_entities,
+            1000,
+            (1, MAX_ENTITIES),
+        ),
+        reader_timeout_ms: limit(
+            issues,
+            path,
+            "reader_timeout_ms",
+            rr.reader_timeout_ms,
+            200,
+            (1, MAX_READER_TIMEOUT_MS),
+        ),
+    }
+}

@@ -1,0 +1,291 @@
+//! Validation: a good repo resolves; bad repos report every problem with file, path and reason.
+
+use super::*;
+use crate::test_support::{file_of, issues, load_repo, ORDER_FILES, ORDER_YAML};
+
+const FILES: [(&str, &str); 2] = [
+    ("data/profile.csv", "user_id,event_timestamp,age,score\n"),
+    ("data/txn.csv", "user_id,event_timestamp,count,amount\n"),
+];
+
+const GOOD: &str = r#"
+project: banking
+entities:
+  - {name: user, join_key: user_id, type: string}
+feature_views:
+  - name: user_profile
+    entities: [user]
+    ttl: 30d
+    source: {path: data/profile.csv, timestamp_field: event_timestamp}
+    features:
+      - {name: age, type: int64}
+      - {name: score, type: float32, default: 600.0}
+  - name: transactions
+    entities: [user]
+    source: {path: data/txn.csv, timestamp_field: event_timestamp}
+    features:
+      - {name: count, type: int64}
+      - {name: amount, type: float64}
+feature_services:
+  - name: scoring
+    features: [user_profile, "transactions:count"]
+routes:
+  - match: {path_prefix: /v1/models/fraud}
+    service: scoring
+    format: kserve_v1
+    entity: {field: user_id}
+"#;
+
+#[test]
+fn a_good_repo_resolves_with_defaults() {
+    let (_dir, reg) = load_repo(GOOD, &FILES);
+    let reg = reg.unwrap();
+    assert_eq!(reg.project, "banking");
+    let s = &reg.services[0];
+    let views: Vec<&str> = s
+        .views
+        .iter()
+        .map(|v| reg.views[v.view].name.as_str())
+        .collect();
+    assert_eq!(views, ["transactions", "user_profile"]);
+    assert_eq!(s.views[0].features, [0]);
+    assert_eq!(reg.views[0].ttl_seconds, 30 * 86_400);
+    assert_eq!(reg.views[1].ttl_seconds, 0);
+    let r = &reg.routes[0];
+    assert_eq!(r.name, "route-0");
+    assert_eq!(r.feature_names, FeatureNames::Full);
+    assert_eq!(r.on_missing_entity, MissingEntityPolicy::MissingReject);
+    assert_eq!(r.on_stale, StalePolicy::StaleNull);
+    assert_eq!(r.on_reader_error, ReaderErrorPolicy::ReaderErrorReject);
+    assert_eq!(
+        (r.max_body_bytes, r.max_entities, r.reader_timeout_ms),
+        (1 << 20, 1000, 200)
+    );
+    assert_eq!(
+        (reg.reader.cluster.as_str(), reg.reader.authority.as_str()),
+        ("ferry_reader", "ferry-reader")
+    );
+}
+
+#[test]
+fn unquoted_null_policies_mean_the_null_policy() {
+    let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+    let r = &reg.unwrap().routes[0];
+    assert_eq!(r.on_missing_entity, MissingEntityPolicy::MissingNull);
+    assert_eq!(r.on_stale, StalePolicy::StaleReject);
+    assert_eq!(r.on_reader_error, ReaderErrorPolicy::ReaderErrorForward);
+}
+
+#[test]
+fn the_issue_line_names_file_path_and_reason() {
+    let yaml = GOOD.replace(
+        "{name: amount, type: float64}",
+        "{name: amount, type: floaty}",
+    );
+    let (dir, reg) = load_repo(&yaml, &FILES);
+    let err = reg.unwrap_err().to_string();
+    assert_eq!(
+        err,
+        format!(
+            "{}: feature_views[1] 'transactions': feature 'amount': unknown type 'floaty' \
+             (expected one of int32, int64, float32, float64, bool, string, bytes, float32_list)",
+            file_of(dir.path())
+        )
+    );
+}
+
+/// Applies `(from, to)` replacements to GOOD and returns its issues.
+fn issues_of(edits: &[(&str, &str)], files: &[(&str, &str)]) -> Vec<String> {
+    let mut yaml = GOOD.to_owned();
+    for (from, to) in edits {
+        assert!(yaml.contains(from), "edit target {from:?} not in GOOD");
+        yaml = yaml.replacen(from, to, 1);
+    }
+    let (_dir, reg) = load_repo(&yaml, files);
+    issues(reg)
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let got = issues_of(
+        &[
+            ("project: banking", "project: bank:ing"),
+            ("ttl: 30d", "ttl: 30"),
+            (
+                "{name: age, type: int64}",
+                "{name: age, type: int64, default: old}",
+            ),
+            (
+                "entities: [user]\n    source: {path: data/txn",
+                "entities: [user, merchant]\n    source: {path: data/txn",
+            ),
+            (
+                "features: [user_profile, \"transactions:count\"]",
+                "features: [user_profile, \"transactions:nope\", clicks]",
+            ),
+            ("format: kserve_v1", "format: json"),
+        ],
+        &FILES,
+    );
+    assert_eq!(
+        got,
+        [
+            "project: invalid project name 'bank:ing' (use 1-128 of A-Z a-z 0-9 _ -, not starting with '-')",
+            "feature_views[0] 'user_profile': ttl '30': expected a number with unit s, m, h or d (e.g. 30d)",
+            "feature_views[0] 'user_profile': feature 'age': default 'old' is not a valid int64",
+            "feature_views[1] 'transactions': unknown entity 'merchant'",
+            "feature_services[0] 'scoring': feature ref 'transactions:nope': feature view 'transactions' has no feature 'nope'",
+            "feature_services[0] 'scoring': feature ref 'clicks': unknown feature view 'clicks'",
+            "routes[0] 'route-0': format 'json' is not supported yet (the filter implements kserve_v1 only)",
+        ]
+    );
+}
+
+#[test]
+fn views_of_one_service_must_share_their_entities() {
+    let yaml = GOOD
+        .replace(
+            "type: string}\n",
+            "type: string}\n  - {name: merchant, join_key: merchant_id, type: int64}\n",
+        )
+        .replace(
+            "entities: [user]\n    source: {path: data/txn",
+            "entities: [user, merchant]\n    source: {path: data/txn",
+        );
+    let files = [
+        FILES[0],
+        (
+            "data/txn.csv",
+            "user_id,merchant_id,event_timestamp,count,amount\n",
+        ),
+    ];
+    let (_dir, reg) = load_repo(&yaml, &files);
+    assert_eq!(
+        issues(reg),
+        [
+            "feature_services[0] 'scoring': views 'transactions' (entities: merchant, user) and \
+             'user_profile' (entities: user) differ; all views of a feature service must have the \
+             same entities",
+            "routes[0] 'route-0': entity names 1 field(s) but feature service 'scoring' has 2 entity \
+             key(s) (merchant_id, user_id), given in this order",
+        ]
+    );
+}
+
+#[test]
+fn sources_are_checked_cheaply() {
+    let files = [("data/profile.csv", "user_id,event_timestamp,age\n")];
+    let got = issues_of(&[("data/txn.csv", "data/txn.parquet")], &files);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(
+        got[0],
+        "feature_views[0] 'user_profile': source 'data/profile.csv': missing column(s) score"
+    );
+    assert!(
+        got[1].starts_with(
+            "feature_views[1] 'transactions': source 'data/txn.parquet': file not found"
+        ),
+        "{got:?}"
+    );
+    let (dir, reg) = load_repo(GOOD, &FILES[..1]);
+    let missing = dir.path().join("data/txn.csv");
+    assert_eq!(
+        issues(reg),
+        [format!(
+            "feature_views[1] 'transactions': source 'data/txn.csv': file not found ({})",
+            missing.display()
+        )]
+    );
+    let got = issues_of(&[("data/txn.csv", "data/txn.json")], &FILES);
+    assert_eq!(
+        got,
+        ["feature_views[1] 'transactions': source 'data/txn.json': unsupported source extension (expected .csv or .parquet)"]
+    );
+}
+
+#[test]
+fn names_must_be_valid_and_unique() {
+    let got = issues_of(
+        &[
+            ("- name: transactions", "- name: user_profile"),
+            (
+                "{name: amount, type: float64}",
+                "{name: count, type: float64}",
+            ),
+            (
+                "- {name: user, join_key: user_id",
+                "- {name: \"user x\", join_key: user_id",
+            ),
+        ],
+        &FILES,
+    );
+    assert_eq!(
+        got,
+        [
+            "entities[0] 'user x': invalid name 'user x' (use 1-128 of A-Z a-z 0-9 _ -, not starting with '-')",
+            "feature_views[0] 'user_profile': unknown entity 'user'",
+            "feature_views[1] 'user_profile': duplicate feature view name 'user_profile' (first at feature_views[0])",
+            "feature_views[1] 'user_profile': unknown entity 'user'",
+            "feature_views[1] 'user_profile': feature 'count': duplicate feature name",
+            "feature_services[0] 'scoring': feature ref 'transactions:count': unknown feature view 'transactions'",
+        ]
+    );
+}
+
+#[test]
+fn route_checks() {
+    let route2 = "\n  - name: fraud2\n    match: {path_prefix: /v1/models/fraud-x, path_exact: /a}\n    \
+                  service: nope\n    format: kserve_v3\n    entity: {field: user_id}\n    \
+                  max_body_bytes: 100\n    max_entities: 0\n    reader_timeout_ms: 0\n    \
+                  feature_names: medium\n    on_missing_entity: default\n    on_reader_error: open\n";
+    let mut yaml = GOOD.to_owned();
+    yaml.push_str(route2);
+    let (_dir, reg) = load_repo(&yaml, &FILES);
+    assert_eq!(
+        issues(reg),
+        [
+            "routes[1] 'fraud2': match needs exactly one of path_prefix, path_exact",
+            "routes[1] 'fraud2': unknown feature service 'nope'",
+            "routes[1] 'fraud2': unknown format 'kserve_v3' (expected one of kserve_v1, kserve_v2, json, header)",
+            "routes[1] 'fraud2': feature_names: unknown value 'medium' (expected one of full, short)",
+            "routes[1] 'fraud2': on_reader_error: unknown value 'open' (expected one of reject, forward)",
+            "routes[1] 'fraud2': max_body_bytes 100 is outside 1024..=8388608",
+            "routes[1] 'fraud2': max_entities 0 is outside 1..=10000",
+            "routes[1] 'fraud2': reader_timeout_ms 0 is outside 1..=60000",
+        ]
+    );
+}
+
+#[test]
+fn shadowed_routes_and_short_name_clashes_are_refused() {
+    let yaml = GOOD.replace("transactions:count", "transactions").replace("{name: amount, type: float64}", "{name: age, type: float64}")
+        + "\n  - name: later\n    match: {path_prefix: /v1/models/fraud-lenient}\n    service: scoring\n    \
+           format: kserve_v1\n    entity: {field: user_id}\n    feature_names: short\n";
+    let files = [
+        FILES[0],
+        ("data/txn.csv", "user_id,event_timestamp,count,age\n"),
+    ];
+    let (_dir, reg) = load_repo(&yaml, &files);
+    assert_eq!(
+        issues(reg),
+        [
+            "routes[1] 'later': feature name 'age' is given by views 'transactions' and 'user_profile'; use feature_names: full",
+            "routes[1] 'later': never matched: routes[0] matches its path first (routes are tried in order)",
+        ]
+    );
+}
+
+#[test]
+fn structure_errors_stop_at_parse_with_a_location() {
+    let yaml = GOOD.replace("ttl: 30d", "ttl: 30d\n    tll: 5d");
+    let (dir, reg) = load_repo(&yaml, &FILES);
+    let err = reg.unwrap_err();
+    assert!(matches!(err, RepoError::Parse { .. }));
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(&format!("{}: ", file_of(dir.path()))),
+        "{msg}"
+    );
+    assert!(msg.contains("unknown field `tll`"), "{msg}");
+    assert!(msg.contains("line 9"), "{msg}");
+}

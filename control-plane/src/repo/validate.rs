@@ -1,0 +1,469 @@
+//! Turns the raw repo into a [`Registry`], collecting every problem with its path. Later checks
+//! run on whatever resolved, so one mistake is reported once, not again by everything that
+//! refers to it; placeholders fill the gaps, and a registry with any issue is never returned.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+use ferry_protos::is_valid_name;
+
+use super::raw::{RawRepo, RawView};
+use super::routes::{route, shadowed_by};
+use super::scalars::{default_value, parse_ttl};
+use super::*;
+use crate::fingerprint::fingerprint;
+use crate::sources::{read_header, SourceFormat};
+
+const NAME_RULE: &str = "use 1-128 of A-Z a-z 0-9 _ -, not starting with '-'";
+
+#[derive(Default)]
+pub(super) struct Issues(Vec<Issue>);
+
+impl Issues {
+    pub(super) fn add(&mut self, path: &str, reason: impl Into<String>) {
+        self.0.push(Issue {
+            path: path.to_owned(),
+            reason: reason.into(),
+        });
+    }
+
+    pub(super) fn name(&mut self, path: &str, what: &str, name: &str) {
+        if !is_valid_name(name) {
+            self.add(path, format!("invalid {what} '{name}' ({NAME_RULE})"));
+        }
+    }
+}
+
+/// First index of each name; later duplicates are reported.
+pub(super) fn first_seen<'a>(
+    issues: &mut Issues,
+    seen: &mut HashMap<&'a str, usize>,
+    name: &'a str,
+    index: usize,
+    path: &str,
+    what: &str,
+    list: &str,
+) {
+    if let Some(first) = seen.get(name) {
+        issues.add(
+            path,
+            format!("duplicate {what} '{name}' (first at {list}[{first}])"),
+        );
+    } else {
+        seen.insert(name, index);
+    }
+}
+
+pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>> {
+    let mut issues = Issues::default();
+    issues.name("project", "project name", &raw.project);
+
+    let entities = entities(&raw, &mut issues);
+    let entity_index: HashMap<&str, usize> = entities
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, e)| (e.name.as_str(), i))
+        .collect();
+
+    let mut views = Vec::with_capacity(raw.feature_views.len());
+    // Every declared feature name per view, valid or not, so refs to a feature whose own
+    // definition is broken are not reported a second time.
+    let mut declared: Vec<HashSet<&str>> = Vec::new();
+    let mut view_seen = HashMap::new();
+    for (i, rv) in raw.feature_views.iter().enumerate() {
+        let path = format!("feature_views[{i}] '{}'", rv.name);
+        first_seen(
+            &mut issues,
+            &mut view_seen,
+            &rv.name,
+            i,
+            &path,
+            "feature view name",
+            "feature_views",
+        );
+        views.push(view(rv, &path, root, &entities, &entity_index, &mut issues));
+        declared.push(rv.features.iter().map(|f| f.name.as_str()).collect());
+    }
+
+    let mut services = Vec::with_capacity(raw.feature_services.len());
+    let mut service_seen = HashMap::new();
+    for (i, rs) in raw.feature_services.iter().enumerate() {
+        let path = format!("feature_services[{i}] '{}'", rs.name);
+        issues.name(&path, "name", &rs.name);
+        first_seen(
+            &mut issues,
+            &mut service_seen,
+            &rs.name,
+            i,
+            &path,
+            "feature service name",
+            "feature_services",
+        );
+        if rs.features.is_empty() {
+            issues.add(&path, "selects no features");
+        }
+        // Sorted by view name, then feature name: the canonical layout.
+        let mut selected: BTreeMap<&str, (usize, BTreeMap<&str, usize>)> = BTreeMap::new();
+        for r in &rs.features {
+            let rpath = format!("{path}: feature ref '{r}'");
+            let (view_name, feature) = match r.split_once(':') {
+                Some((v, f)) if !v.is_empty() && !f.is_empty() && !f.contains(':') => (v, Some(f)),
+                Some(_) => {
+                    issues.add(&rpath, "expected 'view' or 'view:feature'");
+                    continue;
+                }
+                None => (r.as_str(), None),
+            };
+            let Some(&vi) = view_seen.get(view_name) else {
+                issues.add(&rpath, format!("unknown feature view '{view_name}'"));
+                continue;
+            };
+            let v = &views[vi];
+            let entry = selected
+                .entry(v.name.as_str())
+                .or_insert((vi, BTreeMap::new()));
+            match feature {
+                None => entry.1.extend(
+                    v.features
+                        .iter()
+                        .enumerate()
+                        .map(|(fi, f)| (f.name.as_str(), fi)),
+                ),
+                Some(f) => match v.features.iter().position(|x| x.name == f) {
+                    Some(fi) => {
+                        entry.1.insert(&v.features[fi].name, fi);
+                    }
+                    None if declared[vi].contains(f) => {}
+                    None => issues.add(
+                        &rpath,
+                        format!("feature view '{view_name}' has no feature '{f}'"),
+                    ),
+                },
+            }
+        }
+        services.push(service(
+            &rs.name,
+            &path,
+            &selected,
+            &views,
+            &entities,
+            &mut issues,
+        ));
+    }
+
+    let mut routes = Vec::with_capacity(raw.routes.len());
+    let mut route_seen = HashMap::new();
+    let mut match_seen: HashMap<PathMatch, usize> = HashMap::new();
+    let names: Vec<String> = raw
+        .routes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| r.name.clone().unwrap_or_else(|| format!("route-{i}")))
+        .collect();
+    for (i, rr) in raw.routes.iter().enumerate() {
+        let path = format!("routes[{i}] '{}'", names[i]);
+        issues.name(&path, "name", &names[i]);
+        first_seen(
+            &mut issues,
+            &mut route_seen,
+            &names[i],
+            i,
+            &path,
+            "route name",
+            "routes",
+        );
+        let r = route(
+            rr,
+            &names[i],
+            &path,
+            &service_seen,
+            &services,
+            &views,
+            &mut issues,
+        );
+        if let Some(first) = match_seen.get(&r.path) {
+            issues.add(&path, format!("same match as routes[{first}]"));
+        } else {
+            match_seen.insert(r.path.clone(), i);
+            if let Some(j) = shadowed_by(&routes, &r.path) {
+                issues.add(
+                    &path,
+                    format!("never matched: routes[{j}] matches its path first (routes are tried in order)"),
+                );
+            }
+        }
+        routes.push(r);
+    }
+
+    for (what, v) in [
+        ("cluster", &raw.reader.cluster),
+        ("authority", &raw.reader.authority),
+    ] {
+        if v.is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            issues.add(
+                "reader",
+                format!("{what} '{v}' must be non-empty, without spaces"),
+            );
+        }
+    }
+
+    if !issues.0.is_empty() {
+        return Err(issues.0);
+    }
+    Ok(Registry {
+        project: raw.project,
+        root: root.to_path_buf(),
+        entities,
+        views,
+        services,
+        routes,
+        reader: Reader {
+            cluster: raw.reader.cluster,
+            authority: raw.reader.authority,
+        },
+    })
+}
+
+fn entities(raw: &RawRepo, issues: &mut Issues) -> Vec<Entity> {
+    let mut seen = HashMap::new();
+    let mut keys_seen = HashMap::new();
+    let mut out = Vec::with_capacity(raw.entities.len());
+    for (i, e) in raw.entities.iter().enumerate() {
+        let path = format!("entities[{i}] '{}'", e.name);
+        issues.name(&path, "name", &e.name);
+        first_seen(
+            issues,
+            &mut seen,
+            &e.name,
+            i,
+            &path,
+            "entity name",
+            "entities",
+        );
+        issues.name(&path, "join_key", &e.join_key);
+        first_seen(
+            issues,
+            &mut keys_seen,
+            &e.join_key,
+            i,
+            &path,
+            "join_key",
+            "entities",
+        );
+        let key_type = KeyType::parse(&e.ty).unwrap_or_else(|| {
+            issues.add(
+                &path,
+                format!("unknown type '{}' (expected string or int64)", e.ty),
+            );
+            KeyType::String
+        });
+        out.push(Entity {
+            name: e.name.clone(),
+            join_key: e.join_key.clone(),
+            key_type,
+        });
+    }
+    out
+}
+
+fn view(
+    rv: &RawView,
+    path: &str,
+    root: &Path,
+    entities: &[Entity],
+    entity_index: &HashMap<&str, usize>,
+    issues: &mut Issues,
+) -> FeatureView {
+    issues.name(path, "name", &rv.name);
+    let mut view_entities = Vec::new();
+    if rv.entities.is_empty() {
+        issues.add(path, "has no entities");
+    }
+    for e in &rv.entities {
+        match entity_index.get(e.as_str()) {
+            Some(&ei) if view_entities.contains(&ei) => {
+                issues.add(path, format!("entity '{e}' listed twice"))
+            }
+            Some(&ei) => view_entities.push(ei),
+            None => issues.add(path, format!("unknown entity '{e}'")),
+        }
+    }
+    let ttl_seconds = match &rv.ttl {
+        None => 0,
+        Some(t) => parse_ttl(t).unwrap_or_else(|reason| {
+            issues.add(path, reason);
+            0
+        }),
+    };
+    let join_keys: Vec<&str> = view_entities
+        .iter()
+        .map(|&e| entities[e].join_key.as_str())
+        .collect();
+    let ts = rv.source.timestamp_field.as_str();
+    issues.name(path, "timestamp_field", ts);
+
+    if rv.features.is_empty() {
+        issues.add(path, "has no features");
+    }
+    let mut features = Vec::with_capacity(rv.features.len());
+    let mut seen = HashSet::new();
+    for f in &rv.features {
+        let fpath = format!("{path}: feature '{}'", f.name);
+        issues.name(&fpath, "name", &f.name);
+        if !seen.insert(f.name.as_str()) {
+            issues.add(&fpath, "duplicate feature name");
+            continue;
+        }
+        if join_keys.contains(&f.name.as_str()) || f.name == ts {
+            issues.add(
+                &fpath,
+                "clashes with a join key or the timestamp field of the view",
+            );
+        }
+        let Some(ty) = FeatureType::parse(&f.ty) else {
+            let expected = FeatureType::expected_list();
+            issues.add(
+                &fpath,
+                format!("unknown type '{}' (expected one of {expected})", f.ty),
+            );
+            continue;
+        };
+        let default = f.default.as_ref().and_then(|d| {
+            default_value(ty, d)
+                .map_err(|reason| issues.add(&fpath, reason))
+                .ok()
+        });
+        features.push(Feature {
+            name: f.name.clone(),
+            ty,
+            default,
+        });
+    }
+
+    let spath = format!("{path}: source '{}'", rv.source.path);
+    let file = root.join(&rv.source.path);
+    let format = match SourceFormat::from_path(&rv.source.path) {
+        Ok(format) => {
+            if !file.is_file() {
+                issues.add(&spath, format!("file not found ({})", file.display()));
+            } else {
+                match read_header(&file, format) {
+                    Ok(header) => {
+                        let missing: Vec<&str> = std::iter::once(ts)
+                            .chain(join_keys.iter().copied())
+                            .chain(rv.features.iter().map(|f| f.name.as_str()))
+                            .filter(|c| !header.iter().any(|h| h == c))
+                            .collect();
+                        if !missing.is_empty() {
+                            issues.add(&spath, format!("missing column(s) {}", missing.join(", ")));
+                        }
+                    }
+                    Err(e) => issues.add(&spath, format!("cannot read header: {e}")),
+                }
+            }
+            format
+        }
+        Err(reason) => {
+            issues.add(&spath, reason);
+            SourceFormat::Csv
+        }
+    };
+    FeatureView {
+        name: rv.name.clone(),
+        entities: view_entities,
+        ttl_seconds,
+        source: Source {
+            path: rv.source.path.clone(),
+            file,
+            format,
+            timestamp_field: ts.to_owned(),
+        },
+        features,
+    }
+}
+
+fn entity_names(view: &FeatureView, entities: &[Entity]) -> Vec<String> {
+    let mut names: Vec<String> = view
+        .entities
+        .iter()
+        .map(|&e| entities[e].name.clone())
+        .collect();
+    names.sort();
+    names
+}
+
+fn service(
+    name: &str,
+    path: &str,
+    selected: &BTreeMap<&str, (usize, BTreeMap<&str, usize>)>,
+    views: &[FeatureView],
+    entities: &[Entity],
+    issues: &mut Issues,
+) -> FeatureService {
+    // One key per entity per service: every view must be keyed by the same entities.
+    let mut first: Option<(&str, Vec<String>)> = None;
+    for (&vname, (vi, _)) in selected {
+        let names = entity_names(&views[*vi], entities);
+        match &first {
+            None => first = Some((vname, names)),
+            Some((fname, fnames)) if *fnames != names => issues.add(
+                path,
+                format!(
+                    "views '{fname}' (entities: {}) and '{vname}' (entities: {}) differ; all views \
+                     of a feature service must have the same entities",
+                    fnames.join(", "),
+                    names.join(", ")
+                ),
+            ),
+            Some(_) => {}
+        }
+    }
+    let mut keys: Vec<ServiceKey> = selected
+        .values()
+        .next()
+        .map(|(vi, _)| {
+            views[*vi]
+                .entities
+                .iter()
+                .map(|&e| ServiceKey {
+                    entity: entities[e].name.clone(),
+                    join_key: entities[e].join_key.clone(),
+                    key_type: entities[e].key_type,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    keys.sort_by(|a, b| a.join_key.cmp(&b.join_key));
+
+    let service_views: Vec<ServiceView> = selected
+        .values()
+        .map(|(vi, fs)| ServiceView {
+            view: *vi,
+            features: fs.values().copied().collect(),
+        })
+        .collect();
+    let key_spec: Vec<(&str, KeyType)> = keys
+        .iter()
+        .map(|k| (k.join_key.as_str(), k.key_type))
+        .collect();
+    let feature_spec: Vec<(&str, &str, FeatureType)> = service_views
+        .iter()
+        .flat_map(|sv| {
+            let v = &views[sv.view];
+            sv.features.iter().map(move |&fi| {
+                (
+                    v.name.as_str(),
+                    v.features[fi].name.as_str(),
+                    v.features[fi].ty,
+                )
+            })
+        })
+        .collect();
+    FeatureService {
+        name: name.to_owned(),
+        fingerprint: fingerprint(&key_spec, &feature_spec),
+        keys,
+        views: service_views,
+    }
+}

@@ -1,0 +1,241 @@
+//! The registry snapshot (`ferry.v1.Snapshot`): what the filter needs to enrich requests. It is
+//! built from a validated registry, so the filter never receives a definition the CLI refused.
+//! Its version is a content hash, so the same repo always yields the same bytes and version.
+
+use ferry_protos::v1;
+use prost::Message as _;
+use sha2::{Digest, Sha256};
+
+use crate::repo::{PathMatch, Registry};
+
+/// Builds the snapshot, version included.
+pub fn build(reg: &Registry) -> v1::Snapshot {
+    let services = reg
+        .services
+        .iter()
+        .map(|s| v1::FeatureService {
+            name: s.name.clone(),
+            fingerprint: s.fingerprint,
+            entity_keys: s
+                .keys
+                .iter()
+                .map(|k| v1::EntityKey {
+                    entity: k.entity.clone(),
+                    join_key: k.join_key.clone(),
+                    r#type: k.key_type.to_proto() as i32,
+                })
+                .collect(),
+            views: s
+                .views
+                .iter()
+                .map(|sv| {
+                    let view = &reg.views[sv.view];
+                    v1::ServiceView {
+                        name: view.name.clone(),
+                        ttl_seconds: view.ttl_seconds,
+                        features: sv
+                            .features
+                            .iter()
+                            .map(|&fi| {
+                                let f = &view.features[fi];
+                                v1::Feature {
+                                    name: f.name.clone(),
+                                    r#type: f.ty.to_proto() as i32,
+                                    default_value: f.default.clone(),
+                                }
+                            })
+                            .collect(),
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    let routes = reg
+        .routes
+        .iter()
+        .map(|r| v1::Route {
+            name: r.name.clone(),
+            r#match: Some(match &r.path {
+                PathMatch::Prefix(p) => v1::RouteMatch {
+                    path_prefix: p.clone(),
+                    path_exact: String::new(),
+                },
+                PathMatch::Exact(p) => v1::RouteMatch {
+                    path_prefix: String::new(),
+                    path_exact: p.clone(),
+                },
+            }),
+            service: reg.services[r.service].name.clone(),
+            format: r.format as i32,
+            entity_fields: r.entity_fields.clone(),
+            feature_names: r.feature_names as i32,
+            on_missing_entity: r.on_missing_entity as i32,
+            on_stale: r.on_stale as i32,
+            on_reader_error: r.on_reader_error as i32,
+            max_body_bytes: r.max_body_bytes,
+            max_entities: r.max_entities,
+            reader_timeout_ms: r.reader_timeout_ms,
+        })
+        .collect();
+    let mut snap = v1::Snapshot {
+        project: reg.project.clone(),
+        version: String::new(),
+        services,
+        routes,
+        reader_cluster: reg.reader.cluster.clone(),
+        reader_authority: reg.reader.authority.clone(),
+    };
+    snap.version = content_version(&snap);
+    snap
+}
+
+/// First 16 hex digits of SHA-256 over the snapshot encoded with an empty version.
+pub fn content_version(snap: &v1::Snapshot) -> String {
+    let mut unversioned = snap.clone();
+    unversioned.version.clear();
+    let digest = Sha256::digest(unversioned.encode_to_vec());
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The snapshot's wire bytes (what `--output` writes and Envoy receives).
+pub fn encode(snap: &v1::Snapshot) -> Vec<u8> {
+    snap.encode_to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+    use crate::types::{FeatureType, KeyType};
+    use ferry_protos::v1::{
+        value::Kind, FeatureNames, Format, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy,
+        ValueType,
+    };
+
+    #[test]
+    fn services_are_in_canonical_order_and_pinned_by_the_fingerprint() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let snap = build(&reg.unwrap());
+        assert_eq!(snap.project, "shop");
+        let s = &snap.services[0];
+        let keys: Vec<(&str, &str, i32)> = s
+            .entity_keys
+            .iter()
+            .map(|k| (k.entity.as_str(), k.join_key.as_str(), k.r#type))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("merchant", "merchant_id", ValueType::Int64 as i32),
+                ("user", "user_id", ValueType::String as i32)
+            ]
+        );
+        let layout: Vec<(&str, i64, Vec<&str>)> = s
+            .views
+            .iter()
+            .map(|v| {
+                (
+                    v.name.as_str(),
+                    v.ttl_seconds,
+                    v.features.iter().map(|f| f.name.as_str()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            layout,
+            [
+                ("alpha", 0, vec!["a", "c"]),
+                ("zeta", 7200, vec!["z1", "z2"])
+            ]
+        );
+        assert_eq!(s.views[0].features[0].r#type, ValueType::Float32List as i32);
+        assert_eq!(
+            s.views[1].features[0]
+                .default_value
+                .as_ref()
+                .and_then(|v| v.kind.clone()),
+            Some(Kind::BoolVal(true))
+        );
+        assert_eq!(s.views[1].features[1].default_value, None);
+        let expected = crate::fingerprint::fingerprint(
+            &[
+                ("user_id", KeyType::String),
+                ("merchant_id", KeyType::Int64),
+            ],
+            &[
+                ("zeta", "z1", FeatureType::Bool),
+                ("alpha", "a", FeatureType::Float32List),
+                ("zeta", "z2", FeatureType::Float64),
+                ("alpha", "c", FeatureType::Int32),
+            ],
+        );
+        assert_eq!(s.fingerprint, expected);
+    }
+
+    #[test]
+    fn routes_carry_explicit_enums_and_limits() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let snap = build(&reg.unwrap());
+        let r = &snap.routes[0];
+        assert_eq!(r.name, "route-0");
+        let m = r.r#match.as_ref().unwrap();
+        assert_eq!(
+            (m.path_prefix.as_str(), m.path_exact.as_str()),
+            ("", "/v1/models/pair:predict")
+        );
+        assert_eq!(r.service, "pair");
+        assert_eq!(r.format, Format::KserveV1 as i32);
+        assert_eq!(r.entity_fields, ["mid", "uid"]);
+        assert_eq!(r.feature_names, FeatureNames::Short as i32);
+        assert_eq!(r.on_missing_entity, MissingEntityPolicy::MissingNull as i32);
+        assert_eq!(r.on_stale, StalePolicy::StaleReject as i32);
+        assert_eq!(
+            r.on_reader_error,
+            ReaderErrorPolicy::ReaderErrorForward as i32
+        );
+        assert_eq!(
+            (r.max_body_bytes, r.max_entities, r.reader_timeout_ms),
+            (2048, 10, 50)
+        );
+        assert_eq!(
+            (snap.reader_cluster.as_str(), snap.reader_authority.as_str()),
+            ("ferry_reader", "ferry-reader")
+        );
+    }
+
+    #[test]
+    fn version_is_a_content_hash_independent_of_listing_order() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let snap = build(&reg.unwrap());
+        assert_eq!(snap.version.len(), 16);
+        let mut unversioned = snap.clone();
+        unversioned.version.clear();
+        let digest = Sha256::digest(unversioned.encode_to_vec());
+        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(snap.version, hex);
+        assert_eq!(
+            v1::Snapshot::decode(encode(&snap).as_slice()).unwrap(),
+            snap
+        );
+
+        // Same definitions listed in another order: same snapshot bytes.
+        let reordered = ORDER_YAML
+            .replace(
+                "      - {name: b, type: string}\n      - {name: a, type: float32_list}\n",
+                "      - {name: a, type: float32_list}\n      - {name: b, type: string}\n",
+            )
+            .replace(
+                "[zeta, \"alpha:c\", \"alpha:a\"]",
+                "[\"alpha:a\", zeta, \"alpha:c\"]",
+            );
+        assert_ne!(reordered, ORDER_YAML);
+        let (_dir2, reg2) = load_repo(&reordered, &ORDER_FILES);
+        assert_eq!(encode(&build(&reg2.unwrap())), encode(&snap));
+
+        // A TTL change keeps the fingerprint but changes the version.
+        let (_dir3, reg3) = load_repo(&ORDER_YAML.replace("ttl: 2h", "ttl: 3h"), &ORDER_FILES);
+        let snap3 = build(&reg3.unwrap());
+        assert_eq!(snap3.services[0].fingerprint, snap.services[0].fingerprint);
+        assert_ne!(snap3.version, snap.version);
+    }
+}

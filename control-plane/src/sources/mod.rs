@@ -1,0 +1,155 @@
+//! Feature view sources: offline files holding one row per (entity, event time). Reading keeps
+//! only the latest row per entity key, which is all a precomputed vector needs.
+
+pub mod cell;
+mod csv;
+mod parquet;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use ferry_protos::v1::Value;
+
+use crate::types::{FeatureType, KeyType};
+
+/// File formats a source may have, chosen by extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceFormat {
+    Csv,
+    Parquet,
+}
+
+impl SourceFormat {
+    /// The format of `path` by its extension, or why it cannot be read.
+    pub fn from_path(path: &str) -> Result<Self, String> {
+        let ext = Path::new(path)
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        match ext.as_deref() {
+            Some("csv") => Ok(SourceFormat::Csv),
+            Some("parquet") => Ok(SourceFormat::Parquet),
+            _ => Err("unsupported source extension (expected .csv or .parquet)".to_owned()),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("{file}: {source}")]
+    Io {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{file}: line {line}: {reason}")]
+    Malformed {
+        file: String,
+        line: u64,
+        reason: String,
+    },
+    #[error("{file}: line {line}, column '{column}': {reason}")]
+    Cell {
+        file: String,
+        line: u64,
+        column: String,
+        reason: String,
+    },
+    #[error("{file}: row {row}, column '{column}': {reason}")]
+    Field {
+        file: String,
+        row: u64,
+        column: String,
+        reason: String,
+    },
+    #[error("{file}: {reason}")]
+    Unreadable { file: String, reason: String },
+    #[error("{file}: missing column(s) {}", .columns.join(", "))]
+    MissingColumns { file: String, columns: Vec<String> },
+}
+
+/// What to read from one view's source.
+pub struct ViewSpec<'a> {
+    pub file: &'a Path,
+    pub format: SourceFormat,
+    pub timestamp_field: &'a str,
+    /// Join keys in the canonical (service) order: the entity key is built in this order.
+    pub keys: &'a [(String, KeyType)],
+    /// Every feature of the view, in declared order; `ViewRow::values` follows this order.
+    pub features: &'a [(String, FeatureType)],
+}
+
+/// The latest row of one entity in one view.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ViewRow {
+    pub event_time_us: i64,
+    /// One per feature of the view, in declared order.
+    pub values: Vec<Value>,
+}
+
+/// The latest row per canonical entity key.
+#[derive(Debug, Default)]
+pub struct LatestRows {
+    pub rows: HashMap<String, ViewRow>,
+    /// Data rows seen in the file (history included).
+    pub rows_read: u64,
+}
+
+impl LatestRows {
+    /// Whether a row at `event_time_us` for `key` would replace what is kept. On equal times the
+    /// later row in the file wins, so the result never depends on hash order.
+    fn wants(&self, key: &str, event_time_us: i64) -> bool {
+        self.rows
+            .get(key)
+            .is_none_or(|kept| kept.event_time_us <= event_time_us)
+    }
+
+    fn put(&mut self, key: &str, row: ViewRow) {
+        match self.rows.get_mut(key) {
+            Some(kept) => *kept = row,
+            None => {
+                self.rows.insert(key.to_owned(), row);
+            }
+        }
+    }
+}
+
+/// The column names of a source, read cheaply (CSV: the header line only).
+pub fn read_header(file: &Path, format: SourceFormat) -> Result<Vec<String>, SourceError> {
+    match format {
+        SourceFormat::Csv => csv::read_header(file),
+        SourceFormat::Parquet => parquet::read_header(file),
+    }
+}
+
+/// Reads a whole source and keeps the latest row per entity key.
+pub fn load_latest(spec: &ViewSpec<'_>) -> Result<LatestRows, SourceError> {
+    match spec.format {
+        SourceFormat::Csv => csv::load_latest(spec),
+        SourceFormat::Parquet => parquet::load_latest(spec),
+    }
+}
+
+/// Index of every named column, or an error naming all the missing ones.
+fn column_indexes(
+    file: &Path,
+    header: &[String],
+    wanted: &[&str],
+) -> Result<Vec<usize>, SourceError> {
+    let mut out = Vec::with_capacity(wanted.len());
+    let mut missing = Vec::new();
+    for name in wanted {
+        match header.iter().position(|h| h == name) {
+            Some(i) => out.push(i),
+            None => missing.push((*name).to_owned()),
+        }
+    }
+    if missing.is_empty() {
+        Ok(out)
+    } else {
+        Err(SourceError::MissingColumns {
+            file: file.display().to_string(),
+            columns: missing,
+        })
+    }
+}

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Writes the banking example's source files (CSV) for `ferry materialize`.
+
+Deterministic: the same --entities, --anchor and --seed always give the same files. Every event
+time lies before the anchor and within its view's TTL, except on purpose:
+  - users whose index % 50 == 7 have their latest transactions row 2 days old (stale under 1d);
+  - users whose index % 100 == 42 have no transactions row at all.
+Python 3 standard library only.
+"""
+
+import argparse
+import csv
+import datetime as dt
+import os
+import random
+import sys
+
+TIERS = ["standard", "silver", "gold", "platinum"]
+EMBEDDING_DIM = 8
+PLUS_TWO = dt.timezone(dt.timedelta(hours=2))
+
+
+def parse_anchor(text):
+    anchor = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    if anchor.tzinfo is None:
+        sys.exit("--anchor needs a UTC offset, e.g. 2026-11-21T10:00:00Z")
+    return anchor.astimezone(dt.timezone.utc)
+
+
+def rfc3339(t, rng):
+    """Mostly UTC with a Z; some rows in +02:00 with milliseconds, to exercise both spellings."""
+    if rng.random() < 0.2:
+        t = t.replace(microsecond=(t.microsecond // 1000) * 1000)
+        return t.astimezone(PLUS_TWO).isoformat(timespec="milliseconds")
+    return t.replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def ago(anchor, rng, low, high):
+    """A time between `low` and `high` before the anchor."""
+    span = (high - low).total_seconds()
+    return anchor - low - dt.timedelta(seconds=rng.uniform(0, span))
+
+
+def user_id(i):
+    return f"u{i:06d}"
+
+
+def is_stale(i):
+    return i % 50 == 7
+
+
+def has_no_transactions(i):
+    return i % 100 == 42
+
+
+def profiles(n, anchor, rng):
+    rows = []
+    for i in range(1, n + 1):
+        t = ago(anchor, rng, dt.timedelta(hours=1), dt.timedelta(days=300))
+        versions = [t]
+        if i % 10 == 3:  # an older profile version that must lose to the newer one
+            versions.append(t - dt.timedelta(days=rng.uniform(1, 30)))
+        for v in versions:
+            credit = "" if i % 97 == 5 else f"{rng.uniform(300, 850):.1f}"
+            rows.append([
+                user_id(i), rfc3339(v, rng), rng.randint(18, 90), credit,
+                rng.choice(TIERS), rng.choice(["true", "false"]), rng.randint(1, 3650),
+            ])
+    return rows
+
+
+def transactions(n, anchor, rng):
+    rows = []
+    for i in range(1, n + 1):
+        if has_no_transactions(i):
+            continue
+        if is_stale(i):
+            latest = ago(anchor, rng, dt.timedelta(days=2), dt.timedelta(days=2, hours=6))
+        else:
+            latest = ago(anchor, rng, dt.timedelta(minutes=1), dt.timedelta(hours=20))
+        times = [latest]
+        for _ in range(rng.randint(1, 2)):
+            times.append(times[-1] - dt.timedelta(days=rng.uniform(1, 3)))
+        for t in times:
+            count = rng.randint(0, 60)
+            avg = round(rng.uniform(5, 500), 2) if count else ""
+            rows.append([
+                user_id(i), rfc3339(t, rng), count, avg,
+                f"{rng.uniform(1, 2000):.2f}", rng.choice(["true", "false", "false", "false"]),
+            ])
+    # Rows in no particular order: the latest row per user must win wherever it is.
+    rng.shuffle(rows)
+    return rows
+
+
+def embeddings(n, anchor, rng):
+    rows = []
+    for i in range(1, n + 1):
+        t = ago(anchor, rng, dt.timedelta(hours=1), dt.timedelta(days=25))
+        vec = ", ".join(f"{rng.gauss(0, 1):.4f}" for _ in range(EMBEDDING_DIM))
+        rows.append([user_id(i), int(t.timestamp()), f"[{vec}]"])  # epoch seconds
+    return rows
+
+
+def write(path, header, rows):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--entities", type=int, default=10000, help="number of users (default 10000)")
+    p.add_argument("--anchor", help="RFC 3339 time all events precede (default: now, to the second)")
+    p.add_argument("--out", default=os.path.join(here, "data"), help="output folder (default: data/ next to this script)")
+    p.add_argument("--seed", type=int, default=20261121, help="random seed (default 20261121)")
+    args = p.parse_args()
+    if args.entities < 1:
+        sys.exit("--entities must be at least 1")
+    if args.anchor:
+        anchor = parse_anchor(args.anchor)
+    else:
+        anchor = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+
+    os.makedirs(args.out, exist_ok=True)
+    rng = random.Random(args.seed)
+    n = args.entities
+    write(os.path.join(args.out, "user_profile.csv"),
+          ["user_id", "event_timestamp", "age", "credit_score", "account_tier", "is_verified", "signup_days"],
+          profiles(n, anchor, rng))
+    write(os.path.join(args.out, "transactions.csv"),
+          ["user_id", "event_timestamp", "txn_count_7d", "txn_amount_avg_7d", "last_txn_amount", "has_chargeback"],
+          transactions(n, anchor, rng))
+    write(os.path.join(args.out, "user_embedding.csv"),
+          ["user_id", "event_timestamp", "embedding"],
+          embeddings(n, anchor, rng))
+    stale = sum(1 for i in range(1, n + 1) if is_stale(i))
+    missing = sum(1 for i in range(1, n + 1) if has_no_transactions(i))
+    print(f"wrote {n} users to {args.out} (anchor {anchor.strftime('%Y-%m-%dT%H:%M:%SZ')}; "
+          f"{stale} with stale transactions, {missing} without transactions)")
+
+
+if __name__ == "__main__":
+    main()
