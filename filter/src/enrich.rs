@@ -35,38 +35,53 @@ pub fn reader_request(config: &Config, route: &Route, keys: Vec<String>) -> Vec<
     .encode_to_vec()
 }
 
-/// Judges the reader's answer: `status` is None when the call failed without a response
-/// (connection refused, reset, timeout).
+/// Judges the reader's answer: `status` is None when the call failed without a response.
+/// The reader's own errors carry a JSON code; a 503/504 without one is Envoy's own reply (the
+/// reader cluster is unreachable, reset, or timed out).
 pub fn check_reader_status(
     status: Option<u16>,
     body: &[u8],
     timeout_ms: u32,
 ) -> Result<(), FerryError> {
-    match status {
-        None => Err(FerryError::ReaderUnavailable {
+    let Some(status) = status else {
+        return Err(FerryError::ReaderUnavailable {
             detail: format!(
                 "no response (connection failure, reset, or no answer within {timeout_ms} ms)"
             ),
-        }),
-        Some(200) => Ok(()),
-        Some(status) => Err(FerryError::ReaderError {
-            status,
-            detail: reader_detail(body),
-        }),
+        });
+    };
+    if status == 200 {
+        return Ok(());
     }
+    let (code, detail) = reader_error(body);
+    Err(match (code.as_deref(), status) {
+        (Some("redis_unavailable"), _) => FerryError::RedisUnavailable { detail },
+        (Some("redis_timeout"), _) => FerryError::RedisTimeout { detail },
+        (Some(_), _) => FerryError::ReaderError { status, detail },
+        (None, 504) => FerryError::ReaderTimeout {
+            detail: format!("no answer within {timeout_ms} ms"),
+        },
+        (None, 503) => FerryError::ReaderUnavailable { detail },
+        (None, _) => FerryError::ReaderError { status, detail },
+    })
 }
 
-/// The reader's own error message when it sent one, else the start of its body.
-fn reader_detail(body: &[u8]) -> String {
+/// The reader's `{"error": code, "message": ...}`, or (None, the start of the body).
+fn reader_error(body: &[u8]) -> (Option<String>, String) {
     if let Ok(Json::Object(m)) = serde_json::from_slice::<Json>(body) {
-        if let Some(Json::String(msg)) = m.get("message") {
-            return msg.chars().take(MAX_DETAIL).collect();
+        if let (Some(Json::String(code)), Some(Json::String(msg))) =
+            (m.get("error"), m.get("message"))
+        {
+            return (Some(code.clone()), msg.chars().take(MAX_DETAIL).collect());
         }
     }
-    String::from_utf8_lossy(body)
-        .chars()
-        .take(MAX_DETAIL)
-        .collect()
+    (
+        None,
+        String::from_utf8_lossy(body)
+            .chars()
+            .take(MAX_DETAIL)
+            .collect(),
+    )
 }
 
 pub fn enrich(
@@ -285,17 +300,38 @@ mod tests {
     #[test]
     fn reader_answers_are_judged() {
         assert!(check_reader_status(Some(200), b"", 100).is_ok());
-        let e = check_reader_status(None, b"", 100).unwrap_err();
-        assert_eq!((e.status(), e.code()), (503, "reader_unavailable"));
-        let e = check_reader_status(
-            Some(503),
-            br#"{"error":"redis_unavailable","message":"connection refused"}"#,
-            100,
-        )
-        .unwrap_err();
+        let judge = |status, body: &[u8]| {
+            let e = check_reader_status(status, body, 100).unwrap_err();
+            (e.status(), e.code(), e.message())
+        };
+        assert_eq!(judge(None, b"").1, "reader_unavailable");
+        let redis_down = br#"{"error":"redis_unavailable","message":"connection refused"}"#;
         assert_eq!(
-            e.message(),
-            "feature reader answered 503: connection refused"
+            judge(Some(503), redis_down),
+            (
+                503,
+                "redis_unavailable",
+                "feature store (Redis) unavailable: connection refused".into()
+            )
+        );
+        let redis_slow = br#"{"error":"redis_timeout","message":"no answer in 50 ms"}"#;
+        assert_eq!(judge(Some(504), redis_slow).1, "redis_timeout");
+        // Envoy's own replies when the reader cluster is down or slow carry no reader JSON.
+        let envoy_503 = b"upstream connect error or disconnect/reset before headers";
+        assert_eq!(judge(Some(503), envoy_503).0, 503);
+        assert_eq!(judge(Some(503), envoy_503).1, "reader_unavailable");
+        assert_eq!(
+            judge(Some(504), b"upstream request timeout").1,
+            "reader_timeout"
+        );
+        let refused = br#"{"error":"batch_too_large","message":"1001 keys"}"#;
+        assert_eq!(
+            judge(Some(413), refused),
+            (
+                502,
+                "reader_error",
+                "feature reader answered 413: 1001 keys".into()
+            )
         );
         let c = config();
         let e = run(&c, r#"{"instances":[{"user_id":"a"}]}"#, vec![]).unwrap_err();

@@ -39,11 +39,23 @@ pub enum FerryError {
     StaleFeatures {
         ids: Vec<String>,
     },
-    /// The reader could not be reached, reset the call or timed out.
+    /// The reader could not be reached or reset the call (Envoy's own 503, or no response).
     ReaderUnavailable {
         detail: String,
     },
-    /// The reader answered with an error status.
+    /// Envoy gave up waiting for the reader (its 504).
+    ReaderTimeout {
+        detail: String,
+    },
+    /// The reader is up but Redis is not (the reader's `redis_unavailable`).
+    RedisUnavailable {
+        detail: String,
+    },
+    /// Redis did not answer the reader in time (the reader's `redis_timeout`).
+    RedisTimeout {
+        detail: String,
+    },
+    /// The reader refused the call or failed otherwise.
     ReaderError {
         status: u16,
         detail: String,
@@ -76,13 +88,11 @@ impl FerryError {
             FerryError::BodyTooLarge { .. } | FerryError::TooManyEntities { .. } => 413,
             FerryError::EntitiesNotFound { .. } => 404,
             FerryError::StaleFeatures { .. } => 422,
-            FerryError::ReaderUnavailable { .. } => 503,
-            FerryError::ReaderError { status, .. } => match status {
-                503 => 503,
-                504 => 504,
-                _ => 502,
-            },
-            FerryError::BadVector { .. } | FerryError::FingerprintMismatch { .. } => 502,
+            FerryError::ReaderUnavailable { .. } | FerryError::RedisUnavailable { .. } => 503,
+            FerryError::ReaderTimeout { .. } | FerryError::RedisTimeout { .. } => 504,
+            FerryError::ReaderError { .. }
+            | FerryError::BadVector { .. }
+            | FerryError::FingerprintMismatch { .. } => 502,
             FerryError::DispatchFailed { .. } => 500,
         }
     }
@@ -100,8 +110,9 @@ impl FerryError {
             FerryError::EntitiesNotFound { .. } => "entity_not_found",
             FerryError::StaleFeatures { .. } => "stale_features",
             FerryError::ReaderUnavailable { .. } => "reader_unavailable",
-            FerryError::ReaderError { status: 503, .. } => "redis_unavailable",
-            FerryError::ReaderError { status: 504, .. } => "reader_timeout",
+            FerryError::ReaderTimeout { .. } => "reader_timeout",
+            FerryError::RedisUnavailable { .. } => "redis_unavailable",
+            FerryError::RedisTimeout { .. } => "redis_timeout",
             FerryError::ReaderError { .. } => "reader_error",
             FerryError::BadVector { .. } => "bad_vector",
             FerryError::FingerprintMismatch { .. } => "fingerprint_mismatch",
@@ -149,6 +160,13 @@ impl FerryError {
             ),
             FerryError::ReaderUnavailable { detail } => {
                 format!("feature reader unavailable: {detail}")
+            }
+            FerryError::ReaderTimeout { detail } => format!("feature reader timed out: {detail}"),
+            FerryError::RedisUnavailable { detail } => {
+                format!("feature store (Redis) unavailable: {detail}")
+            }
+            FerryError::RedisTimeout { detail } => {
+                format!("feature store (Redis) timed out: {detail}")
             }
             FerryError::ReaderError { status, detail } => {
                 format!("feature reader answered {status}: {detail}")
@@ -223,16 +241,5 @@ mod tests {
         let ids: Vec<String> = (0..15).map(|i| format!("u{i}")).collect();
         let m = FerryError::EntitiesNotFound { ids }.message();
         assert!(m.ends_with("'u9' and 5 more"), "{m}");
-    }
-
-    #[test]
-    fn reader_statuses_map_to_gateway_errors() {
-        let e = |status| FerryError::ReaderError {
-            status,
-            detail: String::new(),
-        };
-        assert_eq!((e(503).status(), e(503).code()), (503, "redis_unavailable"));
-        assert_eq!((e(504).status(), e(504).code()), (504, "reader_timeout"));
-        assert_eq!((e(400).status(), e(400).code()), (502, "reader_error"));
     }
 }

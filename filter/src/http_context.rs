@@ -417,7 +417,9 @@ mod tests {
         f.on_request_headers(false);
         f.on_request_body(BODY.len(), true);
         *f.host().call_status.borrow_mut() = Some(503);
-        f.on_call_response(7, 2, 0);
+        *f.host().call_body.borrow_mut() =
+            br#"{"error":"redis_unavailable","message":"down"}"#.to_vec();
+        f.on_call_response(7, 2, 46);
         assert!(*f.host().resumed.borrow());
         assert!(f.host().sent.borrow().is_none());
         assert_eq!(

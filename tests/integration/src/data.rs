@@ -52,11 +52,16 @@ impl Source {
         let mut views = HashMap::new();
         for (view, _) in VIEWS {
             let mut latest: HashMap<String, (f64, Row)> = HashMap::new();
-            let mut r = csv::Reader::from_path(dir.join(format!("{view}.csv"))).expect("source csv");
+            let mut r =
+                csv::Reader::from_path(dir.join(format!("{view}.csv"))).expect("source csv");
             let headers = r.headers().expect("header").clone();
             for rec in r.records() {
                 let rec = rec.expect("csv row");
-                let row: Row = headers.iter().zip(rec.iter()).map(|(h, v)| (h.to_string(), v.to_string())).collect();
+                let row: Row = headers
+                    .iter()
+                    .zip(rec.iter())
+                    .map(|(h, v)| (h.to_string(), v.to_string()))
+                    .collect();
                 let t = parse_time(&row["event_timestamp"]);
                 let user = row["user_id"].clone();
                 if latest.get(&user).is_none_or(|(old, _)| t > *old) {
@@ -75,7 +80,12 @@ impl Source {
 
     /// The user's latest source value of `view:feature` as JSON, None if the user has no row.
     pub fn value(&self, view: &str, feature: &str, user: &str) -> Option<Json> {
-        let kind = VIEWS.iter().find(|(v, _)| *v == view).and_then(|(_, fs)| fs.iter().find(|(f, _)| *f == feature)).map(|(_, k)| *k).expect("known feature");
+        let kind = VIEWS
+            .iter()
+            .find(|(v, _)| *v == view)
+            .and_then(|(_, fs)| fs.iter().find(|(f, _)| *f == feature))
+            .map(|(_, k)| *k)
+            .expect("known feature");
         let (_, row) = self.views[view].get(user)?;
         let cell = row[feature].as_str();
         if cell.is_empty() {
@@ -99,7 +109,9 @@ impl Source {
 /// text of an f32 is its shortest form, so compare after narrowing).
 pub fn same(received: &Json, source: &Json, kind: Kind) -> bool {
     match (kind, received, source) {
-        (Kind::F32, Json::Number(a), Json::Number(b)) => a.as_f64().map(|x| x as f32) == b.as_f64().map(|x| x as f32),
+        (Kind::F32, Json::Number(a), Json::Number(b)) => {
+            a.as_f64().map(|x| x as f32) == b.as_f64().map(|x| x as f32)
+        }
         (Kind::F32List, Json::Array(a), Json::Array(b)) => {
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x, y, Kind::F32))
         }
@@ -113,12 +125,22 @@ pub fn parse_time(s: &str) -> f64 {
         return secs as f64;
     }
     let num = |a: usize, b: usize| s[a..b].parse::<i64>().expect("timestamp digits");
-    let (y, mo, d, h, mi, sec) = (num(0, 4), num(5, 7), num(8, 10), num(11, 13), num(14, 16), num(17, 19));
+    let (y, mo, d, h, mi, sec) = (
+        num(0, 4),
+        num(5, 7),
+        num(8, 10),
+        num(11, 13),
+        num(14, 16),
+        num(17, 19),
+    );
     let rest = &s[19..];
     let (frac, zone) = match rest.strip_prefix('.') {
         Some(r) => {
             let end = r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len());
-            (format!("0.{}", &r[..end]).parse::<f64>().expect("fraction"), &r[end..])
+            (
+                format!("0.{}", &r[..end]).parse::<f64>().expect("fraction"),
+                &r[end..],
+            )
         }
         None => (0.0, rest),
     };
@@ -126,11 +148,16 @@ pub fn parse_time(s: &str) -> f64 {
         "Z" | "z" => 0,
         z => {
             let sign = if z.starts_with('-') { -1 } else { 1 };
-            sign * (z[1..3].parse::<i64>().expect("hh") * 3600 + z[4..6].parse::<i64>().expect("mm") * 60)
+            sign * (z[1..3].parse::<i64>().expect("hh") * 3600
+                + z[4..6].parse::<i64>().expect("mm") * 60)
         }
     };
     // Days from civil (Howard Hinnant's algorithm).
-    let (y2, m2) = if mo <= 2 { (y - 1, mo + 9) } else { (y, mo - 3) };
+    let (y2, m2) = if mo <= 2 {
+        (y - 1, mo + 9)
+    } else {
+        (y, mo - 3)
+    };
     let era = y2.div_euclid(400);
     let yoe = y2 - era * 400;
     let doy = (153 * m2 + 2) / 5 + d - 1;

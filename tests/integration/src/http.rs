@@ -18,8 +18,12 @@ pub struct Response {
 
 impl Response {
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
@@ -29,7 +33,11 @@ impl Response {
     /// The request headers the demo model received (it echoes them in `x-echo-headers`).
     pub fn upstream_headers(&self) -> serde_json::Value {
         let h = self.header("x-echo-headers").unwrap_or_else(|| {
-            panic!("not answered by the model (status {}): {}", self.status, String::from_utf8_lossy(&self.body))
+            panic!(
+                "not answered by the model (status {}): {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            )
         });
         serde_json::from_str(h).expect("x-echo-headers is JSON")
     }
@@ -43,14 +51,24 @@ pub struct Conn {
 
 impl Conn {
     pub async fn open(port: u16) -> Conn {
-        let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
         stream.set_nodelay(true).expect("nodelay");
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
         tokio::spawn(conn);
         Conn { port, sender }
     }
 
-    pub async fn send(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: impl Into<Bytes>) -> Response {
+    pub async fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Response {
         let mut req = hyper::Request::builder()
             .method(method)
             .uri(path)
@@ -68,7 +86,11 @@ impl Conn {
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
         let body = resp.into_body().collect().await.expect("body").to_bytes();
-        Response { status, headers, body }
+        Response {
+            status,
+            headers,
+            body,
+        }
     }
 
     pub async fn post(&mut self, path: &str, body: impl Into<Bytes>) -> Response {
@@ -83,9 +105,12 @@ pub async fn post(port: u16, path: &str, body: impl Into<Bytes>) -> Response {
 
 /// Whether GET 127.0.0.1:port/path answers 2xx (blocking; for readiness waits).
 pub fn get_ok(port: u16, path: &str) -> bool {
-    raw(port, format!("GET {path} HTTP/1.0\r\nhost: localhost\r\n\r\n").as_bytes())
-        .map(|r| r.starts_with("HTTP/1.0 2") || r.starts_with("HTTP/1.1 2"))
-        .unwrap_or(false)
+    raw(
+        port,
+        format!("GET {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n").as_bytes(),
+    )
+    .map(|r| r.starts_with("HTTP/1.0 2") || r.starts_with("HTTP/1.1 2"))
+    .unwrap_or(false)
 }
 
 /// Writes `request` on a fresh connection and returns everything read until the server closes

@@ -14,40 +14,67 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub use process::{free_port, Proc};
 
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root")
 }
 
 pub fn bin(name: &str) -> PathBuf {
-    let dir = std::env::var_os("FERRY_BIN_DIR").map_or_else(|| root().join("target/debug"), PathBuf::from);
+    let dir = std::env::var_os("FERRY_BIN_DIR")
+        .map_or_else(|| root().join("target/debug"), PathBuf::from);
     let p = dir.join(name);
-    assert!(p.exists(), "{} is missing: run `make test` (it builds the binaries first)", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: run `make test` (it builds the binaries first)",
+        p.display()
+    );
     p
 }
 
 pub fn envoy_bin() -> PathBuf {
-    let p = std::env::var_os("FERRY_ENVOY").map_or_else(|| root().join(".venv/bin/envoy"), PathBuf::from);
-    assert!(p.exists(), "{} is missing: run `make test` (scripts/setup.sh installs Envoy)", p.display());
+    let p = std::env::var_os("FERRY_ENVOY")
+        .map_or_else(|| root().join(".venv/bin/envoy"), PathBuf::from);
+    assert!(
+        p.exists(),
+        "{} is missing: run `make test` (scripts/setup.sh installs Envoy)",
+        p.display()
+    );
     p
 }
 
 pub fn wasm() -> PathBuf {
     let p = root().join("target/wasm32-wasip1/release/ferry_filter.wasm");
-    assert!(p.exists(), "{} is missing: run `make test` (it builds the filter)", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: run `make test` (it builds the filter)",
+        p.display()
+    );
     p
 }
 
 /// Runs a command to completion, panicking with its output if it fails.
 pub fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.status.success(), "{cmd:?} failed:\n{text}");
     text
 }
 
 /// The current time as RFC 3339, second precision (the data generator's anchor).
 pub fn now_rfc3339() -> String {
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs();
-    let out = Command::new("date").args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%dT%H:%M:%SZ"]).output().expect("date");
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let out = Command::new("date")
+        .args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .expect("date");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -59,10 +86,23 @@ pub struct Redis {
 impl Redis {
     pub fn start(dir: &Path, port: u16) -> Redis {
         let mut cmd = Command::new("redis-server");
-        cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .current_dir(dir);
+        cmd.args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .current_dir(dir);
         let proc = Proc::start("redis", cmd, dir);
-        process::wait_until(Duration::from_secs(10), || process::redis_ping(port), "redis PING");
+        process::wait_until(
+            Duration::from_secs(10),
+            || process::redis_ping(port),
+            "redis PING",
+        );
         Redis { port, proc }
     }
 
@@ -99,19 +139,26 @@ impl Stack {
         let repo = dir.path().join("repo");
         std::fs::create_dir_all(&repo).expect("mkdir");
         let example = root().join("examples/banking");
-        let mut yaml = std::fs::read_to_string(example.join("ferry.yaml")).expect("example ferry.yaml");
+        let mut yaml =
+            std::fs::read_to_string(example.join("ferry.yaml")).expect("example ferry.yaml");
         yaml.push_str(opts.extra_routes);
         std::fs::write(repo.join("ferry.yaml"), yaml).expect("write ferry.yaml");
-        run(Command::new("python3").arg(example.join("generate_data.py")).args([
-            "--entities",
-            &opts.entities.unwrap_or(10_000).to_string(),
-            "--anchor",
-            &now_rfc3339(),
-            "--out",
-        ]).arg(repo.join("data")));
+        run(Command::new("python3")
+            .arg(example.join("generate_data.py"))
+            .args([
+                "--entities",
+                &opts.entities.unwrap_or(10_000).to_string(),
+                "--anchor",
+                &now_rfc3339(),
+                "--out",
+            ])
+            .arg(repo.join("data")));
 
         let redis = Redis::start(dir.path(), free_port());
-        run(Command::new(bin("ferry")).arg("materialize").arg(&repo).args(["--redis", &redis.url()]));
+        run(Command::new(bin("ferry"))
+            .arg("materialize")
+            .arg(&repo)
+            .args(["--redis", &redis.url()]));
 
         let reader_port = free_port();
         let reader = start_reader(dir.path(), reader_port, &redis.url());
@@ -134,12 +181,37 @@ impl Stack {
             .arg("-o")
             .arg(&envoy_config));
         let mut cmd = Command::new(envoy_bin());
-        cmd.arg("-c").arg(&envoy_config).args(["--disable-hot-restart", "--log-level", "warn"]);
+        cmd.arg("-c")
+            .arg(&envoy_config)
+            .args(["--disable-hot-restart", "--log-level", "warn"]);
         let envoy = Proc::start("envoy", cmd, dir.path());
-        let stack = Stack { dir, repo, redis, reader, reader_port, model, envoy, listen_port, admin_port, envoy_config };
-        process::wait_until(Duration::from_secs(15), || http::get_ok(stack.admin_port, "/ready"), "envoy /ready");
-        process::wait_until(Duration::from_secs(10), || http::get_ok(stack.reader_port, "/healthz"), "reader /healthz");
-        process::wait_until(Duration::from_secs(10), || process::tcp_open(model_port), "demo model");
+        let stack = Stack {
+            dir,
+            repo,
+            redis,
+            reader,
+            reader_port,
+            model,
+            envoy,
+            listen_port,
+            admin_port,
+            envoy_config,
+        };
+        process::wait_until(
+            Duration::from_secs(15),
+            || http::get_ok(stack.admin_port, "/ready"),
+            "envoy /ready",
+        );
+        process::wait_until(
+            Duration::from_secs(10),
+            || http::get_ok(stack.reader_port, "/healthz"),
+            "reader /healthz",
+        );
+        process::wait_until(
+            Duration::from_secs(10),
+            || process::tcp_open(model_port),
+            "demo model",
+        );
         stack
     }
 
@@ -149,7 +221,11 @@ impl Stack {
 
     pub fn restart_reader(&mut self) {
         self.reader = start_reader(self.dir.path(), self.reader_port, &self.redis.url());
-        process::wait_until(Duration::from_secs(10), || http::get_ok(self.reader_port, "/healthz"), "reader /healthz");
+        process::wait_until(
+            Duration::from_secs(10),
+            || http::get_ok(self.reader_port, "/healthz"),
+            "reader /healthz",
+        );
     }
 
     pub fn restart_redis(&mut self) {
@@ -164,6 +240,11 @@ impl Stack {
 
 fn start_reader(dir: &Path, port: u16, redis_url: &str) -> Proc {
     let mut cmd = Command::new(bin("ferry-reader"));
-    cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--redis", redis_url]);
+    cmd.args([
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--redis",
+        redis_url,
+    ]);
     Proc::start("reader", cmd, dir)
 }

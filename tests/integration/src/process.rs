@@ -16,10 +16,22 @@ pub struct Proc {
 impl Proc {
     pub fn start(name: &'static str, mut cmd: Command, dir: &Path) -> Proc {
         let log = dir.join(format!("{name}.log"));
-        let f = std::fs::OpenOptions::new().create(true).append(true).open(&log).expect("log file");
-        cmd.stdin(Stdio::null()).stdout(f.try_clone().expect("log")).stderr(f);
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {name} ({cmd:?}): {e}"));
-        Proc { name, child: Some(child), log }
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("log file");
+        cmd.stdin(Stdio::null())
+            .stdout(f.try_clone().expect("log"))
+            .stderr(f);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name} ({cmd:?}): {e}"));
+        Proc {
+            name,
+            child: Some(child),
+            log,
+        }
     }
 
     pub fn kill(&mut self) {
@@ -51,10 +63,15 @@ pub fn tcp_open(port: u16) -> bool {
 }
 
 pub fn redis_ping(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
     let mut buf = [0u8; 16];
-    s.write_all(b"PING\r\n").is_ok() && s.read(&mut buf).map(|n| buf[..n].starts_with(b"+PONG")).unwrap_or(false)
+    s.write_all(b"PING\r\n").is_ok()
+        && s.read(&mut buf)
+            .map(|n| buf[..n].starts_with(b"+PONG"))
+            .unwrap_or(false)
 }
 
 pub fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool, what: &str) {

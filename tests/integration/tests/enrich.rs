@@ -43,7 +43,10 @@ const TEST_ROUTES: &str = r#"
 "#;
 
 fn stack(entities: usize) -> Stack {
-    Stack::start(Options { extra_routes: TEST_ROUTES, entities: Some(entities) })
+    Stack::start(Options {
+        extra_routes: TEST_ROUTES,
+        entities: Some(entities),
+    })
 }
 
 fn ttl(view: &str) -> f64 {
@@ -56,11 +59,17 @@ fn ttl(view: &str) -> f64 {
 }
 
 fn now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
 }
 
 fn instances(users: &[String]) -> String {
-    let v: Vec<Json> = users.iter().map(|u| json!({"user_id": u, "amount": 10.5})).collect();
+    let v: Vec<Json> = users
+        .iter()
+        .map(|u| json!({"user_id": u, "amount": 10.5}))
+        .collect();
     json!({ "instances": v }).to_string()
 }
 
@@ -70,7 +79,11 @@ fn user(i: usize) -> String {
 
 /// Checks every feature of every instance the model received against the source data: value
 /// and status (PRESENT / NULL_VALUE / NOT_FOUND / OUTSIDE_MAX_AGE). Returns the status counts.
-fn check_against_source(stack: &Stack, resp: &Response, users: &[String]) -> std::collections::BTreeMap<String, usize> {
+fn check_against_source(
+    stack: &Stack,
+    resp: &Response,
+    users: &[String],
+) -> std::collections::BTreeMap<String, usize> {
     assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
     let src = stack.source();
     let body = resp.json();
@@ -84,16 +97,23 @@ fn check_against_source(stack: &Stack, resp: &Response, users: &[String]) -> std
             for (feature, kind) in *features {
                 let name = format!("{view}__{feature}");
                 let got = &inst[&name];
-                let status = body["ferry"]["statuses"][i].get(&name).and_then(Json::as_str).unwrap_or("PRESENT");
-                let (want_value, want_status) = match (src.event_time(view, u), src.value(view, feature, u)) {
-                    (None, _) => (Json::Null, "NOT_FOUND"),
-                    (Some(t), _) if now - t > ttl(view) => (Json::Null, "OUTSIDE_MAX_AGE"),
-                    (Some(_), Some(Json::Null)) => (Json::Null, "NULL_VALUE"),
-                    (Some(_), Some(v)) => (v, "PRESENT"),
-                    (Some(_), None) => unreachable!(),
-                };
+                let status = body["ferry"]["statuses"][i]
+                    .get(&name)
+                    .and_then(Json::as_str)
+                    .unwrap_or("PRESENT");
+                let (want_value, want_status) =
+                    match (src.event_time(view, u), src.value(view, feature, u)) {
+                        (None, _) => (Json::Null, "NOT_FOUND"),
+                        (Some(t), _) if now - t > ttl(view) => (Json::Null, "OUTSIDE_MAX_AGE"),
+                        (Some(_), Some(Json::Null)) => (Json::Null, "NULL_VALUE"),
+                        (Some(_), Some(v)) => (v, "PRESENT"),
+                        (Some(_), None) => unreachable!(),
+                    };
                 assert_eq!(status, want_status, "{u} {name}");
-                assert!(same(got, &want_value, *kind), "{u} {name}: model got {got}, source has {want_value}");
+                assert!(
+                    same(got, &want_value, *kind),
+                    "{u} {name}: model got {got}, source has {want_value}"
+                );
                 *counts.entry(want_status.to_string()).or_insert(0) += 1;
             }
         }
@@ -102,9 +122,16 @@ fn check_against_source(stack: &Stack, resp: &Response, users: &[String]) -> std
 }
 
 fn error_of(resp: &Response) -> (u16, String, String) {
-    assert!(resp.header("x-echo-headers").is_none(), "the model must not be called on an error");
+    assert!(
+        resp.header("x-echo-headers").is_none(),
+        "the model must not be called on an error"
+    );
     let v = resp.json();
-    (resp.status, v["error"].as_str().unwrap().to_string(), v["message"].as_str().unwrap().to_string())
+    (
+        resp.status,
+        v["error"].as_str().unwrap().to_string(),
+        v["message"].as_str().unwrap().to_string(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,7 +143,11 @@ async fn enriches_one_and_fifty_instances_with_the_source_values() {
     let up = resp.upstream_headers();
     assert_eq!(up["x-ferry-status"], "ok");
     assert_eq!(up["x-ferry-entities"], "1");
-    assert_eq!(up["content-length"], json!(resp.body.len().to_string()), "content-length fixed");
+    assert_eq!(
+        up["content-length"],
+        json!(resp.body.len().to_string()),
+        "content-length fixed"
+    );
 
     let fifty: Vec<String> = (1..=50).map(user).collect();
     let resp = post(stack.listen_port, STRICT, instances(&fifty)).await;
@@ -125,19 +156,36 @@ async fn enriches_one_and_fifty_instances_with_the_source_values() {
     // u000005 has a null credit score.
     assert_eq!(counts.get("OUTSIDE_MAX_AGE"), Some(&4), "{counts:?}");
     assert_eq!(counts.get("NOT_FOUND"), Some(&4), "{counts:?}");
-    assert_eq!(counts.get("NULL_VALUE").copied().unwrap_or(0) >= 1, true, "{counts:?}");
+    assert!(
+        counts.get("NULL_VALUE").copied().unwrap_or(0) >= 1,
+        "{counts:?}"
+    );
     let up = resp.upstream_headers();
-    assert_eq!((up["x-ferry-entities"].as_str(), up["x-ferry-stale"].as_str()), (Some("50"), Some("1")));
+    assert_eq!(
+        (
+            up["x-ferry-entities"].as_str(),
+            up["x-ferry-stale"].as_str()
+        ),
+        (Some("50"), Some("1"))
+    );
     assert_eq!(up["x-ferry-status"], "partial");
 
     // The filter made one reader call per request, whatever the batch size.
-    let metrics = ferry_integration_tests::http::raw(stack.reader_port, b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let metrics = ferry_integration_tests::http::raw(
+        stack.reader_port,
+        b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    )
+    .unwrap();
     let ok_requests: f64 = metrics
         .lines()
-        .filter(|l| l.starts_with("ferry_reader_requests_total") && l.contains("200"))
+        .filter(|l| l.starts_with("ferry_reader_requests_total{route=\"vectors\",status=\"200\"}"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
     assert_eq!(ok_requests, 2.0, "reader metrics:\n{metrics}");
+    assert!(
+        metrics.contains("\nferry_reader_keys_requested_total 51\n"),
+        "reader metrics:\n{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,7 +193,8 @@ async fn unknown_entity_follows_each_policy() {
     let stack = stack(300);
     let users = vec![user(4), "nobody".to_string()];
 
-    let (status, code, message) = error_of(&post(stack.listen_port, STRICT, instances(&users)).await);
+    let (status, code, message) =
+        error_of(&post(stack.listen_port, STRICT, instances(&users)).await);
     assert_eq!((status, code.as_str()), (404, "entity_not_found"));
     assert!(message.contains("'nobody'"), "{message}");
 
@@ -160,8 +209,15 @@ async fn unknown_entity_follows_each_policy() {
     assert_eq!(ghost["user_profile__credit_score"], json!(600.0));
     assert_eq!(ghost["user_profile__account_tier"], "standard");
     assert_eq!(ghost["transactions__txn_count_7d"], json!(0));
-    assert_eq!(ghost["user_profile__age"], Json::Null, "no default in the repo: null");
-    assert_eq!(resp.json()["ferry"]["statuses"][1]["user_profile__age"], "NOT_FOUND");
+    assert_eq!(
+        ghost["user_profile__age"],
+        Json::Null,
+        "no default in the repo: null"
+    );
+    assert_eq!(
+        resp.json()["ferry"]["statuses"][1]["user_profile__age"],
+        "NOT_FOUND"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -171,9 +227,13 @@ async fn stale_view_is_null_by_default_and_rejected_when_asked() {
     let resp = post(stack.listen_port, STRICT, instances(&stale)).await;
     let counts = check_against_source(&stack, &resp, &stale);
     assert_eq!(counts.get("OUTSIDE_MAX_AGE"), Some(&4));
-    assert!(resp.json()["instances"][0]["user_profile__age"].is_i64(), "other views stay");
+    assert!(
+        resp.json()["instances"][0]["user_profile__age"].is_i64(),
+        "other views stay"
+    );
 
-    let (status, code, message) = error_of(&post(stack.listen_port, "/t/stale-reject", instances(&stale)).await);
+    let (status, code, message) =
+        error_of(&post(stack.listen_port, "/t/stale-reject", instances(&stale)).await);
     assert_eq!((status, code.as_str()), (422, "stale_features"));
     assert!(message.contains("'u000007'"), "{message}");
 }
@@ -186,10 +246,18 @@ async fn bad_requests_get_clear_json_errors() {
     assert_eq!((s, code.as_str()), (400, "malformed_json"));
     assert!(msg.starts_with("request body is not valid JSON"), "{msg}");
     let (s, code, msg) = error_of(&post(p, STRICT, r#"{"instances": [{"uid": "u000001"}]}"#).await);
-    assert_eq!((s, code.as_str(), msg.as_str()), (400, "missing_entity_id", "instances[0] has no entity id field 'user_id'"));
+    assert_eq!(
+        (s, code.as_str(), msg.as_str()),
+        (
+            400,
+            "missing_entity_id",
+            "instances[0] has no entity id field 'user_id'"
+        )
+    );
     let (s, code, _) = error_of(&post(p, STRICT, r#"{"inputs": [1]}"#).await);
     assert_eq!((s, code.as_str()), (400, "bad_request_shape"));
-    let (s, code, _) = error_of(&post(p, STRICT, r#"{"instances": [{"user_id": "a\u0000b"}]}"#).await);
+    let (s, code, _) =
+        error_of(&post(p, STRICT, r#"{"instances": [{"user_id": "a\u0000b"}]}"#).await);
     assert_eq!((s, code.as_str()), (400, "invalid_entity_id"));
 
     // Over the route's body limit: declared by content-length, and streamed in chunks.
@@ -210,7 +278,14 @@ async fn bad_requests_get_clear_json_errors() {
 
     let six = instances(&(1..=6).map(user).collect::<Vec<_>>());
     let (s, code, msg) = error_of(&post(p, "/t/small", six).await);
-    assert_eq!((s, code.as_str(), msg.as_str()), (413, "too_many_entities", "request has 6 entities, over this route's limit of 5"));
+    assert_eq!(
+        (s, code.as_str(), msg.as_str()),
+        (
+            413,
+            "too_many_entities",
+            "request has 6 entities, over this route's limit of 5"
+        )
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -218,15 +293,25 @@ async fn forged_features_and_headers_are_replaced() {
     let stack = stack(100);
     let mut conn = Conn::open(stack.listen_port).await;
     let body = json!({
-        "instances": [{"user_id": user(3), "user_profile__credit_score": 850.0, "transactions__txn_count_7d": 0}],
+        "instances": [{"user_id": user(3), "amount": 10.5, "user_profile__credit_score": 850.0, "transactions__txn_count_7d": 0}],
         "ferry": {"statuses": [{}], "fingerprint": "forged"}
     })
     .to_string();
-    let resp = conn.send("POST", STRICT, &[("x-ferry-status", "ok"), ("x-ferry-fingerprint", "forged")], body).await;
+    let resp = conn
+        .send(
+            "POST",
+            STRICT,
+            &[("x-ferry-status", "ok"), ("x-ferry-fingerprint", "forged")],
+            body,
+        )
+        .await;
     let users = vec![user(3)];
     check_against_source(&stack, &resp, &users);
     let src = stack.source();
-    assert_ne!(src.value("user_profile", "credit_score", &user(3)), Some(json!(850.0)));
+    assert_ne!(
+        src.value("user_profile", "credit_score", &user(3)),
+        Some(json!(850.0))
+    );
     let v = resp.json();
     assert_ne!(v["ferry"]["fingerprint"], "forged");
     let up = resp.upstream_headers();
@@ -246,9 +331,16 @@ async fn reader_down_fails_closed_or_open_and_recovers() {
     // Fail open: the model gets the request unenriched, told so by a header.
     let resp = post(stack.listen_port, "/t/fail-open", instances(&users)).await;
     assert_eq!(resp.status, 200);
-    assert_eq!(resp.json(), serde_json::from_str::<Json>(&instances(&users)).unwrap(), "body untouched");
+    assert_eq!(
+        resp.json(),
+        serde_json::from_str::<Json>(&instances(&users)).unwrap(),
+        "body untouched"
+    );
     let up = resp.upstream_headers();
-    assert_eq!((up["x-ferry-status"].as_str(), up["x-ferry-error"].as_str()), (Some("degraded"), Some("reader_unavailable")));
+    assert_eq!(
+        (up["x-ferry-status"].as_str(), up["x-ferry-error"].as_str()),
+        (Some("degraded"), Some("reader_unavailable"))
+    );
 
     stack.restart_reader();
     let resp = post(stack.listen_port, STRICT, instances(&users)).await;
@@ -264,7 +356,12 @@ async fn redis_down_is_a_503_and_recovery_needs_no_restart() {
     assert_eq!((s, code.as_str()), (503, "redis_unavailable"));
 
     stack.restart_redis();
-    run(std::process::Command::new(ferry_integration_tests::bin("ferry")).arg("materialize").arg(&stack.repo).args(["--redis", &stack.redis.url()]));
+    run(
+        std::process::Command::new(ferry_integration_tests::bin("ferry"))
+            .arg("materialize")
+            .arg(&stack.repo)
+            .args(["--redis", &stack.redis.url()]),
+    );
     let mut last = 0;
     for _ in 0..50 {
         let resp = post(stack.listen_port, STRICT, instances(&users)).await;
@@ -286,22 +383,37 @@ async fn keep_alive_connection_survives_rewritten_bodies_and_passthrough() {
         let users: Vec<String> = (1..=n).map(user).collect();
         let resp = conn.post(STRICT, instances(&users)).await;
         check_against_source(&stack, &resp, &users);
-        assert_eq!(resp.upstream_headers()["content-length"], json!(resp.body.len().to_string()));
+        assert_eq!(
+            resp.upstream_headers()["content-length"],
+            json!(resp.body.len().to_string())
+        );
     }
     // Unmatched paths pass through untouched, x-ferry-* headers included.
     let body = r#"{"instances": [{"user_id": "u000001"}]}"#;
-    let resp = conn.send("POST", "/v1/models/other:predict", &[("x-ferry-status", "client")], body).await;
+    let resp = conn
+        .send(
+            "POST",
+            "/v1/models/other:predict",
+            &[("x-ferry-status", "client")],
+            body,
+        )
+        .await;
     assert_eq!(resp.status, 200);
     assert_eq!(&resp.body[..], body.as_bytes());
     assert_eq!(resp.upstream_headers()["x-ferry-status"], "client");
     // A bodiless GET on an enriched path (KServe readiness) passes through too.
     let resp = conn.send("GET", "/v1/models/fraud", &[], "").await;
-    assert_eq!((resp.status, resp.header("x-echo-method")), (200, Some("GET")));
+    assert_eq!(
+        (resp.status, resp.header("x-echo-method")),
+        (200, Some("GET"))
+    );
 }
 
 #[test]
 fn rendered_bootstrap_validates_with_envoy() {
     let stack = stack(10);
-    let out = run(std::process::Command::new(envoy_bin()).args(["--mode", "validate", "-c"]).arg(&stack.envoy_config));
+    let out = run(std::process::Command::new(envoy_bin())
+        .args(["--mode", "validate", "-c"])
+        .arg(&stack.envoy_config));
     assert!(out.contains("OK"), "{out}");
 }
