@@ -44,7 +44,18 @@ start envoy "$ENVOY" -c "$RUN_DIR/envoy.yaml" --disable-hot-restart --log-level 
 wait_for reader "http://127.0.0.1:$READER_PORT/healthz"
 wait_for envoy "http://127.0.0.1:$ADMIN_PORT/ready"
 
-pretty() { python3 -c 'import json,sys; d=sys.stdin.read(); print(json.dumps(json.loads(d), indent=2) if d.strip() else "(empty)")' 2>/dev/null || cat; }
+# Indented JSON with lists of numbers (embeddings) kept on one line; raw text if not JSON.
+pretty() {
+  python3 -c '
+import json, re, sys
+d = sys.stdin.read()
+try:
+    out = json.dumps(json.loads(d), indent=2)
+    print(re.sub(r"\[\s+([-0-9.e,\s]+?)\s+\]", lambda m: "[" + re.sub(r"\s+", " ", m.group(1)) + "]", out))
+except ValueError:
+    print(d if d.strip() else "(empty)")
+'
+}
 
 # send TITLE PATH BODY: prints the request, then what the model received (or Ferry's error).
 send() {
