@@ -75,6 +75,7 @@ pub fn build(reg: &Registry) -> v1::Snapshot {
             max_body_bytes: r.max_body_bytes,
             max_entities: r.max_entities,
             reader_timeout_ms: r.reader_timeout_ms,
+            cache_max_age_ms: r.cache_max_age_ms,
         })
         .collect();
     let mut snap = v1::Snapshot {
@@ -84,6 +85,7 @@ pub fn build(reg: &Registry) -> v1::Snapshot {
         routes,
         reader_cluster: reg.reader.cluster.clone(),
         reader_authority: reg.reader.authority.clone(),
+        near_cache_max_bytes: reg.near_cache_max_bytes,
     };
     snap.version = content_version(&snap);
     snap

@@ -356,6 +356,7 @@ pub mod fixture {
             version: "v1".into(),
             reader_cluster: "ferry_reader".into(),
             reader_authority: "ferry-reader".into(),
+            near_cache_max_bytes: 64 << 20,
             services: vec![pb::FeatureService {
                 name: "scoring".into(),
                 fingerprint: FP,
@@ -396,6 +397,7 @@ pub mod fixture {
                 max_body_bytes: 4096,
                 max_entities: 10,
                 reader_timeout_ms: 100,
+                cache_max_age_ms: 0,
             }],
         }
     }

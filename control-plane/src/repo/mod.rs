@@ -34,6 +34,8 @@ pub struct Registry {
     /// In declared order: the filter tries them in this order.
     pub routes: Vec<Route>,
     pub reader: Reader,
+    /// Bound of the near cache in each Envoy, in bytes.
+    pub near_cache_max_bytes: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -121,6 +123,8 @@ pub struct Route {
     pub max_body_bytes: u32,
     pub max_entities: u32,
     pub reader_timeout_ms: u32,
+    /// Near cache maximum age; 0 = the route does not use the near cache.
+    pub cache_max_age_ms: u32,
 }
 
 #[derive(Clone, Debug)]

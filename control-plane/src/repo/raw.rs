@@ -19,6 +19,28 @@ pub struct RawRepo {
     pub routes: Vec<RawRoute>,
     #[serde(default)]
     pub reader: RawReader,
+    #[serde(default)]
+    pub near_cache: RawNearCache,
+}
+
+/// The in-proxy near cache; each route opts in with `cache_max_age_ms`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNearCache {
+    #[serde(default = "default_near_cache_bytes")]
+    pub max_bytes: u64,
+}
+
+impl Default for RawNearCache {
+    fn default() -> Self {
+        RawNearCache {
+            max_bytes: default_near_cache_bytes(),
+        }
+    }
+}
+
+fn default_near_cache_bytes() -> u64 {
+    64 << 20
 }
 
 #[derive(Debug, Deserialize)]
@@ -90,6 +112,8 @@ pub struct RawRoute {
     pub max_entities: Option<u64>,
     #[serde(default)]
     pub reader_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub cache_max_age_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

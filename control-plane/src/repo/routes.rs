@@ -13,6 +13,8 @@ const MIN_BODY_BYTES: u64 = 1024;
 const MAX_BODY_BYTES: u64 = 8 * 1024 * 1024;
 const MAX_ENTITIES: u64 = 10_000;
 const MAX_READER_TIMEOUT_MS: u64 = 60_000;
+/// A near-cache entry older than an hour is not "near" any more: refresh from Redis.
+const MAX_CACHE_AGE_MS: u64 = 3_600_000;
 
 /// The first earlier route whose prefix covers every path `path` matches.
 pub(super) fn shadowed_by(earlier: &[Route], path: &PathMatch) -> Option<usize> {
@@ -237,6 +239,14 @@ pub(super) fn route(
             rr.reader_timeout_ms,
             200,
             (1, MAX_READER_TIMEOUT_MS),
+        ),
+        cache_max_age_ms: limit(
+            issues,
+            path,
+            "cache_max_age_ms",
+            rr.cache_max_age_ms,
+            0,
+            (0, MAX_CACHE_AGE_MS),
         ),
     }
 }

@@ -208,6 +208,16 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
         }
     }
 
+    if !(1 << 20..=1 << 30).contains(&raw.near_cache.max_bytes) {
+        issues.add(
+            "near_cache",
+            format!(
+                "max_bytes {} is outside 1 MiB..=1 GiB",
+                raw.near_cache.max_bytes
+            ),
+        );
+    }
+
     if !issues.0.is_empty() {
         return Err(issues.0);
     }
@@ -222,6 +232,7 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
             cluster: raw.reader.cluster,
             authority: raw.reader.authority,
         },
+        near_cache_max_bytes: raw.near_cache.max_bytes,
     })
 }
 
