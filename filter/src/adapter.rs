@@ -7,26 +7,42 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{Action as WasmAction, BufferType, ContextType, LogLevel, MapType};
+use proxy_wasm::types::{
+    Action as WasmAction, BufferType, ContextType, LogLevel, MapType, MetricType,
+};
 
 use crate::config::Config;
 use crate::host::Host;
 use crate::http_context::{Action, HttpFilter};
+use crate::metrics::{self, Metrics};
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
-    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(FerryRoot { config: None }) });
+    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
+        Box::new(FerryRoot { config: None, metrics: None })
+    });
 }}
 
 struct FerryRoot {
     /// The last snapshot that validated; requests keep the one they started with.
     config: Option<Rc<Config>>,
+    /// Defined on the first configure of this VM; ids stay valid for its life.
+    metrics: Option<Rc<Metrics>>,
 }
 
 impl Context for FerryRoot {}
 
 impl RootContext for FerryRoot {
     fn on_configure(&mut self, _size: usize) -> bool {
+        if self.metrics.is_none() {
+            self.metrics = Some(Rc::new(Metrics::define(|kind, name| {
+                let t = match kind {
+                    metrics::Kind::Counter => MetricType::Counter,
+                    metrics::Kind::Histogram => MetricType::Histogram,
+                };
+                hostcalls::define_metric(t, name).ok()
+            })));
+        }
         let bytes = match hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX) {
             Ok(Some(b)) => b,
             _ => {
@@ -60,8 +76,9 @@ impl RootContext for FerryRoot {
     }
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+        let metrics = self.metrics.clone().unwrap_or_default();
         Some(Box::new(FerryHttp {
-            filter: HttpFilter::new(HostCalls, self.config.clone()),
+            filter: HttpFilter::new(HostCalls, self.config.clone(), metrics),
         }))
     }
 
@@ -180,5 +197,21 @@ impl Host for HostCalls {
 
     fn log_warn(&self, message: &str) {
         log(LogLevel::Warn, message);
+    }
+
+    fn shared_get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
+        hostcalls::get_shared_data(key).unwrap_or((None, None))
+    }
+
+    fn shared_set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
+        hostcalls::set_shared_data(key, Some(value), cas).is_ok()
+    }
+
+    fn metric_add(&self, id: u32, delta: i64) {
+        let _ = hostcalls::increment_metric(id, delta);
+    }
+
+    fn metric_record(&self, id: u32, value: u64) {
+        let _ = hostcalls::record_metric(id, value);
     }
 }

@@ -16,6 +16,8 @@ pub struct Config {
     pub reader_cluster: String,
     pub reader_authority: String,
     pub routes: Vec<Route>,
+    /// Sets of the near cache (see `near_cache`), from the snapshot's byte bound.
+    pub near_cache_sets: u32,
 }
 
 #[derive(Debug)]
@@ -97,6 +99,8 @@ pub struct Route {
     pub max_body_bytes: u32,
     pub max_entities: u32,
     pub reader_timeout_ms: u32,
+    /// Near cache maximum age; 0 = off for this route.
+    pub cache_max_age_ms: u32,
 }
 
 /// Why a snapshot was refused (Envoy then keeps the last good one).
@@ -148,6 +152,7 @@ impl Config {
             },
             reader_cluster: snap.reader_cluster,
             routes,
+            near_cache_sets: crate::near_cache::sets_for(snap.near_cache_max_bytes),
         })
     }
 
@@ -330,6 +335,7 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
         max_body_bytes: r.max_body_bytes,
         max_entities: r.max_entities,
         reader_timeout_ms: r.reader_timeout_ms,
+        cache_max_age_ms: r.cache_max_age_ms,
     })
 }
 

@@ -20,6 +20,10 @@ pub struct Enriched {
     pub body: Vec<u8>,
     /// Request headers set for the model (`x-ferry-*`).
     pub headers: Vec<(&'static str, String)>,
+    /// Entity counts, for metrics.
+    pub found: usize,
+    pub missing: usize,
+    pub stale: usize,
 }
 
 /// The single reader call for all entities of a request.
@@ -84,32 +88,41 @@ fn reader_error(body: &[u8]) -> (Option<String>, String) {
     )
 }
 
-pub fn enrich(
-    route: &Route,
-    req: ParsedRequest,
-    reader_body: &[u8],
-    now_us: i64,
-) -> Result<Enriched, FerryError> {
+/// The vectors of the single lookup in a reader answer, one per requested key, in order
+/// (empty = not found).
+pub fn reader_vectors(reader_body: &[u8], expected: usize) -> Result<Vec<Vec<u8>>, FerryError> {
     let bad = |detail: String| FerryError::BadVector { detail };
     let resp = VectorResponse::decode(reader_body)
         .map_err(|e| bad(format!("undecodable reader response: {e}")))?;
-    let [result] = resp.results.as_slice() else {
-        return Err(bad(format!(
-            "reader answered {} lookups for 1",
-            resp.results.len()
-        )));
+    let Ok([result]) = <[_; 1]>::try_from(resp.results) else {
+        return Err(bad("reader did not answer exactly 1 lookup".into()));
     };
-    if result.vectors.len() != req.keys.len() {
+    if result.vectors.len() != expected {
         return Err(bad(format!(
-            "reader answered {} vectors for {} entities",
-            result.vectors.len(),
-            req.keys.len()
+            "reader answered {} vectors for {expected} entities",
+            result.vectors.len()
         )));
+    }
+    Ok(result.vectors)
+}
+
+/// Enriches the request with one stored vector per entity (`vectors[i]` for entity i; empty =
+/// not found), applying the route's missing and stale policies.
+pub fn enrich(
+    route: &Route,
+    req: ParsedRequest,
+    vectors: &[Vec<u8>],
+    now_us: i64,
+) -> Result<Enriched, FerryError> {
+    if vectors.len() != req.keys.len() {
+        return Err(FerryError::BadVector {
+            detail: format!("{} vectors for {} entities", vectors.len(), req.keys.len()),
+        });
     }
     let service = &route.service;
     let mut features = Vec::with_capacity(req.keys.len());
     let (mut missing, mut stale) = (Vec::new(), Vec::new());
-    for (key, bytes) in req.keys.iter().zip(&result.vectors) {
+    for (key, bytes) in req.keys.iter().zip(vectors) {
         let f = if bytes.is_empty() {
             missing.push(key.clone());
             EntityFeatures::not_found(service)
@@ -146,6 +159,9 @@ pub fn enrich(
     Ok(Enriched {
         body: kserve_v1::rewrite(req, route, features),
         headers,
+        found: entities - missing.len(),
+        missing: missing.len(),
+        stale: stale.len(),
     })
 }
 
@@ -210,7 +226,8 @@ mod tests {
     fn run(c: &Config, body: &str, vectors: Vec<Vec<u8>>) -> Result<(Json, Headers), FerryError> {
         let r = &c.routes[0];
         let req = kserve_v1::parse(body.as_bytes(), r).unwrap();
-        let e = enrich(r, req, &response(vectors), NOW)?;
+        let n = req.keys.len();
+        let e = enrich(r, req, &reader_vectors(&response(vectors), n)?, NOW)?;
         Ok((serde_json::from_slice(&e.body).unwrap(), e.headers))
     }
 

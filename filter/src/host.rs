@@ -26,12 +26,19 @@ pub trait Host {
     fn send_response(&self, status: u16, headers: Vec<(&str, &str)>, body: &[u8]);
     fn resume_request(&self);
     fn log_warn(&self, message: &str);
+    /// Shared data (shared by Envoy's workers): the value and its CAS token.
+    fn shared_get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>);
+    /// Writes shared data; false when the CAS token no longer matches.
+    fn shared_set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool;
+    fn metric_add(&self, id: u32, delta: i64);
+    fn metric_record(&self, id: u32, value: u64);
 }
 
 #[cfg(test)]
 pub mod testing {
     use super::*;
     use std::cell::RefCell;
+    use std::collections::HashMap;
 
     pub type Headers = Vec<(String, String)>;
     /// (cluster, headers, body, timeout) of one dispatched call.
@@ -53,6 +60,9 @@ pub mod testing {
         pub sent: RefCell<Option<Reply>>,
         pub resumed: RefCell<bool>,
         pub warnings: RefCell<Vec<String>>,
+        pub shared: RefCell<HashMap<String, (Vec<u8>, u32)>>,
+        pub metrics: RefCell<HashMap<u32, i64>>,
+        pub recorded: RefCell<Vec<(u32, u64)>>,
     }
 
     impl Host for FakeHost {
@@ -125,6 +135,27 @@ pub mod testing {
         }
         fn log_warn(&self, message: &str) {
             self.warnings.borrow_mut().push(message.to_string());
+        }
+        fn shared_get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
+            match self.shared.borrow().get(key) {
+                Some((v, cas)) => (Some(v.clone()), Some(*cas)),
+                None => (None, None),
+            }
+        }
+        fn shared_set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
+            let mut m = self.shared.borrow_mut();
+            let current = m.get(key).map(|(_, c)| *c);
+            if cas.is_some() && cas != current {
+                return false;
+            }
+            m.insert(key.to_string(), (value.to_vec(), current.unwrap_or(0) + 1));
+            true
+        }
+        fn metric_add(&self, id: u32, delta: i64) {
+            *self.metrics.borrow_mut().entry(id).or_insert(0) += delta;
+        }
+        fn metric_record(&self, id: u32, value: u64) {
+            self.recorded.borrow_mut().push((id, value));
         }
     }
 }

@@ -1,14 +1,16 @@
 //! One request's life in the filter, as a small state machine over the [`Host`] seam:
-//! headers → reading the body → waiting for vectors → resumed or answered.
+//! headers → reading the body → (near cache) → waiting for vectors → resumed or answered.
 
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::config::{Config, OnReaderError};
+use crate::config::{Config, OnReaderError, Route};
 use crate::enrich;
 use crate::error::FerryError;
 use crate::host::Host;
 use crate::kserve_v1::{self, ParsedRequest};
+use crate::metrics::{Metric, Metrics};
+use crate::near_cache;
 
 /// What the host should do with the stream after a callback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,25 +19,33 @@ pub enum Action {
     Pause,
 }
 
+/// A request waiting for the reader.
+struct Pending {
+    route: usize,
+    token: u32,
+    request: ParsedRequest,
+    body_size: usize,
+    /// One per entity: the cached vector, or empty until the reader answers.
+    vectors: Vec<Vec<u8>>,
+    /// Indices of the entities asked of the reader, in request order.
+    misses: Vec<usize>,
+    sent_at_us: i64,
+}
+
 enum State {
     /// Before headers, or on a request this filter does not touch.
     Passthrough,
     ReadingBody {
         route: usize,
     },
-    AwaitingVectors {
-        route: usize,
-        token: u32,
-        request: ParsedRequest,
-        body_size: usize,
-    },
+    AwaitingVectors(Box<Pending>),
     /// Resumed or answered; nothing more to do.
     Done,
 }
 
 /// How a paused request goes on: inside a stream callback by returning Continue, from a
 /// dispatched call's response by asking the host.
-#[derive(PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Resume {
     ByReturningContinue,
     ByHostCall,
@@ -51,20 +61,29 @@ const OWN_HEADER_PREFIX: &str = "x-ferry-";
 pub struct HttpFilter<H: Host> {
     host: H,
     config: Option<Rc<Config>>,
+    metrics: Rc<Metrics>,
     state: State,
 }
 
 impl<H: Host> HttpFilter<H> {
-    pub fn new(host: H, config: Option<Rc<Config>>) -> Self {
+    pub fn new(host: H, config: Option<Rc<Config>>, metrics: Rc<Metrics>) -> Self {
         HttpFilter {
             host,
             config,
+            metrics,
             state: State::Passthrough,
         }
     }
 
     pub fn host(&self) -> &H {
         &self.host
+    }
+
+    fn count(&self, m: Metric, delta: usize) {
+        if let (Some(id), true) = (self.metrics.id(m), delta > 0) {
+            self.host
+                .metric_add(id, i64::try_from(delta).unwrap_or(i64::MAX));
+        }
     }
 
     pub fn on_request_headers(&mut self, end_of_stream: bool) -> Action {
@@ -86,20 +105,18 @@ impl<H: Host> HttpFilter<H> {
             }
         }
         if end_of_stream {
-            return self.answer(index, &FerryError::NoBody);
+            return self.answer(route, &FerryError::NoBody);
         }
         let declared = self
             .host
             .request_header("content-length")
             .and_then(|v| v.trim().parse::<u64>().ok());
         if let Some(size) = declared.filter(|s| *s > u64::from(route.max_body_bytes)) {
-            return self.answer(
-                index,
-                &FerryError::BodyTooLarge {
-                    limit: route.max_body_bytes,
-                    size,
-                },
-            );
+            let err = FerryError::BodyTooLarge {
+                limit: route.max_body_bytes,
+                size,
+            };
+            return self.answer(route, &err);
         }
         // The body will change size; the right length is set again before resuming.
         self.host.set_request_header("content-length", None);
@@ -120,7 +137,7 @@ impl<H: Host> HttpFilter<H> {
                 limit: route.max_body_bytes,
                 size: body_size as u64,
             };
-            return self.answer(index, &err);
+            return self.answer(route, &err);
         }
         if !end_of_stream {
             return Action::Pause;
@@ -128,9 +145,23 @@ impl<H: Host> HttpFilter<H> {
         let body = self.host.request_body(body_size).unwrap_or_default();
         let request = match kserve_v1::parse(&body, route) {
             Ok(r) => r,
-            Err(e) => return self.answer(index, &e),
+            Err(e) => return self.answer(route, &e),
         };
-        let call = enrich::reader_request(&config, route, request.keys.clone());
+        let vectors = self.cached_vectors(&config, route, &request.keys);
+        let misses: Vec<usize> = (0..vectors.len())
+            .filter(|i| vectors[*i].is_empty())
+            .collect();
+        if misses.is_empty() {
+            return self.finish(
+                route,
+                request,
+                body_size,
+                &vectors,
+                Resume::ByReturningContinue,
+            );
+        }
+        let keys = misses.iter().map(|i| request.keys[*i].clone()).collect();
+        let call = enrich::reader_request(&config, route, keys);
         let headers = vec![
             (":method", "POST"),
             (":path", ferry_protos::READER_PATH),
@@ -143,110 +174,211 @@ impl<H: Host> HttpFilter<H> {
             .dispatch(&config.reader_cluster, headers, &call, timeout)
         {
             Ok(token) => {
-                self.state = State::AwaitingVectors {
+                self.state = State::AwaitingVectors(Box::new(Pending {
                     route: index,
                     token,
                     request,
                     body_size,
-                };
+                    vectors,
+                    misses,
+                    sent_at_us: self.host.now_us(),
+                }));
                 Action::Pause
             }
             Err(detail) => {
                 let err = FerryError::DispatchFailed { detail };
-                self.reader_failed(index, body_size, err, Resume::ByReturningContinue)
+                self.reader_failed(route, body_size, &err, Resume::ByReturningContinue)
             }
         }
     }
 
     pub fn on_call_response(&mut self, token: u32, num_headers: usize, body_size: usize) {
         let state = std::mem::replace(&mut self.state, State::Done);
-        let State::AwaitingVectors {
-            route: index,
-            token: expected,
-            request,
-            body_size: old_size,
-        } = state
-        else {
+        let State::AwaitingVectors(mut p) = state else {
             self.state = state;
             return;
         };
-        if token != expected {
-            self.state = State::AwaitingVectors {
-                route: index,
-                token: expected,
-                request,
-                body_size: old_size,
-            };
+        if token != p.token {
+            self.state = State::AwaitingVectors(p);
             return;
         }
         let Some(config) = self.config.clone() else {
             return;
         };
-        let route = &config.routes[index];
+        let route = &config.routes[p.route];
+        if let Some(id) = self.metrics.id(Metric::ReaderLatencyUs) {
+            let took = self.host.now_us().saturating_sub(p.sent_at_us);
+            self.host
+                .metric_record(id, u64::try_from(took).unwrap_or(0));
+        }
         let status = if num_headers == 0 {
             None
         } else {
             self.host.call_response_status()
         };
         let body = self.host.call_response_body(body_size).unwrap_or_default();
-        if let Err(e) = enrich::check_reader_status(status, &body, route.reader_timeout_ms) {
-            self.reader_failed(index, old_size, e, Resume::ByHostCall);
+        let fetched = enrich::check_reader_status(status, &body, route.reader_timeout_ms)
+            .and_then(|()| enrich::reader_vectors(&body, p.misses.len()));
+        let fetched = match fetched {
+            Ok(v) => v,
+            Err(e) => {
+                self.reader_failed(route, p.body_size, &e, Resume::ByHostCall);
+                return;
+            }
+        };
+        for (i, v) in p.misses.iter().zip(fetched) {
+            p.vectors[*i] = v;
+        }
+        self.cache_fetched(route, &p);
+        let Pending {
+            request,
+            body_size,
+            vectors,
+            ..
+        } = *p;
+        self.finish(route, request, body_size, &vectors, Resume::ByHostCall);
+    }
+
+    /// Per entity: the near cache's vector when the route uses it and holds a fresh one, else
+    /// empty (to fetch).
+    fn cached_vectors(&self, config: &Config, route: &Route, keys: &[String]) -> Vec<Vec<u8>> {
+        if route.cache_max_age_ms == 0 {
+            return vec![Vec::new(); keys.len()];
+        }
+        let now_ms = u64::try_from(self.host.now_us() / 1000).unwrap_or(0);
+        let service = &route.service;
+        let out: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|k| {
+                let id = near_cache::entry_id(service.fingerprint, &service.name, k);
+                let (set, _) = self
+                    .host
+                    .shared_get(&near_cache::set_key(&id, config.near_cache_sets));
+                set.and_then(|s| {
+                    near_cache::lookup(&s, &id, now_ms, route.cache_max_age_ms).map(<[u8]>::to_vec)
+                })
+                .unwrap_or_default()
+            })
+            .collect();
+        let hits = out.iter().filter(|v| !v.is_empty()).count();
+        self.count(Metric::CacheHits, hits);
+        self.count(Metric::CacheMisses, keys.len() - hits);
+        out
+    }
+
+    /// Puts the vectors the reader just returned into the near cache (best effort: a set
+    /// changed by another worker meanwhile is left alone).
+    fn cache_fetched(&self, route: &Route, p: &Pending) {
+        let Some(config) = self.config.as_ref() else {
+            return;
+        };
+        if route.cache_max_age_ms == 0 {
             return;
         }
-        match enrich::enrich(route, request, &body, self.host.now_us()) {
+        let now_ms = u64::try_from(self.host.now_us() / 1000).unwrap_or(0);
+        let service = &route.service;
+        let mut evictions = 0;
+        for i in &p.misses {
+            let vector = &p.vectors[*i];
+            if vector.is_empty() {
+                continue;
+            }
+            let id = near_cache::entry_id(service.fingerprint, &service.name, &p.request.keys[*i]);
+            let key = near_cache::set_key(&id, config.near_cache_sets);
+            let (set, cas) = self.host.shared_get(&key);
+            if let near_cache::Insert::Write { set, evicted } =
+                near_cache::insert(set.as_deref(), &id, vector, now_ms)
+            {
+                if self.host.shared_set(&key, &set, cas) && evicted {
+                    evictions += 1;
+                }
+            }
+        }
+        self.count(Metric::CacheEvictions, evictions);
+    }
+
+    fn finish(
+        &mut self,
+        route: &Route,
+        request: ParsedRequest,
+        body_size: usize,
+        vectors: &[Vec<u8>],
+        resume: Resume,
+    ) -> Action {
+        match enrich::enrich(route, request, vectors, self.host.now_us()) {
             Ok(out) => {
-                self.host.replace_request_body(old_size, &out.body);
+                self.host.replace_request_body(body_size, &out.body);
                 self.host
                     .set_request_header("content-length", Some(&out.body.len().to_string()));
                 for (name, value) in &out.headers {
                     self.host.set_request_header(name, Some(value));
                 }
-                self.host.resume_request();
-            }
-            Err(e) => {
-                self.answer(index, &e);
-            }
-        }
-    }
-
-    /// A reader-side failure: fail closed (answer) or open (forward unenriched), per the route.
-    fn reader_failed(
-        &mut self,
-        index: usize,
-        body_size: usize,
-        err: FerryError,
-        resume: Resume,
-    ) -> Action {
-        let Some(config) = self.config.clone() else {
-            return Action::Continue;
-        };
-        let route = &config.routes[index];
-        self.host
-            .log_warn(&format!("route '{}': {}", route.name, err.message()));
-        match route.on_reader_error {
-            OnReaderError::Reject => self.answer(index, &err),
-            OnReaderError::Forward => {
-                self.host
-                    .set_request_header("content-length", Some(&body_size.to_string()));
-                for (name, value) in enrich::degraded_headers(route, &err) {
-                    self.host.set_request_header(name, Some(&value));
-                }
+                self.count(Metric::Enriched, 1);
+                self.count(Metric::EntitiesFound, out.found);
+                self.count(Metric::EntitiesMissing, out.missing);
+                self.count(Metric::EntitiesStale, out.stale);
                 self.state = State::Done;
                 if resume == Resume::ByHostCall {
                     self.host.resume_request();
                 }
                 Action::Continue
             }
+            Err(e) => self.answer(route, &e),
         }
     }
 
-    fn answer(&mut self, index: usize, err: &FerryError) -> Action {
-        let route_name = self
-            .config
-            .as_ref()
-            .and_then(|c| c.routes.get(index))
-            .map_or("", |r| r.name.as_str());
-        let body = err.body(route_name);
+    /// A reader-side failure: fail closed (answer) or open (forward unenriched), per the route.
+    fn reader_failed(
+        &mut self,
+        route: &Route,
+        body_size: usize,
+        err: &FerryError,
+        resume: Resume,
+    ) -> Action {
+        self.host
+            .log_warn(&format!("route '{}': {}", route.name, err.message()));
+        if matches!(
+            err,
+            FerryError::ReaderError { .. }
+                | FerryError::ReaderUnavailable { .. }
+                | FerryError::ReaderTimeout { .. }
+                | FerryError::RedisUnavailable { .. }
+                | FerryError::RedisTimeout { .. }
+                | FerryError::DispatchFailed { .. }
+        ) {
+            self.count(Metric::ReaderErrors, 1);
+        }
+        if matches!(
+            err,
+            FerryError::ReaderTimeout { .. } | FerryError::RedisTimeout { .. }
+        ) {
+            self.count(Metric::ReaderTimeouts, 1);
+        }
+        // Only failures of the reader path may fail open; a bad vector is never forwarded.
+        let reader_side = !matches!(
+            err,
+            FerryError::BadVector { .. } | FerryError::FingerprintMismatch { .. }
+        );
+        match route.on_reader_error {
+            OnReaderError::Forward if reader_side => {
+                self.host
+                    .set_request_header("content-length", Some(&body_size.to_string()));
+                for (name, value) in enrich::degraded_headers(route, err) {
+                    self.host.set_request_header(name, Some(&value));
+                }
+                self.count(Metric::Degraded, 1);
+                self.state = State::Done;
+                if resume == Resume::ByHostCall {
+                    self.host.resume_request();
+                }
+                Action::Continue
+            }
+            _ => self.answer(route, err),
+        }
+    }
+
+    fn answer(&mut self, route: &Route, err: &FerryError) -> Action {
+        let body = err.body(&route.name);
         self.host.send_response(
             err.status(),
             vec![
@@ -255,6 +387,7 @@ impl<H: Host> HttpFilter<H> {
             ],
             &body,
         );
+        self.count(Metric::Rejected, 1);
         self.state = State::Done;
         Action::Pause
     }
@@ -283,7 +416,11 @@ mod tests {
             ("x-ferry-status".into(), "forged".into()),
         ];
         *host.body.borrow_mut() = body.as_bytes().to_vec();
-        HttpFilter::new(host, Some(Rc::new(c)))
+        HttpFilter::new(
+            host,
+            Some(Rc::new(c)),
+            Rc::new(Metrics::define(|_, _| Some(1))),
+        )
     }
 
     fn reader_ok(f: &HttpFilter<FakeHost>, vectors: Vec<Vec<u8>>) {
@@ -462,5 +599,180 @@ mod tests {
         assert!(!*f.host().resumed.borrow());
         f.on_call_response(7, 0, 0);
         assert_eq!(sent(&f).0, 503);
+    }
+
+    fn cached_route() -> Config {
+        route_with(|r| r.cache_max_age_ms = 1000)
+    }
+
+    fn good_vector(age: i64) -> Vec<u8> {
+        vector(
+            FP,
+            vec![
+                (
+                    NOW,
+                    vec![Some(Kind::Int64Val(age)), Some(Kind::FloatVal(1.5))],
+                ),
+                (NOW, vec![Some(Kind::Int64Val(2))]),
+            ],
+        )
+    }
+
+    /// Runs one request through `f`'s host and returns the decoded reader request, if any.
+    fn run_cached(
+        f: &mut HttpFilter<FakeHost>,
+        body: &str,
+        reader: Vec<Vec<u8>>,
+    ) -> Option<Vec<String>> {
+        *f.host().body.borrow_mut() = body.as_bytes().to_vec();
+        f.host()
+            .set_request_header("content-length", Some(&body.len().to_string()));
+        assert_eq!(f.on_request_headers(false), Action::Pause);
+        let action = f.on_request_body(body.len(), true);
+        let call = f.host().dispatched.borrow_mut().pop();
+        match call {
+            None => {
+                assert_eq!(
+                    action,
+                    Action::Continue,
+                    "all hits: resumed by returning Continue"
+                );
+                None
+            }
+            Some(c) => {
+                assert_eq!(action, Action::Pause);
+                reader_ok(f, reader);
+                f.on_call_response(7, 3, 100);
+                let req = ferry_protos::v1::VectorRequest::decode(c.2.as_slice()).unwrap();
+                Some(req.lookups[0].entity_keys.clone())
+            }
+        }
+    }
+
+    #[test]
+    fn near_cache_serves_repeat_entities_without_a_reader_call() {
+        let c = Rc::new(cached_route());
+        let metrics = Rc::new(Metrics::define(|kind, name| {
+            Some(
+                crate::metrics::ALL
+                    .iter()
+                    .position(|(_, k, n)| *k == kind && *n == name)
+                    .unwrap() as u32,
+            )
+        }));
+        let host = FakeHost {
+            now_us: NOW,
+            ..Default::default()
+        };
+        let mut f = HttpFilter::new(host, Some(c.clone()), metrics.clone());
+        *f.host().headers.borrow_mut() = vec![
+            (":method".into(), "POST".into()),
+            (":path".into(), "/v1/models/fraud".into()),
+        ];
+        let sent = run_cached(
+            &mut f,
+            r#"{"instances":[{"user_id":"u1"}]}"#,
+            vec![good_vector(30)],
+        );
+        assert_eq!(sent, Some(vec!["u1".to_string()]));
+
+        // Same host (same shared data), new stream: u1 is cached, only u2 is fetched.
+        let shared = f.host().shared.borrow().clone();
+        let host = FakeHost {
+            now_us: NOW + 500_000,
+            shared: std::cell::RefCell::new(shared),
+            ..Default::default()
+        };
+        let mut f = HttpFilter::new(host, Some(c.clone()), metrics.clone());
+        *f.host().headers.borrow_mut() = vec![
+            (":method".into(), "POST".into()),
+            (":path".into(), "/v1/models/fraud".into()),
+        ];
+        let sent = run_cached(
+            &mut f,
+            r#"{"instances":[{"user_id":"u1"},{"user_id":"u2"}]}"#,
+            vec![good_vector(40)],
+        );
+        assert_eq!(sent, Some(vec!["u2".to_string()]));
+        let body: serde_json::Value = serde_json::from_slice(&f.host().body.borrow()).unwrap();
+        assert_eq!(
+            (
+                body["instances"][0]["profile__age"].as_i64(),
+                body["instances"][1]["profile__age"].as_i64()
+            ),
+            (Some(30), Some(40))
+        );
+        let id = |m| metrics.id(m).unwrap();
+        assert_eq!(
+            f.host().metrics.borrow().get(&id(Metric::CacheHits)),
+            Some(&1)
+        );
+        assert_eq!(
+            f.host().metrics.borrow().get(&id(Metric::CacheMisses)),
+            Some(&1)
+        );
+
+        // Both cached now: no reader call at all.
+        let shared = f.host().shared.borrow().clone();
+        let host = FakeHost {
+            now_us: NOW + 900_000,
+            shared: std::cell::RefCell::new(shared),
+            ..Default::default()
+        };
+        let mut f = HttpFilter::new(host, Some(c.clone()), metrics.clone());
+        *f.host().headers.borrow_mut() = vec![
+            (":method".into(), "POST".into()),
+            (":path".into(), "/v1/models/fraud".into()),
+        ];
+        assert_eq!(
+            run_cached(
+                &mut f,
+                r#"{"instances":[{"user_id":"u2"},{"user_id":"u1"}]}"#,
+                vec![]
+            ),
+            None
+        );
+        assert_eq!(f.host().request_header("x-ferry-status"), Some("ok".into()));
+        let body: serde_json::Value = serde_json::from_slice(&f.host().body.borrow()).unwrap();
+        assert_eq!(body["instances"][0]["profile__age"], 40);
+
+        // Past the route's max age (1 s after insertion): fetched again.
+        let shared = f.host().shared.borrow().clone();
+        let host = FakeHost {
+            now_us: NOW + 1_600_000,
+            shared: std::cell::RefCell::new(shared),
+            ..Default::default()
+        };
+        let mut f = HttpFilter::new(host, Some(c), metrics);
+        *f.host().headers.borrow_mut() = vec![
+            (":method".into(), "POST".into()),
+            (":path".into(), "/v1/models/fraud".into()),
+        ];
+        let sent = run_cached(
+            &mut f,
+            r#"{"instances":[{"user_id":"u1"}]}"#,
+            vec![good_vector(31)],
+        );
+        assert_eq!(sent, Some(vec!["u1".to_string()]));
+    }
+
+    #[test]
+    fn cache_is_off_unless_the_route_asks() {
+        let mut f = filter(config(), "POST", "/v1/models/fraud", BODY);
+        f.on_request_headers(false);
+        f.on_request_body(BODY.len(), true);
+        reader_ok(&f, vec![good_vector(1)]);
+        f.on_call_response(7, 3, 100);
+        assert!(f.host().shared.borrow().is_empty());
+        assert!(*f.host().resumed.borrow());
+    }
+
+    #[test]
+    fn counts_outcomes() {
+        let mut f = filter(config(), "POST", "/v1/models/fraud", "{oops");
+        f.on_request_headers(false);
+        f.on_request_body(5, true);
+        // Every metric has id 1 in `filter()`: one rejection counted once.
+        assert_eq!(f.host().metrics.borrow().get(&1), Some(&1));
     }
 }

@@ -10,6 +10,8 @@ pub mod error;
 pub mod host;
 pub mod http_context;
 pub mod kserve_v1;
+pub mod metrics;
+pub mod near_cache;
 pub mod values;
 pub mod vector;
 

@@ -1,0 +1,100 @@
+//! The filter's Envoy stats (proxy-wasm metrics). Defined once per VM by the root context;
+//! Envoy shows them at `/stats/prometheus` as `wasmcustom_<name>` (see README).
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Histogram,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Requests forwarded with their features.
+    Enriched,
+    /// Requests answered by Ferry with an error.
+    Rejected,
+    /// Requests forwarded unenriched (`on_reader_error: forward`).
+    Degraded,
+    EntitiesFound,
+    EntitiesMissing,
+    EntitiesStale,
+    /// Reader or Redis failures of any kind (timeouts included).
+    ReaderErrors,
+    ReaderTimeouts,
+    CacheHits,
+    CacheMisses,
+    CacheEvictions,
+    /// Time from dispatch to the reader's answer, microseconds.
+    ReaderLatencyUs,
+}
+
+pub const ALL: [(Metric, Kind, &str); 12] = [
+    (Metric::Enriched, Kind::Counter, "ferry_requests_enriched"),
+    (Metric::Rejected, Kind::Counter, "ferry_requests_rejected"),
+    (Metric::Degraded, Kind::Counter, "ferry_requests_degraded"),
+    (Metric::EntitiesFound, Kind::Counter, "ferry_entities_found"),
+    (
+        Metric::EntitiesMissing,
+        Kind::Counter,
+        "ferry_entities_missing",
+    ),
+    (Metric::EntitiesStale, Kind::Counter, "ferry_entities_stale"),
+    (Metric::ReaderErrors, Kind::Counter, "ferry_reader_errors"),
+    (
+        Metric::ReaderTimeouts,
+        Kind::Counter,
+        "ferry_reader_timeouts",
+    ),
+    (Metric::CacheHits, Kind::Counter, "ferry_cache_hits"),
+    (Metric::CacheMisses, Kind::Counter, "ferry_cache_misses"),
+    (
+        Metric::CacheEvictions,
+        Kind::Counter,
+        "ferry_cache_evictions",
+    ),
+    (
+        Metric::ReaderLatencyUs,
+        Kind::Histogram,
+        "ferry_reader_latency_us",
+    ),
+];
+
+/// Host ids of the defined metrics; a metric the host refused to define is skipped.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    ids: [Option<u32>; ALL.len()],
+}
+
+impl Metrics {
+    pub fn define(mut define: impl FnMut(Kind, &str) -> Option<u32>) -> Metrics {
+        let mut ids = [None; ALL.len()];
+        for (slot, (_, kind, name)) in ids.iter_mut().zip(ALL) {
+            *slot = define(kind, name);
+        }
+        Metrics { ids }
+    }
+
+    pub fn id(&self, m: Metric) -> Option<u32> {
+        ALL.iter()
+            .position(|(x, _, _)| *x == m)
+            .and_then(|i| self.ids[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_follow_definitions() {
+        let mut next = 10;
+        let m = Metrics::define(|kind, name| {
+            next += 1;
+            (name != "ferry_cache_hits")
+                .then_some(next + if kind == Kind::Histogram { 100 } else { 0 })
+        });
+        assert_eq!(m.id(Metric::Enriched), Some(11));
+        assert_eq!(m.id(Metric::CacheHits), None, "refused by the host");
+        assert_eq!(m.id(Metric::ReaderLatencyUs), Some(122));
+    }
+}
