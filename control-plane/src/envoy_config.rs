@@ -37,6 +37,8 @@ pub enum EnvoyConfigError {
     ReaderCluster(String),
     #[error("wasm path {0:?} cannot be written into the config (quotes, backslashes or control characters)")]
     WasmPath(String),
+    #[error("{0} {1:?} may only hold letters, digits and - _ . :")]
+    Field(&'static str, String),
 }
 
 /// The ports and paths of a static deployment.

@@ -10,14 +10,22 @@
 //! - [`sources`]: reading feature view sources (CSV; Parquet) into typed values.
 //! - [`materialize`]: latest row per entity, vector encoding, pipelined writes into Redis.
 //! - [`envoy_config`]: renders the static Envoy bootstrap with the snapshot inlined.
+//! - [`envoy_xds`]: renders the xDS bootstrap (filter config from the control plane).
+//! - [`xds`]: the xDS protocol core (no I/O), resources, and the ADS/ECDS gRPC services.
+//! - [`serve`]: `ferry serve`, the control plane: current snapshot, HTTP API, repo watching.
+//! - [`push`]: the HTTP client `ferry apply --push` uses.
 
 pub mod envoy_config;
+pub mod envoy_xds;
 pub mod fingerprint;
 pub mod materialize;
+pub mod push;
 pub mod repo;
+pub mod serve;
 pub mod snapshot;
 pub mod sources;
 pub mod types;
+pub mod xds;
 
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -10,9 +10,13 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use ferry::envoy_config::{self, StaticOptions};
+use ferry::envoy_xds::{render_xds, XdsOptions};
 use ferry::materialize::{self, WriteOptions};
+use ferry::push;
 use ferry::repo::{self, scalars::format_ttl, PathMatch, Registry};
+use ferry::serve::{self, ServeOptions};
 use ferry::snapshot;
+use ferry::xds::resources::FilterOptions;
 
 /// Ferry: feature vectors injected into ML inference requests by Envoy.
 #[derive(Parser)]
@@ -25,13 +29,36 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Validate a feature repo and print its snapshot: services, fingerprints, views, routes.
+    ///
+    /// With --push, the snapshot is sent to a running control plane (`ferry serve`), which
+    /// hands it to every Envoy. With --materialize too, the services whose fingerprint the
+    /// control plane does not serve yet are materialized first: the zero-downtime schema change.
     Apply {
         /// Feature repo folder (holding ferry.yaml).
         repo: PathBuf,
         /// Write the encoded snapshot (ferry.v1.Snapshot protobuf bytes) to this file.
         #[arg(long)]
         output: Option<PathBuf>,
+        /// Push the snapshot to this control plane (its HTTP address, e.g. http://127.0.0.1:8091).
+        #[arg(long, value_name = "URL")]
+        push: Option<String>,
+        /// Bearer token for --push, if the control plane requires one.
+        #[arg(long, env = "FERRY_PUSH_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Before pushing, write the vectors of every service whose fingerprint is new to the
+        /// control plane (without --push: of every service).
+        #[arg(long)]
+        materialize: bool,
+        /// Redis URL (for --materialize).
+        #[arg(long, env = "FERRY_REDIS", default_value = "redis://127.0.0.1:6379")]
+        redis: String,
+        /// Expire materialized keys after this long (e.g. 7d); see `materialize --key-ttl`.
+        #[arg(long)]
+        key_ttl: Option<String>,
     },
+    /// Run the control plane: serve the repo's snapshot to Envoy over xDS (ADS and ECDS),
+    /// follow repo changes and pushes, and answer /status, /metrics and pushes over HTTP.
+    Serve(ServeArgs),
     /// Write one vector per entity per FeatureService from the views' sources into Redis.
     Materialize {
         /// Feature repo folder (holding ferry.yaml).
@@ -51,9 +78,22 @@ enum Command {
     EnvoyConfig {
         /// Feature repo folder (holding ferry.yaml).
         repo: PathBuf,
-        /// The ferry filter's .wasm file.
+        /// The ferry filter's .wasm file (static mode; with --xds the control plane names it).
+        #[arg(long, required_unless_present = "xds")]
+        wasm: Option<PathBuf>,
+        /// Take the filter's configuration from the control plane (ECDS over ADS) instead of
+        /// inlining the snapshot.
         #[arg(long)]
-        wasm: PathBuf,
+        xds: bool,
+        /// The control plane's xDS address (with --xds).
+        #[arg(long, default_value = "127.0.0.1:18000")]
+        xds_address: std::net::SocketAddrV4,
+        /// This Envoy's node id (with --xds); default ferry-envoy-LISTEN_PORT.
+        #[arg(long)]
+        node_id: Option<String>,
+        /// With --xds: seconds to wait for the first snapshot before answering 500 (0 = forever).
+        #[arg(long, default_value_t = 60)]
+        initial_fetch_timeout: u32,
         #[arg(long, default_value_t = 10000)]
         listen_port: u16,
         #[arg(long, default_value_t = 9901)]
@@ -71,6 +111,37 @@ enum Command {
     },
 }
 
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Feature repo folder (holding ferry.yaml): the first snapshot, then watched for changes.
+    repo: PathBuf,
+    /// The ferry filter's .wasm file, as Envoy will open it.
+    #[arg(long)]
+    wasm: PathBuf,
+    /// xDS (gRPC) address.
+    #[arg(long, default_value = "127.0.0.1:18000")]
+    xds_listen: std::net::SocketAddr,
+    /// HTTP address: /status, /metrics, /healthz, POST /v1/snapshot.
+    #[arg(long, default_value = "127.0.0.1:8091")]
+    http_listen: std::net::SocketAddr,
+    /// Require `Authorization: Bearer TOKEN` on pushes.
+    #[arg(long, env = "FERRY_PUSH_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// How often to check ferry.yaml for changes, in milliseconds (0 = do not watch).
+    #[arg(long, default_value_t = 1000)]
+    watch_interval_ms: u64,
+    /// The HTTP filter's name in the bootstrap (the ECDS resource name).
+    #[arg(long, default_value = "ferry")]
+    filter_name: String,
+    /// The most Envoy streams served at once.
+    #[arg(long, default_value_t = 1024)]
+    max_streams: usize,
+    /// Tests only: honour `x-ferry-unchecked` on pushes, skipping validation, so that a
+    /// snapshot the filter refuses can reach Envoy.
+    #[arg(long, hide = true)]
+    allow_invalid: bool,
+}
+
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
@@ -83,7 +154,31 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Apply { repo, output } => apply(&repo, output.as_deref()),
+        Command::Apply {
+            repo,
+            output,
+            push,
+            token,
+            materialize,
+            redis,
+            key_ttl,
+        } => {
+            let snap = apply(&repo, output.as_deref())?;
+            if materialize || push.is_some() {
+                let mut opts = WriteOptions::new(redis);
+                opts.key_ttl_seconds = parse_key_ttl(key_ttl)?;
+                push_cmd(
+                    &repo,
+                    snap,
+                    push.as_deref(),
+                    token.as_deref(),
+                    materialize,
+                    &opts,
+                )?;
+            }
+            Ok(())
+        }
+        Command::Serve(args) => serve_cmd(args),
         Command::Materialize {
             repo,
             redis,
@@ -92,18 +187,16 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let mut opts = WriteOptions::new(redis);
             opts.batch_size = usize::try_from(batch_size)?;
-            opts.key_ttl_seconds = key_ttl
-                .map(|t| {
-                    repo::scalars::parse_duration(&t)
-                        .map(|s| s.unsigned_abs())
-                        .map_err(|e| anyhow::anyhow!("--key-ttl: {e}"))
-                })
-                .transpose()?;
-            materialize_cmd(&repo, &opts)
+            opts.key_ttl_seconds = parse_key_ttl(key_ttl)?;
+            materialize_cmd(&load(&repo)?, &opts)
         }
         Command::EnvoyConfig {
             repo,
             wasm,
+            xds,
+            xds_address,
+            node_id,
+            initial_fetch_timeout,
             listen_port,
             admin_port,
             reader_port,
@@ -112,21 +205,37 @@ fn run(cli: Cli) -> Result<()> {
             output,
         } => {
             let reg = load(&repo)?;
-            if !wasm.is_file() {
-                eprintln!(
-                    "warning: {} does not exist (yet); Envoy needs it at start",
-                    wasm.display()
-                );
-            }
+            let wasm_path = match &wasm {
+                Some(w) if !xds => {
+                    if !w.is_file() {
+                        eprintln!(
+                            "warning: {} does not exist (yet); Envoy needs it at start",
+                            w.display()
+                        );
+                    }
+                    envoy_config::absolute_wasm_path(w)?
+                }
+                _ => String::new(),
+            };
             let opts = StaticOptions {
-                wasm_path: envoy_config::absolute_wasm_path(&wasm)?,
+                wasm_path,
                 listen_port,
                 admin_port,
                 reader_port,
                 model_port,
                 buffer_limit_bytes,
             };
-            let text = envoy_config::render_static(&reg, &opts)?;
+            let text = if xds {
+                let x = XdsOptions {
+                    node_id: node_id.unwrap_or_else(|| format!("ferry-envoy-{listen_port}")),
+                    xds_host: xds_address.ip().to_string(),
+                    xds_port: xds_address.port(),
+                    initial_fetch_timeout_s: initial_fetch_timeout,
+                };
+                render_xds(&reg, &opts, &x)?
+            } else {
+                envoy_config::render_static(&reg, &opts)?
+            };
             match output {
                 Some(p) => {
                     std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?
@@ -148,7 +257,17 @@ fn load(repo: &Path) -> Result<Registry> {
     })
 }
 
-fn apply(repo: &Path, output: Option<&Path>) -> Result<()> {
+fn parse_key_ttl(key_ttl: Option<String>) -> Result<Option<u64>> {
+    key_ttl
+        .map(|t| {
+            repo::scalars::parse_duration(&t)
+                .map(|s| s.unsigned_abs())
+                .map_err(|e| anyhow::anyhow!("--key-ttl: {e}"))
+        })
+        .transpose()
+}
+
+fn apply(repo: &Path, output: Option<&Path>) -> Result<ferry_protos::v1::Snapshot> {
     let reg = load(repo)?;
     let snap = snapshot::build(&reg);
     println!("project {}  snapshot {}", reg.project, snap.version);
@@ -206,7 +325,7 @@ fn apply(repo: &Path, output: Option<&Path>) -> Result<()> {
             snapshot::encode(&snap).len()
         );
     }
-    Ok(())
+    Ok(snap)
 }
 
 /// `MISSING_REJECT` → `reject`.
@@ -214,10 +333,9 @@ fn policy(name: &str) -> String {
     name.rsplit('_').next().unwrap_or(name).to_ascii_lowercase()
 }
 
-fn materialize_cmd(repo: &Path, opts: &WriteOptions) -> Result<()> {
-    let reg = load(repo)?;
+fn materialize_cmd(reg: &Registry, opts: &WriteOptions) -> Result<()> {
     let started = Instant::now();
-    let tables = materialize::load_tables(&reg)?;
+    let tables = materialize::load_tables(reg)?;
     for v in &tables.summaries {
         eprintln!(
             "read view {}: {} rows, {} entities in {:.2}s",
@@ -234,7 +352,7 @@ fn materialize_cmd(repo: &Path, opts: &WriteOptions) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let summaries = runtime.block_on(materialize::run(&reg, &tables, opts, &progress))?;
+    let summaries = runtime.block_on(materialize::run(reg, &tables, opts, &progress))?;
     for s in &summaries {
         println!(
             "materialized {} (fingerprint {}): {} entities, {} bytes ({:.0} B/entity) in {:.3}s = {:.0} entities/s",
@@ -249,4 +367,106 @@ fn materialize_cmd(repo: &Path, opts: &WriteOptions) -> Result<()> {
     }
     println!("done in {:.2}s", started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// `apply --push/--materialize`: materialize what the control plane does not serve yet, then
+/// push, so that no Envoy switches to a fingerprint whose vectors are not in Redis.
+fn push_cmd(
+    repo: &Path,
+    snap: ferry_protos::v1::Snapshot,
+    url: Option<&str>,
+    token: Option<&str>,
+    materialize: bool,
+    opts: &WriteOptions,
+) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    if materialize {
+        let mut reg = load(repo)?;
+        if let Some(url) = url {
+            let served = runtime.block_on(push::status(url))?;
+            let served: Vec<(String, String)> = served.body["snapshot"]["services"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|s| {
+                            (
+                                s["name"].as_str().unwrap_or("").to_owned(),
+                                s["fingerprint"].as_str().unwrap_or("").to_owned(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            reg.services.retain(|s| {
+                !served.contains(&(s.name.clone(), ferry_protos::fingerprint_hex(s.fingerprint)))
+            });
+        }
+        // Routes refer to services by index; materializing needs only the services.
+        reg.routes.clear();
+        if reg.services.is_empty() {
+            println!("every fingerprint is already served: nothing to materialize");
+        } else {
+            materialize_cmd(&reg, opts)?;
+        }
+    }
+    let Some(url) = url else { return Ok(()) };
+    let started = Instant::now();
+    let answer = runtime.block_on(push::push(url, token, snapshot::encode(&snap)))?;
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    if answer.status != 200 {
+        anyhow::bail!(
+            "the control plane refused the snapshot (HTTP {}): {}",
+            answer.status,
+            answer.body["message"]
+                .as_str()
+                .unwrap_or(&answer.body.to_string())
+        );
+    }
+    let changed = answer.body["changed"].as_bool().unwrap_or(false);
+    println!(
+        "pushed snapshot {} to {url} in {ms:.1} ms ({})",
+        answer.body["version"].as_str().unwrap_or("?"),
+        if changed {
+            "now current"
+        } else {
+            "already current"
+        }
+    );
+    Ok(())
+}
+
+fn serve_cmd(args: ServeArgs) -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    if !args.wasm.is_file() {
+        tracing::warn!(wasm = %args.wasm.display(), "the .wasm does not exist (yet); Envoy needs it");
+    }
+    let opts = ServeOptions {
+        repo: args.repo,
+        xds_listen: args.xds_listen,
+        http_listen: args.http_listen,
+        filter: FilterOptions {
+            filter_name: args.filter_name,
+            wasm_path: envoy_config::absolute_wasm_path(&args.wasm)?,
+        },
+        reader_cluster: envoy_config::TEMPLATE_READER_CLUSTER.to_owned(),
+        token: args.token.filter(|t| !t.is_empty()),
+        watch_interval: (args.watch_interval_ms > 0)
+            .then(|| std::time::Duration::from_millis(args.watch_interval_ms)),
+        allow_invalid: args.allow_invalid,
+        max_streams: args.max_streams,
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(serve::run(opts))
 }

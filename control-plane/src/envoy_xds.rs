@@ -1,0 +1,120 @@
+//! `ferry envoy-config --xds`: the bootstrap (envoy/xds.yaml.tmpl) in which Envoy takes the
+//! ferry filter's configuration from the control plane (ECDS over ADS) instead of inlining it.
+//! The repo is still read: its routes' body limits must fit Envoy's buffer, and its reader
+//! cluster must be the one the bootstrap defines.
+
+use crate::envoy_config::{
+    render_template, EnvoyConfigError, StaticOptions, TEMPLATE_READER_CLUSTER,
+};
+use crate::repo::Registry;
+
+/// The xDS bootstrap template, embedded at build time.
+pub const XDS_TEMPLATE: &str = include_str!("../../envoy/xds.yaml.tmpl");
+
+/// Where the control plane is and who this Envoy is.
+#[derive(Clone, Debug)]
+pub struct XdsOptions {
+    /// Envoy's node id, shown in the control plane's /status; one per Envoy.
+    pub node_id: String,
+    /// The control plane's xDS address (an IP: the cluster is STATIC).
+    pub xds_host: String,
+    pub xds_port: u16,
+    /// Seconds to wait for the first snapshot before answering 500 (0 = wait forever).
+    pub initial_fetch_timeout_s: u32,
+}
+
+/// Renders the xDS bootstrap. `opts.wasm_path` is unused: the control plane names the .wasm.
+pub fn render_xds(
+    reg: &Registry,
+    opts: &StaticOptions,
+    xds: &XdsOptions,
+) -> Result<String, EnvoyConfigError> {
+    if reg.reader.cluster != TEMPLATE_READER_CLUSTER {
+        return Err(EnvoyConfigError::ReaderCluster(reg.reader.cluster.clone()));
+    }
+    for r in &reg.routes {
+        if u64::from(r.max_body_bytes) > opts.buffer_limit_bytes {
+            return Err(EnvoyConfigError::BodyOverBuffer {
+                route: r.name.clone(),
+                max_body_bytes: r.max_body_bytes,
+                buffer_limit: opts.buffer_limit_bytes,
+            });
+        }
+    }
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+    };
+    if !plain(&xds.node_id) {
+        return Err(EnvoyConfigError::Field("node id", xds.node_id.clone()));
+    }
+    if !plain(&xds.xds_host) {
+        return Err(EnvoyConfigError::Field("xDS host", xds.xds_host.clone()));
+    }
+    render_template(
+        XDS_TEMPLATE,
+        &[
+            ("NODE_ID", xds.node_id.clone()),
+            ("ADMIN_PORT", opts.admin_port.to_string()),
+            ("LISTEN_PORT", opts.listen_port.to_string()),
+            ("BUFFER_LIMIT_BYTES", opts.buffer_limit_bytes.to_string()),
+            (
+                "INITIAL_FETCH_TIMEOUT",
+                format!("{}s", xds.initial_fetch_timeout_s),
+            ),
+            ("XDS_HOST", xds.xds_host.clone()),
+            ("XDS_PORT", xds.xds_port.to_string()),
+            ("READER_PORT", opts.reader_port.to_string()),
+            ("MODEL_PORT", opts.model_port.to_string()),
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+
+    fn opts() -> (StaticOptions, XdsOptions) {
+        (
+            StaticOptions {
+                wasm_path: String::new(),
+                listen_port: 10000,
+                admin_port: 9901,
+                reader_port: 8090,
+                model_port: 8080,
+                buffer_limit_bytes: 8 << 20,
+            },
+            XdsOptions {
+                node_id: "ferry-envoy-10000".into(),
+                xds_host: "127.0.0.1".into(),
+                xds_port: 18000,
+                initial_fetch_timeout_s: 30,
+            },
+        )
+    }
+
+    #[test]
+    fn xds_bootstrap_points_the_filter_at_ads_and_inlines_no_snapshot() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let (s, x) = opts();
+        let text = render_xds(&reg.unwrap(), &s, &x).unwrap();
+        for l in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
+            assert!(!l.contains("{{"), "placeholder left: {l}");
+        }
+        assert!(text.contains("id: \"ferry-envoy-10000\""));
+        assert!(text.contains("config_discovery:"));
+        assert!(text.contains("initial_fetch_timeout: 30s"));
+        assert!(text.contains("port_value: 18000"));
+        assert!(!text.contains("BytesValue"), "no inlined snapshot");
+    }
+
+    #[test]
+    fn odd_node_ids_are_refused() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let (s, mut x) = opts();
+        x.node_id = "a\"b".into();
+        assert!(render_xds(&reg.unwrap(), &s, &x).is_err());
+    }
+}

@@ -1,0 +1,113 @@
+//! The client side of the control plane's HTTP API, for `ferry apply --push`: read `/status`
+//! (which fingerprints are served now) and `POST /v1/snapshot`. Plain HTTP/1.1 over loopback or
+//! a private network, one connection per call, every call bounded in time.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+
+use crate::serve::http::PUSH_PATH;
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[derive(Debug, thiserror::Error)]
+pub enum PushError {
+    #[error("control plane URL '{0}' must look like http://HOST:PORT")]
+    Url(String),
+    #[error("control plane at {url}: {reason}")]
+    Io { url: String, reason: String },
+    #[error("control plane at {0}: no answer within {CALL_TIMEOUT:?}")]
+    Timeout(String),
+}
+
+/// An answer: status and JSON body (or the raw text under `"text"` when not JSON).
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub body: serde_json::Value,
+}
+
+/// `http://host:port[/]` → ("host:port").
+fn authority(url: &str) -> Result<String, PushError> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| PushError::Url(url.to_owned()))?;
+    let auth = rest.trim_end_matches('/');
+    if auth.is_empty() || auth.contains('/') || !auth.contains(':') {
+        return Err(PushError::Url(url.to_owned()));
+    }
+    Ok(auth.to_owned())
+}
+
+async fn call(
+    url: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Vec<u8>,
+) -> Result<Answer, PushError> {
+    let auth = authority(url)?;
+    let io = |e: &dyn std::fmt::Display| PushError::Io {
+        url: url.to_owned(),
+        reason: e.to_string(),
+    };
+    let fut = async {
+        let stream = tokio::net::TcpStream::connect(&auth)
+            .await
+            .map_err(|e| io(&e))?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| io(&e))?;
+        tokio::spawn(conn);
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", &auth)
+            .header("content-type", ferry_protos::PROTOBUF_CONTENT_TYPE);
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let req = req.body(Full::new(Bytes::from(body))).map_err(|e| io(&e))?;
+        let resp = sender.send_request(req).await.map_err(|e| io(&e))?;
+        let status = resp.status().as_u16();
+        let bytes = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| io(&e))?
+            .to_bytes();
+        let body = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| serde_json::json!({"text": String::from_utf8_lossy(&bytes)}));
+        Ok(Answer { status, body })
+    };
+    tokio::time::timeout(CALL_TIMEOUT, fut)
+        .await
+        .map_err(|_| PushError::Timeout(url.to_owned()))?
+}
+
+pub async fn status(url: &str) -> Result<Answer, PushError> {
+    call(url, "GET", "/status", None, Vec::new()).await
+}
+
+pub async fn push(url: &str, token: Option<&str>, snapshot: Vec<u8>) -> Result<Answer, PushError> {
+    call(url, "POST", PUSH_PATH, token, snapshot).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_plain_http_host_and_port() {
+        assert_eq!(
+            authority("http://127.0.0.1:8091").unwrap(),
+            "127.0.0.1:8091"
+        );
+        assert_eq!(authority("http://cp:8091/").unwrap(), "cp:8091");
+        assert!(authority("https://cp:8091").is_err());
+        assert!(authority("http://cp").is_err());
+        assert!(authority("http://cp:1/x").is_err());
+    }
+}

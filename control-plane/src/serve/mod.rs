@@ -1,0 +1,124 @@
+//! `ferry serve`: the control plane. One current snapshot (from the repo, then from repo
+//! changes and pushes) served to every Envoy over xDS (ADS and ECDS), an HTTP API for status,
+//! metrics and pushes, and a graceful stop on SIGINT/SIGTERM.
+//!
+//! - [`state`]: the current snapshot, refusals, streams and counters.
+//! - [`http`]: `/status`, `/metrics`, `/healthz`, `POST /v1/snapshot`.
+//! - [`status`]: the JSON and Prometheus renderings.
+//! - [`watch`]: polling the repo for changes.
+
+pub mod http;
+pub mod state;
+pub mod status;
+pub mod watch;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use tokio::net::TcpListener;
+
+use crate::xds::grpc::Xds;
+use crate::xds::resources::FilterOptions;
+use state::State;
+
+/// Everything `ferry serve` needs.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    pub repo: PathBuf,
+    pub xds_listen: SocketAddr,
+    pub http_listen: SocketAddr,
+    pub filter: FilterOptions,
+    pub reader_cluster: String,
+    /// Bearer token for pushes; None = pushes need no token.
+    pub token: Option<String>,
+    /// Repo polling interval; None = no watching.
+    pub watch_interval: Option<Duration>,
+    /// Accept snapshots the filter refuses when the push asks for it (tests only).
+    pub allow_invalid: bool,
+    pub max_streams: usize,
+}
+
+/// Runs until SIGINT or SIGTERM.
+pub async fn run(opts: ServeOptions) -> Result<()> {
+    let state = Arc::new(State::new(
+        opts.filter.clone(),
+        opts.reader_cluster.clone(),
+        opts.allow_invalid,
+    ));
+    let (hash, first) = watch::load(&opts.repo);
+    let first = first.map_err(|e| anyhow::anyhow!("{e}"))?;
+    state
+        .offer(first, "file", false)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+
+    let xds_listener = TcpListener::bind(opts.xds_listen)
+        .await
+        .with_context(|| format!("binding the xDS port {}", opts.xds_listen))?;
+    let http_listener = TcpListener::bind(opts.http_listen)
+        .await
+        .with_context(|| format!("binding the HTTP port {}", opts.http_listen))?;
+    tracing::info!(
+        xds = %xds_listener.local_addr()?,
+        http = %http_listener.local_addr()?,
+        version = %state.current().map(|c| c.snapshot.version.clone()).unwrap_or_default(),
+        "ferry control plane serving"
+    );
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let xds = Xds::new(state.clone(), stop_rx.clone(), opts.max_streams);
+    let mut grpc_stop = stop_rx.clone();
+    let grpc = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .add_service(xds.ads())
+        .add_service(xds.ecds())
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(xds_listener),
+            async move {
+                let _ = grpc_stop.changed().await;
+            },
+        );
+    let grpc = tokio::spawn(grpc);
+    let api = http::Api {
+        state: state.clone(),
+        token: opts.token.clone(),
+    };
+    let http_task = tokio::spawn(http::serve(http_listener, api, stop_rx.clone()));
+    let watcher = opts.watch_interval.map(|every| {
+        tokio::spawn(watch::run(
+            state.clone(),
+            opts.repo.clone(),
+            every,
+            hash,
+            stop_rx.clone(),
+        ))
+    });
+
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(true);
+    let grace = Duration::from_secs(5);
+    let _ = tokio::time::timeout(grace, grpc).await;
+    let _ = tokio::time::timeout(grace, http_task).await;
+    if let Some(w) = watcher {
+        let _ = tokio::time::timeout(grace, w).await;
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -1,0 +1,262 @@
+//! The state-of-the-world xDS protocol for one stream, without I/O: it takes a
+//! `DiscoveryRequest` (or a new snapshot) and says which responses to send and what happened
+//! (ACK, NACK, stale nonce). The gRPC layer only moves messages; tests drive this directly.
+//!
+//! Per type URL it tracks the last sent version and nonce and the last ACKed version. A NACK
+//! (a request answering our latest nonce with an `error_detail`) is recorded and the rejected
+//! version is never sent again on this stream: only a snapshot with another version is. A
+//! request answering an older nonce is stale (Envoy will answer the newer response too) and is
+//! ignored.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use envoy_types::pb::google::protobuf::Any;
+
+/// One named resource of a snapshot, already packed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resource {
+    pub name: String,
+    pub body: Any,
+}
+
+/// An immutable, versioned set of resources per type URL: what every Envoy should have.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct XdsSnapshot {
+    pub version: String,
+    pub resources: BTreeMap<String, Vec<Resource>>,
+}
+
+/// The rejection Envoy sent for a version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nack {
+    /// The version Envoy refused (the one we sent under the NACKed nonce).
+    pub version: String,
+    pub error: String,
+}
+
+/// What this stream knows about one type URL.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TypeState {
+    /// Resource names Envoy asked for; empty = all (wildcard).
+    pub subscribed: Vec<String>,
+    pub sent_version: Option<String>,
+    pub sent_nonce: Option<String>,
+    pub acked_version: Option<String>,
+    pub last_nack: Option<Nack>,
+    /// Versions refused on this stream (or by this node before): never sent again.
+    pub rejected: HashSet<String>,
+    pub responses_sent: u64,
+}
+
+/// What a request turned out to be, for status, metrics and logs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// First request for a type on this stream (or a re-subscription without a nonce).
+    Subscribed {
+        type_url: String,
+    },
+    Ack {
+        type_url: String,
+        version: String,
+    },
+    Nack {
+        type_url: String,
+        nack: Nack,
+    },
+    /// Answers a nonce that is not our latest: ignored.
+    StaleNonce {
+        type_url: String,
+        nonce: String,
+    },
+    /// The current snapshot was refused before by this node: not sent again.
+    Withheld {
+        type_url: String,
+        version: String,
+    },
+    /// A request without a type URL: ignored.
+    NoTypeUrl,
+}
+
+/// Responses to send (in order) and what happened.
+#[derive(Debug, Default, PartialEq)]
+pub struct Outcome {
+    pub responses: Vec<DiscoveryResponse>,
+    pub events: Vec<Event>,
+}
+
+/// One xDS stream (one Envoy connection), possibly carrying several type URLs (ADS).
+#[derive(Debug)]
+pub struct StreamState {
+    /// Prefix of this stream's nonces, so a nonce from another stream is never "ours".
+    id: u64,
+    next_nonce: u64,
+    /// Type URLs this stream may serve; None = any (ADS).
+    allowed: Option<Vec<String>>,
+    pub types: BTreeMap<String, TypeState>,
+}
+
+impl StreamState {
+    pub fn new(id: u64, allowed: Option<Vec<String>>) -> StreamState {
+        StreamState {
+            id,
+            next_nonce: 0,
+            allowed,
+            types: BTreeMap::new(),
+        }
+    }
+
+    /// Seeds a version this node refused on an earlier stream, so a reconnect does not resend it.
+    pub fn remember_rejected(&mut self, type_url: &str, version: &str) {
+        self.types
+            .entry(type_url.to_owned())
+            .or_default()
+            .rejected
+            .insert(version.to_owned());
+    }
+
+    /// Handles one request from Envoy against the current snapshot (None before the first).
+    pub fn on_request(
+        &mut self,
+        req: &DiscoveryRequest,
+        current: Option<&Arc<XdsSnapshot>>,
+    ) -> Outcome {
+        let mut out = Outcome::default();
+        if req.type_url.is_empty() {
+            out.events.push(Event::NoTypeUrl);
+            return out;
+        }
+        if let Some(allowed) = &self.allowed {
+            if !allowed.contains(&req.type_url) {
+                // Nothing of that type will ever be served here: answer nothing.
+                out.events.push(Event::Subscribed {
+                    type_url: req.type_url.clone(),
+                });
+                self.types.entry(req.type_url.clone()).or_default();
+                return out;
+            }
+        }
+        let type_url = req.type_url.clone();
+        let state = self.types.entry(type_url.clone()).or_default();
+        let names_changed = state.subscribed != req.resource_names;
+
+        if !req.response_nonce.is_empty() {
+            if state.sent_nonce.as_deref() != Some(req.response_nonce.as_str()) {
+                out.events.push(Event::StaleNonce {
+                    type_url,
+                    nonce: req.response_nonce.clone(),
+                });
+                return out;
+            }
+            match &req.error_detail {
+                Some(status) => {
+                    let nack = Nack {
+                        version: state.sent_version.clone().unwrap_or_default(),
+                        error: status.message.clone(),
+                    };
+                    state.rejected.insert(nack.version.clone());
+                    state.last_nack = Some(nack.clone());
+                    out.events.push(Event::Nack {
+                        type_url: type_url.clone(),
+                        nack,
+                    });
+                }
+                None => {
+                    state.acked_version = Some(req.version_info.clone());
+                    out.events.push(Event::Ack {
+                        type_url: type_url.clone(),
+                        version: req.version_info.clone(),
+                    });
+                }
+            }
+            state.subscribed = req.resource_names.clone();
+            // An ACK or NACK needs no answer, unless Envoy now asks for other resources.
+            if names_changed {
+                self.send_current(&type_url, current, true, &mut out);
+            }
+            return out;
+        }
+
+        // No nonce: the stream's first request for this type (also after a reconnect).
+        state.subscribed = req.resource_names.clone();
+        out.events.push(Event::Subscribed {
+            type_url: type_url.clone(),
+        });
+        self.send_current(&type_url, current, true, &mut out);
+        out
+    }
+
+    /// A new snapshot became current: the responses to push to this stream.
+    pub fn on_snapshot(&mut self, current: &Arc<XdsSnapshot>) -> Outcome {
+        let mut out = Outcome::default();
+        let subscribed: Vec<String> = self.types.keys().cloned().collect();
+        for type_url in subscribed {
+            if self.serves(&type_url) {
+                self.send_current(&type_url, Some(current), false, &mut out);
+            }
+        }
+        out
+    }
+
+    fn serves(&self, type_url: &str) -> bool {
+        self.allowed
+            .as_ref()
+            .is_none_or(|a| a.iter().any(|t| t == type_url))
+    }
+
+    /// Sends the current snapshot's resources of `type_url` unless Envoy refused that version,
+    /// or (when not `force`) it was already sent.
+    fn send_current(
+        &mut self,
+        type_url: &str,
+        current: Option<&Arc<XdsSnapshot>>,
+        force: bool,
+        out: &mut Outcome,
+    ) {
+        let Some(snap) = current else { return };
+        let Some(state) = self.types.get_mut(type_url) else {
+            return;
+        };
+        if state.rejected.contains(&snap.version) {
+            if state.sent_version.as_deref() != Some(snap.version.as_str()) || force {
+                out.events.push(Event::Withheld {
+                    type_url: type_url.to_owned(),
+                    version: snap.version.clone(),
+                });
+            }
+            return;
+        }
+        if !force && state.sent_version.as_deref() == Some(snap.version.as_str()) {
+            return;
+        }
+        let Some(all) = snap.resources.get(type_url) else {
+            return;
+        };
+        let resources: Vec<Any> = all
+            .iter()
+            .filter(|r| state.subscribed.is_empty() || state.subscribed.contains(&r.name))
+            .map(|r| r.body.clone())
+            .collect();
+        if resources.is_empty() {
+            // Nothing Envoy asked for exists: an empty answer would read as "removed".
+            return;
+        }
+        self.next_nonce += 1;
+        let nonce = format!("{}-{}", self.id, self.next_nonce);
+        state.sent_version = Some(snap.version.clone());
+        state.sent_nonce = Some(nonce.clone());
+        state.responses_sent += 1;
+        out.responses.push(DiscoveryResponse {
+            version_info: snap.version.clone(),
+            resources,
+            type_url: type_url.to_owned(),
+            nonce,
+            ..Default::default()
+        });
+    }
+}
+
+#[cfg(test)]
+#[path = "protocol_tests.rs"]
+mod tests;

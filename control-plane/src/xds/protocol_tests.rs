@@ -1,0 +1,231 @@
+//! The protocol core driven directly: ACK, NACK, stale nonce, reconnect, updates.
+
+use super::*;
+use envoy_types::pb::google::rpc::Status;
+
+const ECDS: &str = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig";
+const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+
+fn snap(version: &str) -> Arc<XdsSnapshot> {
+    let mut resources = BTreeMap::new();
+    resources.insert(
+        ECDS.to_owned(),
+        vec![Resource {
+            name: "ferry".into(),
+            body: Any {
+                type_url: ECDS.into(),
+                value: version.as_bytes().to_vec(),
+            },
+        }],
+    );
+    Arc::new(XdsSnapshot {
+        version: version.into(),
+        resources,
+    })
+}
+
+fn req(version: &str, nonce: &str, error: Option<&str>) -> DiscoveryRequest {
+    DiscoveryRequest {
+        version_info: version.into(),
+        resource_names: vec!["ferry".into()],
+        type_url: ECDS.into(),
+        response_nonce: nonce.into(),
+        error_detail: error.map(|e| Status {
+            code: 3,
+            message: e.into(),
+            details: vec![],
+        }),
+        ..Default::default()
+    }
+}
+
+fn one(out: &Outcome) -> &DiscoveryResponse {
+    assert_eq!(out.responses.len(), 1, "{out:?}");
+    &out.responses[0]
+}
+
+#[test]
+fn first_request_gets_the_current_snapshot_and_ack_is_recorded() {
+    let v1 = snap("v1");
+    let mut s = StreamState::new(7, None);
+    let out = s.on_request(&req("", "", None), Some(&v1));
+    let r = one(&out);
+    assert_eq!(
+        (
+            r.version_info.as_str(),
+            r.type_url.as_str(),
+            r.nonce.as_str()
+        ),
+        ("v1", ECDS, "7-1")
+    );
+    assert_eq!(r.resources[0].value, b"v1");
+    assert_eq!(
+        out.events,
+        [Event::Subscribed {
+            type_url: ECDS.into()
+        }]
+    );
+
+    let out = s.on_request(&req("v1", "7-1", None), Some(&v1));
+    assert!(out.responses.is_empty(), "an ACK needs no answer");
+    assert_eq!(
+        out.events,
+        [Event::Ack {
+            type_url: ECDS.into(),
+            version: "v1".into()
+        }]
+    );
+    let t = &s.types[ECDS];
+    assert_eq!(t.acked_version.as_deref(), Some("v1"));
+    assert_eq!(t.sent_version.as_deref(), Some("v1"));
+    assert_eq!(t.responses_sent, 1);
+}
+
+#[test]
+fn no_snapshot_yet_means_no_answer_until_one_arrives() {
+    let mut s = StreamState::new(1, None);
+    assert!(s.on_request(&req("", "", None), None).responses.is_empty());
+    let out = s.on_snapshot(&snap("v1"));
+    assert_eq!(one(&out).version_info, "v1");
+}
+
+#[test]
+fn new_snapshot_is_pushed_once_and_the_same_version_is_not_resent() {
+    let mut s = StreamState::new(1, None);
+    s.on_request(&req("", "", None), Some(&snap("v1")));
+    s.on_request(&req("v1", "1-1", None), Some(&snap("v1")));
+    let out = s.on_snapshot(&snap("v2"));
+    assert_eq!(
+        (one(&out).version_info.as_str(), one(&out).nonce.as_str()),
+        ("v2", "1-2")
+    );
+    assert!(s.on_snapshot(&snap("v2")).responses.is_empty());
+    s.on_request(&req("v2", "1-2", None), Some(&snap("v2")));
+    assert_eq!(s.types[ECDS].acked_version.as_deref(), Some("v2"));
+}
+
+#[test]
+fn nack_is_recorded_and_the_rejected_version_is_not_resent() {
+    let mut s = StreamState::new(1, None);
+    let v1 = snap("v1");
+    s.on_request(&req("", "", None), Some(&v1));
+    s.on_request(&req("v1", "1-1", None), Some(&v1));
+    let bad = snap("bad");
+    assert_eq!(s.on_snapshot(&bad).responses.len(), 1);
+
+    // Envoy refuses: previous version + error_detail, answering our nonce.
+    let out = s.on_request(&req("v1", "1-2", Some("on_configure failed")), Some(&bad));
+    assert!(out.responses.is_empty(), "no resend loop: {out:?}");
+    let nack = Nack {
+        version: "bad".into(),
+        error: "on_configure failed".into(),
+    };
+    assert_eq!(
+        out.events,
+        [Event::Nack {
+            type_url: ECDS.into(),
+            nack: nack.clone()
+        }]
+    );
+    let t = &s.types[ECDS];
+    assert_eq!(t.acked_version.as_deref(), Some("v1"), "last good stays");
+    assert_eq!(t.last_nack.as_ref(), Some(&nack));
+
+    // The same snapshot again (pushed twice, or a resubscription) is withheld.
+    assert!(s.on_snapshot(&bad).responses.is_empty());
+    let out = s.on_request(&req("v1", "", None), Some(&bad));
+    assert!(out.responses.is_empty());
+    assert!(out.events.contains(&Event::Withheld {
+        type_url: ECDS.into(),
+        version: "bad".into()
+    }));
+
+    // A fixed snapshot goes out.
+    let out = s.on_snapshot(&snap("v3"));
+    assert_eq!(one(&out).version_info, "v3");
+    s.on_request(&req("v3", &one(&out).nonce.clone(), None), None);
+    assert_eq!(s.types[ECDS].acked_version.as_deref(), Some("v3"));
+}
+
+#[test]
+fn stale_nonces_are_ignored() {
+    let mut s = StreamState::new(1, None);
+    s.on_request(&req("", "", None), Some(&snap("v1")));
+    s.on_snapshot(&snap("v2")); // sent 1-2 before Envoy answered 1-1
+    let out = s.on_request(&req("v1", "1-1", None), Some(&snap("v2")));
+    assert!(out.responses.is_empty());
+    assert_eq!(
+        out.events,
+        [Event::StaleNonce {
+            type_url: ECDS.into(),
+            nonce: "1-1".into()
+        }]
+    );
+    assert_eq!(
+        s.types[ECDS].acked_version, None,
+        "a stale ACK is not an ACK"
+    );
+    // A stale NACK is not a NACK either.
+    let out = s.on_request(&req("", "1-1", Some("old")), Some(&snap("v2")));
+    assert!(matches!(out.events[0], Event::StaleNonce { .. }));
+    assert_eq!(s.types[ECDS].last_nack, None);
+    // A nonce from another stream is never ours.
+    let out = s.on_request(&req("v2", "9-2", None), Some(&snap("v2")));
+    assert!(matches!(out.events[0], Event::StaleNonce { .. }));
+    s.on_request(&req("v2", "1-2", None), Some(&snap("v2")));
+    assert_eq!(s.types[ECDS].acked_version.as_deref(), Some("v2"));
+}
+
+#[test]
+fn reconnect_gets_the_current_snapshot_but_not_one_this_node_refused() {
+    // A new stream after a control plane restart: Envoy says which version it has.
+    let mut s = StreamState::new(2, None);
+    let out = s.on_request(&req("v1", "", None), Some(&snap("v2")));
+    assert_eq!(one(&out).version_info, "v2");
+    assert_eq!(s.types[ECDS].acked_version, None, "only ACKs count");
+
+    // The node refused "bad" on its previous stream: seeded, then withheld.
+    let mut s = StreamState::new(3, None);
+    s.remember_rejected(ECDS, "bad");
+    let out = s.on_request(&req("v1", "", None), Some(&snap("bad")));
+    assert!(out.responses.is_empty());
+    let out = s.on_snapshot(&snap("v4"));
+    assert_eq!(one(&out).version_info, "v4");
+}
+
+#[test]
+fn only_requested_resources_and_allowed_types_are_served() {
+    // ECDS service: one type only.
+    let mut s = StreamState::new(1, Some(vec![ECDS.into()]));
+    let mut r = req("", "", None);
+    r.type_url = CDS.into();
+    assert!(s.on_request(&r, Some(&snap("v1"))).responses.is_empty());
+    assert!(s.on_snapshot(&snap("v2")).responses.is_empty());
+
+    // A name we do not have: no (empty) answer.
+    let mut s = StreamState::new(1, None);
+    let mut r = req("", "", None);
+    r.resource_names = vec!["other".into()];
+    assert!(s.on_request(&r, Some(&snap("v1"))).responses.is_empty());
+    // Envoy then asks for ours (ACK-less re-request with the new names): answered.
+    let out = s.on_request(&req("", "", None), Some(&snap("v1")));
+    assert_eq!(one(&out).resources.len(), 1);
+
+    let mut r = req("", "", None);
+    r.type_url = String::new();
+    assert_eq!(
+        s.on_request(&r, Some(&snap("v1"))).events,
+        [Event::NoTypeUrl]
+    );
+}
+
+#[test]
+fn ack_with_new_resource_names_resends_the_current_version() {
+    let mut s = StreamState::new(1, None);
+    let v1 = snap("v1");
+    let mut r = req("", "", None);
+    r.resource_names = vec![];
+    s.on_request(&r, Some(&v1)); // wildcard
+    let out = s.on_request(&req("v1", "1-1", None), Some(&v1)); // now names ["ferry"]
+    assert_eq!(one(&out).nonce, "1-2");
+}

@@ -1,0 +1,132 @@
+//! From a registry snapshot to the xDS resources Envoy receives: the ferry filter's
+//! `TypedExtensionConfig` (ECDS), an `envoy.extensions.filters.http.wasm.v3.Wasm` whose
+//! `configuration` is the snapshot. Everything but `configuration` is fixed for the life of the
+//! server, so Envoy keeps the same VM and only re-runs `on_configure`.
+
+use std::collections::BTreeMap;
+
+use envoy_types::pb::envoy::config::core::v3::{
+    async_data_source, data_source, AsyncDataSource, DataSource, TypedExtensionConfig,
+};
+use envoy_types::pb::envoy::extensions::filters::http::wasm::v3::Wasm;
+use envoy_types::pb::envoy::extensions::wasm::v3::{
+    plugin_config, FailurePolicy, PluginConfig, VmConfig,
+};
+use envoy_types::pb::google::protobuf::{Any, BoolValue, BytesValue};
+use ferry_protos::v1;
+use prost::Message as _;
+
+use super::protocol::{Resource, XdsSnapshot};
+
+/// Type URL of ECDS resources.
+pub const ECDS_TYPE_URL: &str = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig";
+/// Type URL of the ferry filter's config (the bootstrap's `config_discovery.type_urls`).
+pub const WASM_TYPE_URL: &str = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm";
+const BYTES_VALUE_TYPE_URL: &str = "type.googleapis.com/google.protobuf.BytesValue";
+
+/// What stays the same across snapshots.
+#[derive(Clone, Debug)]
+pub struct FilterOptions {
+    /// ECDS resource name: the HTTP filter's name in the bootstrap.
+    pub filter_name: String,
+    /// Absolute path of the .wasm as Envoy opens it.
+    pub wasm_path: String,
+}
+
+/// The Wasm filter config carrying `snapshot` (same fields as envoy/static.yaml.tmpl).
+pub fn wasm_filter(snapshot: &v1::Snapshot, opts: &FilterOptions) -> Wasm {
+    let configuration = BytesValue {
+        value: snapshot.encode_to_vec(),
+    };
+    Wasm {
+        config: Some(PluginConfig {
+            name: opts.filter_name.clone(),
+            root_id: "ferry".into(),
+            configuration: Some(Any {
+                type_url: BYTES_VALUE_TYPE_URL.into(),
+                value: configuration.encode_to_vec(),
+            }),
+            // A crashed VM is reloaded (~1 s) instead of failing every request forever.
+            failure_policy: FailurePolicy::FailReload as i32,
+            // The filter replaces headers after reading the body.
+            allow_on_headers_stop_iteration: Some(BoolValue { value: true }),
+            vm: Some(plugin_config::Vm::VmConfig(VmConfig {
+                vm_id: "ferry".into(),
+                runtime: "envoy.wasm.runtime.v8".into(),
+                code: Some(AsyncDataSource {
+                    specifier: Some(async_data_source::Specifier::Local(DataSource {
+                        specifier: Some(data_source::Specifier::Filename(opts.wasm_path.clone())),
+                        ..Default::default()
+                    })),
+                }),
+                ..Default::default()
+            })),
+            ..Default::default()
+        }),
+    }
+}
+
+/// The xDS snapshot for one registry snapshot; its version is the registry snapshot's.
+pub fn build(snapshot: &v1::Snapshot, opts: &FilterOptions) -> XdsSnapshot {
+    let ext = TypedExtensionConfig {
+        name: opts.filter_name.clone(),
+        typed_config: Some(Any {
+            type_url: WASM_TYPE_URL.into(),
+            value: wasm_filter(snapshot, opts).encode_to_vec(),
+        }),
+    };
+    let mut resources = BTreeMap::new();
+    resources.insert(
+        ECDS_TYPE_URL.to_owned(),
+        vec![Resource {
+            name: opts.filter_name.clone(),
+            body: Any {
+                type_url: ECDS_TYPE_URL.into(),
+                value: ext.encode_to_vec(),
+            },
+        }],
+    );
+    XdsSnapshot {
+        version: snapshot.version.clone(),
+        resources,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+
+    #[test]
+    fn ecds_resource_wraps_the_snapshot_in_a_fixed_wasm_config() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let snap = crate::snapshot::build(&reg.unwrap());
+        let opts = FilterOptions {
+            filter_name: "ferry".into(),
+            wasm_path: "/opt/ferry.wasm".into(),
+        };
+        let x = build(&snap, &opts);
+        assert_eq!(x.version, snap.version);
+        let r = &x.resources[ECDS_TYPE_URL][0];
+        assert_eq!(r.name, "ferry");
+        let ext = TypedExtensionConfig::decode(r.body.value.as_slice()).unwrap();
+        let any = ext.typed_config.unwrap();
+        assert_eq!(any.type_url, WASM_TYPE_URL);
+        let cfg = Wasm::decode(any.value.as_slice()).unwrap().config.unwrap();
+        assert_eq!(cfg.failure_policy, FailurePolicy::FailReload as i32);
+        assert_eq!(
+            cfg.allow_on_headers_stop_iteration,
+            Some(BoolValue { value: true })
+        );
+        let bytes = BytesValue::decode(cfg.configuration.unwrap().value.as_slice()).unwrap();
+        assert_eq!(v1::Snapshot::decode(bytes.value.as_slice()).unwrap(), snap);
+
+        // Another snapshot changes only `configuration`: same VM.
+        let mut other = snap.clone();
+        other.version = "other".into();
+        let a = wasm_filter(&snap, &opts).config.unwrap();
+        let b = wasm_filter(&other, &opts).config.unwrap();
+        assert_eq!(a.vm, b.vm);
+        assert_ne!(a.configuration, b.configuration);
+    }
+}
