@@ -3,6 +3,7 @@
 //! drop. Binaries come from `target/debug` (override: FERRY_BIN_DIR), Envoy from `.venv`
 //! (override: FERRY_ENVOY), the filter from `target/wasm32-wasip1/release`.
 
+pub mod control_plane;
 pub mod data;
 pub mod http;
 pub mod process;
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub use control_plane::ControlPlane;
 pub use process::{free_port, Proc};
 
 pub fn root() -> PathBuf {
@@ -127,32 +129,37 @@ pub struct Stack {
     pub reader: Proc,
     pub reader_port: u16,
     pub model: Proc,
+    pub model_port: u16,
     pub envoy: Proc,
     pub listen_port: u16,
     pub admin_port: u16,
     pub envoy_config: PathBuf,
+    /// In xDS mode ([`Stack::start_xds`]): the control plane Envoy takes the filter config from.
+    pub control_plane: Option<ControlPlane>,
+}
+
+/// An Envoy of an xDS stack.
+pub struct Envoy {
+    pub proc: Proc,
+    pub listen_port: u16,
+    pub admin_port: u16,
+    pub config: PathBuf,
 }
 
 impl Stack {
     pub fn start(opts: Options) -> Stack {
+        Stack::start_with(opts, |y| y, false)
+    }
+
+    /// The same stack, but Envoy takes the filter config from a `ferry serve` process (ECDS over
+    /// ADS). `edit` rewrites the repo's ferry.yaml before anything reads it.
+    pub fn start_xds(opts: Options, edit: impl FnOnce(String) -> String) -> Stack {
+        Stack::start_with(opts, edit, true)
+    }
+
+    fn start_with(opts: Options, edit: impl FnOnce(String) -> String, xds: bool) -> Stack {
         let dir = tempfile::tempdir().expect("tempdir");
-        let repo = dir.path().join("repo");
-        std::fs::create_dir_all(&repo).expect("mkdir");
-        let example = root().join("examples/banking");
-        let mut yaml =
-            std::fs::read_to_string(example.join("ferry.yaml")).expect("example ferry.yaml");
-        yaml.push_str(opts.extra_routes);
-        std::fs::write(repo.join("ferry.yaml"), yaml).expect("write ferry.yaml");
-        run(Command::new("python3")
-            .arg(example.join("generate_data.py"))
-            .args([
-                "--entities",
-                &opts.entities.unwrap_or(10_000).to_string(),
-                "--anchor",
-                &now_rfc3339(),
-                "--out",
-            ])
-            .arg(repo.join("data")));
+        let repo = example_repo(dir.path(), &opts, edit);
 
         let redis = Redis::start(dir.path(), free_port());
         run(Command::new(bin("ferry"))
@@ -167,24 +174,27 @@ impl Stack {
         cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
         let model = Proc::start("model", cmd, dir.path());
 
+        let control_plane = xds.then(|| ControlPlane::start(dir.path(), &repo));
         let (listen_port, admin_port) = (free_port(), free_port());
         let envoy_config = dir.path().join("envoy.yaml");
-        run(Command::new(bin("ferry"))
-            .arg("envoy-config")
+        let mut cmd = Command::new(bin("ferry"));
+        cmd.arg("envoy-config")
             .arg(&repo)
-            .arg("--wasm")
-            .arg(wasm())
             .args(["--listen-port", &listen_port.to_string()])
             .args(["--admin-port", &admin_port.to_string()])
             .args(["--reader-port", &reader_port.to_string()])
             .args(["--model-port", &model_port.to_string()])
             .arg("-o")
-            .arg(&envoy_config));
-        let mut cmd = Command::new(envoy_bin());
-        cmd.arg("-c")
-            .arg(&envoy_config)
-            .args(["--disable-hot-restart", "--log-level", "warn"]);
-        let envoy = Proc::start("envoy", cmd, dir.path());
+            .arg(&envoy_config);
+        match &control_plane {
+            Some(cp) => cmd
+                .arg("--xds")
+                .args(["--xds-address", &format!("127.0.0.1:{}", cp.xds_port)])
+                .args(["--node-id", "envoy-a"]),
+            None => cmd.arg("--wasm").arg(wasm()),
+        };
+        run(&mut cmd);
+        let envoy = start_envoy(dir.path(), &envoy_config, "envoy");
         let stack = Stack {
             dir,
             repo,
@@ -192,10 +202,12 @@ impl Stack {
             reader,
             reader_port,
             model,
+            model_port,
             envoy,
             listen_port,
             admin_port,
             envoy_config,
+            control_plane,
         };
         process::wait_until(
             Duration::from_secs(15),
@@ -213,6 +225,44 @@ impl Stack {
             "demo model",
         );
         stack
+    }
+
+    /// The control plane of an xDS stack.
+    pub fn cp(&self) -> &ControlPlane {
+        self.control_plane
+            .as_ref()
+            .expect("an xDS stack (Stack::start_xds)")
+    }
+
+    /// Another Envoy on the same control plane, reader and model (xDS stacks), once ready.
+    pub fn another_envoy(&self, node_id: &str) -> Envoy {
+        let cp = self.cp();
+        let (listen_port, admin_port) = (free_port(), free_port());
+        let config = self.dir.path().join(format!("{node_id}.yaml"));
+        run(Command::new(bin("ferry"))
+            .arg("envoy-config")
+            .arg(&self.repo)
+            .arg("--xds")
+            .args(["--xds-address", &format!("127.0.0.1:{}", cp.xds_port)])
+            .args(["--node-id", node_id])
+            .args(["--listen-port", &listen_port.to_string()])
+            .args(["--admin-port", &admin_port.to_string()])
+            .args(["--reader-port", &self.reader_port.to_string()])
+            .args(["--model-port", &self.model_port.to_string()])
+            .arg("-o")
+            .arg(&config));
+        let proc = start_envoy(self.dir.path(), &config, "envoy-b");
+        process::wait_until(
+            Duration::from_secs(15),
+            || http::get_ok(admin_port, "/ready"),
+            "second envoy /ready",
+        );
+        Envoy {
+            proc,
+            listen_port,
+            admin_port,
+            config,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -236,6 +286,36 @@ impl Stack {
     pub fn source(&self) -> data::Source {
         data::Source::load(&self.repo.join("data"))
     }
+}
+
+/// The example repo in `dir/repo`: its ferry.yaml plus `opts.extra_routes`, rewritten by `edit`,
+/// and generated data anchored now.
+pub fn example_repo(dir: &Path, opts: &Options, edit: impl FnOnce(String) -> String) -> PathBuf {
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).expect("mkdir");
+    let example = root().join("examples/banking");
+    let mut yaml = std::fs::read_to_string(example.join("ferry.yaml")).expect("example ferry.yaml");
+    yaml.push_str(opts.extra_routes);
+    std::fs::write(repo.join("ferry.yaml"), edit(yaml)).expect("write ferry.yaml");
+    run(Command::new("python3")
+        .arg(example.join("generate_data.py"))
+        .args([
+            "--entities",
+            &opts.entities.unwrap_or(10_000).to_string(),
+            "--anchor",
+            &now_rfc3339(),
+            "--out",
+        ])
+        .arg(repo.join("data")));
+    repo
+}
+
+fn start_envoy(dir: &Path, config: &Path, name: &'static str) -> Proc {
+    let mut cmd = Command::new(envoy_bin());
+    cmd.arg("-c")
+        .arg(config)
+        .args(["--disable-hot-restart", "--log-level", "warn"]);
+    Proc::start(name, cmd, dir)
 }
 
 fn start_reader(dir: &Path, port: u16, redis_url: &str) -> Proc {

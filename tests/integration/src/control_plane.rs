@@ -1,0 +1,143 @@
+//! `ferry serve` as a test process: started on free ports, restartable on the same ports, with
+//! small blocking helpers for its HTTP API (status, metrics, raw pushes).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value as Json;
+
+use crate::http::raw;
+use crate::process::{free_port, wait_until, Proc};
+use crate::{bin, wasm};
+
+/// The push token every test control plane requires.
+pub const TOKEN: &str = "test-token";
+
+pub struct ControlPlane {
+    pub proc: Proc,
+    pub xds_port: u16,
+    pub http_port: u16,
+    repo: PathBuf,
+    dir: PathBuf,
+}
+
+impl ControlPlane {
+    /// Starts `ferry serve REPO` with a token, a fast repo watch and the test-only
+    /// `--allow-invalid` (so a test can force a snapshot the filter refuses).
+    pub fn start(dir: &Path, repo: &Path) -> ControlPlane {
+        let (xds_port, http_port) = (free_port(), free_port());
+        let cp = ControlPlane {
+            proc: spawn(dir, repo, xds_port, http_port),
+            xds_port,
+            http_port,
+            repo: repo.to_owned(),
+            dir: dir.to_owned(),
+        };
+        cp.wait_healthy();
+        cp
+    }
+
+    fn wait_healthy(&self) {
+        let port = self.http_port;
+        wait_until(
+            Duration::from_secs(10),
+            || crate::http::get_ok(port, "/healthz"),
+            "control plane /healthz",
+        );
+    }
+
+    /// (Re)starts the process on the same ports.
+    pub fn restart(&mut self) {
+        self.proc.kill();
+        self.proc = spawn(&self.dir, &self.repo, self.xds_port, self.http_port);
+        self.wait_healthy();
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.http_port)
+    }
+
+    /// GET /status.
+    pub fn status(&self) -> Json {
+        let (code, body) = self.request("GET", "/status", &[], b"");
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str(&body).expect("status is JSON")
+    }
+
+    pub fn metrics(&self) -> String {
+        self.request("GET", "/metrics", &[], b"").1
+    }
+
+    /// The current snapshot's version.
+    pub fn version(&self) -> String {
+        self.status()["snapshot"]["version"]
+            .as_str()
+            .expect("a current snapshot")
+            .to_owned()
+    }
+
+    /// One request over a fresh connection: (status, body).
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, String) {
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: {}\r\n",
+            body.len()
+        )
+        .into_bytes();
+        for (n, v) in headers {
+            req.extend_from_slice(format!("{n}: {v}\r\n").as_bytes());
+        }
+        req.extend_from_slice(b"\r\n");
+        req.extend_from_slice(body);
+        let text = raw(self.http_port, &req).expect("control plane answers");
+        let code = text
+            .get(9..12)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("not HTTP: {text}"));
+        let body = text
+            .split_once("\r\n\r\n")
+            .map_or("", |(_, b)| b)
+            .to_owned();
+        (code, body)
+    }
+
+    /// Waits until every connected node ACKed `version` (and `nodes` are connected).
+    pub fn wait_converged(&self, version: &str, nodes: usize, limit: Duration) -> Json {
+        let mut last = Json::Null;
+        let start = std::time::Instant::now();
+        while start.elapsed() < limit {
+            last = self.status();
+            let n = last["nodes"].as_array().map_or(0, Vec::len);
+            if n == nodes && last["converged"] == true && last["snapshot"]["version"] == version {
+                return last;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("not converged on {version} with {nodes} node(s) in {limit:?}: {last}");
+    }
+}
+
+fn spawn(dir: &Path, repo: &Path, xds_port: u16, http_port: u16) -> Proc {
+    let mut cmd = Command::new(bin("ferry"));
+    cmd.arg("serve")
+        .arg(repo)
+        .arg("--wasm")
+        .arg(wasm())
+        .args(["--xds-listen", &format!("127.0.0.1:{xds_port}")])
+        .args(["--http-listen", &format!("127.0.0.1:{http_port}")])
+        .args([
+            "--token",
+            TOKEN,
+            "--watch-interval-ms",
+            "200",
+            "--allow-invalid",
+        ])
+        .env("RUST_LOG", "info,ferry::xds=debug");
+    Proc::start("control-plane", cmd, dir)
+}
