@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# `make bench` (QUICK=1 for a smoke run): Ferry inside Envoy versus Feast 0.67's feature server,
+# same machine, same Redis, same data, one run. Installs what it needs (Envoy, redis-server, the
+# bench virtualenv with feast[redis] and matplotlib), builds in release, generates the data set,
+# materializes it for both, starts every server on its own loopback port, drives each scenario
+# with bench's load generator (ferry-bench), and writes bench/results/latest.json (+ a dated
+# copy), the table in bench/README.md and bench/results/latency.png. Every process it started
+# is stopped at the end, by pid, also on failure or Ctrl-C.
+set -euo pipefail
+source "$(dirname "$0")/../scripts/lib.sh"
+cd "$ROOT"
+RUN_DIR="$ROOT/bench/.run"       # lib.sh's start/stop keep pids and logs here
+BENCH="$ROOT/bench"
+PY="$BENCH/.venv/bin/python"
+FEAST="$BENCH/.venv/bin/feast"
+FEAST_VERSION=0.67.0
+
+QUICK=${QUICK:-0}
+if [ "$QUICK" = 1 ]; then
+  ENTITIES=${BENCH_ENTITIES:-10000}; DURATION=${BENCH_DURATION:-2}; WARMUP=${BENCH_WARMUP:-0.5}
+  RATES=${BENCH_RATES:-200}
+else
+  ENTITIES=${BENCH_ENTITIES:-100000}; DURATION=${BENCH_DURATION:-4}; WARMUP=${BENCH_WARMUP:-1}
+  RATES=${BENCH_RATES:-"100 400"}
+fi
+BATCHES=${BENCH_BATCHES:-"1 5 10 50 100"}
+SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache reader_direct feast_precomputed feast_regular"}
+HOT_SET=${BENCH_HOT_SET:-1000}   # ids of the near-cache scenario: a warm working set
+FEAST_WORKERS=${BENCH_FEAST_WORKERS:--1}
+
+# Ports: a block of its own (default 19100..19107) so that a running `make demo` is untouched.
+BASE=${BENCH_PORT_BASE:-19100}
+REDIS_PORT=$((BASE + 1)); READER_PORT=$((BASE + 2)); MODEL_PORT=$((BASE + 3))
+LISTEN_PORT=$((BASE + 4)); ADMIN_PORT=$((BASE + 5)); PASS_PORT=$((BASE + 6)); FEAST_PORT=$((BASE + 7))
+
+cleanup() {
+  local rc=$?
+  for p in feast envoy model reader redis; do stop "$p" >/dev/null || true; done
+  [ $rc -eq 0 ] || echo "bench: failed (exit $rc); logs in $RUN_DIR" >&2
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say() { echo "== $(date +%H:%M:%S) $*"; }
+
+say "installing what is missing"
+bash scripts/setup.sh
+if ! "$PY" -c "import feast, matplotlib; assert feast.__version__ == '$FEAST_VERSION'" 2>/dev/null; then
+  echo "bench: creating bench/.venv with feast[redis]==$FEAST_VERSION and matplotlib"
+  python3 -m venv "$BENCH/.venv"
+  "$BENCH/.venv/bin/pip" install -q --disable-pip-version-check "feast[redis]==$FEAST_VERSION" matplotlib
+fi
+
+if [ "${BENCH_NO_BUILD:-0}" = 1 ]; then
+  say "using the binaries already built (BENCH_NO_BUILD=1)"
+else
+  say "building (release)"
+  cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model -p bench
+  cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
+fi
+
+for p in feast envoy model reader redis; do stop "$p" >/dev/null || true; done
+for p in $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT $PASS_PORT $FEAST_PORT; do
+  port_free "$p" || { echo "bench: port $p is in use; set BENCH_PORT_BASE" >&2; exit 1; }
+done
+rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"
+ROWS="$RUN_DIR/rows.jsonl"; META="$RUN_DIR/meta.json"
+echo '{}' > "$META"
+# meta KEY JSON: records one fact for the report.
+meta() { "$PY" - "$META" "$1" "$2" <<'PYEOF'
+import json, sys
+path, key, value = sys.argv[1:]
+d = json.load(open(path)); d[key] = json.loads(value); json.dump(d, open(path, "w"), indent=1)
+PYEOF
+}
+
+say "generating $ENTITIES users x 3 views (Parquet, Snappy)"
+ANCHOR=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+"$PY" "$BENCH/repo/generate_data.py" --entities "$ENTITIES" --anchor "$ANCHOR"
+
+say "starting Redis on :$REDIS_PORT"
+start redis redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no
+for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
+used_memory() { rcli info memory | awk -F: '/^used_memory:/ {print $2+0}'; }
+
+say "ferry apply + materialize (Redis db 0)"
+APPLY=$("$BIN/ferry" apply "$BENCH/repo")
+echo "$APPLY" | head -3
+FINGERPRINT=$(echo "$APPLY" | awk '/^feature service scoring / {for (i=1;i<NF;i++) if ($i=="fingerprint") print $(i+1)}')
+[ -n "$FINGERPRINT" ] || { echo "bench: no fingerprint in ferry apply's output" >&2; exit 1; }
+before=$(used_memory)
+t0=$(date +%s.%N)
+FERRY_REDIS="redis://127.0.0.1:$REDIS_PORT/0" "$BIN/ferry" materialize "$BENCH/repo" 2>"$RUN_DIR/ferry-materialize.err" | tee "$RUN_DIR/ferry-materialize.out"
+t1=$(date +%s.%N)
+after=$(used_memory)
+meta ferry_materialize "{\"entities\": $ENTITIES, \"wall_s\": $(awk "BEGIN {print $t1 - $t0}"), \"used_memory_delta\": $((after - before)), \"output\": $("$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read()))' < "$RUN_DIR/ferry-materialize.out")}"
+
+say "feast apply + materialize with precompute (Redis db 1); this is the slow part"
+export FEAST_BENCH_REGISTRY="$RUN_DIR/feast-registry.db"
+export FEAST_BENCH_REDIS="127.0.0.1:$REDIS_PORT,db=1"
+export FEAST_BENCH_DATA="$BENCH/repo/data"
+export PYTHONDONTWRITEBYTECODE=1
+("$FEAST" -c "$BENCH/feast" apply >"$RUN_DIR/feast-apply.log" 2>&1) || { tail -20 "$RUN_DIR/feast-apply.log"; exit 1; }
+before=$(used_memory)
+t0=$(date +%s.%N)
+FEAST_TIMES=$("$PY" "$BENCH/feast_ops.py" materialize "$BENCH/feast" \
+  "$(date -u -d "$ANCHOR - 8 days" +%Y-%m-%dT%H:%M:%S+00:00)" \
+  "$(date -u -d "$ANCHOR + 1 minute" +%Y-%m-%dT%H:%M:%S+00:00)" 2>"$RUN_DIR/feast-materialize.log" | tail -1)
+t1=$(date +%s.%N)
+after=$(used_memory)
+echo "feast materialize: $FEAST_TIMES"
+meta feast_materialize "{\"entities\": $ENTITIES, \"wall_s\": $(awk "BEGIN {print $t1 - $t0}"), \"used_memory_delta\": $((after - before)), \"timings\": $FEAST_TIMES}"
+
+say "Redis memory per entity (MEMORY USAGE on a sample)"
+"$PY" "$BENCH/redis_memory.py" --port "$REDIS_PORT" --fingerprint "$FINGERPRINT" > "$RUN_DIR/memory.json"
+meta redis_memory "$(cat "$RUN_DIR/memory.json")"
+
+say "starting the reader, the model, Envoy (ferry :$LISTEN_PORT, passthrough :$PASS_PORT) and Feast (:$FEAST_PORT)"
+start reader "$BIN/ferry-reader" --listen "127.0.0.1:$READER_PORT" --redis "redis://127.0.0.1:$REDIS_PORT/0"
+start model "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
+"$BIN/ferry" envoy-config "$BENCH/repo" --wasm "$WASM" --listen-port "$LISTEN_PORT" --admin-port "$ADMIN_PORT" \
+  --reader-port "$READER_PORT" --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy-ferry.yaml"
+"$PY" "$BENCH/passthrough.py" "$RUN_DIR/envoy-ferry.yaml" "$PASS_PORT" > "$RUN_DIR/envoy.yaml"
+start envoy "$ENVOY" -c "$RUN_DIR/envoy.yaml" --disable-hot-restart --log-level warn --concurrency 2
+# Feast's documented production settings: --workers -1 (2 x cores + 1), --worker-connections
+# 1000, --registry_ttl_sec 60, keep-alive 30 s; no access log (one line per request otherwise).
+start feast "$FEAST" -c "$BENCH/feast" serve --host 127.0.0.1 --port "$FEAST_PORT" \
+  --workers "$FEAST_WORKERS" --worker-connections 1000 --registry_ttl_sec 60 \
+  --keep-alive-timeout 30 --no-access-log
+wait_for reader "http://127.0.0.1:$READER_PORT/healthz"
+wait_for envoy "http://127.0.0.1:$ADMIN_PORT/ready"
+for _ in $(seq 600); do curl -fsS -o /dev/null "http://127.0.0.1:$FEAST_PORT/health" 2>/dev/null && break; sleep 0.1; done
+meta feast_server "{\"workers\": \"$FEAST_WORKERS\", \"command\": \"feast serve --workers $FEAST_WORKERS --worker-connections 1000 --registry_ttl_sec 60 --keep-alive-timeout 30 --no-access-log\"}"
+
+say "sanity checks"
+check_ferry() {
+  local h
+  h=$(curl -sS -D - -o "$RUN_DIR/check.body" -H 'content-type: application/json' \
+    --data-binary '{"instances":[{"user_id":"u000001","amount":1.5}]}' "http://127.0.0.1:$LISTEN_PORT$1")
+  echo "$h" | grep -qi '^x-echo-headers:.*"x-ferry-status":"ok"' || {
+    echo "bench: $1 was not enriched:"; echo "$h"; head -c 600 "$RUN_DIR/check.body"; exit 1; }
+  echo "ferry $1: enriched ($(wc -c < "$RUN_DIR/check.body") bytes)"
+}
+check_ferry /v1/models/scoring:predict
+check_ferry /v1/models/scoring-cached:predict
+curl -fsS -o /dev/null -d '{"instances":[{"user_id":"u000001"}]}' "http://127.0.0.1:$PASS_PORT/v1/models/scoring:predict"
+"$PY" "$BENCH/feast_ops.py" check "$BENCH/feast" "http://127.0.0.1:$FEAST_PORT/get-online-features"
+
+# scenario NAME -> "URL PROTOCOL ID-SPACE EXTRA-ARGS"
+target() {
+  case $1 in
+    envoy_passthrough) echo "http://127.0.0.1:$PASS_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
+    ferry_redis) echo "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
+    ferry_cache) echo "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring-cached:predict kserve $HOT_SET" ;;
+    reader_direct) echo "http://127.0.0.1:$READER_PORT/v1/vectors reader $ENTITIES --fingerprint $FINGERPRINT" ;;
+    feast_precomputed) echo "http://127.0.0.1:$FEAST_PORT/get-online-features feast $ENTITIES --feature-service scoring_precomputed" ;;
+    feast_regular) echo "http://127.0.0.1:$FEAST_PORT/get-online-features feast $ENTITIES --feature-service scoring" ;;
+    *) echo "bench: unknown scenario $1" >&2; return 1 ;;
+  esac
+}
+LOADGEN="$BIN/ferry-bench"
+n_runs=0
+for s in $SCENARIOS; do
+  read -r url proto ids extra <<<"$(target "$s")"
+  # shellcheck disable=SC2086
+  common=(--url "$url" --protocol "$proto" --scenario "$s" --id-space "$ids" $extra)
+  say "scenario $s"
+  # Warm the path (pools, V8, Python workers, the near cache's working set); not recorded.
+  "$LOADGEN" "${common[@]}" --batch 100 --connections 8 --duration 1 --warmup 0 >/dev/null
+  for b in $BATCHES; do
+    "$LOADGEN" "${common[@]}" --batch "$b" --connections 1 --duration "$DURATION" --warmup "$WARMUP" --out "$ROWS"
+    "$LOADGEN" "${common[@]}" --batch "$b" --connections 8 --duration "$DURATION" --warmup "$WARMUP" --out "$ROWS"
+    for r in $RATES; do
+      "$LOADGEN" "${common[@]}" --batch "$b" --connections 8 --rate "$r" --duration "$DURATION" --warmup "$WARMUP" --out "$ROWS"
+    done
+    n_runs=$((n_runs + 2 + $(wc -w <<<"$RATES")))
+  done
+done
+
+say "$n_runs runs done; writing the report"
+meta run "{\"quick\": $([ "$QUICK" = 1 ] && echo true || echo false), \"entities\": $ENTITIES, \"duration_s\": $DURATION, \"warmup_s\": $WARMUP, \"hot_set\": $HOT_SET, \"fingerprint\": \"$FINGERPRINT\", \"anchor\": \"$ANCHOR\"}"
+"$PY" "$BENCH/report.py" --rows "$ROWS" --meta "$META" --envoy "$ENVOY" --out "$BENCH/results" --readme "$BENCH/README.md"

@@ -1,0 +1,200 @@
+//! criterion micro-benchmarks of the filter's host-agnostic logic, on the benchmark's service
+//! shape (3 views x 10 features: float32, int64, string): decoding one stored vector, parsing a
+//! KServe v1 request, rewriting it, and the whole enrichment step (reader answer -> new body).
+//! The wasm artifact itself (proxy-wasm ABI in a wasmtime host) is not measured here: that host
+//! does not exist yet.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
+use ferry_filter::config::{Config, Route};
+use ferry_filter::{enrich, kserve_v1, vector};
+use ferry_protos::v1 as pb;
+use prost::Message;
+
+const FINGERPRINT: u64 = 0x5eed_f00d_0bad_cafe;
+const NOW_US: i64 = 1_795_000_000_000_000;
+const BATCHES: [usize; 3] = [1, 10, 100];
+
+fn view(name: &str, prefix: &str, t: pb::ValueType) -> pb::ServiceView {
+    pb::ServiceView {
+        name: name.into(),
+        ttl_seconds: 7 * 86_400,
+        features: (0..10)
+            .map(|i| pb::Feature {
+                name: format!("{prefix}_{i}"),
+                r#type: t as i32,
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+fn config() -> Config {
+    use pb::ValueType as T;
+    let snapshot = pb::Snapshot {
+        project: "bench".into(),
+        version: "bench".into(),
+        reader_cluster: "ferry_reader".into(),
+        reader_authority: "ferry-reader".into(),
+        services: vec![pb::FeatureService {
+            name: "scoring".into(),
+            fingerprint: FINGERPRINT,
+            entity_keys: vec![pb::EntityKey {
+                entity: "user".into(),
+                join_key: "user_id".into(),
+                r#type: T::String as i32,
+            }],
+            views: vec![
+                view("user_activity", "count", T::Int64),
+                view("user_attrs", "attr", T::String),
+                view("user_stats", "amount", T::Float32),
+            ],
+        }],
+        routes: vec![pb::Route {
+            name: "scoring".into(),
+            r#match: Some(pb::RouteMatch {
+                path_prefix: "/v1/models/scoring".into(),
+                ..Default::default()
+            }),
+            service: "scoring".into(),
+            format: pb::Format::KserveV1 as i32,
+            entity_fields: vec!["user_id".into()],
+            feature_names: pb::FeatureNames::Full as i32,
+            max_body_bytes: 1 << 20,
+            max_entities: 1000,
+            reader_timeout_ms: 200,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    match Config::from_snapshot(snapshot) {
+        Ok(c) => c,
+        Err(e) => unreachable!("the bench snapshot is valid: {e}"),
+    }
+}
+
+/// One entity's stored vector, as `ferry materialize` writes it.
+fn stored_vector(i: usize) -> Vec<u8> {
+    use pb::value::Kind;
+    let values = |f: &dyn Fn(usize) -> Kind| -> Vec<pb::Value> {
+        (0..10).map(|j| pb::Value { kind: Some(f(j)) }).collect()
+    };
+    let t = NOW_US - 3_600_000_000;
+    pb::StoredVector {
+        fingerprint: FINGERPRINT,
+        views: vec![
+            pb::ViewValues {
+                event_time_us: t,
+                values: values(&|j| Kind::Int64Val((i * 31 + j) as i64)),
+            },
+            pb::ViewValues {
+                event_time_us: t,
+                values: values(&|j| Kind::StringVal(["gold", "DE", "mobile_app"][j % 3].into())),
+            },
+            pb::ViewValues {
+                event_time_us: t,
+                values: values(&|j| Kind::FloatVal(i as f32 * 0.5 + j as f32)),
+            },
+        ],
+    }
+    .encode_to_vec()
+}
+
+fn request(batch: usize) -> Vec<u8> {
+    let instances: Vec<String> = (0..batch)
+        .map(|i| {
+            format!(
+                r#"{{"user_id":"u{:06}","amount":{}.25,"merchant_id":"m{:05}","channel":"web"}}"#,
+                i + 1,
+                i * 7,
+                i * 13
+            )
+        })
+        .collect();
+    format!(r#"{{"instances":[{}]}}"#, instances.join(",")).into_bytes()
+}
+
+fn reader_answer(batch: usize) -> Vec<u8> {
+    pb::VectorResponse {
+        results: vec![pb::LookupResult {
+            vectors: (0..batch).map(stored_vector).collect(),
+        }],
+    }
+    .encode_to_vec()
+}
+
+fn route(config: &Config) -> &Route {
+    &config.routes[0]
+}
+
+fn decode(c: &mut Criterion) {
+    let config = config();
+    let service = &route(&config).service;
+    let bytes = stored_vector(1);
+    c.bench_function("vector_decode/30_features", |b| {
+        b.iter(|| vector::decode(black_box(&bytes), service, "u000001", NOW_US))
+    });
+}
+
+fn parse_and_rewrite(c: &mut Criterion) {
+    let config = config();
+    let route = route(&config);
+    let mut parse = c.benchmark_group("kserve_v1_parse");
+    for batch in BATCHES {
+        let body = request(batch);
+        parse.bench_with_input(BenchmarkId::from_parameter(batch), &body, |b, body| {
+            b.iter(|| kserve_v1::parse(black_box(body), route))
+        });
+    }
+    parse.finish();
+
+    let mut rewrite = c.benchmark_group("kserve_v1_rewrite");
+    for batch in BATCHES {
+        let body = request(batch);
+        let vectors: Vec<Vec<u8>> = (0..batch).map(stored_vector).collect();
+        rewrite.bench_with_input(BenchmarkId::from_parameter(batch), &body, |b, body| {
+            b.iter_batched(
+                || {
+                    let features: Result<Vec<_>, _> = vectors
+                        .iter()
+                        .map(|v| vector::decode(v, &route.service, "u", NOW_US))
+                        .collect();
+                    (
+                        kserve_v1::parse(body, route).map_err(|e| e.code()),
+                        features.map_err(|e| e.code()),
+                    )
+                },
+                |(parsed, features)| Ok::<_, &str>(kserve_v1::rewrite(parsed?, route, features?)),
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    rewrite.finish();
+}
+
+/// The whole per-request work of the filter, host calls aside: parse the client's body, build
+/// the reader request, decode and check every vector of the answer, and write the new body.
+fn whole_request(c: &mut Criterion) {
+    let config = config();
+    let route = route(&config);
+    let mut group = c.benchmark_group("filter_request");
+    for batch in BATCHES {
+        let body = request(batch);
+        let answer = reader_answer(batch);
+        group.bench_with_input(BenchmarkId::from_parameter(batch), &batch, |b, _| {
+            b.iter(|| {
+                let parsed = kserve_v1::parse(black_box(&body), route).map_err(|e| e.code())?;
+                let call = enrich::reader_request(&config, route, parsed.keys.clone());
+                black_box(call);
+                let vectors = enrich::reader_vectors(black_box(&answer), parsed.keys.len())
+                    .map_err(|e| e.code())?;
+                enrich::enrich(route, parsed.into(), &vectors, NOW_US).map_err(|e| e.code())
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decode, parse_and_rewrite, whole_request);
+criterion_main!(benches);

@@ -1,0 +1,10 @@
+//! ABI tests: the built filter (`target/wasm32-wasip1/release/ferry_filter.wasm`) in the
+//! wasmtime host, driven as Envoy drives it. One test binary, so the module is loaded once.
+
+// Tests may unwrap and panic (clippy.toml allows it in #[test] fns; helpers here too).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod cache_metrics;
+mod kserve_v1;
+mod support;
+mod sweep;
