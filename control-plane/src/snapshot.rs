@@ -76,6 +76,9 @@ pub fn build(reg: &Registry) -> v1::Snapshot {
             max_entities: r.max_entities,
             reader_timeout_ms: r.reader_timeout_ms,
             cache_max_age_ms: r.cache_max_age_ms,
+            packed: r.packed,
+            entity_pointer: r.entity_pointer.clone(),
+            inject_pointer: r.inject_pointer.clone(),
         })
         .collect();
     let mut snap = v1::Snapshot {

@@ -78,6 +78,21 @@ pub enum OnReaderError {
     Forward,
 }
 
+/// The request format of a route, with its options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Format {
+    KserveV1,
+    /// Open Inference Protocol JSON; `packed` = one FP32 `[N, F]` tensor.
+    KserveV2 {
+        packed: bool,
+    },
+    /// Any JSON: entities at `entity_pointer`, features written at `inject_pointer` of each.
+    Json {
+        entity_pointer: String,
+        inject_pointer: String,
+    },
+}
+
 #[derive(Debug, PartialEq, Eq)]
 pub enum PathMatch {
     Prefix(String),
@@ -89,6 +104,7 @@ pub struct Route {
     pub name: String,
     pub path: PathMatch,
     pub service: Rc<Service>,
+    pub format: Format,
     /// Request field of each join key, in the service's entity key order.
     pub entity_fields: Vec<String>,
     /// Output field name of every feature of the flattened vector, per `feature_names`.
@@ -267,15 +283,45 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
             ))
         }
     };
-    match pb::Format::try_from(r.format) {
-        Ok(pb::Format::KserveV1) => {}
+    let format = match pb::Format::try_from(r.format) {
+        Ok(pb::Format::KserveV1) => Format::KserveV1,
+        Ok(pb::Format::KserveV2) => {
+            let numeric = |t: pb::ValueType| {
+                use pb::ValueType as T;
+                matches!(t, T::Int32 | T::Int64 | T::Float32 | T::Float64 | T::Bool)
+            };
+            let all_numeric = service
+                .views
+                .iter()
+                .flat_map(|v| &v.features)
+                .all(|f| numeric(f.value_type));
+            if r.packed && !all_numeric {
+                return err(format!(
+                    "{ctx}: a packed tensor holds numeric features only"
+                ));
+            }
+            Format::KserveV2 { packed: r.packed }
+        }
+        Ok(pb::Format::Json) => {
+            for p in [&r.entity_pointer, &r.inject_pointer] {
+                if !(p.is_empty() || p.starts_with('/')) {
+                    return err(format!(
+                        "{ctx}: '{p}' is not a JSON pointer (\"\" or starting with /)"
+                    ));
+                }
+            }
+            Format::Json {
+                entity_pointer: r.entity_pointer.clone(),
+                inject_pointer: r.inject_pointer.clone(),
+            }
+        }
         Ok(other) => {
             return err(format!(
                 "{ctx}: format {other:?} is not supported by this filter"
             ))
         }
         Err(_) => return err(format!("{ctx}: unknown format {}", r.format)),
-    }
+    };
     if r.entity_fields.len() != service.entity_keys.len() {
         return err(format!(
             "{ctx}: {} entity field(s) for {} join key(s)",
@@ -327,6 +373,7 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
         name: r.name,
         path,
         service,
+        format,
         entity_fields: r.entity_fields,
         output_names,
         on_missing,
@@ -404,6 +451,9 @@ pub mod fixture {
                 max_entities: 10,
                 reader_timeout_ms: 100,
                 cache_max_age_ms: 0,
+                packed: false,
+                entity_pointer: String::new(),
+                inject_pointer: String::new(),
             }],
         }
     }

@@ -8,7 +8,7 @@ use serde_json::Value as Json;
 
 use crate::config::{Config, OnMissing, OnStale, Route};
 use crate::error::FerryError;
-use crate::kserve_v1::{self, ParsedRequest};
+use crate::format::{self, ParsedRequest};
 use crate::vector::{self, EntityFeatures, FeatureStatus};
 
 /// Longest reader error message copied into Ferry's own error.
@@ -114,15 +114,19 @@ pub fn enrich(
     vectors: &[Vec<u8>],
     now_us: i64,
 ) -> Result<Enriched, FerryError> {
-    if vectors.len() != req.keys.len() {
+    if vectors.len() != req.keys().len() {
         return Err(FerryError::BadVector {
-            detail: format!("{} vectors for {} entities", vectors.len(), req.keys.len()),
+            detail: format!(
+                "{} vectors for {} entities",
+                vectors.len(),
+                req.keys().len()
+            ),
         });
     }
     let service = &route.service;
-    let mut features = Vec::with_capacity(req.keys.len());
+    let mut features = Vec::with_capacity(req.keys().len());
     let (mut missing, mut stale) = (Vec::new(), Vec::new());
-    for (key, bytes) in req.keys.iter().zip(vectors) {
+    for (key, bytes) in req.keys().iter().zip(vectors) {
         let f = if bytes.is_empty() {
             missing.push(key.clone());
             EntityFeatures::not_found(service)
@@ -143,7 +147,7 @@ pub fn enrich(
     if route.on_missing == OnMissing::Default {
         apply_defaults(route, &mut features);
     }
-    let entities = req.keys.len();
+    let entities = req.keys().len();
     let partial = !missing.is_empty() || !stale.is_empty();
     let headers = vec![
         ("x-ferry-service", service.name.clone()),
@@ -157,7 +161,7 @@ pub fn enrich(
         ),
     ];
     Ok(Enriched {
-        body: kserve_v1::rewrite(req, route, features),
+        body: format::rewrite(req, route, features)?,
         headers,
         found: entities - missing.len(),
         missing: missing.len(),
@@ -225,8 +229,8 @@ mod tests {
 
     fn run(c: &Config, body: &str, vectors: Vec<Vec<u8>>) -> Result<(Json, Headers), FerryError> {
         let r = &c.routes[0];
-        let req = kserve_v1::parse(body.as_bytes(), r).unwrap();
-        let n = req.keys.len();
+        let req: ParsedRequest = crate::kserve_v1::parse(body.as_bytes(), r).unwrap().into();
+        let n = req.keys().len();
         let e = enrich(r, req, &reader_vectors(&response(vectors), n)?, NOW)?;
         Ok((serde_json::from_slice(&e.body).unwrap(), e.headers))
     }

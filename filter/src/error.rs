@@ -17,14 +17,19 @@ pub enum FerryError {
     MalformedJson(String),
     /// Valid JSON, but not the shape the route's format expects.
     BadShape(String),
+    /// `place` names the entity (e.g. `instances[3]`); `field` the missing join key.
     MissingEntityId {
-        index: usize,
+        place: String,
         field: String,
     },
+    /// `place` names the id (e.g. `instances[3].user_id`).
     InvalidEntityId {
-        index: usize,
-        field: String,
+        place: String,
         reason: String,
+    },
+    /// KServe v2: no input tensor holds this join key.
+    MissingEntityTensor {
+        name: String,
     },
     NoEntities,
     TooManyEntities {
@@ -84,6 +89,7 @@ impl FerryError {
             | FerryError::BadShape(_)
             | FerryError::MissingEntityId { .. }
             | FerryError::InvalidEntityId { .. }
+            | FerryError::MissingEntityTensor { .. }
             | FerryError::NoEntities => 400,
             FerryError::BodyTooLarge { .. } | FerryError::TooManyEntities { .. } => 413,
             FerryError::EntitiesNotFound { .. } => 404,
@@ -103,7 +109,9 @@ impl FerryError {
             FerryError::BodyTooLarge { .. } => "body_too_large",
             FerryError::MalformedJson(_) => "malformed_json",
             FerryError::BadShape(_) => "bad_request_shape",
-            FerryError::MissingEntityId { .. } => "missing_entity_id",
+            FerryError::MissingEntityId { .. } | FerryError::MissingEntityTensor { .. } => {
+                "missing_entity_id"
+            }
             FerryError::InvalidEntityId { .. } => "invalid_entity_id",
             FerryError::NoEntities => "no_entities",
             FerryError::TooManyEntities { .. } => "too_many_entities",
@@ -130,17 +138,14 @@ impl FerryError {
             }
             FerryError::MalformedJson(e) => format!("request body is not valid JSON: {e}"),
             FerryError::BadShape(e) => e.clone(),
-            FerryError::MissingEntityId { index, field } => {
-                format!("instances[{index}] has no entity id field '{field}'")
+            FerryError::MissingEntityId { place, field } => {
+                format!("{place} has no entity id field '{field}'")
             }
-            FerryError::InvalidEntityId {
-                index,
-                field,
-                reason,
-            } => {
-                format!("instances[{index}].{field}: {reason}")
+            FerryError::InvalidEntityId { place, reason } => format!("{place}: {reason}"),
+            FerryError::MissingEntityTensor { name } => {
+                format!("no input tensor named '{name}' (it must hold the entity ids)")
             }
-            FerryError::NoEntities => "the request has no instances to enrich".into(),
+            FerryError::NoEntities => "the request has no entities to enrich".into(),
             FerryError::TooManyEntities { limit, count } => {
                 format!("request has {count} entities, over this route's limit of {limit}")
             }

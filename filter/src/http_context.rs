@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::config::{Config, OnReaderError, Route};
 use crate::enrich;
 use crate::error::FerryError;
+use crate::format::{self, ParsedRequest};
 use crate::host::Host;
-use crate::kserve_v1::{self, ParsedRequest};
 use crate::metrics::{Metric, Metrics};
 use crate::near_cache;
 
@@ -143,11 +143,11 @@ impl<H: Host> HttpFilter<H> {
             return Action::Pause;
         }
         let body = self.host.request_body(body_size).unwrap_or_default();
-        let request = match kserve_v1::parse(&body, route) {
+        let request = match format::parse(&body, route) {
             Ok(r) => r,
             Err(e) => return self.answer(route, &e),
         };
-        let vectors = self.cached_vectors(&config, route, &request.keys);
+        let vectors = self.cached_vectors(&config, route, request.keys());
         let misses: Vec<usize> = (0..vectors.len())
             .filter(|i| vectors[*i].is_empty())
             .collect();
@@ -160,7 +160,7 @@ impl<H: Host> HttpFilter<H> {
                 Resume::ByReturningContinue,
             );
         }
-        let keys = misses.iter().map(|i| request.keys[*i].clone()).collect();
+        let keys = misses.iter().map(|i| request.keys()[*i].clone()).collect();
         let call = enrich::reader_request(&config, route, keys);
         let headers = vec![
             (":method", "POST"),
@@ -283,7 +283,8 @@ impl<H: Host> HttpFilter<H> {
             if vector.is_empty() {
                 continue;
             }
-            let id = near_cache::entry_id(service.fingerprint, &service.name, &p.request.keys[*i]);
+            let id =
+                near_cache::entry_id(service.fingerprint, &service.name, &p.request.keys()[*i]);
             let key = near_cache::set_key(&id, config.near_cache_sets);
             let (set, cas) = self.host.shared_get(&key);
             if let near_cache::Insert::Write { set, evicted } =

@@ -3,15 +3,10 @@
 
 use serde_json::{Map, Value as Json};
 
-use crate::config::{KeyKind, Route};
+use crate::config::Route;
 use crate::error::FerryError;
-use crate::vector::{EntityFeatures, FeatureStatus};
-
-/// Longest entity id accepted, in bytes.
-pub const MAX_ID_BYTES: usize = 256;
-
-/// Top-level body field where Ferry reports what it did; a client's own value is replaced.
-pub const METADATA_FIELD: &str = "ferry";
+use crate::format::{self, shape, METADATA_FIELD};
+use crate::vector::EntityFeatures;
 
 #[derive(Debug)]
 pub struct ParsedRequest {
@@ -21,9 +16,7 @@ pub struct ParsedRequest {
 }
 
 pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
-    let doc: Json =
-        serde_json::from_slice(body).map_err(|e| FerryError::MalformedJson(e.to_string()))?;
-    let Json::Object(doc) = doc else {
+    let Json::Object(doc) = format::parse_json(body)? else {
         return Err(shape(
             "the body must be a JSON object with an \"instances\" array",
         ));
@@ -33,77 +26,19 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
         Some(_) => return Err(shape("\"instances\" must be an array of objects")),
         None => return Err(shape("the body has no \"instances\" array (KServe v1)")),
     };
-    if instances.is_empty() {
-        return Err(FerryError::NoEntities);
-    }
-    if instances.len() > route.max_entities as usize {
-        return Err(FerryError::TooManyEntities {
-            limit: route.max_entities,
-            count: instances.len(),
-        });
-    }
+    format::check_count(instances.len(), route)?;
     let mut keys = Vec::with_capacity(instances.len());
-    let mut parts: Vec<String> = Vec::with_capacity(route.entity_fields.len());
     for (index, inst) in instances.iter().enumerate() {
         let Json::Object(inst) = inst else {
             return Err(shape(&format!("instances[{index}] must be a JSON object")));
         };
-        parts.clear();
-        for (field, key) in route.entity_fields.iter().zip(&route.service.entity_keys) {
-            let v = inst.get(field).ok_or_else(|| FerryError::MissingEntityId {
-                index,
-                field: field.clone(),
-            })?;
-            parts.push(
-                entity_part(v, key.kind).map_err(|reason| FerryError::InvalidEntityId {
-                    index,
-                    field: field.clone(),
-                    reason,
-                })?,
-            );
-        }
-        keys.push(ferry_protos::entity_key(&parts));
+        keys.push(format::key_of_object(
+            inst,
+            route,
+            &format!("instances[{index}]"),
+        )?);
     }
     Ok(ParsedRequest { doc, keys })
-}
-
-fn shape(msg: &str) -> FerryError {
-    FerryError::BadShape(msg.to_string())
-}
-
-/// The canonical string form of one join key value, checked against its type and the id rules.
-fn entity_part(v: &Json, kind: KeyKind) -> Result<String, String> {
-    match (kind, v) {
-        (KeyKind::String, Json::String(s)) => {
-            if s.is_empty() || s.len() > MAX_ID_BYTES {
-                return Err(format!(
-                    "id must be 1 to {MAX_ID_BYTES} bytes, got {}",
-                    s.len()
-                ));
-            }
-            if s.chars().any(char::is_control) {
-                return Err("id contains a control character".into());
-            }
-            Ok(s.clone())
-        }
-        (KeyKind::Int64, Json::Number(n)) => n
-            .as_i64()
-            .map(|i| i.to_string())
-            .ok_or_else(|| format!("expected a 64-bit integer id, got {n}")),
-        (KeyKind::String, other) => Err(format!("expected a string id, got {}", type_name(other))),
-        (KeyKind::Int64, other) => Err(format!("expected an integer id, got {}", type_name(other))),
-    }
-}
-
-fn type_name(v: &Json) -> &'static str {
-    match v {
-        Json::Null => "null",
-        Json::Bool(_) => "a boolean",
-        Json::Number(_) => "a number",
-        Json::String(_) => "a string",
-        Json::Array(_) => "an array",
-        Json::Object(_) => "an object",
-    }
 }
 
 /// Writes each instance's features (`features[i]` for instance i) and the metadata field, and
@@ -113,24 +48,14 @@ pub fn rewrite(mut req: ParsedRequest, route: &Route, features: Vec<EntityFeatur
     if let Some(Json::Array(instances)) = req.doc.get_mut("instances") {
         for (inst, f) in instances.iter_mut().zip(features) {
             let Json::Object(inst) = inst else { continue };
-            let mut not_present = Map::new();
-            for ((name, value), status) in route.output_names.iter().zip(f.values).zip(f.statuses) {
-                if status != FeatureStatus::Present {
-                    not_present.insert(name.clone(), Json::from(status.as_str()));
-                }
+            statuses.push(Json::Object(format::not_present(route, &f)));
+            for (name, value) in route.output_names.iter().zip(f.values) {
                 inst.insert(name.clone(), value);
             }
-            statuses.push(Json::Object(not_present));
         }
     }
-    let mut meta = Map::new();
-    meta.insert("service".into(), Json::from(route.service.name.as_str()));
-    meta.insert(
-        "fingerprint".into(),
-        Json::from(route.service.fingerprint_hex.as_str()),
-    );
-    meta.insert("statuses".into(), Json::Array(statuses));
-    req.doc.insert(METADATA_FIELD.into(), Json::Object(meta));
+    req.doc
+        .insert(METADATA_FIELD.into(), format::metadata(route, statuses));
     // Serializing a Map of JSON values cannot fail.
     serde_json::to_vec(&req.doc).unwrap_or_default()
 }
@@ -139,6 +64,7 @@ pub fn rewrite(mut req: ParsedRequest, route: &Route, features: Vec<EntityFeatur
 mod tests {
     use super::*;
     use crate::config::fixture::{config, route_with};
+    use crate::vector::FeatureStatus;
     use ferry_protos::v1 as pb;
     use serde_json::json;
 
@@ -180,7 +106,7 @@ mod tests {
         assert_eq!(
             code(br#"{"instances": [{"user_id": "a"}, {"uid": "b"}]}"#),
             FerryError::MissingEntityId {
-                index: 1,
+                place: "instances[1]".into(),
                 field: "user_id".into()
             }
         );

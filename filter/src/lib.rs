@@ -7,9 +7,12 @@
 pub mod config;
 pub mod enrich;
 pub mod error;
+pub mod format;
 pub mod host;
 pub mod http_context;
+pub mod json_body;
 pub mod kserve_v1;
+pub mod kserve_v2;
 pub mod metrics;
 pub mod near_cache;
 pub mod values;

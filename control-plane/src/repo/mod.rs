@@ -125,6 +125,11 @@ pub struct Route {
     pub reader_timeout_ms: u32,
     /// Near cache maximum age; 0 = the route does not use the near cache.
     pub cache_max_age_ms: u32,
+    /// kserve_v2 only: one packed FP32 tensor.
+    pub packed: bool,
+    /// json only: where the entities are, and where their features go.
+    pub entity_pointer: String,
+    pub inject_pointer: String,
 }
 
 #[derive(Clone, Debug)]

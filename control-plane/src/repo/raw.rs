@@ -114,6 +114,15 @@ pub struct RawRoute {
     pub reader_timeout_ms: Option<u64>,
     #[serde(default)]
     pub cache_max_age_ms: Option<u64>,
+    /// kserve_v2: one packed FP32 tensor instead of one tensor per feature.
+    #[serde(default)]
+    pub packed: Option<bool>,
+    /// json: RFC 6901 pointer to the entity object or array of objects.
+    #[serde(default)]
+    pub entity_pointer: Option<String>,
+    /// json: pointer, relative to each entity object, where the features object is written.
+    #[serde(default)]
+    pub inject_pointer: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

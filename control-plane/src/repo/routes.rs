@@ -8,6 +8,7 @@ use ferry_protos::v1::{FeatureNames, Format, MissingEntityPolicy, ReaderErrorPol
 use super::raw::RawRoute;
 use super::validate::Issues;
 use super::{FeatureService, FeatureView, PathMatch, Route};
+use crate::types::FeatureType;
 
 const MIN_BODY_BYTES: u64 = 1024;
 const MAX_BODY_BYTES: u64 = 8 * 1024 * 1024;
@@ -95,10 +96,12 @@ pub(super) fn route(
     }
     let format = match rr.format.as_str() {
         "kserve_v1" => Format::KserveV1,
-        f @ ("kserve_v2" | "json" | "header") => {
+        "kserve_v2" => Format::KserveV2,
+        "json" => Format::Json,
+        f @ "header" => {
             issues.add(
                 path,
-                format!("format '{f}' is not supported yet (the filter implements kserve_v1 only)"),
+                format!("format '{f}' is not supported yet (the filter implements kserve_v1, kserve_v2 and json)"),
             );
             Format::KserveV1
         }
@@ -112,6 +115,56 @@ pub(super) fn route(
             Format::KserveV1
         }
     };
+    if rr.packed.is_some() && format != Format::KserveV2 {
+        issues.add(path, "packed applies to format kserve_v2 only");
+    }
+    if (rr.entity_pointer.is_some() || rr.inject_pointer.is_some()) && format != Format::Json {
+        issues.add(
+            path,
+            "entity_pointer and inject_pointer apply to format json only",
+        );
+    }
+    for (what, p) in [
+        ("entity_pointer", &rr.entity_pointer),
+        ("inject_pointer", &rr.inject_pointer),
+    ] {
+        if let Some(p) = p
+            .as_deref()
+            .filter(|p| !p.is_empty() && !p.starts_with('/'))
+        {
+            issues.add(
+                path,
+                format!("{what} '{p}' is not a JSON pointer (\"\" or starting with /)"),
+            );
+        }
+    }
+    let packed = rr.packed.unwrap_or(false);
+    if let (true, Some(s)) = (packed, service.map(|s| &services[s])) {
+        for sv in &s.views {
+            let v = &views[sv.view];
+            for &fi in &sv.features {
+                let f = &v.features[fi];
+                if !matches!(
+                    f.ty,
+                    FeatureType::Int32
+                        | FeatureType::Int64
+                        | FeatureType::Float32
+                        | FeatureType::Float64
+                        | FeatureType::Bool
+                ) {
+                    issues.add(
+                        path,
+                        format!(
+                            "packed: feature '{}:{}' is {}, not numeric",
+                            v.name,
+                            f.name,
+                            f.ty.as_str()
+                        ),
+                    );
+                }
+            }
+        }
+    }
     let entity_fields = match (&rr.entity.field, &rr.entity.fields) {
         (Some(f), None) => vec![f.clone()],
         (None, Some(fs)) if !fs.is_empty() => fs.clone(),
@@ -240,6 +293,9 @@ pub(super) fn route(
             200,
             (1, MAX_READER_TIMEOUT_MS),
         ),
+        packed,
+        entity_pointer: rr.entity_pointer.clone().unwrap_or_default(),
+        inject_pointer: rr.inject_pointer.clone().unwrap_or_default(),
         cache_max_age_ms: limit(
             issues,
             path,

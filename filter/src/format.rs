@@ -1,0 +1,163 @@
+//! Request formats: which one a route speaks, and what they share — entity id rules, batch
+//! limits, and the metadata that reports each feature's status.
+
+use serde_json::{Map, Value as Json};
+
+use crate::config::{Format, KeyKind, Route};
+use crate::error::FerryError;
+use crate::vector::{EntityFeatures, FeatureStatus};
+use crate::{json_body, kserve_v1, kserve_v2};
+
+/// Longest entity id accepted, in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// Field (body formats) where Ferry reports what it did; a client's own value is replaced.
+pub const METADATA_FIELD: &str = "ferry";
+
+/// A parsed request of any format: the document to rewrite and the entity keys found in it.
+#[derive(Debug)]
+pub enum ParsedRequest {
+    KserveV1(kserve_v1::ParsedRequest),
+    KserveV2(kserve_v2::ParsedRequest),
+    Json(json_body::ParsedRequest),
+}
+
+impl ParsedRequest {
+    /// Canonical entity key of each entity, in request order.
+    pub fn keys(&self) -> &[String] {
+        match self {
+            ParsedRequest::KserveV1(r) => &r.keys,
+            ParsedRequest::KserveV2(r) => &r.keys,
+            ParsedRequest::Json(r) => &r.keys,
+        }
+    }
+}
+
+impl From<kserve_v1::ParsedRequest> for ParsedRequest {
+    fn from(r: kserve_v1::ParsedRequest) -> Self {
+        ParsedRequest::KserveV1(r)
+    }
+}
+
+pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
+    Ok(match route.format {
+        Format::KserveV1 => ParsedRequest::KserveV1(kserve_v1::parse(body, route)?),
+        Format::KserveV2 { .. } => ParsedRequest::KserveV2(kserve_v2::parse(body, route)?),
+        Format::Json { .. } => ParsedRequest::Json(json_body::parse(body, route)?),
+    })
+}
+
+/// The new body: `features[i]` written for entity i, plus the metadata.
+pub fn rewrite(
+    req: ParsedRequest,
+    route: &Route,
+    features: Vec<EntityFeatures>,
+) -> Result<Vec<u8>, FerryError> {
+    Ok(match req {
+        ParsedRequest::KserveV1(r) => kserve_v1::rewrite(r, route, features),
+        ParsedRequest::KserveV2(r) => kserve_v2::rewrite(r, route, features)?,
+        ParsedRequest::Json(r) => json_body::rewrite(r, route, features),
+    })
+}
+
+pub fn parse_json(body: &[u8]) -> Result<Json, FerryError> {
+    serde_json::from_slice(body).map_err(|e| FerryError::MalformedJson(e.to_string()))
+}
+
+pub fn shape(msg: &str) -> FerryError {
+    FerryError::BadShape(msg.to_string())
+}
+
+/// Refuses empty batches and batches over the route's limit.
+pub fn check_count(n: usize, route: &Route) -> Result<(), FerryError> {
+    if n == 0 {
+        return Err(FerryError::NoEntities);
+    }
+    if n > route.max_entities as usize {
+        return Err(FerryError::TooManyEntities {
+            limit: route.max_entities,
+            count: n,
+        });
+    }
+    Ok(())
+}
+
+/// The entity key of one object whose fields hold the join keys (KServe v1 instances, JSON
+/// entity objects); `place` names the object in errors (e.g. `instances[3]`).
+pub fn key_of_object(
+    obj: &Map<String, Json>,
+    route: &Route,
+    place: &str,
+) -> Result<String, FerryError> {
+    let mut parts: Vec<String> = Vec::with_capacity(route.entity_fields.len());
+    for (field, key) in route.entity_fields.iter().zip(&route.service.entity_keys) {
+        let v = obj.get(field).ok_or_else(|| FerryError::MissingEntityId {
+            place: place.to_string(),
+            field: field.clone(),
+        })?;
+        let part = entity_part(v, key.kind).map_err(|reason| FerryError::InvalidEntityId {
+            place: format!("{place}.{field}"),
+            reason,
+        })?;
+        parts.push(part);
+    }
+    Ok(ferry_protos::entity_key(&parts))
+}
+
+/// The canonical string form of one join key value, checked against its type and the id rules.
+pub fn entity_part(v: &Json, kind: KeyKind) -> Result<String, String> {
+    match (kind, v) {
+        (KeyKind::String, Json::String(s)) => {
+            if s.is_empty() || s.len() > MAX_ID_BYTES {
+                return Err(format!(
+                    "id must be 1 to {MAX_ID_BYTES} bytes, got {}",
+                    s.len()
+                ));
+            }
+            if s.chars().any(char::is_control) {
+                return Err("id contains a control character".into());
+            }
+            Ok(s.clone())
+        }
+        (KeyKind::Int64, Json::Number(n)) => n
+            .as_i64()
+            .map(|i| i.to_string())
+            .ok_or_else(|| format!("expected a 64-bit integer id, got {n}")),
+        (KeyKind::String, other) => Err(format!("expected a string id, got {}", type_name(other))),
+        (KeyKind::Int64, other) => Err(format!("expected an integer id, got {}", type_name(other))),
+    }
+}
+
+pub fn type_name(v: &Json) -> &'static str {
+    match v {
+        Json::Null => "null",
+        Json::Bool(_) => "a boolean",
+        Json::Number(_) => "a number",
+        Json::String(_) => "a string",
+        Json::Array(_) => "an array",
+        Json::Object(_) => "an object",
+    }
+}
+
+/// One entity's features that are not PRESENT, by output name.
+pub fn not_present(route: &Route, f: &EntityFeatures) -> Map<String, Json> {
+    let mut m = Map::new();
+    for (name, status) in route.output_names.iter().zip(&f.statuses) {
+        if *status != FeatureStatus::Present {
+            m.insert(name.clone(), Json::from(status.as_str()));
+        }
+    }
+    m
+}
+
+/// `{"service", "fingerprint", "statuses": [one object per entity]}`.
+pub fn metadata(route: &Route, statuses: Vec<Json>) -> Json {
+    let mut meta = Map::new();
+    meta.insert("service".into(), Json::from(route.service.name.as_str()));
+    meta.insert(
+        "fingerprint".into(),
+        Json::from(route.service.fingerprint_hex.as_str()),
+    );
+    meta.insert("statuses".into(), Json::Array(statuses));
+    Json::Object(meta)
+}

@@ -1,0 +1,224 @@
+//! Generic JSON: the entities are the object, or the array of objects, at the route's
+//! `entity_pointer` (RFC 6901); each entity's features are written as one object at its
+//! `inject_pointer` (replacing whatever the client put there), or into the entity object itself
+//! when that pointer is empty (overwriting fields of the same names). When the document is an
+//! object, the metadata goes to its `ferry` field.
+
+use serde_json::{Map, Value as Json};
+
+use crate::config::{Format, Route};
+use crate::error::FerryError;
+use crate::format::{self, shape, METADATA_FIELD};
+use crate::vector::EntityFeatures;
+
+#[derive(Debug)]
+pub struct ParsedRequest {
+    doc: Json,
+    pub keys: Vec<String>,
+}
+
+fn pointers(route: &Route) -> (&str, &str) {
+    match &route.format {
+        Format::Json {
+            entity_pointer,
+            inject_pointer,
+        } => (entity_pointer, inject_pointer),
+        _ => ("", ""),
+    }
+}
+
+pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
+    let doc = format::parse_json(body)?;
+    let (at, _) = pointers(route);
+    let target = doc
+        .pointer(at)
+        .ok_or_else(|| shape(&format!("nothing at JSON pointer '{at}'")))?;
+    let keys = match target {
+        Json::Object(obj) => {
+            format::check_count(1, route)?;
+            vec![format::key_of_object(
+                obj,
+                route,
+                if at.is_empty() { "the body" } else { at },
+            )?]
+        }
+        Json::Array(items) => {
+            format::check_count(items.len(), route)?;
+            let mut keys = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                let place = format!("{at}/{i}");
+                let Json::Object(obj) = item else {
+                    return Err(shape(&format!("{place} must be a JSON object")));
+                };
+                keys.push(format::key_of_object(obj, route, &place)?);
+            }
+            keys
+        }
+        other => {
+            return Err(shape(&format!(
+                "'{at}' must point to an object or an array of objects, not {}",
+                format::type_name(other)
+            )))
+        }
+    };
+    Ok(ParsedRequest { doc, keys })
+}
+
+/// Writes `value` at `pointer` inside `obj`, creating (or replacing non-object) intermediate
+/// members: the injection path is Ferry's.
+fn put(obj: &mut Map<String, Json>, pointer: &str, value: Json) {
+    let tokens: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    let Some((last, path)) = tokens.split_last() else {
+        return;
+    };
+    let mut cur = obj;
+    for t in path {
+        let next = cur
+            .entry(t.clone())
+            .or_insert_with(|| Json::Object(Map::new()));
+        if !next.is_object() {
+            *next = Json::Object(Map::new());
+        }
+        let Json::Object(m) = next else { return };
+        cur = m;
+    }
+    cur.insert(last.clone(), value);
+}
+
+pub fn rewrite(mut req: ParsedRequest, route: &Route, features: Vec<EntityFeatures>) -> Vec<u8> {
+    let (at, inject) = pointers(route);
+    let statuses: Vec<Json> = features
+        .iter()
+        .map(|f| Json::Object(format::not_present(route, f)))
+        .collect();
+    let write = |obj: &mut Map<String, Json>, f: EntityFeatures| {
+        let pairs = route.output_names.iter().cloned().zip(f.values);
+        if inject.is_empty() {
+            obj.extend(pairs);
+        } else {
+            put(obj, inject, Json::Object(pairs.collect()));
+        }
+    };
+    match req.doc.pointer_mut(at) {
+        Some(Json::Object(obj)) => {
+            if let Some(f) = features.into_iter().next() {
+                write(obj, f);
+            }
+        }
+        Some(Json::Array(items)) => {
+            for (item, f) in items.iter_mut().zip(features) {
+                if let Json::Object(obj) = item {
+                    write(obj, f);
+                }
+            }
+        }
+        _ => {}
+    }
+    if let Json::Object(root) = &mut req.doc {
+        root.insert(METADATA_FIELD.into(), format::metadata(route, statuses));
+    }
+    serde_json::to_vec(&req.doc).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::fixture::snapshot;
+    use crate::config::Config;
+    use crate::vector::FeatureStatus;
+    use ferry_protos::v1 as pb;
+    use serde_json::json;
+
+    fn json_route(entity_pointer: &str, inject_pointer: &str) -> Config {
+        let mut s = snapshot();
+        s.routes[0].format = pb::Format::Json as i32;
+        s.routes[0].entity_pointer = entity_pointer.into();
+        s.routes[0].inject_pointer = inject_pointer.into();
+        Config::from_snapshot(s).unwrap()
+    }
+
+    fn feats(age: i64) -> EntityFeatures {
+        EntityFeatures {
+            values: vec![json!(age), json!(0.5), Json::Null],
+            statuses: vec![
+                FeatureStatus::Present,
+                FeatureStatus::Present,
+                FeatureStatus::OutsideMaxAge,
+            ],
+        }
+    }
+
+    #[test]
+    fn array_of_entities_with_a_features_object() {
+        let c = json_route("/payload/users", "/features");
+        let r = &c.routes[0];
+        let body = br#"{"payload":{"users":[{"user_id":"u1","features":{"forged":1}},{"user_id":"u2"}]},"k":1}"#;
+        let req = parse(body, r).unwrap();
+        assert_eq!(req.keys, ["u1", "u2"]);
+        let v: Json = serde_json::from_slice(&rewrite(req, r, vec![feats(1), feats(2)])).unwrap();
+        assert_eq!(
+            v["payload"]["users"][0],
+            json!({"user_id": "u1", "features": {"profile__age": 1, "profile__score": 0.5, "txn__count": null}})
+        );
+        assert_eq!(v["payload"]["users"][1]["features"]["profile__age"], 2);
+        assert_eq!(v["k"], 1);
+        assert_eq!(
+            v["ferry"]["statuses"][1],
+            json!({"txn__count": "OUTSIDE_MAX_AGE"})
+        );
+    }
+
+    #[test]
+    fn single_object_at_the_root_merged_in_place() {
+        let c = json_route("", "");
+        let r = &c.routes[0];
+        let req = parse(br#"{"user_id":"u1","profile__age":999}"#, r).unwrap();
+        let v: Json = serde_json::from_slice(&rewrite(req, r, vec![feats(5)])).unwrap();
+        assert_eq!(v["profile__age"], 5, "forged field overwritten");
+        assert_eq!(v["user_id"], "u1");
+    }
+
+    #[test]
+    fn nested_inject_pointer_is_created() {
+        let c = json_route("/u", "/ctx/feat~1v1");
+        let r = &c.routes[0];
+        let req = parse(br#"{"u":{"user_id":"u1","ctx":"not an object"}}"#, r).unwrap();
+        let v: Json = serde_json::from_slice(&rewrite(req, r, vec![feats(5)])).unwrap();
+        assert_eq!(v["u"]["ctx"]["feat/v1"]["profile__age"], 5);
+    }
+
+    #[test]
+    fn bad_documents_are_named() {
+        let c = json_route("/users", "/features");
+        let r = &c.routes[0];
+        let msg = |b: &[u8]| parse(b, r).unwrap_err().message();
+        assert_eq!(msg(br#"{"people":[]}"#), "nothing at JSON pointer '/users'");
+        assert_eq!(
+            msg(br#"{"users":"u1"}"#),
+            "'/users' must point to an object or an array of objects, not a string"
+        );
+        assert_eq!(
+            msg(br#"{"users":[{"user_id":"u1"},3]}"#),
+            "/users/1 must be a JSON object"
+        );
+        assert_eq!(
+            msg(br#"{"users":[{"uid":"u1"}]}"#),
+            "/users/0 has no entity id field 'user_id'"
+        );
+        assert_eq!(
+            parse(br#"{"users":[]}"#, r).unwrap_err().code(),
+            "no_entities"
+        );
+        let mut s = snapshot();
+        s.routes[0].format = pb::Format::Json as i32;
+        s.routes[0].entity_pointer = "users".into();
+        assert!(Config::from_snapshot(s)
+            .unwrap_err()
+            .0
+            .contains("not a JSON pointer"));
+    }
+}
