@@ -30,7 +30,7 @@ pub const VIEWS: &[(&str, &[(&str, Kind)])] = &[
     ("user_embedding", &[("embedding", Kind::F32List)]),
 ];
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Int,
     F32,

@@ -1,0 +1,187 @@
+//! KServe v2 and generic JSON requests through real Envoy, values checked against the source.
+
+use ferry_integration_tests::data::{same, Kind, VIEWS};
+use ferry_integration_tests::http::post;
+use ferry_integration_tests::{Options, Stack};
+use serde_json::{json, Value as Json};
+
+const ROUTES: &str = r#"
+  - name: v2
+    match: {path_prefix: /t/v2/}
+    service: realtime_scoring
+    format: kserve_v2
+    entity: {field: user_id}
+  - name: json
+    match: {path_prefix: /t/json}
+    service: realtime_scoring
+    format: json
+    entity: {field: id}
+    entity_pointer: /batch/users
+    inject_pointer: /features
+"#;
+
+/// The zero a tensor carries for a null of this kind.
+fn zero(kind: Kind) -> Json {
+    match kind {
+        Kind::Bool => json!(false),
+        Kind::Str => json!(""),
+        Kind::F32 | Kind::F64 => json!(0.0),
+        _ => json!(0),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kserve_v2_tensors_carry_the_source_values() {
+    let stack = Stack::start(Options {
+        extra_routes: ROUTES,
+        entities: Some(200),
+    });
+    let users = ["u000001", "u000007", "u000042"]; // fresh, stale transactions, no transactions
+    let body = json!({
+        "id": "req-1",
+        "inputs": [
+            {"name": "amount", "shape": [3], "datatype": "FP32", "data": [1.0, 2.0, 3.0]},
+            {"name": "user_id", "shape": [3, 1], "datatype": "BYTES", "data": [["u000001"], ["u000007"], ["u000042"]]},
+            {"name": "user_profile__age", "shape": [3], "datatype": "INT64", "data": [1, 1, 1]}
+        ]
+    });
+    let resp = post(
+        stack.listen_port,
+        "/t/v2/models/fraud/infer",
+        body.to_string(),
+    )
+    .await;
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    let v = resp.json();
+    let src = stack.source();
+    let inputs = v["inputs"].as_array().unwrap();
+    assert_eq!(
+        inputs.len(),
+        2 + 10,
+        "amount, user_id and one tensor per feature (forged one dropped)"
+    );
+    let statuses: Json =
+        serde_json::from_str(v["parameters"]["ferry_statuses"].as_str().unwrap()).unwrap();
+    for (view, features) in VIEWS {
+        for (feature, kind) in *features {
+            let name = format!("{view}__{feature}");
+            let t = inputs
+                .iter()
+                .find(|t| t["name"] == name.as_str())
+                .unwrap_or_else(|| panic!("no tensor {name}"));
+            let data = t["data"].as_array().unwrap();
+            for (i, u) in users.iter().enumerate() {
+                let status = statuses[i]
+                    .get(&name)
+                    .and_then(Json::as_str)
+                    .unwrap_or("PRESENT");
+                let got: Json = match kind {
+                    Kind::F32List => {
+                        assert_eq!(t["shape"], json!([3, 8]));
+                        Json::Array(data[i * 8..(i + 1) * 8].to_vec())
+                    }
+                    _ => data[i].clone(),
+                };
+                let want = match (status, src.value(view, feature, u)) {
+                    ("PRESENT", Some(v)) => v,
+                    ("NULL_VALUE" | "NOT_FOUND" | "OUTSIDE_MAX_AGE", _)
+                        if *kind == Kind::F32List =>
+                    {
+                        json!([0, 0, 0, 0, 0, 0, 0, 0])
+                    }
+                    ("NULL_VALUE" | "NOT_FOUND" | "OUTSIDE_MAX_AGE", _) => zero(*kind),
+                    (s, v) => panic!("{u} {name}: status {s} with source {v:?}"),
+                };
+                assert!(
+                    same(&got, &want, *kind),
+                    "{u} {name}: got {got}, want {want} ({status})"
+                );
+            }
+        }
+    }
+    assert_eq!(statuses[1]["transactions__txn_count_7d"], "OUTSIDE_MAX_AGE");
+    assert_eq!(statuses[2]["transactions__txn_count_7d"], "NOT_FOUND");
+    let age = inputs
+        .iter()
+        .find(|t| t["name"] == "user_profile__age")
+        .unwrap();
+    assert_eq!(age["datatype"], "INT64");
+    assert_eq!(
+        inputs
+            .iter()
+            .find(|t| t["name"] == "user_profile__credit_score")
+            .unwrap()["datatype"],
+        "FP32"
+    );
+    assert_eq!(
+        inputs
+            .iter()
+            .find(|t| t["name"] == "user_profile__account_tier")
+            .unwrap()["datatype"],
+        "BYTES"
+    );
+    assert_ne!(
+        age["data"],
+        json!([1, 1, 1]),
+        "the client's forged tensor is not what the model sees"
+    );
+
+    let missing = post(
+        stack.listen_port,
+        "/t/v2/x",
+        json!({"inputs": []}).to_string(),
+    )
+    .await;
+    assert_eq!(missing.status, 400);
+    assert_eq!(missing.json()["error"], "missing_entity_id");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generic_json_features_land_at_the_inject_pointer() {
+    let stack = Stack::start(Options {
+        extra_routes: ROUTES,
+        entities: Some(200),
+    });
+    let body = json!({"batch": {"users": [
+        {"id": "u000003", "features": {"user_profile__age": 999}},
+        {"id": "u000004", "note": "kept"}
+    ]}});
+    let resp = post(stack.listen_port, "/t/json", body.to_string()).await;
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    let v = resp.json();
+    let src = stack.source();
+    for (i, u) in ["u000003", "u000004"].iter().enumerate() {
+        let entity = &v["batch"]["users"][i];
+        assert_eq!(entity["id"], *u);
+        let features = entity["features"].as_object().unwrap();
+        assert_eq!(
+            features.len(),
+            10,
+            "exactly the service's features: the client's object was replaced"
+        );
+        for (view, fs) in VIEWS {
+            for (feature, kind) in *fs {
+                let got = &features[&format!("{view}__{feature}")];
+                let want = src.value(view, feature, u).unwrap();
+                assert!(
+                    same(got, &want, *kind),
+                    "{u} {view}__{feature}: {got} vs {want}"
+                );
+            }
+        }
+    }
+    assert_eq!(v["batch"]["users"][1]["note"], "kept");
+    assert_eq!(v["ferry"]["service"], "realtime_scoring");
+
+    let bad = post(
+        stack.listen_port,
+        "/t/json",
+        json!({"batch": {}}).to_string(),
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(
+        bad.json()["message"],
+        "nothing at JSON pointer '/batch/users'"
+    );
+}
