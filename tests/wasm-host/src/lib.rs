@@ -457,6 +457,14 @@ impl Host {
         self.state(|s| s.abi_errors.clone())
     }
 
+    /// Forgets the dispatched calls and log lines recorded so far (long benchmark runs).
+    pub fn clear_records(&self) {
+        self.state_mut(|s| {
+            s.calls.clear();
+            s.logs.clear();
+        });
+    }
+
     /// Shown with the report if the guest traps (e.g. which input a sweep is on).
     pub fn note(&self, note: impl Into<String>) {
         self.vm.borrow_mut().note = note.into();
