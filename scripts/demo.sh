@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# `make demo`: installs what is missing, builds, starts Redis, the reader, the demo model and
-# Envoy with the ferry filter, applies and materializes the example repo, sends sample requests
-# (printing each before and after enrichment), and leaves the stack running (`make stop`).
+# `make demo`: installs what is missing, builds, starts Redis, the reader, the demo model, the
+# control plane (`ferry serve`) and Envoy with the ferry filter, applies and materializes the
+# example repo, sends sample requests (printing each before and after enrichment), pushes a
+# change hot and shows /status, and leaves the stack running (`make stop`).
+# FERRY_MODE=static runs the older static mode: the snapshot inlined in Envoy's bootstrap, no
+# control plane.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -12,7 +15,13 @@ ADMIN_PORT=${FERRY_ADMIN_PORT:-9901}
 READER_PORT=${FERRY_READER_PORT:-8090}
 MODEL_PORT=${FERRY_MODEL_PORT:-8080}
 REDIS_PORT=${FERRY_REDIS_PORT:-6379}
+XDS_PORT=${FERRY_XDS_PORT:-18000}
+CP_PORT=${FERRY_CP_PORT:-8091}
+MODE=${FERRY_MODE:-xds}
 export FERRY_REDIS="redis://127.0.0.1:$REDIS_PORT"
+case "$MODE" in xds|static) ;; *) echo "FERRY_MODE must be xds or static" >&2; exit 1;; esac
+PORTS="$LISTEN_PORT $ADMIN_PORT $READER_PORT $MODEL_PORT $REDIS_PORT"
+[ "$MODE" = xds ] && PORTS="$PORTS $XDS_PORT $CP_PORT"
 
 bash scripts/setup.sh
 echo "== building (release)"
@@ -20,7 +29,7 @@ cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model
 cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
 
 bash scripts/stop.sh >/dev/null
-for p in "$LISTEN_PORT" "$ADMIN_PORT" "$READER_PORT" "$MODEL_PORT" "$REDIS_PORT"; do
+for p in $PORTS; do
   port_free "$p" || { echo "port $p is in use; free it or set the FERRY_*_PORT variables (see README)" >&2; exit 1; }
 done
 
@@ -35,13 +44,23 @@ python3 "$REPO/generate_data.py" --entities 10000
 echo "== materializing vectors into Redis"
 "$BIN/ferry" materialize "$REPO"
 
-echo "== starting the reader (:$READER_PORT), the demo model (:$MODEL_PORT) and Envoy (:$LISTEN_PORT)"
+echo "== starting the reader (:$READER_PORT), the demo model (:$MODEL_PORT) and Envoy (:$LISTEN_PORT, $MODE mode)"
 start reader "$BIN/ferry-reader" --listen "127.0.0.1:$READER_PORT"
 start model "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
-"$BIN/ferry" envoy-config "$REPO" --wasm "$WASM" --listen-port "$LISTEN_PORT" --admin-port "$ADMIN_PORT" \
-  --reader-port "$READER_PORT" --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy.yaml"
+ENVOY_ARGS=(--listen-port "$LISTEN_PORT" --admin-port "$ADMIN_PORT" --reader-port "$READER_PORT"
+  --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy.yaml")
+if [ "$MODE" = xds ]; then
+  echo "== starting the control plane: xDS 127.0.0.1:$XDS_PORT, HTTP http://127.0.0.1:$CP_PORT"
+  start control-plane "$BIN/ferry" serve "$REPO" --wasm "$WASM" \
+    --xds-listen "127.0.0.1:$XDS_PORT" --http-listen "127.0.0.1:$CP_PORT"
+  wait_for control-plane "http://127.0.0.1:$CP_PORT/healthz"
+  "$BIN/ferry" envoy-config "$REPO" --xds --xds-address "127.0.0.1:$XDS_PORT" "${ENVOY_ARGS[@]}"
+else
+  "$BIN/ferry" envoy-config "$REPO" --wasm "$WASM" "${ENVOY_ARGS[@]}"
+fi
 start envoy "$ENVOY" -c "$RUN_DIR/envoy.yaml" --disable-hot-restart --log-level warn
 wait_for reader "http://127.0.0.1:$READER_PORT/healthz"
+# In xDS mode Envoy is ready once the control plane's snapshot arrived (the listener warms).
 wait_for envoy "http://127.0.0.1:$ADMIN_PORT/ready"
 
 # Indented JSON with lists of numbers (embeddings) kept on one line; raw text if not JSON.
@@ -88,13 +107,64 @@ send "Unknown user on the lenient route (on_missing_entity: null)" /v1/models/fr
   '{"instances": [{"user_id": "nobody"}, {"user_id": "u000004"}]}'
 send "Malformed JSON" /v1/models/fraud:predict '{"instances": [{"user_id": '
 
+if [ "$MODE" = xds ]; then
+  # A hot change through the control plane: a copy of the repo whose lenient route uses short
+  # feature names (no fingerprint change), pushed; Envoy is not restarted.
+  echo; echo "######## Hot change over xDS: the lenient route switches to short feature names"
+  HOT="$RUN_DIR/repo-hot"
+  rm -rf "$HOT"; mkdir -p "$HOT"; cp "$REPO/ferry.yaml" "$HOT/"; ln -s "$(cd "$REPO" && pwd)/data" "$HOT/data"
+  python3 - "$HOT/ferry.yaml" <<'PY'
+import sys
+p = sys.argv[1]; s = open(p).read()
+old = "on_missing_entity: \"null\""
+assert old in s, "the example's lenient route changed"
+s = s.replace("    feature_names: full\n    " + old, "    feature_names: short\n    " + old, 1)
+open(p, "w").write(s)
+PY
+  CP="http://127.0.0.1:$CP_PORT"
+  BODY='{"instances": [{"user_id": "u000001"}]}'
+  URL="http://127.0.0.1:$LISTEN_PORT/v1/models/fraud-lenient:predict"
+  t0=$(date +%s%N)
+  "$BIN/ferry" apply "$HOT" --materialize --push "$CP" | tail -1
+  t1=$(date +%s%N)
+  for _ in $(seq 2000); do
+    curl -s -H 'content-type: application/json' --data-binary "$BODY" "$URL" | grep -q '"age"' && break
+  done
+  t2=$(date +%s%N)
+  echo "---- the model now receives (short names):"
+  curl -s -H 'content-type: application/json' --data-binary "$BODY" "$URL" | pretty | sed -n 1,8p
+  echo "  ..."
+  printf -- '---- push took %d ms; first request served with the new snapshot %d ms after the push returned (%d ms after `ferry apply` started)\n' \
+    $(((t1 - t0) / 1000000)) $(((t2 - t1) / 1000000)) $(((t2 - t0) / 1000000))
+  echo "---- control plane /status:"
+  curl -s "$CP/status" > "$RUN_DIR/status.json"
+  python3 - "$RUN_DIR/status.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+snap = s["snapshot"]
+services = ", ".join("%s %s" % (x["name"], x["fingerprint"]) for x in snap["services"])
+print("  snapshot %s (from %s); services: %s" % (snap["version"], snap["source"], services))
+for n in s["nodes"]:
+    print("  node %s: acked %s, converged %s, last NACK %s" % (n["node"], n["acked_version"], n["converged"], n["last_nack"]))
+print("  all converged: %s" % s["converged"])
+PY
+fi
+
+CP_LINE=""
+PUSH_LINE=""
+if [ "$MODE" = xds ]; then
+  CP_LINE="  control plane  http://127.0.0.1:$CP_PORT   (/status, /metrics; xDS on 127.0.0.1:$XDS_PORT)
+"
+  PUSH_LINE="Push:  edit a copy of $REPO, then  target/release/ferry apply COPY --materialize --push http://127.0.0.1:$CP_PORT
+"
+fi
 cat <<MSG
 
-The stack is running (pids and logs in .run/):
-  Envoy + ferry  http://127.0.0.1:$LISTEN_PORT   (admin http://127.0.0.1:$ADMIN_PORT)
+The stack is running ($MODE mode; pids and logs in .run/):
+${CP_LINE}  Envoy + ferry  http://127.0.0.1:$LISTEN_PORT   (admin http://127.0.0.1:$ADMIN_PORT)
   reader         http://127.0.0.1:$READER_PORT   (/healthz, /metrics)
   demo model     http://127.0.0.1:$MODEL_PORT   (echoes the request it received)
   Redis          127.0.0.1:$REDIS_PORT
 Try:  curl -s -d '{"instances":[{"user_id":"u000010"}]}' http://127.0.0.1:$LISTEN_PORT/v1/models/fraud:predict
-Stop: make stop
+${PUSH_LINE}Stop: make stop
 MSG
