@@ -119,6 +119,15 @@ impl HttpContext for FerryHttp {
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> WasmAction {
         to_wasm(self.filter.on_request_body(body_size, end_of_stream))
     }
+
+    fn on_http_response_headers(
+        &mut self,
+        _num_headers: usize,
+        _end_of_stream: bool,
+    ) -> WasmAction {
+        self.filter.on_response_headers();
+        WasmAction::Continue
+    }
 }
 
 fn log(level: LogLevel, message: &str) {
@@ -213,5 +222,9 @@ impl Host for HostCalls {
 
     fn metric_record(&self, id: u32, value: u64) {
         let _ = hostcalls::record_metric(id, value);
+    }
+
+    fn set_response_header(&self, name: &str, value: &str) {
+        let _ = hostcalls::set_map_value(MapType::HttpResponseHeaders, name, Some(value));
     }
 }

@@ -32,6 +32,7 @@ pub trait Host {
     fn shared_set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool;
     fn metric_add(&self, id: u32, delta: i64);
     fn metric_record(&self, id: u32, value: u64);
+    fn set_response_header(&self, name: &str, value: &str);
 }
 
 #[cfg(test)]
@@ -63,6 +64,7 @@ pub mod testing {
         pub shared: RefCell<HashMap<String, (Vec<u8>, u32)>>,
         pub metrics: RefCell<HashMap<u32, i64>>,
         pub recorded: RefCell<Vec<(u32, u64)>>,
+        pub response_headers: RefCell<Headers>,
     }
 
     impl Host for FakeHost {
@@ -156,6 +158,11 @@ pub mod testing {
         }
         fn metric_record(&self, id: u32, value: u64) {
             self.recorded.borrow_mut().push((id, value));
+        }
+        fn set_response_header(&self, name: &str, value: &str) {
+            self.response_headers
+                .borrow_mut()
+                .push((name.to_string(), value.to_string()));
         }
     }
 }

@@ -63,6 +63,8 @@ pub struct HttpFilter<H: Host> {
     config: Option<Rc<Config>>,
     metrics: Rc<Metrics>,
     state: State,
+    /// What the client is told on the response (`x-ferry-*`), once the request was handled.
+    summary: Vec<(&'static str, String)>,
 }
 
 impl<H: Host> HttpFilter<H> {
@@ -72,6 +74,7 @@ impl<H: Host> HttpFilter<H> {
             config,
             metrics,
             state: State::Passthrough,
+            summary: Vec::new(),
         }
     }
 
@@ -189,6 +192,13 @@ impl<H: Host> HttpFilter<H> {
                 let err = FerryError::DispatchFailed { detail };
                 self.reader_failed(route, body_size, &err, Resume::ByReturningContinue)
             }
+        }
+    }
+
+    /// Tells the client, on the response, what Ferry did (status, fingerprint, counts).
+    pub fn on_response_headers(&mut self) {
+        for (name, value) in std::mem::take(&mut self.summary) {
+            self.host.set_response_header(name, &value);
         }
     }
 
@@ -314,6 +324,7 @@ impl<H: Host> HttpFilter<H> {
                 for (name, value) in &out.headers {
                     self.host.set_request_header(name, Some(value));
                 }
+                self.summary = out.headers;
                 self.count(Metric::Enriched, 1);
                 self.count(Metric::EntitiesFound, out.found);
                 self.count(Metric::EntitiesMissing, out.missing);
@@ -364,8 +375,9 @@ impl<H: Host> HttpFilter<H> {
             OnReaderError::Forward if reader_side => {
                 self.host
                     .set_request_header("content-length", Some(&body_size.to_string()));
-                for (name, value) in enrich::degraded_headers(route, err) {
-                    self.host.set_request_header(name, Some(&value));
+                self.summary = enrich::degraded_headers(route, err);
+                for (name, value) in &self.summary {
+                    self.host.set_request_header(name, Some(value));
                 }
                 self.count(Metric::Degraded, 1);
                 self.state = State::Done;
@@ -481,6 +493,13 @@ mod tests {
             f.host().request_header("x-ferry-fingerprint"),
             Some("123456789abcdef0".into())
         );
+        f.on_response_headers();
+        let told = f.host().response_headers.borrow().clone();
+        assert!(
+            told.contains(&("x-ferry-status".into(), "ok".into())),
+            "{told:?}"
+        );
+        assert!(told.contains(&("x-ferry-fingerprint".into(), "123456789abcdef0".into())));
     }
 
     #[test]
@@ -576,6 +595,12 @@ mod tests {
             f.host().body.borrow().as_slice(),
             BODY.as_bytes(),
             "body untouched"
+        );
+        f.on_response_headers();
+        let told = f.host().response_headers.borrow().clone();
+        assert!(
+            told.contains(&("x-ferry-status".into(), "degraded".into())),
+            "{told:?}"
         );
 
         let c =

@@ -142,6 +142,12 @@ async fn enriches_one_and_fifty_instances_with_the_source_values() {
     check_against_source(&stack, &resp, &one);
     let up = resp.upstream_headers();
     assert_eq!(up["x-ferry-status"], "ok");
+    // The client is told too, on the response.
+    assert_eq!(resp.header("x-ferry-status"), Some("ok"));
+    assert_eq!(
+        resp.header("x-ferry-fingerprint"),
+        up["x-ferry-fingerprint"].as_str()
+    );
     assert_eq!(up["x-ferry-entities"], "1");
     assert_eq!(
         up["content-length"],
