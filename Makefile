@@ -20,3 +20,7 @@ build:
 .PHONY: bench
 bench:           ## latency benchmarks vs Feast, ~20 min (QUICK=1: smoke run); see bench/README.md
 	QUICK=$(QUICK) bash bench/bench.sh
+
+.PHONY: fuzz
+fuzz:            ## coverage-guided fuzzing of the filter, FUZZ_SECONDS per target (default 60); see fuzz/README.md
+	bash scripts/fuzz.sh

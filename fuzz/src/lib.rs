@@ -1,0 +1,307 @@
+//! The fuzz targets as plain functions (`targets`), and what they share: one fixed, valid
+//! registry snapshot with routes per format and policy, synthesized features of the right
+//! types, and the properties every request format must keep (`format_target`).
+//!
+//! Each `fuzz_targets/NAME.rs` only hands libFuzzer's input to `targets::NAME`; the same
+//! functions replay the committed corpus as an ordinary test on stable
+//! (tests/wasm-host/tests/fuzz_corpus.rs). A new request format is: its routes in `snapshot()`,
+//! a function in `targets` and an entry in `TARGETS`, a 3-line file in fuzz_targets/, a
+//! `[[bin]]` in Cargo.toml, and a few seeds in corpus/NAME/.
+
+pub mod targets;
+
+use ferry_filter::config::{Config, Route};
+use ferry_filter::error::FerryError;
+use ferry_filter::vector::{EntityFeatures, FeatureStatus};
+use ferry_protos::v1::{self as pb, value::Kind, ValueType};
+use serde_json::{json, Value as Json};
+
+pub const FP: u64 = 0x1234_5678_9abc_def0;
+pub const FP_NUMERIC: u64 = 0x0fed_cba9_8765_4321;
+pub const FP_PAIR: u64 = 0x1111_2222_3333_4444;
+/// The clock the targets judge TTLs at: 2027-01-15T08:00:00Z.
+pub const NOW_US: i64 = 1_800_000_000_000_000;
+
+fn feature(name: &str, t: ValueType, default: Option<Kind>) -> pb::Feature {
+    pb::Feature {
+        name: name.into(),
+        r#type: t as i32,
+        default_value: default.map(|k| pb::Value { kind: Some(k) }),
+    }
+}
+
+fn view(name: &str, ttl_seconds: i64, features: Vec<pb::Feature>) -> pb::ServiceView {
+    pb::ServiceView {
+        name: name.into(),
+        ttl_seconds,
+        features,
+    }
+}
+
+fn key(join_key: &str, t: ValueType) -> pb::EntityKey {
+    pb::EntityKey {
+        entity: join_key.trim_end_matches("_id").into(),
+        join_key: join_key.into(),
+        r#type: t as i32,
+    }
+}
+
+/// A route on `/NAME`, strict policies, generous limits.
+pub fn route(name: &str, service: &str, format: pb::Format, fields: &[&str]) -> pb::Route {
+    pb::Route {
+        name: name.into(),
+        r#match: Some(pb::RouteMatch {
+            path_prefix: format!("/{name}"),
+            path_exact: String::new(),
+        }),
+        service: service.into(),
+        format: format as i32,
+        entity_fields: fields.iter().map(|f| f.to_string()).collect(),
+        feature_names: pb::FeatureNames::Full as i32,
+        on_missing_entity: pb::MissingEntityPolicy::MissingReject as i32,
+        on_stale: pb::StalePolicy::StaleNull as i32,
+        on_reader_error: pb::ReaderErrorPolicy::ReaderErrorReject as i32,
+        max_body_bytes: 1 << 20,
+        max_entities: 64,
+        reader_timeout_ms: 100,
+        ..Default::default()
+    }
+}
+
+/// Services: `scoring` (every value type, string key `user_id`), `numeric` (numbers only, for
+/// packed tensors), `pair` (composite key: string `user_id` + int64 `merchant_id`). Routes:
+/// one or more per format, named after it (`kserve_v1*`, `kserve_v2*`, `json*`), and per
+/// policy (`policy_*`, KServe v1).
+pub fn snapshot() -> pb::Snapshot {
+    use ValueType as T;
+    let scoring = pb::FeatureService {
+        name: "scoring".into(),
+        fingerprint: FP,
+        entity_keys: vec![key("user_id", T::String)],
+        views: vec![
+            view(
+                "profile",
+                0,
+                vec![
+                    feature("age", T::Int64, Some(Kind::Int64Val(-1))),
+                    feature("score", T::Float32, None),
+                    feature("tier", T::String, Some(Kind::StringVal("none".into()))),
+                    feature("verified", T::Bool, None),
+                ],
+            ),
+            view(
+                "txn",
+                86_400,
+                vec![
+                    feature("count", T::Int32, None),
+                    feature("sum", T::Float64, None),
+                ],
+            ),
+            view(
+                "user_embedding",
+                0,
+                vec![
+                    feature("embedding", T::Float32List, None),
+                    feature("raw", T::Bytes, None),
+                ],
+            ),
+        ],
+    };
+    let numeric = pb::FeatureService {
+        name: "numeric".into(),
+        fingerprint: FP_NUMERIC,
+        entity_keys: vec![key("user_id", T::String)],
+        views: vec![view(
+            "stats",
+            3600,
+            vec![
+                feature("a", T::Int64, None),
+                feature("b", T::Float32, None),
+                feature("c", T::Bool, None),
+            ],
+        )],
+    };
+    let pair = pb::FeatureService {
+        name: "pair".into(),
+        fingerprint: FP_PAIR,
+        entity_keys: vec![key("merchant_id", T::Int64), key("user_id", T::String)],
+        views: vec![view(
+            "affinity",
+            0,
+            vec![feature("score", T::Float64, None)],
+        )],
+    };
+    use pb::Format as F;
+    let mut routes = vec![
+        route("kserve_v1", "scoring", F::KserveV1, &["user_id"]),
+        route(
+            "kserve_v1_pair",
+            "pair",
+            F::KserveV1,
+            &["merchant_id", "user_id"],
+        ),
+        route("kserve_v2", "scoring", F::KserveV2, &["user_id"]),
+        route("kserve_v2_packed", "numeric", F::KserveV2, &["user_id"]),
+        route(
+            "kserve_v2_pair",
+            "pair",
+            F::KserveV2,
+            &["merchant_id", "user_id"],
+        ),
+        route("json", "scoring", F::Json, &["user_id"]),
+        route("json_root", "scoring", F::Json, &["user_id"]),
+        route("json_pair", "pair", F::Json, &["merchant_id", "user_id"]),
+        route("policy_null", "scoring", F::KserveV1, &["user_id"]),
+        route("policy_default", "scoring", F::KserveV1, &["user_id"]),
+        route("policy_stale_reject", "scoring", F::KserveV1, &["user_id"]),
+    ];
+    for r in &mut routes {
+        match r.name.as_str() {
+            "kserve_v2_packed" => r.packed = true,
+            "json" | "json_pair" => {
+                r.entity_pointer = "/users".into();
+                r.inject_pointer = "/features".into();
+            }
+            "policy_null" => {
+                r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32;
+                r.feature_names = pb::FeatureNames::Short as i32;
+            }
+            "policy_default" => {
+                r.on_missing_entity = pb::MissingEntityPolicy::MissingDefault as i32
+            }
+            "policy_stale_reject" => r.on_stale = pb::StalePolicy::StaleReject as i32,
+            _ => {}
+        }
+    }
+    pb::Snapshot {
+        project: "fuzz".into(),
+        version: "v1".into(),
+        reader_cluster: "ferry_reader".into(),
+        reader_authority: "ferry-reader".into(),
+        near_cache_max_bytes: 1 << 20,
+        services: vec![scoring, numeric, pair],
+        routes,
+    }
+}
+
+/// The snapshot as the filter holds it. Panics if the filter refuses it: the fixture must
+/// follow the filter's rules.
+pub fn config() -> Config {
+    match Config::from_snapshot(snapshot()) {
+        Ok(c) => c,
+        Err(e) => panic!("the fuzz fixture snapshot is refused: {e}"),
+    }
+}
+
+/// Indices of the routes whose name starts with `prefix`.
+pub fn routes_named(config: &Config, prefix: &str) -> Vec<usize> {
+    (0..config.routes.len())
+        .filter(|i| config.routes[*i].name.starts_with(prefix))
+        .collect()
+}
+
+/// A cheap, stable hash of the input to vary synthesized features with it.
+pub fn seed(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Features for `n` entities of the route's service, typed as the registry says, with a mix
+/// of statuses, extreme values and odd strings chosen by `seed`.
+pub fn features(route: &Route, n: usize, mut seed: u64) -> Vec<EntityFeatures> {
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    (0..n)
+        .map(|_| {
+            let mut values = Vec::new();
+            let mut statuses = Vec::new();
+            for f in route.service.views.iter().flat_map(|v| &v.features) {
+                let r = next();
+                let status = match r % 8 {
+                    0 => FeatureStatus::NotFound,
+                    1 => FeatureStatus::OutsideMaxAge,
+                    2 => FeatureStatus::NullValue,
+                    _ => FeatureStatus::Present,
+                };
+                let value = if status != FeatureStatus::Present {
+                    Json::Null
+                } else {
+                    typed_value(f.value_type, next())
+                };
+                values.push(value);
+                statuses.push(status);
+            }
+            EntityFeatures { values, statuses }
+        })
+        .collect()
+}
+
+fn typed_value(t: ValueType, r: u64) -> Json {
+    let pick = (r >> 8) % 4;
+    match t {
+        ValueType::Int32 => json!([0, -1, i32::MAX, i32::MIN][pick as usize]),
+        ValueType::Int64 => json!([0, -1, i64::MAX, i64::MIN][pick as usize]),
+        ValueType::Float32 | ValueType::Float64 => json!([0.0, -1.5, 3.4e38, 1e-45][pick as usize]),
+        ValueType::Bool => json!(pick.is_multiple_of(2)),
+        ValueType::String => json!(["", "é\u{0}\"\\", "x", "\u{1f}"][pick as usize]),
+        ValueType::Bytes => json!(["", "AQID", "////", "=="][pick as usize]),
+        ValueType::Float32List => {
+            let len = ((r >> 16) % 5) as usize;
+            Json::Array((0..len).map(|i| json!(i as f64 * 0.5)).collect())
+        }
+        ValueType::Unspecified => Json::Null,
+    }
+}
+
+/// The properties every request format keeps, for one route:
+/// - parsing never panics; a parsed request has 1..=max_entities non-empty keys;
+/// - rewriting it with any well-typed features never panics, and when it succeeds the result
+///   is JSON that parses again as a request for the same entities, in the same order (the
+///   model must not lose or reorder entities, and Ferry's own output must stay a valid request).
+pub fn format_target<R>(
+    data: &[u8],
+    route: &Route,
+    parse: impl Fn(&[u8], &Route) -> Result<R, FerryError>,
+    keys: impl Fn(&R) -> &[String],
+    rewrite: impl Fn(R, &Route, Vec<EntityFeatures>) -> Result<Vec<u8>, FerryError>,
+) {
+    let Ok(req) = parse(data, route) else { return };
+    let ids = keys(&req).to_vec();
+    assert!(!ids.is_empty(), "parsed a request with no entities");
+    assert!(
+        ids.len() <= route.max_entities as usize,
+        "{} entities over the limit",
+        ids.len()
+    );
+    assert!(
+        ids.iter().all(|k| !k.is_empty()),
+        "an empty entity key: {ids:?}"
+    );
+    let f = features(route, ids.len(), seed(data));
+    let Ok(out) = rewrite(req, route, f) else {
+        return;
+    };
+    if let Err(e) = serde_json::from_slice::<Json>(&out) {
+        panic!(
+            "the rewritten body is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+    match parse(&out, route) {
+        Ok(again) => assert_eq!(
+            keys(&again),
+            ids.as_slice(),
+            "entities changed by the rewrite"
+        ),
+        Err(e) => panic!(
+            "the rewritten body is no longer a request ({}): {}",
+            e.message(),
+            String::from_utf8_lossy(&out)
+        ),
+    }
+}

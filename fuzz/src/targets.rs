@@ -1,0 +1,126 @@
+//! One function per fuzz target. None may panic on any input; the asserts are properties.
+
+use ferry_filter::config::Config;
+use ferry_filter::{enrich, format, json_body, kserve_v1, kserve_v2, vector};
+
+use super::{config, format_target, routes_named, NOW_US};
+
+thread_local!(static CONFIG: Config = config());
+
+/// A fuzz target: any bytes in, a panic on a broken property.
+pub type Target = fn(&[u8]);
+
+/// Every target by name: what fuzz/corpus/NAME/ seeds, and what the replay test runs.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("kserve_v1", kserve_v1),
+    ("kserve_v2", kserve_v2),
+    ("json", json),
+    ("vector_decode", vector_decode),
+    ("snapshot", snapshot),
+    ("reader_response", reader_response),
+];
+
+/// KServe v1 bodies: `kserve_v1::parse`, then `rewrite` with synthesized features.
+pub fn kserve_v1(data: &[u8]) {
+    CONFIG.with(|c| {
+        for i in routes_named(c, "kserve_v1") {
+            format_target(
+                data,
+                &c.routes[i],
+                kserve_v1::parse,
+                |r| &r.keys,
+                |r, route, f| Ok(kserve_v1::rewrite(r, route, f)),
+            );
+        }
+    });
+}
+
+/// KServe v2 / Open Inference Protocol bodies (typed, packed and composite-key routes).
+pub fn kserve_v2(data: &[u8]) {
+    CONFIG.with(|c| {
+        for i in routes_named(c, "kserve_v2") {
+            format_target(
+                data,
+                &c.routes[i],
+                kserve_v2::parse,
+                |r| &r.keys,
+                kserve_v2::rewrite,
+            );
+        }
+    });
+}
+
+/// Generic JSON bodies: entities at a JSON pointer (or the root), features at another.
+pub fn json(data: &[u8]) {
+    CONFIG.with(|c| {
+        for i in routes_named(c, "json") {
+            format_target(
+                data,
+                &c.routes[i],
+                json_body::parse,
+                |r| &r.keys,
+                |r, route, f| Ok(json_body::rewrite(r, route, f)),
+            );
+        }
+    });
+}
+
+/// Stored vectors as Redis hands them back: `vector::decode` against each service.
+pub fn vector_decode(data: &[u8]) {
+    CONFIG.with(|c| {
+        for route in &c.routes {
+            let service = &route.service;
+            if let Ok(f) = vector::decode(data, service, "u1", NOW_US) {
+                assert_eq!(f.values.len(), service.feature_count);
+                assert_eq!(f.statuses.len(), service.feature_count);
+            }
+        }
+    });
+}
+
+/// Plugin configurations: `Config::from_bytes` on any bytes (what `on_configure` receives).
+pub fn snapshot(data: &[u8]) {
+    let Ok(c) = Config::from_bytes(data) else {
+        return;
+    };
+    for r in &c.routes {
+        assert_eq!(
+            r.output_names.len(),
+            r.service.feature_count,
+            "route '{}'",
+            r.name
+        );
+        assert_eq!(r.entity_fields.len(), r.service.entity_keys.len());
+    }
+    for path in ["/", "/v1/models/x:predict?a=b", ""] {
+        let _ = c.match_route(path);
+    }
+}
+
+/// A fixed 3-entity KServe v1 request (one id twice) for the reader's answers.
+const READER_BODY: &[u8] = br#"{"instances":[{"user_id":"u1"},{"user_id":"u2"},{"user_id":"u1"}]}"#;
+
+/// The reader's answer (any bytes, any status) to a fixed request, under every missing/stale
+/// policy: `check_reader_status`, `reader_vectors`, `enrich`.
+pub fn reader_response(data: &[u8]) {
+    CONFIG.with(|c| {
+        let _ = enrich::check_reader_status(None, data, 100);
+        let _ = enrich::check_reader_status(Some(503), data, 100);
+        let _ = enrich::check_reader_status(Some(200), data, 100);
+        let Ok(vectors) = enrich::reader_vectors(data, 3) else {
+            return;
+        };
+        for i in routes_named(c, "kserve_v1")
+            .into_iter()
+            .chain(routes_named(c, "policy_"))
+        {
+            let route = &c.routes[i];
+            let Ok(req) = format::parse(READER_BODY, route) else {
+                continue;
+            };
+            // The outcome (enriched body or a typed error) is the formats' business; here
+            // nothing may panic whatever the reader sent.
+            let _ = enrich::enrich(route, req, &vectors, NOW_US);
+        }
+    });
+}
