@@ -79,6 +79,8 @@ pub fn build(reg: &Registry) -> v1::Snapshot {
             packed: r.packed,
             entity_pointer: r.entity_pointer.clone(),
             inject_pointer: r.inject_pointer.clone(),
+            features_header: r.features_header.clone(),
+            max_header_bytes: r.max_header_bytes,
         })
         .collect();
     let mut snap = v1::Snapshot {

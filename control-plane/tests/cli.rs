@@ -64,7 +64,7 @@ fn an_invalid_repo_exits_1_with_every_problem_on_stderr() {
     let yaml = std::fs::read_to_string(&yaml_path).unwrap();
     let bad = yaml
         .replace("{name: age, type: int64}", "{name: age, type: int46}")
-        .replacen("format: kserve_v1\n", "format: header\n", 1)
+        .replacen("format: kserve_v1\n", "format: kserve_v3\n", 1)
         .replace("ttl: 1d", "ttl: 1y");
     std::fs::write(&yaml_path, bad).unwrap();
     let out = ferry(&["apply", repo.path().to_str().unwrap()]);
@@ -75,7 +75,7 @@ fn an_invalid_repo_exits_1_with_every_problem_on_stderr() {
     for want in [
         format!("{file}: feature_views[0] 'user_profile': feature 'age': unknown type 'int46'"),
         format!("{file}: feature_views[1] 'transactions': ttl '1y': expected a number with unit s, m, h or d (e.g. 30d)"),
-        format!("{file}: routes[0] 'fraud-lenient': format 'header' is not supported yet (the filter implements kserve_v1, kserve_v2 and json)"),
+        format!("{file}: routes[0] 'fraud-lenient': unknown format 'kserve_v3' (expected one of kserve_v1, kserve_v2, json, header)"),
         "3 problem(s) in the feature repo".to_owned(),
     ] {
         assert!(err.contains(&want), "stderr lacks {want:?}:\n{err}");

@@ -91,6 +91,11 @@ pub enum Format {
         entity_pointer: String,
         inject_pointer: String,
     },
+    /// One entity whose ids are request headers; features go to `features_header`.
+    Header {
+        features_header: String,
+        max_header_bytes: u32,
+    },
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -315,6 +320,27 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
                 inject_pointer: r.inject_pointer.clone(),
             }
         }
+        Ok(pb::Format::Header) => {
+            let name = if r.features_header.is_empty() {
+                "x-ferry-features".to_string()
+            } else {
+                r.features_header.to_ascii_lowercase()
+            };
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+                return err(format!(
+                    "{ctx}: features_header '{name}' is not a header name"
+                ));
+            }
+            let max_header_bytes = if r.max_header_bytes == 0 {
+                8192
+            } else {
+                r.max_header_bytes
+            };
+            Format::Header {
+                features_header: name,
+                max_header_bytes,
+            }
+        }
         Ok(other) => {
             return err(format!(
                 "{ctx}: format {other:?} is not supported by this filter"
@@ -454,6 +480,8 @@ pub mod fixture {
                 packed: false,
                 entity_pointer: String::new(),
                 inject_pointer: String::new(),
+                features_header: String::new(),
+                max_header_bytes: 0,
             }],
         }
     }
@@ -528,9 +556,17 @@ mod tests {
             &|s| s.routes[0].entity_fields.clear(),
             "0 entity field(s) for 1 join key(s)",
         );
+        refuse(&|s| s.routes[0].format = 99, "unknown format 99");
         refuse(
-            &|s| s.routes[0].format = pb::Format::Header as i32,
+            &|s| s.routes[0].format = pb::Format::Unspecified as i32,
             "not supported",
+        );
+        refuse(
+            &|s| {
+                s.routes[0].format = pb::Format::Header as i32;
+                s.routes[0].features_header = "x bad".into();
+            },
+            "is not a header name",
         );
         refuse(&|s| s.routes[0].r#match = None, "exactly one of");
         refuse(&|s| s.services[0].fingerprint = 0, "fingerprint is 0");

@@ -17,7 +17,8 @@ const MAX_DETAIL: usize = 300;
 /// What to forward upstream.
 #[derive(Debug)]
 pub struct Enriched {
-    pub body: Vec<u8>,
+    /// The new body and feature headers.
+    pub rewritten: format::Rewritten,
     /// Request headers set for the model (`x-ferry-*`).
     pub headers: Vec<(&'static str, String)>,
     /// Entity counts, for metrics.
@@ -161,7 +162,7 @@ pub fn enrich(
         ),
     ];
     Ok(Enriched {
-        body: format::rewrite(req, route, features)?,
+        rewritten: format::rewrite(req, route, features)?,
         headers,
         found: entities - missing.len(),
         missing: missing.len(),
@@ -232,7 +233,10 @@ mod tests {
         let req: ParsedRequest = crate::kserve_v1::parse(body.as_bytes(), r).unwrap().into();
         let n = req.keys().len();
         let e = enrich(r, req, &reader_vectors(&response(vectors), n)?, NOW)?;
-        Ok((serde_json::from_slice(&e.body).unwrap(), e.headers))
+        Ok((
+            serde_json::from_slice(&e.rewritten.body.unwrap()).unwrap(),
+            e.headers,
+        ))
     }
 
     fn header<'a>(h: &'a [(&'static str, String)], name: &str) -> &'a str {

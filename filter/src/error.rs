@@ -75,6 +75,11 @@ pub enum FerryError {
         expected: u64,
         found: u64,
     },
+    /// Header mode: the features header would be over the route's bound.
+    FeaturesTooLarge {
+        size: usize,
+        limit: u32,
+    },
     /// The call to the reader could not even be dispatched (e.g. unknown cluster).
     DispatchFailed {
         detail: String,
@@ -98,6 +103,7 @@ impl FerryError {
             FerryError::ReaderTimeout { .. } | FerryError::RedisTimeout { .. } => 504,
             FerryError::ReaderError { .. }
             | FerryError::BadVector { .. }
+            | FerryError::FeaturesTooLarge { .. }
             | FerryError::FingerprintMismatch { .. } => 502,
             FerryError::DispatchFailed { .. } => 500,
         }
@@ -123,6 +129,7 @@ impl FerryError {
             FerryError::RedisTimeout { .. } => "redis_timeout",
             FerryError::ReaderError { .. } => "reader_error",
             FerryError::BadVector { .. } => "bad_vector",
+            FerryError::FeaturesTooLarge { .. } => "features_too_large",
             FerryError::FingerprintMismatch { .. } => "fingerprint_mismatch",
             FerryError::DispatchFailed { .. } => "dispatch_failed",
         }
@@ -185,6 +192,9 @@ impl FerryError {
                 "vector for entity '{entity}' has fingerprint {}, the snapshot expects {}",
                 ferry_protos::fingerprint_hex(*found),
                 ferry_protos::fingerprint_hex(*expected)
+            ),
+            FerryError::FeaturesTooLarge { size, limit } => format!(
+                "the features take {size} bytes, over this route's header limit of {limit} bytes"
             ),
             FerryError::DispatchFailed { detail } => {
                 format!("could not call the feature reader: {detail}")

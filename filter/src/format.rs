@@ -6,7 +6,7 @@ use serde_json::{Map, Value as Json};
 use crate::config::{Format, KeyKind, Route};
 use crate::error::FerryError;
 use crate::vector::{EntityFeatures, FeatureStatus};
-use crate::{json_body, kserve_v1, kserve_v2};
+use crate::{header_mode, json_body, kserve_v1, kserve_v2};
 
 /// Longest entity id accepted, in bytes.
 pub const MAX_ID_BYTES: usize = 256;
@@ -20,6 +20,14 @@ pub enum ParsedRequest {
     KserveV1(kserve_v1::ParsedRequest),
     KserveV2(kserve_v2::ParsedRequest),
     Json(json_body::ParsedRequest),
+    Header(header_mode::ParsedRequest),
+}
+
+/// What a rewrite produces: a new body (body formats) and request headers to set.
+#[derive(Debug)]
+pub struct Rewritten {
+    pub body: Option<Vec<u8>>,
+    pub headers: Vec<(String, String)>,
 }
 
 impl ParsedRequest {
@@ -29,6 +37,7 @@ impl ParsedRequest {
             ParsedRequest::KserveV1(r) => &r.keys,
             ParsedRequest::KserveV2(r) => &r.keys,
             ParsedRequest::Json(r) => &r.keys,
+            ParsedRequest::Header(r) => &r.keys,
         }
     }
 }
@@ -44,6 +53,7 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
         Format::KserveV1 => ParsedRequest::KserveV1(kserve_v1::parse(body, route)?),
         Format::KserveV2 { .. } => ParsedRequest::KserveV2(kserve_v2::parse(body, route)?),
         Format::Json { .. } => ParsedRequest::Json(json_body::parse(body, route)?),
+        Format::Header { .. } => return Err(shape("this route reads its entity from headers")),
     })
 }
 
@@ -52,11 +62,19 @@ pub fn rewrite(
     req: ParsedRequest,
     route: &Route,
     features: Vec<EntityFeatures>,
-) -> Result<Vec<u8>, FerryError> {
+) -> Result<Rewritten, FerryError> {
+    let body = |b: Vec<u8>| Rewritten {
+        body: Some(b),
+        headers: Vec::new(),
+    };
     Ok(match req {
-        ParsedRequest::KserveV1(r) => kserve_v1::rewrite(r, route, features),
-        ParsedRequest::KserveV2(r) => kserve_v2::rewrite(r, route, features)?,
-        ParsedRequest::Json(r) => json_body::rewrite(r, route, features),
+        ParsedRequest::KserveV1(r) => body(kserve_v1::rewrite(r, route, features)),
+        ParsedRequest::KserveV2(r) => body(kserve_v2::rewrite(r, route, features)?),
+        ParsedRequest::Json(r) => body(json_body::rewrite(r, route, features)),
+        ParsedRequest::Header(_) => Rewritten {
+            body: None,
+            headers: header_mode::render(route, features)?,
+        },
     })
 }
 

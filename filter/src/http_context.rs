@@ -4,10 +4,11 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::config::{Config, OnReaderError, Route};
+use crate::config::{Config, Format, OnReaderError, Route};
 use crate::enrich;
 use crate::error::FerryError;
 use crate::format::{self, ParsedRequest};
+use crate::header_mode;
 use crate::host::Host;
 use crate::metrics::{Metric, Metrics};
 use crate::near_cache;
@@ -98,14 +99,32 @@ impl<H: Host> HttpFilter<H> {
             return Action::Continue;
         };
         let route = &config.routes[index];
+        let header_mode = matches!(route.format, Format::Header { .. });
         let method = self.host.request_header(":method").unwrap_or_default();
-        if !BODY_METHODS.contains(&method.as_str()) {
+        if !header_mode && !BODY_METHODS.contains(&method.as_str()) {
             return Action::Continue;
         }
         for name in self.host.request_header_names() {
             if name.starts_with(OWN_HEADER_PREFIX) {
                 self.host.set_request_header(&name, None);
             }
+        }
+        if let Format::Header {
+            features_header, ..
+        } = &route.format
+        {
+            self.host.set_request_header(features_header, None);
+            let parsed = header_mode::parse(|n| self.host.request_header(n), route);
+            return match parsed {
+                Ok(r) => self.lookup(
+                    &config,
+                    index,
+                    ParsedRequest::Header(r),
+                    0,
+                    Resume::ByReturningContinue,
+                ),
+                Err(e) => self.answer(route, &e),
+            };
         }
         if end_of_stream {
             return self.answer(route, &FerryError::NoBody);
@@ -150,21 +169,35 @@ impl<H: Host> HttpFilter<H> {
             Ok(r) => r,
             Err(e) => return self.answer(route, &e),
         };
-        let vectors = self.cached_vectors(&config, route, request.keys());
+        self.lookup(
+            &config,
+            index,
+            request,
+            body_size,
+            Resume::ByReturningContinue,
+        )
+    }
+
+    /// Near cache first, then one reader call for the misses (or straight to the rewrite when
+    /// everything was cached).
+    fn lookup(
+        &mut self,
+        config: &Config,
+        index: usize,
+        request: ParsedRequest,
+        body_size: usize,
+        resume: Resume,
+    ) -> Action {
+        let route = &config.routes[index];
+        let vectors = self.cached_vectors(config, route, request.keys());
         let misses: Vec<usize> = (0..vectors.len())
             .filter(|i| vectors[*i].is_empty())
             .collect();
         if misses.is_empty() {
-            return self.finish(
-                route,
-                request,
-                body_size,
-                &vectors,
-                Resume::ByReturningContinue,
-            );
+            return self.finish(route, request, body_size, &vectors, resume);
         }
         let keys = misses.iter().map(|i| request.keys()[*i].clone()).collect();
-        let call = enrich::reader_request(&config, route, keys);
+        let call = enrich::reader_request(config, route, keys);
         let headers = vec![
             (":method", "POST"),
             (":path", ferry_protos::READER_PATH),
@@ -190,7 +223,7 @@ impl<H: Host> HttpFilter<H> {
             }
             Err(detail) => {
                 let err = FerryError::DispatchFailed { detail };
-                self.reader_failed(route, body_size, &err, Resume::ByReturningContinue)
+                self.reader_failed(route, body_size, &err, resume)
             }
         }
     }
@@ -318,9 +351,14 @@ impl<H: Host> HttpFilter<H> {
     ) -> Action {
         match enrich::enrich(route, request, vectors, self.host.now_us()) {
             Ok(out) => {
-                self.host.replace_request_body(body_size, &out.body);
-                self.host
-                    .set_request_header("content-length", Some(&out.body.len().to_string()));
+                if let Some(body) = &out.rewritten.body {
+                    self.host.replace_request_body(body_size, body);
+                    self.host
+                        .set_request_header("content-length", Some(&body.len().to_string()));
+                }
+                for (name, value) in &out.rewritten.headers {
+                    self.host.set_request_header(name, Some(value));
+                }
                 for (name, value) in &out.headers {
                     self.host.set_request_header(name, Some(value));
                 }
@@ -373,8 +411,10 @@ impl<H: Host> HttpFilter<H> {
         );
         match route.on_reader_error {
             OnReaderError::Forward if reader_side => {
-                self.host
-                    .set_request_header("content-length", Some(&body_size.to_string()));
+                if !matches!(route.format, Format::Header { .. }) {
+                    self.host
+                        .set_request_header("content-length", Some(&body_size.to_string()));
+                }
                 self.summary = enrich::degraded_headers(route, err);
                 for (name, value) in &self.summary {
                     self.host.set_request_header(name, Some(value));
@@ -800,5 +840,44 @@ mod tests {
         f.on_request_body(5, true);
         // Every metric has id 1 in `filter()`: one rejection counted once.
         assert_eq!(f.host().metrics.borrow().get(&1), Some(&1));
+    }
+
+    #[test]
+    fn header_mode_enriches_a_get_without_touching_its_body() {
+        let c = route_with(|r| {
+            r.format = pb::Format::Header as i32;
+            r.entity_fields = vec!["x-user-id".into()];
+        });
+        let mut f = filter(c, "GET", "/v1/models/fraud", "");
+        f.host().set_request_header("x-user-id", Some("u1"));
+        f.host()
+            .set_request_header("x-ferry-features", Some("{\"forged\":1}"));
+        assert_eq!(f.on_request_headers(true), Action::Pause);
+        assert_eq!(
+            f.host().request_header("x-ferry-features"),
+            None,
+            "forged header removed"
+        );
+        reader_ok(&f, vec![good_vector(30)]);
+        f.on_call_response(7, 3, 100);
+        assert!(*f.host().resumed.borrow());
+        assert_eq!(
+            f.host().request_header("x-ferry-features").as_deref(),
+            Some(r#"{"profile__age":30,"profile__score":1.5,"txn__count":2}"#)
+        );
+        assert_eq!(
+            f.host().request_header("content-length"),
+            Some("0".into()),
+            "untouched"
+        );
+        assert_eq!(f.host().request_header("x-ferry-status"), Some("ok".into()));
+
+        let c = route_with(|r| {
+            r.format = pb::Format::Header as i32;
+            r.entity_fields = vec!["x-user-id".into()];
+        });
+        let mut f = filter(c, "GET", "/v1/models/fraud", "");
+        assert_eq!(f.on_request_headers(true), Action::Pause);
+        assert_eq!(sent(&f).0, 400, "no id header");
     }
 }

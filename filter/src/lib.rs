@@ -8,6 +8,7 @@ pub mod config;
 pub mod enrich;
 pub mod error;
 pub mod format;
+pub mod header_mode;
 pub mod host;
 pub mod http_context;
 pub mod json_body;

@@ -130,6 +130,9 @@ pub struct Route {
     /// json only: where the entities are, and where their features go.
     pub entity_pointer: String,
     pub inject_pointer: String,
+    /// header only: where the features go, and how large they may be.
+    pub features_header: String,
+    pub max_header_bytes: u32,
 }
 
 #[derive(Clone, Debug)]

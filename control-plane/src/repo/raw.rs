@@ -123,6 +123,12 @@ pub struct RawRoute {
     /// json: pointer, relative to each entity object, where the features object is written.
     #[serde(default)]
     pub inject_pointer: Option<String>,
+    /// header: the request header the features are written to.
+    #[serde(default)]
+    pub features_header: Option<String>,
+    /// header: bound of that header's value, in bytes.
+    #[serde(default)]
+    pub max_header_bytes: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

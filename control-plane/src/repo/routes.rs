@@ -98,13 +98,7 @@ pub(super) fn route(
         "kserve_v1" => Format::KserveV1,
         "kserve_v2" => Format::KserveV2,
         "json" => Format::Json,
-        f @ "header" => {
-            issues.add(
-                path,
-                format!("format '{f}' is not supported yet (the filter implements kserve_v1, kserve_v2 and json)"),
-            );
-            Format::KserveV1
-        }
+        "header" => Format::Header,
         f => {
             issues.add(
                 path,
@@ -137,6 +131,27 @@ pub(super) fn route(
                 format!("{what} '{p}' is not a JSON pointer (\"\" or starting with /)"),
             );
         }
+    }
+    if (rr.features_header.is_some() || rr.max_header_bytes.is_some()) && format != Format::Header {
+        issues.add(
+            path,
+            "features_header and max_header_bytes apply to format header only",
+        );
+    }
+    let features_header = rr
+        .features_header
+        .clone()
+        .unwrap_or_else(|| "x-ferry-features".to_owned())
+        .to_ascii_lowercase();
+    if features_header.is_empty()
+        || !features_header
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        issues.add(
+            path,
+            format!("features_header '{features_header}' is not a header name"),
+        );
     }
     let packed = rr.packed.unwrap_or(false);
     if let (true, Some(s)) = (packed, service.map(|s| &services[s])) {
@@ -294,6 +309,15 @@ pub(super) fn route(
             (1, MAX_READER_TIMEOUT_MS),
         ),
         packed,
+        features_header,
+        max_header_bytes: limit(
+            issues,
+            path,
+            "max_header_bytes",
+            rr.max_header_bytes,
+            8192,
+            (256, 65_536),
+        ),
         entity_pointer: rr.entity_pointer.clone().unwrap_or_default(),
         inject_pointer: rr.inject_pointer.clone().unwrap_or_default(),
         cache_max_age_ms: limit(

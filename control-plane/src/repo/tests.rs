@@ -123,7 +123,7 @@ fn every_problem_is_reported_at_once() {
                 "features: [user_profile, \"transactions:count\"]",
                 "features: [user_profile, \"transactions:nope\", clicks]",
             ),
-            ("format: kserve_v1", "format: header"),
+            ("format: kserve_v1", "format: kserve_v3"),
         ],
         &FILES,
     );
@@ -136,7 +136,7 @@ fn every_problem_is_reported_at_once() {
             "feature_views[1] 'transactions': unknown entity 'merchant'",
             "feature_services[0] 'scoring': feature ref 'transactions:nope': feature view 'transactions' has no feature 'nope'",
             "feature_services[0] 'scoring': feature ref 'clicks': unknown feature view 'clicks'",
-            "routes[0] 'route-0': format 'header' is not supported yet (the filter implements kserve_v1, kserve_v2 and json)",
+            "routes[0] 'route-0': unknown format 'kserve_v3' (expected one of kserve_v1, kserve_v2, json, header)",
         ]
     );
 }

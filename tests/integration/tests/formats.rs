@@ -1,7 +1,7 @@
 //! KServe v2 and generic JSON requests through real Envoy, values checked against the source.
 
 use ferry_integration_tests::data::{same, Kind, VIEWS};
-use ferry_integration_tests::http::post;
+use ferry_integration_tests::http::{post, Conn};
 use ferry_integration_tests::{Options, Stack};
 use serde_json::{json, Value as Json};
 
@@ -18,6 +18,12 @@ const ROUTES: &str = r#"
     entity: {field: id}
     entity_pointer: /batch/users
     inject_pointer: /features
+  - name: header
+    match: {path_prefix: /t/hdr}
+    service: realtime_scoring
+    format: header
+    entity: {field: x-user-id}
+    features_header: x-features
 "#;
 
 /// The zero a tensor carries for a null of this kind.
@@ -183,5 +189,65 @@ async fn generic_json_features_land_at_the_inject_pointer() {
     assert_eq!(
         bad.json()["message"],
         "nothing at JSON pointer '/batch/users'"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_mode_enriches_a_get_through_a_header() {
+    let stack = Stack::start(Options {
+        extra_routes: ROUTES,
+        entities: Some(200),
+    });
+    let mut conn = Conn::open(stack.listen_port).await;
+    let resp = conn
+        .send(
+            "GET",
+            "/t/hdr/models/fraud",
+            &[("x-user-id", "u000007"), ("x-features", "{\"forged\":1}")],
+            "",
+        )
+        .await;
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    assert_eq!(resp.header("x-echo-method"), Some("GET"));
+    assert!(resp.body.is_empty(), "the body is not touched");
+    let up = resp.upstream_headers();
+    let features: Json = serde_json::from_str(up["x-features"].as_str().unwrap()).unwrap();
+    let statuses: Json =
+        serde_json::from_str(up["x-ferry-feature-status"].as_str().unwrap()).unwrap();
+    let src = stack.source();
+    assert_eq!(features.as_object().unwrap().len(), 10);
+    for (view, fs) in VIEWS {
+        for (feature, kind) in *fs {
+            let name = format!("{view}__{feature}");
+            let want = if *view == "transactions" {
+                assert_eq!(statuses[&name], "OUTSIDE_MAX_AGE");
+                Json::Null
+            } else {
+                src.value(view, feature, "u000007").unwrap()
+            };
+            assert!(
+                same(&features[&name], &want, *kind),
+                "{name}: {} vs {want}",
+                features[&name]
+            );
+        }
+    }
+    assert_eq!(resp.header("x-ferry-stale"), Some("1"));
+
+    let missing = conn.send("GET", "/t/hdr/models/fraud", &[], "").await;
+    assert_eq!(missing.status, 400);
+    assert_eq!(
+        missing.json()["message"],
+        "the request has no entity id field 'x-user-id'"
+    );
+    // Envoy closes the connection after a local reply from the filter: reconnect.
+    assert_eq!(missing.header("connection"), Some("close"));
+    let mut conn = Conn::open(stack.listen_port).await;
+    let unknown = conn
+        .send("GET", "/t/hdr/models/fraud", &[("x-user-id", "nobody")], "")
+        .await;
+    assert_eq!(
+        (unknown.status, unknown.json()["error"].as_str()),
+        (404, Some("entity_not_found"))
     );
 }

@@ -1,0 +1,177 @@
+//! Header mode, for GET and gRPC traffic whose body must not be touched: one entity whose ids
+//! are request headers; its features go to one request header as compact JSON. The value is
+//! ASCII only (non-ASCII escaped as \uXXXX, control characters escaped by JSON), so no CR/LF or
+//! raw bytes can reach the header, and over the route's size bound it is an error, never cut.
+
+use serde_json::{Map, Value as Json};
+
+use crate::config::{Format, KeyKind, Route};
+use crate::error::FerryError;
+use crate::format;
+use crate::vector::EntityFeatures;
+
+/// Header listing the features that are not PRESENT, as compact JSON, when there are any.
+pub const STATUS_HEADER: &str = "x-ferry-feature-status";
+
+#[derive(Debug)]
+pub struct ParsedRequest {
+    pub keys: Vec<String>,
+}
+
+/// The entity key from the request headers named by the route (`header(name)` reads one).
+pub fn parse(
+    header: impl Fn(&str) -> Option<String>,
+    route: &Route,
+) -> Result<ParsedRequest, FerryError> {
+    let mut parts = Vec::with_capacity(route.entity_fields.len());
+    for (name, key) in route.entity_fields.iter().zip(&route.service.entity_keys) {
+        let raw = header(name).ok_or_else(|| FerryError::MissingEntityId {
+            place: "the request".into(),
+            field: name.clone(),
+        })?;
+        let value = match key.kind {
+            KeyKind::String => Json::String(raw),
+            KeyKind::Int64 => raw
+                .trim()
+                .parse::<i64>()
+                .map(Json::from)
+                .unwrap_or(Json::String(raw)),
+        };
+        let part = format::entity_part(&value, key.kind).map_err(|reason| {
+            FerryError::InvalidEntityId {
+                place: format!("header {name}"),
+                reason,
+            }
+        })?;
+        parts.push(part);
+    }
+    Ok(ParsedRequest {
+        keys: vec![ferry_protos::entity_key(&parts)],
+    })
+}
+
+/// JSON text with every non-ASCII character escaped, so it is a valid header value.
+fn ascii_json(v: &Json) -> String {
+    let text = v.to_string();
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut buf = [0u16; 2];
+            for unit in c.encode_utf16(&mut buf) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    out
+}
+
+/// The headers to set: the features header, and the status header when some feature is not
+/// PRESENT.
+pub fn render(
+    route: &Route,
+    features: Vec<EntityFeatures>,
+) -> Result<Vec<(String, String)>, FerryError> {
+    let Format::Header {
+        features_header,
+        max_header_bytes,
+    } = &route.format
+    else {
+        return Ok(Vec::new());
+    };
+    let Some(f) = features.into_iter().next() else {
+        return Ok(Vec::new());
+    };
+    let statuses = format::not_present(route, &f);
+    let values: Map<String, Json> = route.output_names.iter().cloned().zip(f.values).collect();
+    let value = ascii_json(&Json::Object(values));
+    if value.len() > *max_header_bytes as usize {
+        return Err(FerryError::FeaturesTooLarge {
+            size: value.len(),
+            limit: *max_header_bytes,
+        });
+    }
+    let mut out = vec![(features_header.clone(), value)];
+    if !statuses.is_empty() {
+        out.push((
+            STATUS_HEADER.to_string(),
+            ascii_json(&Json::Object(statuses)),
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::fixture::snapshot;
+    use crate::config::Config;
+    use crate::vector::FeatureStatus;
+    use ferry_protos::v1 as pb;
+    use serde_json::json;
+
+    fn header_route(limit: u32) -> Config {
+        let mut s = snapshot();
+        s.routes[0].format = pb::Format::Header as i32;
+        s.routes[0].entity_fields = vec!["x-user-id".into()];
+        s.routes[0].max_header_bytes = limit;
+        Config::from_snapshot(s).unwrap()
+    }
+
+    #[test]
+    fn id_from_a_header() {
+        let c = header_route(0);
+        let r = &c.routes[0];
+        let p = parse(|n| (n == "x-user-id").then(|| "u1".to_string()), r).unwrap();
+        assert_eq!(p.keys, ["u1"]);
+        let e = parse(|_| None, r).unwrap_err();
+        assert_eq!(
+            (e.status(), e.message().as_str()),
+            (400, "the request has no entity id field 'x-user-id'")
+        );
+        let e = parse(|_| Some("a\rb".into()), r).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "header x-user-id: id contains a control character"
+        );
+    }
+
+    #[test]
+    fn features_are_ascii_json_and_bounded() {
+        let c = header_route(0);
+        let r = &c.routes[0];
+        let f = EntityFeatures {
+            values: vec![json!(1), json!("é\r\n"), Json::Null],
+            statuses: vec![
+                FeatureStatus::Present,
+                FeatureStatus::Present,
+                FeatureStatus::OutsideMaxAge,
+            ],
+        };
+        let h = render(r, vec![f]).unwrap();
+        assert_eq!(h[0].0, "x-ferry-features");
+        assert_eq!(
+            h[0].1,
+            r#"{"profile__age":1,"profile__score":"\u00e9\r\n","txn__count":null}"#
+        );
+        assert!(h[0]
+            .1
+            .bytes()
+            .all(|b| b.is_ascii() && b != b'\r' && b != b'\n'));
+        assert_eq!(
+            h[1],
+            (
+                STATUS_HEADER.into(),
+                r#"{"txn__count":"OUTSIDE_MAX_AGE"}"#.into()
+            )
+        );
+        let small = header_route(10);
+        let f = EntityFeatures {
+            values: vec![json!(1), json!(2), json!(3)],
+            statuses: vec![FeatureStatus::Present; 3],
+        };
+        let e = render(&small.routes[0], vec![f]).unwrap_err();
+        assert_eq!((e.status(), e.code()), (502, "features_too_large"));
+    }
+}
