@@ -180,5 +180,9 @@ for s in $SCENARIOS; do
 done
 
 say "$n_runs runs done; writing the report"
+# Envoy's own view of where time went, summed over every run: the reader call, the model call,
+# and each listener's whole request.
+curl -fsS "http://127.0.0.1:$ADMIN_PORT/stats?format=json&filter=(ferry_reader|model)\.upstream_rq_time|downstream_rq_time" \
+  > "$RUN_DIR/envoy-stats.json" 2>/dev/null && meta envoy_stats "$(cat "$RUN_DIR/envoy-stats.json")" || true
 meta run "{\"quick\": $([ "$QUICK" = 1 ] && echo true || echo false), \"entities\": $ENTITIES, \"duration_s\": $DURATION, \"warmup_s\": $WARMUP, \"hot_set\": $HOT_SET, \"fingerprint\": \"$FINGERPRINT\", \"anchor\": \"$ANCHOR\"}"
 "$PY" "$BENCH/report.py" --rows "$ROWS" --meta "$META" --envoy "$ENVOY" --out "$BENCH/results" --readme "$BENCH/README.md"
