@@ -70,7 +70,7 @@ pub fn route(name: &str, service: &str, format: pb::Format, fields: &[&str]) -> 
 
 /// Services: `scoring` (every value type, string key `user_id`), `numeric` (numbers only, for
 /// packed tensors), `pair` (composite key: string `user_id` + int64 `merchant_id`). Routes:
-/// one or more per format, named after it (`kserve_v1*`, `kserve_v2*`, `json*`), and per
+/// one or more per format, named after it (`kserve_v1*`, `kserve_v2*`, `json*`, `header*`), and per
 /// policy (`policy_*`, KServe v1).
 pub fn snapshot() -> pb::Snapshot {
     use ValueType as T;
@@ -151,6 +151,13 @@ pub fn snapshot() -> pb::Snapshot {
         route("json", "scoring", F::Json, &["user_id"]),
         route("json_root", "scoring", F::Json, &["user_id"]),
         route("json_pair", "pair", F::Json, &["merchant_id", "user_id"]),
+        route("header", "scoring", F::Header, &["user_id"]),
+        route(
+            "header_pair",
+            "pair",
+            F::Header,
+            &["merchant_id", "user_id"],
+        ),
         route("policy_null", "scoring", F::KserveV1, &["user_id"]),
         route("policy_default", "scoring", F::KserveV1, &["user_id"]),
         route("policy_stale_reject", "scoring", F::KserveV1, &["user_id"]),
@@ -162,6 +169,7 @@ pub fn snapshot() -> pb::Snapshot {
                 r.entity_pointer = "/users".into();
                 r.inject_pointer = "/features".into();
             }
+            "header" => r.max_header_bytes = 512,
             "policy_null" => {
                 r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32;
                 r.feature_names = pb::FeatureNames::Short as i32;

@@ -1,9 +1,10 @@
 //! One function per fuzz target. None may panic on any input; the asserts are properties.
 
 use ferry_filter::config::Config;
-use ferry_filter::{enrich, format, json_body, kserve_v1, kserve_v2, vector};
+use ferry_filter::config::Format;
+use ferry_filter::{enrich, format, header_mode, json_body, kserve_v1, kserve_v2, vector};
 
-use super::{config, format_target, routes_named, NOW_US};
+use super::{config, features, format_target, routes_named, seed, NOW_US};
 
 thread_local!(static CONFIG: Config = config());
 
@@ -15,6 +16,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("kserve_v1", kserve_v1),
     ("kserve_v2", kserve_v2),
     ("json", json),
+    ("header", header),
     ("vector_decode", vector_decode),
     ("snapshot", snapshot),
     ("reader_response", reader_response),
@@ -61,6 +63,48 @@ pub fn json(data: &[u8]) {
                 |r| &r.keys,
                 |r, route, f| Ok(json_body::rewrite(r, route, f)),
             );
+        }
+    });
+}
+
+/// Header mode: entity ids from request headers (the input's lines, as the host hands header
+/// values: UTF-8 strings), features rendered into one header. Whatever the features, the
+/// rendered values must be ASCII without control characters (nothing can split a header) and
+/// within the route's size bound.
+pub fn header(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let lines: Vec<&str> = text.split('\n').collect();
+    CONFIG.with(|c| {
+        for i in routes_named(c, "header") {
+            let route = &c.routes[i];
+            let lookup = |name: &str| {
+                let at = route.entity_fields.iter().position(|f| f == name)?;
+                lines.get(at).map(|l| l.to_string())
+            };
+            let Ok(req) = header_mode::parse(lookup, route) else {
+                continue;
+            };
+            assert_eq!(req.keys.len(), 1);
+            let Ok(headers) = header_mode::render(route, features(route, 1, seed(data))) else {
+                continue;
+            };
+            let Format::Header {
+                max_header_bytes, ..
+            } = route.format
+            else {
+                continue;
+            };
+            for (name, value) in headers {
+                assert!(
+                    value.bytes().all(|b| (0x20..0x7f).contains(&b)),
+                    "header {name} is not printable ASCII: {value:?}"
+                );
+                assert!(
+                    value.len() <= max_header_bytes as usize,
+                    "{name}: {} bytes",
+                    value.len()
+                );
+            }
         }
     });
 }
