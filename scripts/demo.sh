@@ -77,12 +77,19 @@ except ValueError:
 }
 
 # send TITLE PATH BODY: prints the request, then what the model received (or Ferry's error).
+# With BODY "-" and a 4th argument HEADER, sends a GET carrying only that header.
 send() {
   local out status
   echo; echo "######## $1"
-  echo "---- client sends: POST $2"; echo "$3" | pretty
-  out=$(curl -sS -D "$RUN_DIR/last.headers" -o "$RUN_DIR/last.body" -w '%{http_code}' \
-    -H 'content-type: application/json' --data-binary "$3" "http://127.0.0.1:$LISTEN_PORT$2")
+  if [ "$3" = "-" ]; then
+    echo "---- client sends: GET $2 with header '$4'"
+    out=$(curl -sS -D "$RUN_DIR/last.headers" -o "$RUN_DIR/last.body" -w '%{http_code}' \
+      -H "$4" "http://127.0.0.1:$LISTEN_PORT$2")
+  else
+    echo "---- client sends: POST $2"; echo "$3" | pretty
+    out=$(curl -sS -D "$RUN_DIR/last.headers" -o "$RUN_DIR/last.body" -w '%{http_code}' \
+      -H 'content-type: application/json' --data-binary "$3" "http://127.0.0.1:$LISTEN_PORT$2")
+  fi
   status=$out
   if grep -qi '^x-echo-headers:' "$RUN_DIR/last.headers"; then
     echo "---- model receives (HTTP $status from the model), x-ferry-* headers:"
@@ -105,6 +112,12 @@ send "Unknown user on the strict route (on_missing_entity: reject)" /v1/models/f
   '{"instances": [{"user_id": "nobody"}]}'
 send "Unknown user on the lenient route (on_missing_entity: null)" /v1/models/fraud-lenient:predict \
   '{"instances": [{"user_id": "nobody"}, {"user_id": "u000004"}]}'
+send "KServe v2 / Open Inference Protocol: one typed tensor per feature" /v2/models/fraud/infer \
+  '{"inputs": [{"name": "user_id", "shape": [2], "datatype": "BYTES", "data": ["u000001", "u000007"]}]}'
+send "Generic JSON: entities at /batch/users, features written at /features of each" /score \
+  '{"batch": {"users": [{"user_id": "u000003", "features": {"forged": 1}}, {"user_id": "u000004"}]}}'
+send "Header mode: a GET whose body is untouched; features arrive in x-ferry-features" /v1/risk/u000005 - \
+  'x-user-id: u000005'
 send "Malformed JSON" /v1/models/fraud:predict '{"instances": [{"user_id": '
 
 if [ "$MODE" = xds ]; then
