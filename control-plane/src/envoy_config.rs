@@ -99,20 +99,30 @@ fn render_line(
     Ok(())
 }
 
-/// Renders the static bootstrap for this repo.
-pub fn render_static(reg: &Registry, opts: &StaticOptions) -> Result<String, EnvoyConfigError> {
+/// What every bootstrap needs of the repo: the template's reader cluster name, and route body
+/// limits that fit in Envoy's buffer.
+pub(crate) fn check_repo_fits(
+    reg: &Registry,
+    buffer_limit_bytes: u64,
+) -> Result<(), EnvoyConfigError> {
     if reg.reader.cluster != TEMPLATE_READER_CLUSTER {
         return Err(EnvoyConfigError::ReaderCluster(reg.reader.cluster.clone()));
     }
     for r in &reg.routes {
-        if u64::from(r.max_body_bytes) > opts.buffer_limit_bytes {
+        if u64::from(r.max_body_bytes) > buffer_limit_bytes {
             return Err(EnvoyConfigError::BodyOverBuffer {
                 route: r.name.clone(),
                 max_body_bytes: r.max_body_bytes,
-                buffer_limit: opts.buffer_limit_bytes,
+                buffer_limit: buffer_limit_bytes,
             });
         }
     }
+    Ok(())
+}
+
+/// Renders the static bootstrap for this repo.
+pub fn render_static(reg: &Registry, opts: &StaticOptions) -> Result<String, EnvoyConfigError> {
+    check_repo_fits(reg, opts.buffer_limit_bytes)?;
     // The path sits inside a YAML double-quoted string.
     if opts
         .wasm_path

@@ -3,9 +3,7 @@
 //! The repo is still read: its routes' body limits must fit Envoy's buffer, and its reader
 //! cluster must be the one the bootstrap defines.
 
-use crate::envoy_config::{
-    render_template, EnvoyConfigError, StaticOptions, TEMPLATE_READER_CLUSTER,
-};
+use crate::envoy_config::{render_template, EnvoyConfigError, StaticOptions};
 use crate::repo::Registry;
 
 /// The xDS bootstrap template, embedded at build time.
@@ -29,18 +27,7 @@ pub fn render_xds(
     opts: &StaticOptions,
     xds: &XdsOptions,
 ) -> Result<String, EnvoyConfigError> {
-    if reg.reader.cluster != TEMPLATE_READER_CLUSTER {
-        return Err(EnvoyConfigError::ReaderCluster(reg.reader.cluster.clone()));
-    }
-    for r in &reg.routes {
-        if u64::from(r.max_body_bytes) > opts.buffer_limit_bytes {
-            return Err(EnvoyConfigError::BodyOverBuffer {
-                route: r.name.clone(),
-                max_body_bytes: r.max_body_bytes,
-                buffer_limit: opts.buffer_limit_bytes,
-            });
-        }
-    }
+    crate::envoy_config::check_repo_fits(reg, opts.buffer_limit_bytes)?;
     let plain = |s: &str| {
         !s.is_empty()
             && s.bytes()
