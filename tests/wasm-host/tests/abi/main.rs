@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cache_metrics;
+mod host;
 mod kserve_v1;
 mod support;
 mod sweep;
