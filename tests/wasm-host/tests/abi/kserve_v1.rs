@@ -489,3 +489,18 @@ fn non_utf8_header_value_does_not_kill_the_vm() {
     headers.push(("x-client-city", b"Z\xfcrich".to_vec()));
     assert_eq!(s.request_headers(&headers, false), Action::Pause);
 }
+
+#[test]
+fn the_client_sees_the_summary_headers_on_the_response() {
+    let host = host();
+    let s = enrich_with(&host, &kserve_body(&["u1"]), vec![good_vector(1, NOW_US)]);
+    let response = [(":status", "200"), ("content-type", "application/json")];
+    assert_eq!(s.response_headers(&response, false), Action::Continue);
+    assert_eq!(s.response_header("x-ferry-status").as_deref(), Some("ok"));
+    assert_eq!(
+        s.response_header("x-ferry-fingerprint").as_deref(),
+        Some(FP_HEX)
+    );
+    assert_eq!(s.response_body(b"{}", true), Action::Continue);
+    assert_clean(&host);
+}
