@@ -138,14 +138,19 @@ fn log(level: LogLevel, message: &str) {
 struct HostCalls;
 
 impl Host for HostCalls {
+    // Header values may be any octets (HTTP/1 obs-text, HTTP/2): proxy-wasm 0.2.5's string
+    // getters unwrap `String::from_utf8` and would kill the VM, so read bytes and convert
+    // lossily (an id that was not UTF-8 then holds U+FFFD and is refused, see `format`).
     fn request_header(&self, name: &str) -> Option<String> {
-        hostcalls::get_map_value(MapType::HttpRequestHeaders, name)
+        hostcalls::get_map_value_bytes(MapType::HttpRequestHeaders, name)
             .ok()
             .flatten()
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
     }
 
     fn request_header_names(&self) -> Vec<String> {
-        hostcalls::get_map(MapType::HttpRequestHeaders)
+        // Names are checked by Envoy (tokens, ASCII); only the values can be arbitrary bytes.
+        hostcalls::get_map_bytes(MapType::HttpRequestHeaders)
             .map(|h| h.into_iter().map(|(n, _)| n).collect())
             .unwrap_or_default()
     }
@@ -177,10 +182,10 @@ impl Host for HostCalls {
     }
 
     fn call_response_status(&self) -> Option<u16> {
-        hostcalls::get_map_value(MapType::HttpCallResponseHeaders, ":status")
+        hostcalls::get_map_value_bytes(MapType::HttpCallResponseHeaders, ":status")
             .ok()
             .flatten()
-            .and_then(|s| s.parse().ok())
+            .and_then(|s| std::str::from_utf8(&s).ok()?.parse().ok())
     }
 
     fn call_response_body(&self, size: usize) -> Option<Vec<u8>> {

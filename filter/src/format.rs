@@ -135,6 +135,9 @@ pub fn entity_part(v: &Json, kind: KeyKind) -> Result<String, String> {
             if s.chars().any(char::is_control) {
                 return Err("id contains a control character".into());
             }
+            if s.contains(char::REPLACEMENT_CHARACTER) {
+                return Err("id is not valid UTF-8 (or holds U+FFFD)".into());
+            }
             Ok(s.clone())
         }
         (KeyKind::Int64, Json::Number(n)) => n

@@ -135,6 +135,13 @@ mod tests {
             e.message(),
             "header x-user-id: id contains a control character"
         );
+        // What the adapter hands over for a header value that was not UTF-8.
+        let lossy = String::from_utf8_lossy(b"Z\xfcrich").into_owned();
+        let e = parse(|_| Some(lossy.clone()), r).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "header x-user-id: id is not valid UTF-8 (or holds U+FFFD)"
+        );
     }
 
     #[test]

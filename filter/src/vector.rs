@@ -112,10 +112,12 @@ pub fn decode(
             }
             let (json, status) = if stale {
                 (Json::Null, FeatureStatus::OutsideMaxAge)
-            } else if value.kind.is_none() {
-                (Json::Null, FeatureStatus::NullValue)
             } else {
-                (values::to_json(value), FeatureStatus::Present)
+                // A non-finite float has no JSON form: it is sent as null, and said so.
+                match values::to_json(value) {
+                    Json::Null => (Json::Null, FeatureStatus::NullValue),
+                    json => (json, FeatureStatus::Present),
+                }
             };
             out.values.push(json);
             out.statuses.push(status);
@@ -204,6 +206,26 @@ mod tests {
                 FeatureStatus::NullValue,
                 FeatureStatus::OutsideMaxAge
             ]
+        );
+    }
+
+    #[test]
+    fn non_finite_floats_are_null_values() {
+        let c = config();
+        let bytes = vector(
+            FP,
+            vec![
+                (
+                    NOW,
+                    vec![Some(Kind::Int64Val(1)), Some(Kind::FloatVal(f32::NAN))],
+                ),
+                (NOW, vec![Some(Kind::Int64Val(2))]),
+            ],
+        );
+        let f = decode(&bytes, &c.routes[0].service, "u1", NOW).unwrap();
+        assert_eq!(
+            (&f.values[1], f.statuses[1]),
+            (&Json::Null, FeatureStatus::NullValue)
         );
     }
 
