@@ -109,6 +109,20 @@ impl FerryError {
         }
     }
 
+    /// The reader path failed (unreachable, timed out, Redis down, refused, not dispatched):
+    /// the failures `on_reader_error` governs. A bad vector is never one of them.
+    pub fn is_reader_failure(&self) -> bool {
+        matches!(
+            self,
+            FerryError::ReaderError { .. }
+                | FerryError::ReaderUnavailable { .. }
+                | FerryError::ReaderTimeout { .. }
+                | FerryError::RedisUnavailable { .. }
+                | FerryError::RedisTimeout { .. }
+                | FerryError::DispatchFailed { .. }
+        )
+    }
+
     pub fn code(&self) -> &'static str {
         match self {
             FerryError::NoBody => "no_body",

@@ -387,15 +387,7 @@ impl<H: Host> HttpFilter<H> {
     ) -> Action {
         self.host
             .log_warn(&format!("route '{}': {}", route.name, err.message()));
-        if matches!(
-            err,
-            FerryError::ReaderError { .. }
-                | FerryError::ReaderUnavailable { .. }
-                | FerryError::ReaderTimeout { .. }
-                | FerryError::RedisUnavailable { .. }
-                | FerryError::RedisTimeout { .. }
-                | FerryError::DispatchFailed { .. }
-        ) {
+        if err.is_reader_failure() {
             self.count(Metric::ReaderErrors, 1);
         }
         if matches!(
@@ -405,12 +397,8 @@ impl<H: Host> HttpFilter<H> {
             self.count(Metric::ReaderTimeouts, 1);
         }
         // Only failures of the reader path may fail open; a bad vector is never forwarded.
-        let reader_side = !matches!(
-            err,
-            FerryError::BadVector { .. } | FerryError::FingerprintMismatch { .. }
-        );
         match route.on_reader_error {
-            OnReaderError::Forward if reader_side => {
+            OnReaderError::Forward if err.is_reader_failure() => {
                 if !matches!(route.format, Format::Header { .. }) {
                     self.host
                         .set_request_header("content-length", Some(&body_size.to_string()));
@@ -684,6 +672,26 @@ mod tests {
         )
     }
 
+    /// A new stream at `now_us` on the same shared data (the near cache) as `prev`'s.
+    fn next_stream(
+        prev: &HttpFilter<FakeHost>,
+        now_us: i64,
+        c: &Rc<Config>,
+        metrics: &Rc<Metrics>,
+    ) -> HttpFilter<FakeHost> {
+        let host = FakeHost {
+            now_us,
+            shared: std::cell::RefCell::new(prev.host().shared.borrow().clone()),
+            ..Default::default()
+        };
+        let f = HttpFilter::new(host, Some(c.clone()), metrics.clone());
+        *f.host().headers.borrow_mut() = vec![
+            (":method".into(), "POST".into()),
+            (":path".into(), "/v1/models/fraud".into()),
+        ];
+        f
+    }
+
     /// Runs one request through `f`'s host and returns the decoded reader request, if any.
     fn run_cached(
         f: &mut HttpFilter<FakeHost>,
@@ -743,17 +751,7 @@ mod tests {
         assert_eq!(sent, Some(vec!["u1".to_string()]));
 
         // Same host (same shared data), new stream: u1 is cached, only u2 is fetched.
-        let shared = f.host().shared.borrow().clone();
-        let host = FakeHost {
-            now_us: NOW + 500_000,
-            shared: std::cell::RefCell::new(shared),
-            ..Default::default()
-        };
-        let mut f = HttpFilter::new(host, Some(c.clone()), metrics.clone());
-        *f.host().headers.borrow_mut() = vec![
-            (":method".into(), "POST".into()),
-            (":path".into(), "/v1/models/fraud".into()),
-        ];
+        let mut f = next_stream(&f, NOW + 500_000, &c, &metrics);
         let sent = run_cached(
             &mut f,
             r#"{"instances":[{"user_id":"u1"},{"user_id":"u2"}]}"#,
@@ -779,17 +777,7 @@ mod tests {
         );
 
         // Both cached now: no reader call at all.
-        let shared = f.host().shared.borrow().clone();
-        let host = FakeHost {
-            now_us: NOW + 900_000,
-            shared: std::cell::RefCell::new(shared),
-            ..Default::default()
-        };
-        let mut f = HttpFilter::new(host, Some(c.clone()), metrics.clone());
-        *f.host().headers.borrow_mut() = vec![
-            (":method".into(), "POST".into()),
-            (":path".into(), "/v1/models/fraud".into()),
-        ];
+        let mut f = next_stream(&f, NOW + 900_000, &c, &metrics);
         assert_eq!(
             run_cached(
                 &mut f,
@@ -803,17 +791,7 @@ mod tests {
         assert_eq!(body["instances"][0]["profile__age"], 40);
 
         // Past the route's max age (1 s after insertion): fetched again.
-        let shared = f.host().shared.borrow().clone();
-        let host = FakeHost {
-            now_us: NOW + 1_600_000,
-            shared: std::cell::RefCell::new(shared),
-            ..Default::default()
-        };
-        let mut f = HttpFilter::new(host, Some(c), metrics);
-        *f.host().headers.borrow_mut() = vec![
-            (":method".into(), "POST".into()),
-            (":path".into(), "/v1/models/fraud".into()),
-        ];
+        let mut f = next_stream(&f, NOW + 1_600_000, &c, &metrics);
         let sent = run_cached(
             &mut f,
             r#"{"instances":[{"user_id":"u1"}]}"#,
