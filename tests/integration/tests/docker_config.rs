@@ -1,0 +1,236 @@
+//! The Docker demo's Envoy bootstrap (docker/envoy.yaml). There is no Docker engine here, so
+//! the compose stack itself never runs in these tests; its Envoy config does: Envoy validates
+//! the committed file as is, the file is exactly what docker/envoy-config.sh renders today (so it
+//! cannot drift from the generator), and with the compose hostnames mapped to loopback ports it
+//! enriches a request through real Redis, reader, model and control plane processes.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use ferry_integration_tests::data::{same, Source, VIEWS};
+use ferry_integration_tests::http::{get_ok, post};
+use ferry_integration_tests::process::{tcp_open, wait_until};
+use ferry_integration_tests::{
+    bin, envoy_bin, example_repo, free_port, root, run, ControlPlane, Options, Proc, Redis,
+};
+use serde_json::json;
+
+/// The node id docker/envoy-config.sh gives the compose Envoy.
+const NODE_ID: &str = "ferry-docker";
+
+fn docker(file: &str) -> PathBuf {
+    root().join("docker").join(file)
+}
+
+fn committed() -> String {
+    std::fs::read_to_string(docker("envoy.yaml")).expect("docker/envoy.yaml")
+}
+
+/// `old` must occur exactly once in `text`; returns the text with it replaced.
+fn replace_once(text: &str, old: &str, new: &str) -> String {
+    assert_eq!(
+        text.matches(old).count(),
+        1,
+        "expected exactly one {old:?} in docker/envoy.yaml"
+    );
+    text.replacen(old, new, 1)
+}
+
+fn addr(host: &str, port: u16) -> String {
+    format!("socket_address: {{address: {host}, port_value: {port}}}")
+}
+
+#[test]
+fn envoy_validates_the_committed_docker_bootstrap() {
+    let out = Command::new(envoy_bin())
+        .args(["--mode", "validate", "-c"])
+        .arg(docker("envoy.yaml"))
+        .output()
+        .expect("run envoy");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "envoy --mode validate failed:\n{text}"
+    );
+    assert!(
+        text.contains("OK"),
+        "no OK from envoy --mode validate:\n{text}"
+    );
+}
+
+#[test]
+fn the_committed_docker_bootstrap_is_what_the_generator_renders() {
+    let out = Command::new("bash")
+        .arg(docker("envoy-config.sh"))
+        .env("FERRY", bin("ferry"))
+        .output()
+        .expect("run docker/envoy-config.sh");
+    assert!(
+        out.status.success(),
+        "docker/envoy-config.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let generated = String::from_utf8(out.stdout).expect("UTF-8");
+    let committed = committed();
+    if generated != committed {
+        let first = generated
+            .lines()
+            .zip(committed.lines())
+            .position(|(g, c)| g != c)
+            .map_or_else(
+                || "one is a prefix of the other".to_owned(),
+                |i| {
+                    format!(
+                        "line {}: generated {:?}, committed {:?}",
+                        i + 1,
+                        generated.lines().nth(i).unwrap_or_default(),
+                        committed.lines().nth(i).unwrap_or_default()
+                    )
+                },
+            );
+        panic!(
+            "docker/envoy.yaml is not what the generator renders today ({first}); regenerate it: \
+             bash docker/envoy-config.sh -o docker/envoy.yaml"
+        );
+    }
+}
+
+/// The compose file runs each service where the bootstrap looks for it, and mounts this very
+/// bootstrap; the Dockerfile puts the filter where the control plane says it is.
+#[test]
+fn the_compose_file_agrees_with_the_bootstrap() {
+    let compose = std::fs::read_to_string(docker("docker-compose.yml")).expect("compose file");
+    let dockerfile = std::fs::read_to_string(docker("Dockerfile")).expect("Dockerfile");
+    let envoy = committed();
+    for (host, port) in [("control-plane", 18000), ("reader", 8090), ("model", 8080)] {
+        assert!(
+            envoy.contains(&addr(host, port)),
+            "bootstrap: {host}:{port}"
+        );
+        assert!(
+            compose.contains(&format!("\n  {host}:\n")),
+            "compose has no service {host}"
+        );
+        assert!(
+            compose.contains(&format!("0.0.0.0:{port}")),
+            "compose: {host} does not listen on 0.0.0.0:{port}"
+        );
+    }
+    for port in [10000, 9901] {
+        assert!(envoy.contains(&addr("0.0.0.0", port)));
+        assert!(
+            compose.contains(&format!(":{port}\"")),
+            "compose does not publish {port}"
+        );
+    }
+    assert!(compose.contains("./envoy.yaml:/etc/envoy/envoy.yaml:ro"));
+    assert!(compose.contains("command: [\"envoy\", \"-c\", \"/etc/envoy/envoy.yaml\""));
+    let wasm = "/opt/ferry/ferry_filter.wasm";
+    assert!(compose.contains(&format!("- --wasm\n      - {wasm}\n")));
+    assert!(dockerfile.contains(&format!(
+        "COPY --from=build /out/ferry_filter.wasm {wasm}\n"
+    )));
+    assert!(
+        dockerfile.contains("envoyproxy/envoy:v1.40"),
+        "Envoy 1.40, as tested here"
+    );
+}
+
+/// docker/envoy.yaml run for real: compose hostnames → 127.0.0.1, ports → the free ports of the
+/// processes started here; the data are written by the init service's command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_docker_bootstrap_enriches_a_request() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = example_repo(
+        dir.path(),
+        &Options {
+            entities: Some(100),
+            ..Options::default()
+        },
+        |y| y,
+    );
+    let redis = Redis::start(dir.path(), free_port());
+    // What the compose `init` service runs (after generating the data).
+    run(Command::new(bin("ferry"))
+        .arg("apply")
+        .arg(&repo)
+        .arg("--materialize")
+        .env("FERRY_REDIS", redis.url()));
+
+    let (reader_port, model_port) = (free_port(), free_port());
+    let mut cmd = Command::new(bin("ferry-reader"));
+    cmd.args(["--listen", &format!("127.0.0.1:{reader_port}")])
+        .env("FERRY_REDIS", redis.url());
+    let _reader = Proc::start("reader", cmd, dir.path());
+    let mut cmd = Command::new(bin("ferry-demo-model"));
+    cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
+    let _model = Proc::start("model", cmd, dir.path());
+    let cp = ControlPlane::start(dir.path(), &repo);
+
+    let (listen_port, admin_port) = (free_port(), free_port());
+    let mut config = committed();
+    for (old, new) in [
+        (addr("0.0.0.0", 10000), listen_port),
+        (addr("0.0.0.0", 9901), admin_port),
+        (addr("control-plane", 18000), cp.xds_port),
+        (addr("reader", 8090), reader_port),
+        (addr("model", 8080), model_port),
+    ] {
+        config = replace_once(&config, &old, &addr("127.0.0.1", new));
+    }
+    let path = dir.path().join("docker-envoy.yaml");
+    std::fs::write(&path, &config).expect("write config");
+    let mut cmd = Command::new(envoy_bin());
+    cmd.arg("-c")
+        .arg(&path)
+        .args(["--disable-hot-restart", "--log-level", "warn"]);
+    let envoy = Proc::start("envoy", cmd, dir.path());
+    wait_until(
+        Duration::from_secs(10),
+        || get_ok(reader_port, "/healthz") && tcp_open(model_port),
+        "reader and model",
+    );
+    let ready = std::time::Instant::now();
+    while !get_ok(admin_port, "/ready") {
+        assert!(
+            ready.elapsed() < Duration::from_secs(15),
+            "the docker bootstrap's Envoy is not ready after 15 s; its log:\n{}",
+            envoy.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let body = json!({"instances": [{"user_id": "u000001", "amount": 120.5}]}).to_string();
+    let resp = post(listen_port, "/v1/models/fraud:predict", body).await;
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    assert_eq!(resp.upstream_headers()["x-ferry-status"], "ok");
+    let received = resp.json();
+    let instance = &received["instances"][0];
+    assert_eq!(instance["user_id"], "u000001");
+    assert_eq!(instance["amount"], 120.5);
+    let source = Source::load(&repo.join("data"));
+    let mut checked = 0;
+    for (view, features) in VIEWS {
+        for (feature, kind) in *features {
+            let want = source
+                .value(view, feature, "u000001")
+                .expect("u000001 has a row in every view");
+            let got = &instance[format!("{view}__{feature}")];
+            assert!(
+                same(got, &want, *kind),
+                "{view}:{feature}: got {got}, source {want}"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 10);
+
+    // The control plane sees the compose Envoy under its node id, on the current snapshot.
+    let status = cp.wait_converged(&cp.version(), 1, Duration::from_secs(10));
+    assert_eq!(status["nodes"][0]["node"], NODE_ID, "{status}");
+}
