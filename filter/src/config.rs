@@ -55,8 +55,8 @@ pub struct View {
 pub struct Feature {
     pub name: String,
     pub value_type: pb::ValueType,
-    /// JSON form of the repo's default, for `on_missing_entity: default`.
-    pub default: serde_json::Value,
+    /// The repo's default, for `on_missing_entity: default` (None = null).
+    pub default: crate::values::FeatureValue,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +114,8 @@ pub struct Route {
     pub entity_fields: Vec<String>,
     /// Output field name of every feature of the flattened vector, per `feature_names`.
     pub output_names: Vec<String>,
+    /// `"name":` of each output name, JSON-escaped once, for the writers that emit JSON text.
+    pub output_keys: Vec<Vec<u8>>,
     pub on_missing: OnMissing,
     pub on_stale: OnStale,
     pub on_reader_error: OnReaderError,
@@ -233,16 +235,16 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
                 }
                 Ok(t) => t,
             };
-            let default = match &f.default_value {
-                None => serde_json::Value::Null,
+            let default = match f.default_value {
+                None => None,
                 Some(d) => {
-                    if !values::matches_type(d, value_type) {
+                    if !values::matches_type(&d, value_type) {
                         return err(format!(
                             "{vctx}: feature '{}': default has the wrong type",
                             f.name
                         ));
                     }
-                    values::to_json(d)
+                    d.kind
                 }
             };
             features.push(Feature {
@@ -395,6 +397,15 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
             "{ctx}: max_body_bytes, max_entities and reader_timeout_ms must be > 0"
         ));
     }
+    let output_keys = output_names
+        .iter()
+        .map(|name| {
+            let mut k = Vec::with_capacity(name.len() + 3);
+            values::write_str(&mut k, name);
+            k.push(b':');
+            k
+        })
+        .collect();
     Ok(Route {
         name: r.name,
         path,
@@ -402,6 +413,7 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
         format,
         entity_fields: r.entity_fields,
         output_names,
+        output_keys,
         on_missing,
         on_stale,
         on_reader_error,
@@ -515,7 +527,7 @@ mod tests {
         assert_eq!(r.service.views[0].ttl_us, None);
         assert_eq!(
             r.service.views[0].features[0].default,
-            serde_json::json!(-1)
+            Some(pb::value::Kind::Int64Val(-1))
         );
         assert_eq!(r.service.fingerprint_hex, "123456789abcdef0");
     }

@@ -9,6 +9,7 @@ use serde_json::Value as Json;
 use crate::config::{Config, OnMissing, OnStale, Route};
 use crate::error::FerryError;
 use crate::format::{self, ParsedRequest};
+use crate::values::FeatureValue;
 use crate::vector::{self, EntityFeatures, FeatureStatus};
 
 /// Longest reader error message copied into Ferry's own error.
@@ -172,7 +173,7 @@ pub fn enrich(
 
 /// Under `on_missing_entity: default`, NOT_FOUND features take the repo's default (or stay null).
 fn apply_defaults(route: &Route, features: &mut [EntityFeatures]) {
-    let defaults: Vec<&Json> = route
+    let defaults: Vec<&FeatureValue> = route
         .service
         .views
         .iter()
@@ -181,7 +182,7 @@ fn apply_defaults(route: &Route, features: &mut [EntityFeatures]) {
     for f in features {
         for ((value, status), default) in f.values.iter_mut().zip(&f.statuses).zip(&defaults) {
             if *status == FeatureStatus::NotFound {
-                *value = (*default).clone();
+                value.clone_from(default);
             }
         }
     }

@@ -8,6 +8,7 @@ use serde_json::{Map, Value as Json};
 use crate::config::{Format, KeyKind, Route};
 use crate::error::FerryError;
 use crate::format;
+use crate::values;
 use crate::vector::EntityFeatures;
 
 /// Header listing the features that are not PRESENT, as compact JSON, when there are any.
@@ -84,7 +85,12 @@ pub fn render(
         return Ok(Vec::new());
     };
     let statuses = format::not_present(route, &f);
-    let values: Map<String, Json> = route.output_names.iter().cloned().zip(f.values).collect();
+    let values: Map<String, Json> = route
+        .output_names
+        .iter()
+        .cloned()
+        .zip(f.values.iter().map(values::to_json))
+        .collect();
     let value = ascii_json(&Json::Object(values));
     if value.len() > *max_header_bytes as usize {
         return Err(FerryError::FeaturesTooLarge {
@@ -149,7 +155,7 @@ mod tests {
         let c = header_route(0);
         let r = &c.routes[0];
         let f = EntityFeatures {
-            values: vec![json!(1), json!("é\r\n"), Json::Null],
+            values: crate::values::fvs(&[json!(1), json!("é\r\n"), Json::Null]),
             statuses: vec![
                 FeatureStatus::Present,
                 FeatureStatus::Present,
@@ -175,7 +181,7 @@ mod tests {
         );
         let small = header_route(10);
         let f = EntityFeatures {
-            values: vec![json!(1), json!(2), json!(3)],
+            values: crate::values::fvs(&[json!(1), json!(2), json!(3)]),
             statuses: vec![FeatureStatus::Present; 3],
         };
         let e = render(&small.routes[0], vec![f]).unwrap_err();

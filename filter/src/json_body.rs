@@ -9,6 +9,7 @@ use serde_json::{Map, Value as Json};
 use crate::config::{Format, Route};
 use crate::error::FerryError;
 use crate::format::{self, shape, METADATA_FIELD};
+use crate::values;
 use crate::vector::EntityFeatures;
 
 #[derive(Debug)]
@@ -96,7 +97,11 @@ pub fn rewrite(mut req: ParsedRequest, route: &Route, features: Vec<EntityFeatur
         .map(|f| Json::Object(format::not_present(route, f)))
         .collect();
     let write = |obj: &mut Map<String, Json>, f: EntityFeatures| {
-        let pairs = route.output_names.iter().cloned().zip(f.values);
+        let pairs = route
+            .output_names
+            .iter()
+            .cloned()
+            .zip(f.values.iter().map(values::to_json));
         if inject.is_empty() {
             obj.extend(pairs);
         } else {
@@ -143,7 +148,7 @@ mod tests {
 
     fn feats(age: i64) -> EntityFeatures {
         EntityFeatures {
-            values: vec![json!(age), json!(0.5), Json::Null],
+            values: crate::values::fvs(&[json!(age), json!(0.5), Json::Null]),
             statuses: vec![
                 FeatureStatus::Present,
                 FeatureStatus::Present,

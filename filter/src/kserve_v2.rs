@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value as Json};
 use crate::config::{Format, KeyKind, Route};
 use crate::error::FerryError;
 use crate::format::{self, shape};
+use crate::values;
 use crate::vector::EntityFeatures;
 
 /// Name of the packed tensor.
@@ -165,12 +166,16 @@ pub fn rewrite(
     if matches!(route.format, Format::KserveV2 { packed: true }) {
         let data: Vec<Json> = features
             .iter()
-            .flat_map(|f| f.values.iter().map(as_number))
+            .flat_map(|f| f.values.iter().map(|v| as_number(&values::to_json(v))))
             .collect();
         tensors.push(json!({"name": PACKED_TENSOR, "shape": [n, types.len()], "datatype": "FP32", "data": data}));
     } else {
         for (j, (name, t)) in route.output_names.iter().zip(&types).enumerate() {
-            let column = features.iter().map(|f| &f.values[j]);
+            let column: Vec<Json> = features
+                .iter()
+                .map(|f| f.values.get(j).map_or(Json::Null, values::to_json))
+                .collect();
+            let column = column.iter();
             let (shape, data) = if *t == ValueType::Float32List {
                 let lists: Vec<Option<&Vec<Json>>> = column.map(Json::as_array).collect();
                 let lengths: Vec<usize> = lists.iter().flatten().map(|l| l.len()).collect();
@@ -264,7 +269,7 @@ mod tests {
             })
             .collect();
         EntityFeatures {
-            values: vec![age, score, count],
+            values: crate::values::fvs(&[age, score, count]),
             statuses,
         }
     }

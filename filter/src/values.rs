@@ -1,8 +1,13 @@
-//! Typed stored values to JSON, and the type check that keeps a vector honest.
+//! Typed stored values: the type check that keeps a vector honest, and their JSON forms — as
+//! `serde_json` values (for the formats that build a document) and written straight into an
+//! output buffer (the KServe v1 fast path).
 
 use base64::Engine;
 use ferry_protos::v1::{value::Kind, Value, ValueType};
 use serde_json::Value as Json;
+
+/// One feature's value as decoded from a stored vector; `None` is null.
+pub type FeatureValue = Option<Kind>;
 
 /// Whether a stored value fits the registry type. Null (no kind) fits every type.
 pub fn matches_type(v: &Value, t: ValueType) -> bool {
@@ -20,10 +25,20 @@ pub fn matches_type(v: &Value, t: ValueType) -> bool {
     )
 }
 
+/// Whether the value has a JSON form other than null (a non-finite scalar float has none).
+pub fn is_json_null(v: &FeatureValue) -> bool {
+    match v {
+        None => true,
+        Some(Kind::FloatVal(f)) => !f.is_finite(),
+        Some(Kind::DoubleVal(d)) => !d.is_finite(),
+        Some(_) => false,
+    }
+}
+
 /// JSON form of a stored value. float32 is written with its shortest round-trip decimal (0.1,
 /// not 0.10000000149011612); bytes as standard base64; non-finite floats as null.
-pub fn to_json(v: &Value) -> Json {
-    match &v.kind {
+pub fn to_json(v: &FeatureValue) -> Json {
+    match v {
         None => Json::Null,
         Some(Kind::Int32Val(i)) => Json::from(*i),
         Some(Kind::Int64Val(i)) => Json::from(*i),
@@ -45,11 +60,92 @@ fn f32_json(f: f32) -> Json {
         return Json::Null;
     }
     // The shortest decimal that reads back as this f32 is also a valid f64 literal.
-    f.to_string()
+    ryu::Buffer::new()
+        .format_finite(f)
         .parse::<f64>()
         .ok()
         .and_then(serde_json::Number::from_f64)
         .map_or(Json::Null, Json::Number)
+}
+
+/// Appends the JSON form of `v` to `out`: the same text `to_json(v)` serializes to, without
+/// building it.
+pub fn write_json(out: &mut Vec<u8>, v: &FeatureValue) {
+    match v {
+        None => out.extend_from_slice(b"null"),
+        Some(Kind::Int32Val(i)) => out.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes()),
+        Some(Kind::Int64Val(i)) => out.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes()),
+        Some(Kind::FloatVal(f)) => write_f32(out, *f),
+        Some(Kind::DoubleVal(d)) => {
+            if d.is_finite() {
+                out.extend_from_slice(ryu::Buffer::new().format_finite(*d).as_bytes());
+            } else {
+                out.extend_from_slice(b"null");
+            }
+        }
+        Some(Kind::BoolVal(b)) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Some(Kind::StringVal(s)) => write_str(out, s),
+        Some(Kind::BytesVal(b)) => {
+            out.push(b'"');
+            let start = out.len();
+            let engine = &base64::engine::general_purpose::STANDARD;
+            out.resize(start + base64::encoded_len(b.len(), true).unwrap_or(0), 0);
+            let n = engine.encode_slice(b, &mut out[start..]).unwrap_or(0);
+            out.truncate(start + n);
+            out.push(b'"');
+        }
+        Some(Kind::FloatListVal(l)) => {
+            out.push(b'[');
+            for (i, f) in l.values.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_f32(out, *f);
+            }
+            out.push(b']');
+        }
+    }
+}
+
+fn write_f32(out: &mut Vec<u8>, f: f32) {
+    if f.is_finite() {
+        let mut buf = ryu::Buffer::new();
+        let s = buf.format_finite(f);
+        out.extend_from_slice(s.as_bytes());
+    } else {
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// Appends `s` as a JSON string literal (escaped as serde_json does).
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// A feature value from a JSON literal, for tests: integers become int64, other numbers double.
+#[cfg(test)]
+pub fn from_json(j: &Json) -> FeatureValue {
+    use ferry_protos::v1::FloatList;
+    match j {
+        Json::Null => None,
+        Json::Bool(b) => Some(Kind::BoolVal(*b)),
+        Json::Number(n) => Some(match n.as_i64() {
+            Some(i) => Kind::Int64Val(i),
+            None => Kind::DoubleVal(n.as_f64().unwrap_or(0.0)),
+        }),
+        Json::String(s) => Some(Kind::StringVal(s.clone())),
+        Json::Array(a) => Some(Kind::FloatListVal(FloatList {
+            values: a.iter().map(|x| x.as_f64().unwrap_or(0.0) as f32).collect(),
+        })),
+        Json::Object(_) => None,
+    }
+}
+
+/// Feature values from JSON literals, for tests.
+#[cfg(test)]
+pub fn fvs(js: &[Json]) -> Vec<FeatureValue> {
+    js.iter().map(from_json).collect()
 }
 
 #[cfg(test)]
@@ -57,8 +153,40 @@ mod tests {
     use super::*;
     use ferry_protos::v1::FloatList;
 
-    fn v(k: Kind) -> Value {
-        Value { kind: Some(k) }
+    fn v(k: Kind) -> FeatureValue {
+        Some(k)
+    }
+
+    fn written(v: &FeatureValue) -> String {
+        let mut out = Vec::new();
+        write_json(&mut out, v);
+        String::from_utf8(out).unwrap()
+    }
+
+    fn all_kinds() -> Vec<FeatureValue> {
+        vec![
+            None,
+            v(Kind::Int32Val(-7)),
+            v(Kind::Int64Val(i64::MAX)),
+            v(Kind::Int64Val(i64::MIN)),
+            v(Kind::FloatVal(0.1)),
+            v(Kind::FloatVal(1.0)),
+            v(Kind::FloatVal(-3.5e-12)),
+            v(Kind::FloatVal(1e30)),
+            v(Kind::FloatVal(f32::NAN)),
+            v(Kind::FloatVal(f32::INFINITY)),
+            v(Kind::DoubleVal(0.1)),
+            v(Kind::DoubleVal(f64::NEG_INFINITY)),
+            v(Kind::BoolVal(true)),
+            v(Kind::BoolVal(false)),
+            v(Kind::StringVal("a\"b\\c\n\u{1}é".into())),
+            v(Kind::BytesVal(vec![])),
+            v(Kind::BytesVal(vec![1, 2, 3, 255])),
+            v(Kind::FloatListVal(FloatList {
+                values: vec![0.5, -1.25, f32::NAN, 0.1],
+            })),
+            v(Kind::FloatListVal(FloatList { values: vec![] })),
+        ]
     }
 
     #[test]
@@ -81,15 +209,41 @@ mod tests {
             .to_string(),
             "[0.5,-1.25]"
         );
-        assert_eq!(to_json(&Value { kind: None }), Json::Null);
+        assert_eq!(to_json(&None), Json::Null);
+    }
+
+    #[test]
+    fn written_form_reads_back_as_the_json_form() {
+        for k in all_kinds() {
+            let text = written(&k);
+            let back: Json = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{k:?} wrote invalid JSON {text:?}: {e}"));
+            assert_eq!(back, to_json(&k), "{k:?} wrote {text}");
+            assert_eq!(is_json_null(&k), to_json(&k).is_null(), "{k:?}");
+        }
+        assert_eq!(written(&v(Kind::FloatVal(0.1))), "0.1");
+        assert_eq!(written(&v(Kind::BytesVal(vec![1, 2, 3]))), "\"AQID\"");
+        assert_eq!(written(&v(Kind::StringVal("\"".into()))), r#""\"""#);
     }
 
     #[test]
     fn type_checks() {
-        assert!(matches_type(&v(Kind::Int64Val(1)), ValueType::Int64));
-        assert!(!matches_type(&v(Kind::Int32Val(1)), ValueType::Int64));
+        assert!(matches_type(
+            &Value {
+                kind: v(Kind::Int64Val(1))
+            },
+            ValueType::Int64
+        ));
         assert!(!matches_type(
-            &v(Kind::StringVal("1".into())),
+            &Value {
+                kind: v(Kind::Int32Val(1))
+            },
+            ValueType::Int64
+        ));
+        assert!(!matches_type(
+            &Value {
+                kind: v(Kind::StringVal("1".into()))
+            },
             ValueType::Float32
         ));
         assert!(matches_type(&Value { kind: None }, ValueType::Float32List));

@@ -3,11 +3,10 @@
 
 use ferry_protos::v1::StoredVector;
 use prost::Message;
-use serde_json::Value as Json;
 
 use crate::config::Service;
 use crate::error::FerryError;
-use crate::values;
+use crate::values::{self, FeatureValue};
 
 /// Per-feature status, with Feast's names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +31,7 @@ impl FeatureStatus {
 /// One entity's features, flattened in the service's canonical order.
 #[derive(Debug, PartialEq)]
 pub struct EntityFeatures {
-    pub values: Vec<Json>,
+    pub values: Vec<FeatureValue>,
     pub statuses: Vec<FeatureStatus>,
 }
 
@@ -40,7 +39,7 @@ impl EntityFeatures {
     /// All features NOT_FOUND: the entity has no vector at all.
     pub fn not_found(service: &Service) -> EntityFeatures {
         EntityFeatures {
-            values: vec![Json::Null; service.feature_count],
+            values: vec![None; service.feature_count],
             statuses: vec![FeatureStatus::NotFound; service.feature_count],
         }
     }
@@ -86,10 +85,10 @@ pub fn decode(
         values: Vec::with_capacity(service.feature_count),
         statuses: Vec::with_capacity(service.feature_count),
     };
-    for (stored, view) in v.views.iter().zip(&service.views) {
+    for (stored, view) in v.views.into_iter().zip(&service.views) {
         let n = view.features.len();
         if stored.values.is_empty() {
-            out.values.extend(std::iter::repeat_n(Json::Null, n));
+            out.values.extend(std::iter::repeat_n(None, n));
             out.statuses
                 .extend(std::iter::repeat_n(FeatureStatus::NotFound, n));
             continue;
@@ -103,23 +102,23 @@ pub fn decode(
             )));
         }
         let stale = is_stale(stored.event_time_us, view.ttl_us, now_us);
-        for (value, feature) in stored.values.iter().zip(&view.features) {
-            if !values::matches_type(value, feature.value_type) {
+        for (value, feature) in stored.values.into_iter().zip(&view.features) {
+            if !values::matches_type(&value, feature.value_type) {
                 return Err(bad(format!(
                     "feature '{}:{}' is not of type {:?}",
                     view.name, feature.name, feature.value_type
                 )));
             }
-            let (json, status) = if stale {
-                (Json::Null, FeatureStatus::OutsideMaxAge)
-            } else {
+            let kind = value.kind;
+            let (value, status) = if stale {
+                (None, FeatureStatus::OutsideMaxAge)
+            } else if values::is_json_null(&kind) {
                 // A non-finite float has no JSON form: it is sent as null, and said so.
-                match values::to_json(value) {
-                    Json::Null => (Json::Null, FeatureStatus::NullValue),
-                    json => (json, FeatureStatus::Present),
-                }
+                (None, FeatureStatus::NullValue)
+            } else {
+                (kind, FeatureStatus::Present)
             };
-            out.values.push(json);
+            out.values.push(value);
             out.statuses.push(status);
         }
     }
@@ -153,10 +152,14 @@ mod tests {
     use super::*;
     use crate::config::fixture::{config, DAY, FP};
     use ferry_protos::v1::value::Kind;
-    use serde_json::json;
+    use serde_json::{json, Value as Json};
 
     const NOW: i64 = 1_800_000_000_000_000;
     const DAY_US: i64 = DAY * 1_000_000;
+
+    fn json_of(f: &EntityFeatures) -> Vec<Json> {
+        f.values.iter().map(values::to_json).collect()
+    }
 
     fn fresh(fp: u64) -> Vec<u8> {
         vector(
@@ -175,7 +178,7 @@ mod tests {
     fn fresh_vector_is_present() {
         let c = config();
         let f = decode(&fresh(FP), &c.routes[0].service, "u1", NOW).unwrap();
-        assert_eq!(f.values, vec![json!(42), json!(0.5), json!(7)]);
+        assert_eq!(json_of(&f), vec![json!(42), json!(0.5), json!(7)]);
         assert!(f.statuses.iter().all(|s| *s == FeatureStatus::Present));
     }
 
@@ -198,7 +201,7 @@ mod tests {
             ],
         );
         let f = decode(&bytes, &c.routes[0].service, "u1", NOW).unwrap();
-        assert_eq!(f.values, vec![json!(42), json!(null), json!(null)]);
+        assert_eq!(json_of(&f), vec![json!(42), json!(null), json!(null)]);
         assert_eq!(
             f.statuses,
             vec![
@@ -225,7 +228,7 @@ mod tests {
         let f = decode(&bytes, &c.routes[0].service, "u1", NOW).unwrap();
         assert_eq!(
             (&f.values[1], f.statuses[1]),
-            (&Json::Null, FeatureStatus::NullValue)
+            (&None, FeatureStatus::NullValue)
         );
     }
 
@@ -244,7 +247,7 @@ mod tests {
         );
         let f = decode(&bytes, &c.routes[0].service, "u1", NOW).unwrap();
         assert_eq!(f.statuses[2], FeatureStatus::NotFound);
-        assert_eq!(f.values[2], Json::Null);
+        assert_eq!(f.values[2], None);
     }
 
     #[test]
