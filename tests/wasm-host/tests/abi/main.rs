@@ -5,7 +5,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cache_metrics;
+mod format_policies;
+mod header_mode;
 mod host;
+mod json_body;
 mod kserve_v1;
+mod kserve_v2;
 mod support;
 mod sweep;

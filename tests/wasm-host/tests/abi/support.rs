@@ -182,3 +182,205 @@ pub fn reply_json(s: &Stream) -> (u32, serde_json::Value) {
         .unwrap_or_else(|e| panic!("reply body is not JSON ({e}): {:?}", r.body));
     (r.status, json)
 }
+
+// Shared by the per-format ABI tests (kserve_v2, json_body, header_mode, format_policies).
+
+/// No hostcall Envoy would have refused, and the VM is alive.
+pub fn assert_clean(host: &Host) {
+    assert!(host.abi_errors().is_empty(), "{:?}", host.abi_errors());
+    assert!(host.dead().is_none(), "{:?}", host.dead());
+}
+
+/// Answers the only pending reader call of `s` with a 200 holding `vectors`.
+pub fn answer(host: &Host, s: &Stream, vectors: Vec<Vec<u8>>) {
+    let call = host
+        .dispatched_calls()
+        .into_iter()
+        .rfind(|c| c.context_id == s.id())
+        .expect("a reader call by this stream");
+    s.call_response(call.token, &[(":status", "200")], &reader_response(vectors));
+}
+
+/// The entity keys of the stream's (last) reader call.
+pub fn asked_keys(host: &Host, s: &Stream) -> Vec<String> {
+    let call = host
+        .dispatched_calls()
+        .into_iter()
+        .rfind(|c| c.context_id == s.id())
+        .expect("a reader call by this stream");
+    let req = pb::VectorRequest::decode(call.body.as_slice()).expect("a VectorRequest");
+    assert_eq!(req.lookups.len(), 1, "{req:?}");
+    req.lookups[0].entity_keys.clone()
+}
+
+/// The forwarded request body, parsed, after checking its `content-length` matches it.
+pub fn body_json(s: &Stream) -> serde_json::Value {
+    let body = s.request_body_bytes();
+    assert_eq!(
+        s.request_header("content-length"),
+        Some(body.len().to_string()),
+        "content-length of the forwarded body"
+    );
+    serde_json::from_slice(&body).unwrap_or_else(|e| {
+        panic!(
+            "the forwarded body is not JSON ({e}): {}",
+            String::from_utf8_lossy(&body)
+        )
+    })
+}
+
+/// The stream was answered once, locally, with `status` and the JSON error `code` of `route`;
+/// returns the error body.
+pub fn assert_error(s: &Stream, status: u32, code: &str, route: &str) -> serde_json::Value {
+    let (got, json) = reply_json(s);
+    assert_eq!(
+        (got, json["error"].as_str()),
+        (status, Some(code)),
+        "{json}"
+    );
+    let r = s.local_reply().unwrap();
+    assert_eq!(r.header("x-ferry-error"), Some(code));
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(json["route"], route, "{json}");
+    assert!(
+        json["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{json}"
+    );
+    assert!(!s.resumed(), "an answered request is not resumed");
+    assert_eq!(s.local_replies().len(), 1);
+    json
+}
+
+/// The `x-ferry-*` summary headers of an enriched request: (entities, missing, stale, status).
+pub fn assert_summary(s: &Stream, entities: usize, missing: usize, stale: usize, status: &str) {
+    let want = [
+        ("x-ferry-service", "scoring".to_string()),
+        ("x-ferry-fingerprint", FP_HEX.to_string()),
+        ("x-ferry-entities", entities.to_string()),
+        ("x-ferry-missing", missing.to_string()),
+        ("x-ferry-stale", stale.to_string()),
+        ("x-ferry-status", status.to_string()),
+    ];
+    for (name, value) in want {
+        assert_eq!(
+            s.request_header(name).as_deref(),
+            Some(value.as_str()),
+            "{name}"
+        );
+    }
+}
+
+/// A JSON array of numbers as f64 (floats may be written as 0 or 0.0, 1.5 or 1.50).
+pub fn floats(v: &serde_json::Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|x| x.as_f64().unwrap_or_else(|| panic!("not a number: {x}")))
+        .collect()
+}
+
+/// A JSON array of integers.
+pub fn ints(v: &serde_json::Value) -> Vec<i64> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|x| x.as_i64().unwrap_or_else(|| panic!("not an integer: {x}")))
+        .collect()
+}
+
+/// A vector for the fixture's service with these values (`None` = null), written now.
+pub fn vector_of(age: Option<i64>, score: Option<f32>, count: Option<i64>) -> Vec<u8> {
+    vector(
+        FP,
+        vec![
+            (
+                NOW_US,
+                vec![age.map(Kind::Int64Val), score.map(Kind::FloatVal)],
+            ),
+            (NOW_US, vec![count.map(Kind::Int64Val)]),
+        ],
+    )
+}
+
+/// A fresh profile but a `txn` view written two days ago (stale under its 1-day ttl).
+pub fn stale_vector(age: i64) -> Vec<u8> {
+    vector(
+        FP,
+        vec![
+            (
+                NOW_US,
+                vec![Some(Kind::Int64Val(age)), Some(Kind::FloatVal(0.5))],
+            ),
+            (NOW_US - 2 * DAY_US, vec![Some(Kind::Int64Val(9))]),
+        ],
+    )
+}
+
+/// The fixture's service with a third view, `more` (never stale), of every other value type:
+/// active bool, city string, ratio float64, rank int32, emb float32_list, blob bytes.
+pub fn typed_snapshot(f: impl FnOnce(&mut pb::Route)) -> pb::Snapshot {
+    use pb::ValueType as T;
+    let mut s = snapshot_with(f);
+    s.services[0].views.push(pb::ServiceView {
+        name: "more".into(),
+        ttl_seconds: 0,
+        features: vec![
+            feature("active", T::Bool, None),
+            feature("city", T::String, None),
+            feature("ratio", T::Float64, None),
+            feature("rank", T::Int32, None),
+            feature("emb", T::Float32List, None),
+            feature("blob", T::Bytes, None),
+        ],
+    });
+    s
+}
+
+/// Values of the `more` view of [`typed_snapshot`].
+pub struct More {
+    pub active: Option<bool>,
+    pub city: Option<String>,
+    pub ratio: Option<f64>,
+    pub rank: Option<i32>,
+    pub emb: Option<Vec<f32>>,
+    pub blob: Option<Vec<u8>>,
+}
+
+impl More {
+    pub fn nulls() -> More {
+        More {
+            active: None,
+            city: None,
+            ratio: None,
+            rank: None,
+            emb: None,
+            blob: None,
+        }
+    }
+}
+
+/// A fresh vector for [`typed_snapshot`]'s service: age, score 0.25, count 9, then `more`.
+pub fn typed_vector(age: i64, more: More) -> Vec<u8> {
+    vector(
+        FP,
+        vec![
+            (
+                NOW_US,
+                vec![Some(Kind::Int64Val(age)), Some(Kind::FloatVal(0.25))],
+            ),
+            (NOW_US, vec![Some(Kind::Int64Val(9))]),
+            (
+                NOW_US,
+                vec![
+                    more.active.map(Kind::BoolVal),
+                    more.city.map(Kind::StringVal),
+                    more.ratio.map(Kind::DoubleVal),
+                    more.rank.map(Kind::Int32Val),
+                    more.emb
+                        .map(|values| Kind::FloatListVal(pb::FloatList { values })),
+                    more.blob.map(Kind::BytesVal),
+                ],
+            ),
+        ],
+    )
+}
