@@ -14,7 +14,7 @@ use ferry_filter::config::{Config, Route};
 use ferry_filter::error::FerryError;
 use ferry_filter::vector::{EntityFeatures, FeatureStatus};
 use ferry_protos::v1::{self as pb, value::Kind, ValueType};
-use serde_json::{json, Value as Json};
+use serde_json::Value as Json;
 
 pub const FP: u64 = 0x1234_5678_9abc_def0;
 pub const FP_NUMERIC: u64 = 0x0fed_cba9_8765_4321;
@@ -237,7 +237,7 @@ pub fn features(route: &Route, n: usize, mut seed: u64) -> Vec<EntityFeatures> {
                     _ => FeatureStatus::Present,
                 };
                 let value = if status != FeatureStatus::Present {
-                    Json::Null
+                    None
                 } else {
                     typed_value(f.value_type, next())
                 };
@@ -249,21 +249,24 @@ pub fn features(route: &Route, n: usize, mut seed: u64) -> Vec<EntityFeatures> {
         .collect()
 }
 
-fn typed_value(t: ValueType, r: u64) -> Json {
-    let pick = (r >> 8) % 4;
-    match t {
-        ValueType::Int32 => json!([0, -1, i32::MAX, i32::MIN][pick as usize]),
-        ValueType::Int64 => json!([0, -1, i64::MAX, i64::MIN][pick as usize]),
-        ValueType::Float32 | ValueType::Float64 => json!([0.0, -1.5, 3.4e38, 1e-45][pick as usize]),
-        ValueType::Bool => json!(pick.is_multiple_of(2)),
-        ValueType::String => json!(["", "é\u{0}\"\\", "x", "\u{1f}"][pick as usize]),
-        ValueType::Bytes => json!(["", "AQID", "////", "=="][pick as usize]),
+fn typed_value(t: ValueType, r: u64) -> Option<Kind> {
+    let pick = ((r >> 8) % 4) as usize;
+    Some(match t {
+        ValueType::Int32 => Kind::Int32Val([0, -1, i32::MAX, i32::MIN][pick]),
+        ValueType::Int64 => Kind::Int64Val([0, -1, i64::MAX, i64::MIN][pick]),
+        ValueType::Float32 => Kind::FloatVal([0.0, -1.5, 3.4e38, 1e-45][pick]),
+        ValueType::Float64 => Kind::DoubleVal([0.0, -1.5, 3.4e38, 5e-324][pick]),
+        ValueType::Bool => Kind::BoolVal(pick.is_multiple_of(2)),
+        ValueType::String => Kind::StringVal(["", "é\u{0}\"\\", "x", "\u{1f}"][pick].to_string()),
+        ValueType::Bytes => Kind::BytesVal([&b""[..], &[1, 2, 3], &[255; 3], &[0]][pick].to_vec()),
         ValueType::Float32List => {
             let len = ((r >> 16) % 5) as usize;
-            Json::Array((0..len).map(|i| json!(i as f64 * 0.5)).collect())
+            Kind::FloatListVal(pb::FloatList {
+                values: (0..len).map(|i| i as f32 * 0.5).collect(),
+            })
         }
-        ValueType::Unspecified => Json::Null,
-    }
+        ValueType::Unspecified => return None,
+    })
 }
 
 /// The properties every request format keeps, for one route:
