@@ -120,6 +120,10 @@ impl HttpContext for FerryHttp {
         to_wasm(self.filter.on_request_body(body_size, end_of_stream))
     }
 
+    fn on_http_request_trailers(&mut self, _num_trailers: usize) -> WasmAction {
+        to_wasm(self.filter.on_request_trailers())
+    }
+
     fn on_http_response_headers(
         &mut self,
         _num_headers: usize,

@@ -56,7 +56,8 @@ fn ascii_json(v: &Json) -> String {
     let text = v.to_string();
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c.is_ascii() {
+        // DEL is ASCII but not allowed in a field value (RFC 9110 field-vchar): escape it too.
+        if c.is_ascii() && c != '\x7f' {
             out.push(c);
         } else {
             let mut buf = [0u16; 2];
@@ -155,7 +156,7 @@ mod tests {
         let c = header_route(0);
         let r = &c.routes[0];
         let f = EntityFeatures {
-            values: crate::values::fvs(&[json!(1), json!("é\r\n"), Json::Null]),
+            values: crate::values::fvs(&[json!(1), json!("é\r\n\u{7f}"), Json::Null]),
             statuses: vec![
                 FeatureStatus::Present,
                 FeatureStatus::Present,
@@ -166,12 +167,12 @@ mod tests {
         assert_eq!(h[0].0, "x-ferry-features");
         assert_eq!(
             h[0].1,
-            r#"{"profile__age":1,"profile__score":"\u00e9\r\n","txn__count":null}"#
+            r#"{"profile__age":1,"profile__score":"\u00e9\r\n\u007f","txn__count":null}"#
         );
         assert!(h[0]
             .1
             .bytes()
-            .all(|b| b.is_ascii() && b != b'\r' && b != b'\n'));
+            .all(|b| b.is_ascii() && b != b'\r' && b != b'\n' && b != 0x7f));
         assert_eq!(
             h[1],
             (

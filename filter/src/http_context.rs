@@ -147,8 +147,12 @@ impl<H: Host> HttpFilter<H> {
     }
 
     pub fn on_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        let State::ReadingBody { route: index } = self.state else {
-            return Action::Continue;
+        let index = match self.state {
+            State::ReadingBody { route } => route,
+            // Header mode with a body (POST, gRPC): the body waits with the headers until the
+            // features header is written; continuing here would send the headers upstream.
+            State::AwaitingVectors(_) => return Action::Pause,
+            _ => return Action::Continue,
         };
         let Some(config) = self.config.clone() else {
             return Action::Continue;
@@ -176,6 +180,14 @@ impl<H: Host> HttpFilter<H> {
             body_size,
             Resume::ByReturningContinue,
         )
+    }
+
+    /// Trailers wait, like the body, while the reader call of a header-mode request is out.
+    pub fn on_request_trailers(&mut self) -> Action {
+        match self.state {
+            State::AwaitingVectors(_) => Action::Pause,
+            _ => Action::Continue,
+        }
     }
 
     /// Near cache first, then one reader call for the misses (or straight to the rewrite when
@@ -857,5 +869,26 @@ mod tests {
         let mut f = filter(c, "GET", "/v1/models/fraud", "");
         assert_eq!(f.on_request_headers(true), Action::Pause);
         assert_eq!(sent(&f).0, 400, "no id header");
+    }
+
+    #[test]
+    fn header_mode_holds_a_body_and_trailers_until_the_features_are_written() {
+        let c = route_with(|r| {
+            r.format = pb::Format::Header as i32;
+            r.entity_fields = vec!["x-user-id".into()];
+        });
+        let mut f = filter(c, "POST", "/v1/models/fraud", "\0\0\0\0\x05hello");
+        f.host().set_request_header("x-user-id", Some("u1"));
+        assert_eq!(f.on_request_headers(false), Action::Pause);
+        assert_eq!(f.on_request_body(5, false), Action::Pause);
+        assert_eq!(f.on_request_body(10, true), Action::Pause);
+        assert_eq!(f.on_request_trailers(), Action::Pause);
+        assert!(f.host().request_header("x-ferry-features").is_none());
+        reader_ok(&f, vec![good_vector(30)]);
+        f.on_call_response(7, 3, 100);
+        assert!(*f.host().resumed.borrow());
+        assert!(f.host().request_header("x-ferry-features").is_some());
+        // Once resumed, later callbacks go on.
+        assert_eq!(f.on_request_trailers(), Action::Continue);
     }
 }

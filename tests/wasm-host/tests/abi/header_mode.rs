@@ -306,3 +306,51 @@ fn header_mode_on_other_paths_passes_the_clients_headers_through() {
     assert!(host.dispatched_calls().is_empty());
     assert_clean(&host);
 }
+
+/// A string feature holding U+007F (DEL): JSON does not escape it, and DEL is not allowed in
+/// an HTTP field value (RFC 9110 field-vchar = VCHAR / obs-text; VCHAR is 0x21-0x7E).
+#[test]
+fn del_is_escaped_in_the_features_header() {
+    let host = host_with(&typed_snapshot(header_route));
+    let s = host.stream();
+    s.request_headers(&get_headers(&[("x-user-id", b"u1")]), true);
+    answer(
+        &host,
+        &s,
+        vec![typed_vector(
+            30,
+            More {
+                city: Some("a\u{7f}b".into()),
+                ..More::nulls()
+            },
+        )],
+    );
+    assert!(s.resumed());
+    let v = s.request_header("x-ferry-features").unwrap();
+    assert!(
+        !v.bytes().any(|b| b == 0x7f),
+        "raw DEL in the header value: {v:?}"
+    );
+    let j: Json = serde_json::from_str(&v).unwrap();
+    assert_eq!(j["more__city"], "a\u{7f}b");
+}
+
+/// Header mode with a request body (gRPC, POST): the body arrives while the reader call is in
+/// flight. Envoy continues the headers when a body callback returns Continue, so the filter
+/// must keep the stream paused until it has written the features header.
+#[test]
+fn a_body_arriving_before_the_reader_answers_waits() {
+    let host = host_with(&snapshot_with(header_route));
+    let s = host.stream();
+    let mut headers = get_headers(&[("x-user-id", b"u1"), ("content-type", b"application/grpc")]);
+    headers[0].1 = b"POST".to_vec();
+    assert_eq!(s.request_headers(&headers, false), Action::Pause);
+    let body = b"\x00\x00\x00\x00\x05hello";
+    let a = s.request_body(body, true);
+    assert_eq!(a, Action::Pause, "the request must wait for the features");
+    answer(&host, &s, vec![good_vector(30, NOW_US)]);
+    assert!(s.resumed());
+    assert!(s.request_header("x-ferry-features").is_some());
+    assert_eq!(s.request_body_bytes(), body);
+    assert_clean(&host);
+}
