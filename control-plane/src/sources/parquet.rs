@@ -1,19 +1,22 @@
-//! Parquet sources, read row by row with the parquet crate's record API (no Arrow, to keep the
-//! build small). Only the needed columns are read. The record API panics on a physical/logical
-//! type combination it cannot convert, and release builds abort on panic, so every needed leaf
-//! column is checked against the combinations it handles before any row is read.
+//! Parquet sources, read column by column with the parquet crate's typed column readers (no
+//! Arrow, to keep the build small): per row group, a batch of records of every needed column at
+//! a time, values decoded in bulk and read in place; only rows that win (latest so far) are
+//! turned into values. Every needed leaf column is checked against the physical/logical type
+//! combinations handled (those the record API converts) before any row is read.
 
 use std::fs::File;
 use std::path::Path;
 
 use ferry_protos::v1::{value::Kind, FloatList, Value};
-use parquet::basic::{ConvertedType, LogicalType, TimeUnit, Type as Physical};
+use parquet::basic::{ConvertedType, LogicalType, Repetition, TimeUnit, Type as Physical};
+use parquet::errors::ParquetError;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::record::Field;
-use parquet::schema::types::Type as SchemaType;
+use parquet::schema::types::SchemaDescriptor;
 
 use super::cell::{parse_timestamp_us, push_key_part, NULL};
-use super::{column_indexes, LatestRows, SourceError, ViewRow, ViewSpec};
+use super::parquet_columns::{Cell, ColumnBatch, Element, Levels};
+use super::{column_indexes, LatestRows, SourceError, ViewSpec};
 use crate::types::{FeatureType, KeyType};
 
 fn unreadable(file: &Path, e: impl std::fmt::Display) -> SourceError {
@@ -45,7 +48,8 @@ pub(super) fn read_header(file: &Path) -> Result<Vec<String>, SourceError> {
     Ok(top_level_names(&open(file)?))
 }
 
-/// Whether the record API converts this leaf without panicking (mirrors `Field::convert_*`).
+/// Whether a leaf is handled: the combinations `Field::convert_*` converts without panicking,
+/// which the cells of [`ColumnBatch`] are built with.
 fn convertible(physical: Physical, converted: ConvertedType) -> bool {
     use ConvertedType as C;
     match physical {
@@ -82,6 +86,65 @@ fn is_nanosecond_timestamp(reader: &SerializedFileReader<File>, column: &str) ->
     })
 }
 
+/// Records read per column per batch: large enough to amortize the per-batch work, small enough
+/// that a batch of every wanted column stays in cache-friendly memory.
+const BATCH_RECORDS: usize = 4096;
+
+/// Which leaf column holds top-level field `name`, and how its levels read. A field is a
+/// primitive column or a list of primitives (any of the LIST spellings, or a bare repeated
+/// primitive); other groups (structs, maps, nested lists) are refused.
+fn plan(schema: &SchemaDescriptor, name: &str) -> Result<(usize, Levels), String> {
+    let leaves: Vec<usize> = (0..schema.num_columns())
+        .filter(|&i| schema.column(i).path().parts().first().map(String::as_str) == Some(name))
+        .collect();
+    let unsupported = || format!("column '{name}': nested groups are not supported");
+    let [leaf] = leaves[..] else {
+        return Err(unsupported());
+    };
+    let descr = schema.column(leaf);
+    if descr.max_rep_level() > 1 {
+        return Err(unsupported());
+    }
+    // Definition level of an empty list: the levels of the repeated node's ancestors.
+    let mut def = 0i16;
+    let mut empty_list_def = 0i16;
+    let mut fields = schema.root_schema().get_fields();
+    for part in descr.path().parts() {
+        let node = fields
+            .iter()
+            .find(|f| f.name() == part)
+            .ok_or_else(unsupported)?;
+        let info = node.get_basic_info();
+        if info.has_repetition() {
+            match info.repetition() {
+                Repetition::REQUIRED => {}
+                Repetition::OPTIONAL => def += 1,
+                Repetition::REPEATED => {
+                    empty_list_def = def;
+                    def += 1;
+                }
+            }
+        }
+        fields = if node.is_group() {
+            node.get_fields()
+        } else {
+            &[]
+        };
+    }
+    let list = descr.max_rep_level() == 1;
+    if !list && descr.path().parts().len() > 1 {
+        return Err(unsupported());
+    }
+    Ok((
+        leaf,
+        Levels {
+            max_def: descr.max_def_level(),
+            list,
+            empty_list_def,
+        },
+    ))
+}
+
 pub(super) fn load_latest(spec: &ViewSpec<'_>) -> Result<LatestRows, SourceError> {
     let file = spec.file;
     let reader = open(file)?;
@@ -112,18 +175,25 @@ pub(super) fn load_latest(spec: &ViewSpec<'_>) -> Result<LatestRows, SourceError
         }
     }
     let nanos = is_nanosecond_timestamp(&reader, spec.timestamp_field);
-    let projection = SchemaType::group_type_builder("schema")
-        .with_fields(
-            schema
-                .root_schema()
-                .get_fields()
-                .iter()
-                .filter(|f| wanted.contains(&f.name()))
-                .cloned()
-                .collect(),
-        )
-        .build()
+    let plans = wanted
+        .iter()
+        .map(|name| plan(schema, name))
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| unreadable(file, e))?;
+    // A column named twice (a key that is also a feature) is read once.
+    let mut leaves: Vec<(usize, Levels)> = Vec::new();
+    let slots: Vec<usize> = plans
+        .iter()
+        .map(|&(leaf, levels)| {
+            leaves
+                .iter()
+                .position(|&(l, _)| l == leaf)
+                .unwrap_or_else(|| {
+                    leaves.push((leaf, levels));
+                    leaves.len() - 1
+                })
+        })
+        .collect();
 
     let cell_err = |row: u64, column: &str, reason: String| SourceError::Field {
         file: file.display().to_string(),
@@ -131,57 +201,72 @@ pub(super) fn load_latest(spec: &ViewSpec<'_>) -> Result<LatestRows, SourceError
         column: column.to_owned(),
         reason,
     };
+    let first_feature = 1 + spec.keys.len();
     let mut latest = LatestRows::default();
-    let mut positions: Vec<usize> = Vec::new();
+    // Sized for one row per entity (bounded, as history may make the file much larger).
+    let rows = reader.metadata().file_metadata().num_rows();
+    latest
+        .rows
+        .reserve(usize::try_from(rows).unwrap_or(0).min(1 << 20));
     let mut key = String::new();
-    let rows = reader
-        .get_row_iter(Some(projection))
-        .map_err(|e| unreadable(file, e))?;
-    for (n, row) in rows.enumerate() {
-        let row_no = n as u64 + 1;
-        let columns = row
-            .map_err(|e| unreadable(file, format!("row {row_no}: {e}")))?
-            .into_columns();
-        if positions.is_empty() {
-            positions = wanted
-                .iter()
-                .map(|w| {
-                    columns
-                        .iter()
-                        .position(|(name, _)| name == w)
-                        .unwrap_or(usize::MAX)
-                })
-                .collect();
-        }
-        let field = |i: usize| columns.get(positions[i]).map_or(&Field::Null, |(_, f)| f);
-        latest.rows_read += 1;
-
-        key.clear();
-        for (k, (name, ty)) in spec.keys.iter().enumerate() {
-            if k > 0 {
-                key.push(ferry_protos::ENTITY_KEY_SEPARATOR);
+    let mut row_no = 0u64;
+    for group in 0..reader.num_row_groups() {
+        let group = reader
+            .get_row_group(group)
+            .map_err(|e| unreadable(file, e))?;
+        let mut columns = leaves
+            .iter()
+            .map(|&(leaf, levels)| {
+                let r = group.get_column_reader(leaf)?;
+                Ok(ColumnBatch::new(r, schema.column(leaf), levels))
+            })
+            .collect::<Result<Vec<_>, ParquetError>>()
+            .map_err(|e| unreadable(file, e))?;
+        loop {
+            let mut records = None;
+            for c in &mut columns {
+                let n = c
+                    .read(BATCH_RECORDS)
+                    .map_err(|e| unreadable(file, format!("after row {row_no}: {e}")))?;
+                if records.is_some_and(|r| r != n) {
+                    return Err(unreadable(
+                        file,
+                        format!("after row {row_no}: columns have different row counts"),
+                    ));
+                }
+                records = Some(n);
             }
-            push_key(*ty, field(1 + k), &mut key).map_err(|r| cell_err(row_no, name, r))?;
+            let records = records.unwrap_or(0);
+            if records == 0 {
+                break;
+            }
+            for r in 0..records {
+                row_no += 1;
+                latest.rows_read += 1;
+                let cell = |i: usize| {
+                    columns[slots[i]]
+                        .cell(r)
+                        .map_err(|reason| cell_err(row_no, wanted[i], reason))
+                };
+                key.clear();
+                for (k, (name, ty)) in spec.keys.iter().enumerate() {
+                    if k > 0 {
+                        key.push(ferry_protos::ENTITY_KEY_SEPARATOR);
+                    }
+                    push_key(*ty, &cell(1 + k)?, &mut key)
+                        .map_err(|r| cell_err(row_no, name, r))?;
+                }
+                let ts = timestamp_us(&cell(0)?, nanos)
+                    .map_err(|r| cell_err(row_no, spec.timestamp_field, r))?;
+                latest.offer(&key, ts, spec.features.len(), |values| {
+                    for (i, (name, ty)) in spec.features.iter().enumerate() {
+                        let c = cell(first_feature + i)?;
+                        values.push(to_value(*ty, &c).map_err(|r| cell_err(row_no, name, r))?);
+                    }
+                    Ok(())
+                })?;
+            }
         }
-        let ts =
-            timestamp_us(field(0), nanos).map_err(|r| cell_err(row_no, spec.timestamp_field, r))?;
-        if !latest.wants(&key, ts) {
-            continue;
-        }
-        let first_feature = 1 + spec.keys.len();
-        let mut values = Vec::with_capacity(spec.features.len());
-        for (i, (name, ty)) in spec.features.iter().enumerate() {
-            values.push(
-                to_value(*ty, field(first_feature + i)).map_err(|r| cell_err(row_no, name, r))?,
-            );
-        }
-        latest.put(
-            &key,
-            ViewRow {
-                event_time_us: ts,
-                values,
-            },
-        );
     }
     Ok(latest)
 }
@@ -214,8 +299,7 @@ fn finite32(x: f64) -> Option<f32> {
     f.is_finite().then_some(f)
 }
 
-fn describe(f: &Field) -> String {
-    let s = f.to_string();
+fn shorten(s: String) -> String {
     if s.len() > 60 {
         format!("{}...", s.chars().take(60).collect::<String>())
     } else {
@@ -223,78 +307,100 @@ fn describe(f: &Field) -> String {
     }
 }
 
-fn to_value(ty: FeatureType, f: &Field) -> Result<Value, String> {
-    if matches!(f, Field::Null) {
-        return Ok(NULL);
-    }
-    let wrong = || format!("value {} is not a valid {}", describe(f), ty.as_str());
-    let kind = match ty {
-        FeatureType::Int32 => Kind::Int32Val(
-            int(f)
-                .and_then(|i| i32::try_from(i).ok())
-                .ok_or_else(wrong)?,
-        ),
-        FeatureType::Int64 => Kind::Int64Val(int(f).ok_or_else(wrong)?),
-        FeatureType::Float32 => Kind::FloatVal(num(f).and_then(finite32).ok_or_else(wrong)?),
-        FeatureType::Float64 => {
-            Kind::DoubleVal(num(f).filter(|x| x.is_finite()).ok_or_else(wrong)?)
+/// A cell as the record API would print it, for error messages.
+fn describe(cell: &Cell<'_>) -> String {
+    shorten(match cell {
+        Cell::Null => "null".to_owned(),
+        Cell::Scalar(f) => f.to_string(),
+        Cell::Str(s) => format!("\"{s}\""),
+        Cell::Bytes(b) => format!("{b:?}"),
+        Cell::List(list) => {
+            let items: Vec<String> = list
+                .elements()
+                .map(|e| match e {
+                    Ok(Element::Value(c)) => describe(&c),
+                    Ok(Element::Null) => "null".to_owned(),
+                    Err(_) => "?".to_owned(),
+                })
+                .collect();
+            format!("[{}]", items.join(", "))
         }
+    })
+}
+
+/// A scalar as a value of type `ty`, if it is one.
+fn scalar_kind(ty: FeatureType, f: &Field) -> Option<Kind> {
+    Some(match ty {
+        FeatureType::Int32 => Kind::Int32Val(int(f).and_then(|i| i32::try_from(i).ok())?),
+        FeatureType::Int64 => Kind::Int64Val(int(f)?),
+        FeatureType::Float32 => Kind::FloatVal(num(f).and_then(finite32)?),
+        FeatureType::Float64 => Kind::DoubleVal(num(f).filter(|x| x.is_finite())?),
         FeatureType::Bool => match f {
             Field::Bool(b) => Kind::BoolVal(*b),
-            _ => return Err(wrong()),
+            _ => return None,
         },
-        FeatureType::String => match f {
-            Field::Str(s) => Kind::StringVal(s.clone()),
-            _ => return Err(wrong()),
-        },
-        FeatureType::Bytes => match f {
-            Field::Bytes(b) => Kind::BytesVal(b.data().to_vec()),
-            Field::Str(s) => Kind::BytesVal(s.as_bytes().to_vec()),
-            _ => return Err(wrong()),
-        },
-        FeatureType::Float32List => match f {
-            Field::ListInternal(list) => Kind::FloatListVal(FloatList {
-                values: list
-                    .elements()
-                    .iter()
-                    .map(|e| num(e).and_then(finite32))
-                    .collect::<Option<Vec<f32>>>()
-                    .ok_or_else(wrong)?,
-            }),
-            _ => return Err(wrong()),
-        },
+        FeatureType::String | FeatureType::Bytes | FeatureType::Float32List => return None,
+    })
+}
+
+fn to_value(ty: FeatureType, cell: &Cell<'_>) -> Result<Value, String> {
+    let wrong = || format!("value {} is not a valid {}", describe(cell), ty.as_str());
+    let kind = match (ty, cell) {
+        (_, Cell::Null) => return Ok(NULL),
+        (FeatureType::String, Cell::Str(s)) => Kind::StringVal((*s).to_owned()),
+        (FeatureType::Bytes, Cell::Str(s)) => Kind::BytesVal(s.as_bytes().to_vec()),
+        (FeatureType::Bytes, Cell::Bytes(b)) => Kind::BytesVal(b.to_vec()),
+        (FeatureType::Float32List, Cell::List(list)) => Kind::FloatListVal(FloatList {
+            values: list
+                .elements()
+                .map(|e| match e? {
+                    Element::Value(Cell::Scalar(f)) => num(&f).and_then(finite32).ok_or_else(wrong),
+                    _ => Err(wrong()),
+                })
+                .collect::<Result<Vec<f32>, String>>()?,
+        }),
+        (_, Cell::Scalar(f)) => scalar_kind(ty, f).ok_or_else(wrong)?,
+        _ => return Err(wrong()),
     };
     Ok(Value { kind: Some(kind) })
 }
 
 /// Timestamp types as they are; integers are epoch seconds (as in CSV) unless the column is
 /// declared as a nanosecond timestamp; strings are parsed like CSV cells.
-fn timestamp_us(f: &Field, nanos: bool) -> Result<i64, String> {
-    let out_of_range = || format!("timestamp {} out of range", describe(f));
-    match f {
-        Field::TimestampMicros(us) => Ok(*us),
-        Field::TimestampMillis(ms) => ms.checked_mul(1000).ok_or_else(out_of_range),
-        Field::Date(days) => i64::from(*days)
-            .checked_mul(86_400_000_000)
-            .ok_or_else(out_of_range),
-        Field::Long(ns) if nanos => Ok(ns.div_euclid(1000)),
-        Field::Str(s) => parse_timestamp_us(s),
-        Field::Null => Err("empty timestamp".to_owned()),
-        other => int(other)
-            .ok_or_else(|| format!("value {} is not a timestamp", describe(other)))?
-            .checked_mul(1_000_000)
-            .ok_or_else(out_of_range),
+fn timestamp_us(cell: &Cell<'_>, nanos: bool) -> Result<i64, String> {
+    let out_of_range = || format!("timestamp {} out of range", describe(cell));
+    let not_a_timestamp = || format!("value {} is not a timestamp", describe(cell));
+    match cell {
+        Cell::Null => Err("empty timestamp".to_owned()),
+        Cell::Str(s) => parse_timestamp_us(s),
+        Cell::Scalar(f) => match f {
+            Field::TimestampMicros(us) => Ok(*us),
+            Field::TimestampMillis(ms) => ms.checked_mul(1000).ok_or_else(out_of_range),
+            Field::Date(days) => i64::from(*days)
+                .checked_mul(86_400_000_000)
+                .ok_or_else(out_of_range),
+            Field::Long(ns) if nanos => Ok(ns.div_euclid(1000)),
+            other => int(other)
+                .ok_or_else(not_a_timestamp)?
+                .checked_mul(1_000_000)
+                .ok_or_else(out_of_range),
+        },
+        _ => Err(not_a_timestamp()),
     }
 }
 
-fn push_key(ty: KeyType, f: &Field, out: &mut String) -> Result<(), String> {
-    match (ty, f) {
-        (_, Field::Null) => Err("empty entity key".to_owned()),
-        (_, Field::Str(s)) => push_key_part(ty, s, out),
+fn push_key(ty: KeyType, cell: &Cell<'_>, out: &mut String) -> Result<(), String> {
+    match (ty, cell) {
+        (_, Cell::Null) => Err("empty entity key".to_owned()),
+        (_, Cell::Str(s)) => push_key_part(ty, s, out),
         (KeyType::Int64, other) => {
-            let v = int(other)
-                .ok_or_else(|| format!("value {} is not an int64 entity key", describe(other)))?;
-            out.push_str(&v.to_string());
+            let v = match other {
+                Cell::Scalar(f) => int(f),
+                _ => None,
+            }
+            .ok_or_else(|| format!("value {} is not an int64 entity key", describe(other)))?;
+            use std::fmt::Write as _;
+            let _ = write!(out, "{v}");
             Ok(())
         }
         (KeyType::String, other) => Err(format!(

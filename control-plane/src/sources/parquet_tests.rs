@@ -1,9 +1,11 @@
 //! Parquet reading, on files written here with the parquet crate's low-level writer.
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use parquet::basic::Compression;
 use parquet::data_type::{
-    BoolType, ByteArray, ByteArrayType, DoubleType, FloatType, Int32Type, Int64Type,
+    BoolType, ByteArray, ByteArrayType, DoubleType, FloatType, Int32Type, Int64Type, Int96,
+    Int96Type,
 };
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
@@ -11,64 +13,96 @@ use parquet::schema::parser::parse_message_type;
 
 use super::super::{load_latest, read_header, SourceFormat};
 use super::*;
+use crate::sources::ViewRow;
 
 /// One leaf column's data: values, definition levels, repetition levels.
 enum Leaf {
     Bytes(Vec<&'static str>, Option<Vec<i16>>),
+    Owned(Vec<Vec<u8>>, Option<Vec<i16>>),
     I64(Vec<i64>, Option<Vec<i16>>),
     I32(Vec<i32>, Option<Vec<i16>>),
+    I96(Vec<Int96>, Option<Vec<i16>>),
+    F32(Vec<f32>, Option<Vec<i16>>),
     F64(Vec<f64>, Option<Vec<i16>>),
     Bool(Vec<bool>, Option<Vec<i16>>),
     F32List(Vec<f32>, Vec<i16>, Vec<i16>),
+    I32List(Vec<i32>, Vec<i16>, Vec<i16>),
 }
 
 fn write(path: &Path, message: &str, leaves: Vec<Leaf>) {
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .build();
+    write_groups(path, message, props, vec![leaves]);
+}
+
+/// Writes one row group per entry of `groups`.
+fn write_groups(path: &Path, message: &str, props: WriterProperties, groups: Vec<Vec<Leaf>>) {
     let schema = Arc::new(parse_message_type(message).unwrap());
-    let props = Arc::new(
-        WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .build(),
-    );
-    let mut w = SerializedFileWriter::new(File::create(path).unwrap(), schema, props).unwrap();
-    let mut rg = w.next_row_group().unwrap();
-    for leaf in leaves {
-        let mut col = rg.next_column().unwrap().unwrap();
-        match leaf {
-            Leaf::Bytes(v, d) => {
-                let v: Vec<ByteArray> = v.into_iter().map(ByteArray::from).collect();
-                col.typed::<ByteArrayType>()
-                    .write_batch(&v, d.as_deref(), None)
-                    .unwrap();
+    let mut w =
+        SerializedFileWriter::new(File::create(path).unwrap(), schema, Arc::new(props)).unwrap();
+    for leaves in groups {
+        let mut rg = w.next_row_group().unwrap();
+        for leaf in leaves {
+            let mut col = rg.next_column().unwrap().unwrap();
+            match leaf {
+                Leaf::Bytes(v, d) => {
+                    let v: Vec<ByteArray> = v.into_iter().map(ByteArray::from).collect();
+                    col.typed::<ByteArrayType>()
+                        .write_batch(&v, d.as_deref(), None)
+                        .unwrap();
+                }
+                Leaf::Owned(v, d) => {
+                    let v: Vec<ByteArray> = v.into_iter().map(ByteArray::from).collect();
+                    col.typed::<ByteArrayType>()
+                        .write_batch(&v, d.as_deref(), None)
+                        .unwrap();
+                }
+                Leaf::I64(v, d) => {
+                    col.typed::<Int64Type>()
+                        .write_batch(&v, d.as_deref(), None)
+                        .unwrap();
+                }
+                Leaf::I32(v, d) => {
+                    col.typed::<Int32Type>()
+                        .write_batch(&v, d.as_deref(), None)
+                        .unwrap();
+                }
+                Leaf::I96(v, d) => {
+                    col.typed::<Int96Type>()
+                        .write_batch(&v, d.as_deref(), None)
+                        .unwrap();
+                }
+                Leaf::F32(v, d) => {
+                    col.typed::<FloatType>()
+                        .write_batch(&v, d.as_deref(), None)
+                        .unwrap();
+                }
+                Leaf::F64(v, d) => {
+                    col.typed::<DoubleType>()
+                        .write_batch(&v, d.as_deref(), None)
+                        .unwrap();
+                }
+                Leaf::Bool(v, d) => {
+                    col.typed::<BoolType>()
+                        .write_batch(&v, d.as_deref(), None)
+                        .unwrap();
+                }
+                Leaf::F32List(v, d, r) => {
+                    col.typed::<FloatType>()
+                        .write_batch(&v, Some(&d), Some(&r))
+                        .unwrap();
+                }
+                Leaf::I32List(v, d, r) => {
+                    col.typed::<Int32Type>()
+                        .write_batch(&v, Some(&d), Some(&r))
+                        .unwrap();
+                }
             }
-            Leaf::I64(v, d) => {
-                col.typed::<Int64Type>()
-                    .write_batch(&v, d.as_deref(), None)
-                    .unwrap();
-            }
-            Leaf::I32(v, d) => {
-                col.typed::<Int32Type>()
-                    .write_batch(&v, d.as_deref(), None)
-                    .unwrap();
-            }
-            Leaf::F64(v, d) => {
-                col.typed::<DoubleType>()
-                    .write_batch(&v, d.as_deref(), None)
-                    .unwrap();
-            }
-            Leaf::Bool(v, d) => {
-                col.typed::<BoolType>()
-                    .write_batch(&v, d.as_deref(), None)
-                    .unwrap();
-            }
-            Leaf::F32List(v, d, r) => {
-                col.typed::<FloatType>()
-                    .write_batch(&v, Some(&d), Some(&r))
-                    .unwrap();
-            }
+            col.close().unwrap();
         }
-        col.close().unwrap();
+        rg.close().unwrap();
     }
-    rg.close().unwrap();
     w.close().unwrap();
 }
 
@@ -241,4 +275,338 @@ fn wrong_types_are_errors_not_panics() {
     );
     let err = err_for("nope", FeatureType::Int64);
     assert!(err.ends_with("missing column(s) nope"), "{err}");
+}
+
+fn load(path: &Path, keys: &[(String, KeyType)], features: &[(String, FeatureType)]) -> LatestRows {
+    try_load(path, keys, features).unwrap()
+}
+
+fn try_load(
+    path: &Path,
+    keys: &[(String, KeyType)],
+    features: &[(String, FeatureType)],
+) -> Result<LatestRows, SourceError> {
+    load_latest(&ViewSpec {
+        file: path,
+        format: SourceFormat::Parquet,
+        timestamp_field: "ts",
+        keys,
+        features,
+    })
+}
+
+fn string_key() -> [(String, KeyType); 1] {
+    [("id".to_owned(), KeyType::String)]
+}
+
+const EVERY_TYPE: &str = "message schema {
+    required binary id (UTF8);
+    required int64 ts (TIMESTAMP(MICROS,true));
+    optional int32 i32;
+    optional int64 i64;
+    optional float f32;
+    optional double f64;
+    optional boolean b;
+    optional binary s (UTF8);
+    optional binary raw;
+    optional group emb (LIST) { repeated group list { optional float element; } }
+}";
+
+/// Row `i` of the generated file: every column nulls on its own period, lists cycle through
+/// null, empty, two and one elements, keys repeat across row groups, times tie sometimes.
+struct Gen;
+
+impl Gen {
+    fn null(i: usize, column: usize) -> bool {
+        (i + column).is_multiple_of(3 + column)
+    }
+    fn key(i: usize) -> String {
+        format!("e{}", i % 3001)
+    }
+    fn ts(i: usize) -> i64 {
+        ((i * 7919) % 10007 / 3) as i64 * 1000
+    }
+    fn emb(i: usize) -> Option<Vec<f32>> {
+        match i % 4 {
+            0 => None,
+            1 => Some(vec![]),
+            2 => Some(vec![i as f32, -(i as f32) * 0.5]),
+            _ => Some(vec![i as f32 * 0.25]),
+        }
+    }
+    fn values(i: usize) -> Vec<Value> {
+        let mut out = vec![
+            v(Kind::Int32Val(i as i32 - 5000)),
+            v(Kind::Int64Val(i as i64 * 1_000_003)),
+            v(Kind::FloatVal(i as f32 * 0.5)),
+            v(Kind::DoubleVal(i as f64 / 3.0)),
+            v(Kind::BoolVal(i.is_multiple_of(2))),
+            v(Kind::StringVal(format!("s{i}"))),
+            v(Kind::BytesVal((i as u32).to_le_bytes().to_vec())),
+        ];
+        for (c, value) in out.iter_mut().enumerate() {
+            if Self::null(i, c) {
+                *value = NULL;
+            }
+        }
+        out.push(Self::emb(i).map_or(NULL, |values| v(Kind::FloatListVal(FloatList { values }))));
+        out
+    }
+
+    /// The leaves of rows `range`, in schema order.
+    fn leaves(range: std::ops::Range<usize>) -> Vec<Leaf> {
+        fn opt<T>(
+            range: std::ops::Range<usize>,
+            c: usize,
+            f: impl Fn(usize) -> T,
+        ) -> (Vec<T>, Option<Vec<i16>>) {
+            let defs: Vec<i16> = range.clone().map(|i| i16::from(!Gen::null(i, c))).collect();
+            let vals = range.filter(|&i| !Gen::null(i, c)).map(f).collect();
+            (vals, Some(defs))
+        }
+        let (i32s, d0) = opt(range.clone(), 0, |i| i as i32 - 5000);
+        let (i64s, d1) = opt(range.clone(), 1, |i| i as i64 * 1_000_003);
+        let (f32s, d2) = opt(range.clone(), 2, |i| i as f32 * 0.5);
+        let (f64s, d3) = opt(range.clone(), 3, |i| i as f64 / 3.0);
+        let (bools, d4) = opt(range.clone(), 4, |i| i.is_multiple_of(2));
+        let (strs, d5) = opt(range.clone(), 5, |i| format!("s{i}").into_bytes());
+        let (raws, d6) = opt(range.clone(), 6, |i| (i as u32).to_le_bytes().to_vec());
+        let (mut emb, mut def, mut rep) = (Vec::new(), Vec::new(), Vec::new());
+        for i in range.clone() {
+            match Gen::emb(i) {
+                None => {
+                    def.push(0);
+                    rep.push(0);
+                }
+                Some(e) if e.is_empty() => {
+                    def.push(1);
+                    rep.push(0);
+                }
+                Some(e) => {
+                    for (n, x) in e.into_iter().enumerate() {
+                        emb.push(x);
+                        def.push(3);
+                        rep.push(i16::from(n > 0));
+                    }
+                }
+            }
+        }
+        vec![
+            Leaf::Owned(
+                range.clone().map(|i| Gen::key(i).into_bytes()).collect(),
+                None,
+            ),
+            Leaf::I64(range.map(Gen::ts).collect(), None),
+            Leaf::I32(i32s, d0),
+            Leaf::I64(i64s, d1),
+            Leaf::F32(f32s, d2),
+            Leaf::F64(f64s, d3),
+            Leaf::Bool(bools, d4),
+            Leaf::Owned(strs, d5),
+            Leaf::Owned(raws, d6),
+            Leaf::F32List(emb, def, rep),
+        ]
+    }
+}
+
+fn every_type_features() -> Vec<(String, FeatureType)> {
+    [
+        ("i32", FeatureType::Int32),
+        ("i64", FeatureType::Int64),
+        ("f32", FeatureType::Float32),
+        ("f64", FeatureType::Float64),
+        ("b", FeatureType::Bool),
+        ("s", FeatureType::String),
+        ("raw", FeatureType::Bytes),
+        ("emb", FeatureType::Float32List),
+    ]
+    .map(|(n, t)| (n.to_owned(), t))
+    .to_vec()
+}
+
+#[test]
+fn every_type_with_nulls_over_row_groups_pages_and_batches() {
+    // Row groups of 5000, 1 and 4100 rows: batches of the reader straddle both boundaries, keys
+    // recur in every group, and small pages (plain or dictionary) split each column chunk.
+    let bounds = [0, 5000, 5001, 9101];
+    let mut want: HashMap<String, ViewRow> = HashMap::new();
+    for i in 0..bounds[3] {
+        let ts = Gen::ts(i);
+        if want
+            .get(&Gen::key(i))
+            .is_none_or(|kept| kept.event_time_us <= ts)
+        {
+            let row = ViewRow {
+                event_time_us: ts,
+                values: Gen::values(i),
+            };
+            want.insert(Gen::key(i), row);
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for dictionary in [true, false] {
+        let path = dir.path().join(format!("g{dictionary}.parquet"));
+        let props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_dictionary_enabled(dictionary)
+            .set_data_page_row_count_limit(700)
+            .set_write_batch_size(100)
+            .build();
+        let groups = bounds.windows(2).map(|w| Gen::leaves(w[0]..w[1])).collect();
+        write_groups(&path, EVERY_TYPE, props, groups);
+        let got = load(&path, &string_key(), &every_type_features());
+        assert_eq!(got.rows_read, 9101);
+        assert_eq!(got.rows.len(), want.len());
+        for (key, row) in &want {
+            assert_eq!(
+                got.rows.get(key),
+                Some(row),
+                "{key}, dictionary {dictionary}"
+            );
+        }
+    }
+}
+
+#[test]
+fn other_integer_timestamp_and_list_spellings() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.parquet");
+    // INT96 and DATE times, string times; UINT_8 and INT_16 integers; a bare repeated
+    // primitive read as a list (of ints, converted like any number).
+    let message = "message schema {
+        required int64 id (INT_64);
+        required binary ts (UTF8);
+        optional int96 t96;
+        optional int32 day (DATE);
+        required int32 small (UINT_8);
+        optional int32 short (INT_16);
+        repeated int32 r;
+    }";
+    let mut t96 = Int96::new();
+    t96.set_data(0, 0, 2_440_589); // Julian day 1970-01-02
+    write(
+        &path,
+        message,
+        vec![
+            Leaf::I64(vec![7, 8], None),
+            Leaf::Bytes(vec!["2026-11-21T10:00:00Z", "5"], None),
+            Leaf::I96(vec![t96], Some(vec![1, 0])),
+            Leaf::I32(vec![2], Some(vec![0, 1])),
+            Leaf::I32(vec![255, 3], None),
+            Leaf::I32(vec![-2], Some(vec![1, 0])),
+            Leaf::I32List(vec![1, 2], vec![1, 1, 0], vec![0, 1, 0]),
+        ],
+    );
+    let keys = [("id".to_owned(), KeyType::Int64)];
+    let features = [
+        ("small".to_owned(), FeatureType::Int32),
+        ("short".to_owned(), FeatureType::Int64),
+        ("r".to_owned(), FeatureType::Float32List),
+    ];
+    let got = load(&path, &keys, &features);
+    assert_eq!(got.rows["7"].event_time_us, 1_795_255_200_000_000);
+    assert_eq!(got.rows["8"].event_time_us, 5_000_000);
+    assert_eq!(
+        got.rows["7"].values,
+        [
+            v(Kind::Int32Val(255)),
+            v(Kind::Int64Val(-2)),
+            v(Kind::FloatListVal(FloatList {
+                values: vec![1.0, 2.0]
+            }))
+        ]
+    );
+    assert_eq!(
+        got.rows["8"].values,
+        [
+            v(Kind::Int32Val(3)),
+            NULL,
+            v(Kind::FloatListVal(FloatList { values: vec![] }))
+        ]
+    );
+    for (column, want_us) in [("t96", 86_400_000_000), ("day", 2 * 86_400_000_000)] {
+        let spec_keys = [("id".to_owned(), KeyType::Int64)];
+        let got = load_latest(&ViewSpec {
+            file: &path,
+            format: SourceFormat::Parquet,
+            timestamp_field: column,
+            keys: &spec_keys,
+            features: &[],
+        });
+        // Each of these columns is null in one row: that row is refused, naming it.
+        let err = got.unwrap_err().to_string();
+        assert!(
+            err.ends_with(&format!("column '{column}': empty timestamp")),
+            "{err}"
+        );
+        let path2 = dir.path().join(format!("{column}.parquet"));
+        let message = format!(
+            "message schema {{ required int64 id; required {}; }}",
+            if column == "t96" {
+                "int96 ts"
+            } else {
+                "int32 ts (DATE)"
+            }
+        );
+        let leaf = if column == "t96" {
+            Leaf::I96(vec![t96], None)
+        } else {
+            Leaf::I32(vec![2], None)
+        };
+        write(&path2, &message, vec![Leaf::I64(vec![1], None), leaf]);
+        assert_eq!(load(&path2, &keys, &[]).rows["1"].event_time_us, want_us);
+    }
+}
+
+#[test]
+fn bad_cells_and_shapes_are_errors_that_name_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b.parquet");
+    let message = "message schema {
+        required binary id (UTF8);
+        required int64 ts;
+        optional group emb (LIST) { repeated group list { optional float element; } }
+        required binary s (UTF8);
+        optional group st { optional int32 a; }
+    }";
+    write(
+        &path,
+        message,
+        vec![
+            Leaf::Bytes(vec!["a", "b"], None),
+            Leaf::I64(vec![1, 2], None),
+            // [1.0], then [null, 2.0]
+            Leaf::F32List(vec![1.0, 2.0], vec![3, 2, 3], vec![0, 0, 1]),
+            Leaf::Owned(vec![b"ok".to_vec(), vec![0xff, 0xfe]], None),
+            Leaf::I32(vec![4], Some(vec![2, 1])),
+        ],
+    );
+    let err = |name: &str, ty: FeatureType| {
+        try_load(&path, &string_key(), &[(name.to_owned(), ty)])
+            .unwrap_err()
+            .to_string()
+    };
+    let file = path.display();
+    assert_eq!(
+        err("emb", FeatureType::Float32List),
+        format!("{file}: row 2, column 'emb': value [null, 2.0] is not a valid float32_list")
+    );
+    assert_eq!(
+        err("emb", FeatureType::Float32),
+        format!("{file}: row 1, column 'emb': value [1.0] is not a valid float32")
+    );
+    assert_eq!(
+        err("s", FeatureType::String),
+        format!("{file}: row 2, column 's': invalid UTF-8")
+    );
+    assert_eq!(
+        err("st", FeatureType::Int32),
+        format!("{file}: column 'st': nested groups are not supported")
+    );
+    let keys = [("ts".to_owned(), KeyType::String)];
+    let err = try_load(&path, &keys, &[]).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        format!("{file}: row 1, column 'ts': value 1 is not a string entity key")
+    );
 }
