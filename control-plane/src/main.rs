@@ -13,7 +13,7 @@ use ferry::envoy_config::{self, StaticOptions};
 use ferry::envoy_xds::{render_xds, XdsOptions};
 use ferry::materialize::{self, WriteOptions};
 use ferry::push;
-use ferry::repo::{self, scalars::format_ttl, PathMatch, Registry};
+use ferry::repo::{self, scalars::format_ttl, Registry};
 use ferry::serve::{self, ServeOptions};
 use ferry::snapshot;
 use ferry::xds::resources::FilterOptions;
@@ -296,10 +296,7 @@ fn apply(repo: &Path, output: Option<&Path>) -> Result<ferry_protos::v1::Snapsho
         }
     }
     for r in &reg.routes {
-        let m = match &r.path {
-            PathMatch::Prefix(p) => format!("prefix {p}"),
-            PathMatch::Exact(p) => format!("exact {p}"),
-        };
+        let m = r.matcher.to_string();
         println!(
             "route {}  {}  -> {}  format {}  entity [{}]  names {}  missing {}  stale {}  reader error {}  max body {} B, {} entities, timeout {} ms",
             r.name,

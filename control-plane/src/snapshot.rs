@@ -6,9 +6,30 @@ use ferry_protos::v1;
 use prost::Message as _;
 use sha2::{Digest, Sha256};
 
-use crate::repo::{PathMatch, Registry};
+use crate::repo::{PathMatch, Registry, RouteMatch};
 
 /// Builds the snapshot, version included.
+fn route_match(m: &RouteMatch) -> v1::RouteMatch {
+    let (path_prefix, path_exact) = match &m.path {
+        Some(PathMatch::Prefix(p)) => (p.clone(), String::new()),
+        Some(PathMatch::Exact(p)) => (String::new(), p.clone()),
+        None => (String::new(), String::new()),
+    };
+    v1::RouteMatch {
+        path_prefix,
+        path_exact,
+        host: m.host.clone().unwrap_or_default(),
+        headers: m
+            .headers
+            .iter()
+            .map(|h| v1::HeaderMatch {
+                name: h.name.clone(),
+                exact: h.exact.clone().unwrap_or_default(),
+            })
+            .collect(),
+    }
+}
+
 pub fn build(reg: &Registry) -> v1::Snapshot {
     let services = reg
         .services
@@ -55,16 +76,7 @@ pub fn build(reg: &Registry) -> v1::Snapshot {
         .iter()
         .map(|r| v1::Route {
             name: r.name.clone(),
-            r#match: Some(match &r.path {
-                PathMatch::Prefix(p) => v1::RouteMatch {
-                    path_prefix: p.clone(),
-                    path_exact: String::new(),
-                },
-                PathMatch::Exact(p) => v1::RouteMatch {
-                    path_prefix: String::new(),
-                    path_exact: p.clone(),
-                },
-            }),
+            r#match: Some(route_match(&r.matcher)),
             service: reg.services[r.service].name.clone(),
             format: r.format as i32,
             entity_fields: r.entity_fields.clone(),

@@ -233,6 +233,12 @@ impl Host for HostCalls {
         let _ = hostcalls::record_metric(id, value);
     }
 
+    fn route_metadata(&self, key: &str) -> Option<String> {
+        let path = vec!["xds", "route_metadata", "filter_metadata", "ferry", key];
+        let bytes = hostcalls::get_property(path).ok().flatten()?;
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     fn set_response_header(&self, name: &str, value: &str) {
         let _ = hostcalls::set_map_value(MapType::HttpResponseHeaders, name, Some(value));
     }

@@ -104,10 +104,104 @@ pub enum PathMatch {
     Exact(String),
 }
 
+/// Request host condition, on `:authority` without its port, lowercase.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HostMatch {
+    Exact(String),
+    /// `*.example.com` is kept as `.example.com`: any subdomain, not the domain itself.
+    Subdomain(String),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct HeaderMatch {
+    pub name: String,
+    /// None: present with any value.
+    pub exact: Option<String>,
+}
+
+/// Every condition that is set must hold; a route with none is selected by name only (from
+/// an Envoy route's metadata).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct RouteConditions {
+    pub path: Option<PathMatch>,
+    pub host: Option<HostMatch>,
+    pub headers: Vec<HeaderMatch>,
+}
+
+impl RouteConditions {
+    pub fn by_name_only(&self) -> bool {
+        self.path.is_none() && self.host.is_none() && self.headers.is_empty()
+    }
+
+    fn accepts(
+        &self,
+        path: &str,
+        host: &mut Lazy<'_>,
+        header: &dyn Fn(&str) -> Option<String>,
+    ) -> bool {
+        if self.by_name_only() {
+            return false;
+        }
+        let path_ok = match &self.path {
+            None => true,
+            Some(PathMatch::Prefix(p)) => path.starts_with(p.as_str()),
+            Some(PathMatch::Exact(p)) => path == p,
+        };
+        if !path_ok {
+            return false;
+        }
+        if let Some(want) = &self.host {
+            let got = host.get();
+            let ok = match want {
+                HostMatch::Exact(h) => got == h,
+                HostMatch::Subdomain(suffix) => {
+                    got.len() > suffix.len() && got.ends_with(suffix.as_str())
+                }
+            };
+            if !ok {
+                return false;
+            }
+        }
+        self.headers
+            .iter()
+            .all(|m| match (header(&m.name), &m.exact) {
+                (None, _) => false,
+                (Some(_), None) => true,
+                (Some(v), Some(want)) => &v == want,
+            })
+    }
+}
+
+/// The request's host, read at most once and only when a route asks for it.
+struct Lazy<'a> {
+    header: &'a dyn Fn(&str) -> Option<String>,
+    host: Option<String>,
+}
+
+impl Lazy<'_> {
+    fn get(&mut self) -> &str {
+        let header = self.header;
+        self.host
+            .get_or_insert_with(|| normalize_host(&header(":authority").unwrap_or_default()))
+    }
+}
+
+/// `Example.COM:8080` → `example.com`; `[::1]:80` → `[::1]`.
+pub fn normalize_host(authority: &str) -> String {
+    let host = if authority.starts_with('[') {
+        authority
+            .split_once(']')
+            .map_or(authority, |(h, _)| &authority[..=h.len()])
+    } else {
+        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+    };
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
+
 #[derive(Debug)]
 pub struct Route {
     pub name: String,
-    pub path: PathMatch,
+    pub conditions: RouteConditions,
     pub service: Rc<Service>,
     pub format: Format,
     /// Request field of each join key, in the service's entity key order.
@@ -179,14 +273,84 @@ impl Config {
         })
     }
 
-    /// Index of the first route whose match accepts `path` (query string ignored).
-    pub fn match_route(&self, path: &str) -> Option<usize> {
+    /// Index of the first route whose conditions accept the request: `path` (query string
+    /// ignored), and the request headers through `header` (`:authority` for the host), read
+    /// only when a route has such a condition.
+    pub fn match_route(
+        &self,
+        path: &str,
+        header: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<usize> {
         let path = path.split_once('?').map_or(path, |(p, _)| p);
-        self.routes.iter().position(|r| match &r.path {
-            PathMatch::Prefix(p) => path.starts_with(p.as_str()),
-            PathMatch::Exact(p) => path == p,
-        })
+        let mut host = Lazy { header, host: None };
+        self.routes
+            .iter()
+            .position(|r| r.conditions.accepts(path, &mut host, header))
     }
+
+    /// Index of the route with this name (an Envoy route's `filter_metadata.ferry.route`).
+    pub fn route_named(&self, name: &str) -> Option<usize> {
+        self.routes.iter().position(|r| r.name == name)
+    }
+}
+
+fn conditions(m: pb::RouteMatch, ctx: &str) -> Result<RouteConditions, ConfigError> {
+    let path = match (m.path_prefix.is_empty(), m.path_exact.is_empty()) {
+        (true, true) => None,
+        (false, true) => Some(PathMatch::Prefix(m.path_prefix)),
+        (true, false) => Some(PathMatch::Exact(m.path_exact)),
+        (false, false) => {
+            return err(format!(
+                "{ctx}: set at most one of path_prefix and path_exact"
+            ))
+        }
+    };
+    let host = if m.host.is_empty() {
+        None
+    } else {
+        let h = m.host.to_ascii_lowercase();
+        let (plain, wildcard) = match h.strip_prefix("*.") {
+            Some(rest) => (rest, true),
+            None => (h.as_str(), false),
+        };
+        let valid = !plain.is_empty()
+            && plain
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+        if !valid {
+            return err(format!(
+                "{ctx}: host '{}' must be a host name or *.domain (no port)",
+                m.host
+            ));
+        }
+        Some(if wildcard {
+            HostMatch::Subdomain(format!(".{plain}"))
+        } else {
+            HostMatch::Exact(plain.to_string())
+        })
+    };
+    let mut headers = Vec::with_capacity(m.headers.len());
+    for h in m.headers {
+        let valid = !h.name.is_empty()
+            && h.name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        if !valid {
+            return err(format!(
+                "{ctx}: header match name '{}' must be a lowercase header name",
+                h.name
+            ));
+        }
+        headers.push(HeaderMatch {
+            name: h.name,
+            exact: (!h.exact.is_empty()).then_some(h.exact),
+        });
+    }
+    Ok(RouteConditions {
+        path,
+        host,
+        headers,
+    })
 }
 
 fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
@@ -280,16 +444,7 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
         .find(|s| s.name == r.service)
         .cloned()
         .ok_or_else(|| ConfigError(format!("{ctx}: unknown service '{}'", r.service)))?;
-    let m = r.r#match.unwrap_or_default();
-    let path = match (m.path_prefix.is_empty(), m.path_exact.is_empty()) {
-        (false, true) => PathMatch::Prefix(m.path_prefix),
-        (true, false) => PathMatch::Exact(m.path_exact),
-        _ => {
-            return err(format!(
-                "{ctx}: set exactly one of path_prefix and path_exact"
-            ))
-        }
-    };
+    let conditions = conditions(r.r#match.unwrap_or_default(), &ctx)?;
     let format = match pb::Format::try_from(r.format) {
         Ok(pb::Format::KserveV1) => Format::KserveV1,
         Ok(pb::Format::KserveV2) => {
@@ -408,7 +563,7 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
         .collect();
     Ok(Route {
         name: r.name,
-        path,
+        conditions,
         service,
         format,
         entity_fields: r.entity_fields,
@@ -477,6 +632,7 @@ pub mod fixture {
                 r#match: Some(pb::RouteMatch {
                     path_prefix: "/v1/models/fraud".into(),
                     path_exact: String::new(),
+                    ..Default::default()
                 }),
                 service: "scoring".into(),
                 format: pb::Format::KserveV1 as i32,
@@ -536,16 +692,114 @@ mod tests {
     fn short_names_and_route_matching() {
         let c = route_with(|r| r.feature_names = pb::FeatureNames::Short as i32);
         assert_eq!(c.routes[0].output_names, ["age", "score", "count"]);
-        assert_eq!(c.match_route("/v1/models/fraud:predict?x=1"), Some(0));
-        assert!(c.match_route("/v1/models/other:predict").is_none());
+        let none = |_: &str| None;
+        assert_eq!(
+            c.match_route("/v1/models/fraud:predict?x=1", &none),
+            Some(0)
+        );
+        assert!(c.match_route("/v1/models/other:predict", &none).is_none());
         let c = route_with(|r| {
             r.r#match = Some(pb::RouteMatch {
-                path_prefix: String::new(),
                 path_exact: "/p".into(),
+                ..Default::default()
             })
         });
-        assert!(c.match_route("/p?q").is_some());
-        assert!(c.match_route("/p/x").is_none());
+        assert!(c.match_route("/p?q", &none).is_some());
+        assert!(c.match_route("/p/x", &none).is_none());
+    }
+
+    fn headers<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn routes_match_on_host_and_headers_and_by_name() {
+        let mut s = snapshot();
+        let base = s.routes[0].clone();
+        let with = |name: &str, m: pb::RouteMatch| pb::Route {
+            name: name.into(),
+            r#match: Some(m),
+            ..base.clone()
+        };
+        s.routes = vec![
+            with(
+                "by-host",
+                pb::RouteMatch {
+                    path_prefix: "/v1/".into(),
+                    host: "Models.Example.com".into(),
+                    ..Default::default()
+                },
+            ),
+            with(
+                "by-subdomain",
+                pb::RouteMatch {
+                    host: "*.example.com".into(),
+                    ..Default::default()
+                },
+            ),
+            with(
+                "by-header",
+                pb::RouteMatch {
+                    path_prefix: "/".into(),
+                    headers: vec![
+                        pb::HeaderMatch {
+                            name: "x-model".into(),
+                            exact: "fraud".into(),
+                        },
+                        pb::HeaderMatch {
+                            name: "x-tenant".into(),
+                            exact: String::new(),
+                        },
+                    ],
+                    ..Default::default()
+                },
+            ),
+            with("by-name", pb::RouteMatch::default()),
+        ];
+        let c = Config::from_snapshot(s).unwrap();
+        let m = |path: &str, h: &[(&str, &str)]| {
+            c.match_route(path, &headers(h))
+                .map(|i| c.routes[i].name.as_str())
+        };
+        assert_eq!(
+            m("/v1/x", &[(":authority", "models.example.com:8080")]),
+            Some("by-host")
+        );
+        assert_eq!(
+            m("/v1/x", &[(":authority", "MODELS.example.com.")]),
+            Some("by-host")
+        );
+        assert_eq!(
+            m("/v2/x", &[(":authority", "models.example.com")]),
+            Some("by-subdomain")
+        );
+        assert_eq!(
+            m("/x", &[(":authority", "a.b.example.com")]),
+            Some("by-subdomain")
+        );
+        assert_eq!(
+            m("/x", &[(":authority", "example.com")]),
+            None,
+            "not a subdomain"
+        );
+        assert_eq!(m("/x", &[(":authority", "badexample.com")]), None);
+        assert_eq!(
+            m("/x", &[("x-model", "fraud"), ("x-tenant", "")]),
+            Some("by-header"),
+            "present with an empty value"
+        );
+        assert_eq!(m("/x", &[("x-model", "fraud")]), None, "x-tenant absent");
+        assert_eq!(m("/x", &[("x-model", "Fraud"), ("x-tenant", "a")]), None);
+        assert_eq!(m("/x", &[]), None, "by-name never matches a request");
+        assert_eq!(c.route_named("by-name"), Some(3));
+        assert_eq!(c.route_named("nope"), None);
+        assert_eq!(normalize_host("[::1]:10000"), "[::1]");
+        assert_eq!(normalize_host("Host"), "host");
     }
 
     #[test]
@@ -559,6 +813,37 @@ mod tests {
         refuse(
             &|s| s.routes[0].service = "nope".into(),
             "unknown service 'nope'",
+        );
+        refuse(
+            &|s| {
+                s.routes[0].r#match = Some(pb::RouteMatch {
+                    path_prefix: "/a".into(),
+                    path_exact: "/a".into(),
+                    ..Default::default()
+                })
+            },
+            "set at most one of path_prefix and path_exact",
+        );
+        refuse(
+            &|s| {
+                s.routes[0].r#match = Some(pb::RouteMatch {
+                    host: "example.com:80".into(),
+                    ..Default::default()
+                })
+            },
+            "must be a host name or *.domain",
+        );
+        refuse(
+            &|s| {
+                s.routes[0].r#match = Some(pb::RouteMatch {
+                    headers: vec![pb::HeaderMatch {
+                        name: "X-Upper".into(),
+                        exact: String::new(),
+                    }],
+                    ..Default::default()
+                })
+            },
+            "must be a lowercase header name",
         );
         refuse(
             &|s| s.routes[0].on_missing_entity = 0,
@@ -580,7 +865,6 @@ mod tests {
             },
             "is not a header name",
         );
-        refuse(&|s| s.routes[0].r#match = None, "exactly one of");
         refuse(&|s| s.services[0].fingerprint = 0, "fingerprint is 0");
         refuse(&|s| s.reader_cluster.clear(), "reader_cluster");
         refuse(

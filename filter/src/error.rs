@@ -84,6 +84,10 @@ pub enum FerryError {
     DispatchFailed {
         detail: String,
     },
+    /// The Envoy route's metadata names a Ferry route the snapshot does not have.
+    UnknownRoute {
+        name: String,
+    },
 }
 
 impl FerryError {
@@ -105,7 +109,7 @@ impl FerryError {
             | FerryError::BadVector { .. }
             | FerryError::FeaturesTooLarge { .. }
             | FerryError::FingerprintMismatch { .. } => 502,
-            FerryError::DispatchFailed { .. } => 500,
+            FerryError::DispatchFailed { .. } | FerryError::UnknownRoute { .. } => 500,
         }
     }
 
@@ -146,6 +150,7 @@ impl FerryError {
             FerryError::FeaturesTooLarge { .. } => "features_too_large",
             FerryError::FingerprintMismatch { .. } => "fingerprint_mismatch",
             FerryError::DispatchFailed { .. } => "dispatch_failed",
+            FerryError::UnknownRoute { .. } => "unknown_route",
         }
     }
 
@@ -213,6 +218,10 @@ impl FerryError {
             FerryError::DispatchFailed { detail } => {
                 format!("could not call the feature reader: {detail}")
             }
+            FerryError::UnknownRoute { name } => format!(
+                "the Envoy route names Ferry route '{name}' (metadata.filter_metadata.ferry.route), \
+                 which the current registry snapshot does not have"
+            ),
         }
     }
 

@@ -33,6 +33,9 @@ pub trait Host {
     fn metric_add(&self, id: u32, delta: i64);
     fn metric_record(&self, id: u32, value: u64);
     fn set_response_header(&self, name: &str, value: &str);
+    /// A string in the matched Envoy route's `metadata.filter_metadata.ferry` (the
+    /// `xds.route_metadata` property), e.g. `route`.
+    fn route_metadata(&self, key: &str) -> Option<String>;
 }
 
 #[cfg(test)]
@@ -65,6 +68,7 @@ pub mod testing {
         pub metrics: RefCell<HashMap<u32, i64>>,
         pub recorded: RefCell<Vec<(u32, u64)>>,
         pub response_headers: RefCell<Headers>,
+        pub route_metadata: RefCell<HashMap<String, String>>,
     }
 
     impl Host for FakeHost {
@@ -158,6 +162,9 @@ pub mod testing {
         }
         fn metric_record(&self, id: u32, value: u64) {
             self.recorded.borrow_mut().push((id, value));
+        }
+        fn route_metadata(&self, key: &str) -> Option<String> {
+            self.route_metadata.borrow().get(key).cloned()
         }
         fn set_response_header(&self, name: &str, value: &str) {
             self.response_headers

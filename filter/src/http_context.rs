@@ -94,9 +94,23 @@ impl<H: Host> HttpFilter<H> {
         let Some(config) = self.config.clone() else {
             return Action::Continue;
         };
-        let path = self.host.request_header(":path").unwrap_or_default();
-        let Some(index) = config.match_route(&path) else {
-            return Action::Continue;
+        // An Envoy route that names a Ferry route in its metadata selects it; otherwise the
+        // snapshot's own conditions do.
+        let index = if let Some(name) = self.host.route_metadata("route") {
+            match config.route_named(&name) {
+                Some(i) => i,
+                None => {
+                    return self
+                        .answer_named(&name, &FerryError::UnknownRoute { name: name.clone() })
+                }
+            }
+        } else {
+            let path = self.host.request_header(":path").unwrap_or_default();
+            let host = &self.host;
+            match config.match_route(&path, &|h| host.request_header(h)) {
+                Some(i) => i,
+                None => return Action::Continue,
+            }
         };
         let route = &config.routes[index];
         let header_mode = matches!(route.format, Format::Header { .. });
@@ -431,7 +445,11 @@ impl<H: Host> HttpFilter<H> {
     }
 
     fn answer(&mut self, route: &Route, err: &FerryError) -> Action {
-        let body = err.body(&route.name);
+        self.answer_named(&route.name, err)
+    }
+
+    fn answer_named(&mut self, route: &str, err: &FerryError) -> Action {
+        let body = err.body(route);
         self.host.send_response(
             err.status(),
             vec![
@@ -890,5 +908,42 @@ mod tests {
         assert!(f.host().request_header("x-ferry-features").is_some());
         // Once resumed, later callbacks go on.
         assert_eq!(f.on_request_trailers(), Action::Continue);
+    }
+
+    #[test]
+    fn envoy_route_metadata_selects_a_route_by_name() {
+        let c = route_with(|r| {
+            r.name = "by-name".into();
+            r.r#match = Some(pb::RouteMatch::default());
+        });
+        // Without metadata a by-name route never matches: passthrough.
+        let mut f = filter(c, "POST", "/v1/models/fraud:predict", BODY);
+        assert_eq!(f.on_request_headers(false), Action::Continue);
+        assert!(f.host().sent.borrow().is_none());
+
+        let c = route_with(|r| {
+            r.name = "by-name".into();
+            r.r#match = Some(pb::RouteMatch::default());
+        });
+        let mut f = filter(c, "POST", "/anything", BODY);
+        f.host()
+            .route_metadata
+            .borrow_mut()
+            .insert("route".into(), "by-name".into());
+        assert_eq!(f.on_request_headers(false), Action::Pause);
+        assert_eq!(f.on_request_body(BODY.len(), true), Action::Pause);
+        assert_eq!(f.host().dispatched.borrow().len(), 1, "enriched");
+
+        let mut f = filter(config(), "POST", "/v1/models/fraud:predict", BODY);
+        f.host()
+            .route_metadata
+            .borrow_mut()
+            .insert("route".into(), "gone".into());
+        assert_eq!(f.on_request_headers(false), Action::Pause);
+        let (status, body) = sent(&f);
+        assert_eq!(status, 500);
+        assert_eq!(body["error"], "unknown_route");
+        assert_eq!(body["route"], "gone");
+        assert!(f.host().dispatched.borrow().is_empty());
     }
 }

@@ -53,6 +53,7 @@ pub fn route(name: &str, service: &str, format: pb::Format, fields: &[&str]) -> 
         r#match: Some(pb::RouteMatch {
             path_prefix: format!("/{name}"),
             path_exact: String::new(),
+            ..Default::default()
         }),
         service: service.into(),
         format: format as i32,

@@ -137,7 +137,7 @@ pub fn snapshot(data: &[u8]) {
         assert_eq!(r.entity_fields.len(), r.service.entity_keys.len());
     }
     for path in ["/", "/v1/models/x:predict?a=b", ""] {
-        let _ = c.match_route(path);
+        let _ = c.match_route(path, &|_| None);
     }
 }
 

@@ -93,7 +93,8 @@ pub struct RawService {
 pub struct RawRoute {
     #[serde(default)]
     pub name: Option<String>,
-    #[serde(rename = "match")]
+    /// Absent or empty: the route is selected only by name (Envoy route metadata).
+    #[serde(rename = "match", default)]
     pub matcher: RawMatch,
     pub service: String,
     pub format: String,
@@ -131,13 +132,26 @@ pub struct RawRoute {
     pub max_header_bytes: Option<u64>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawMatch {
     #[serde(default)]
     pub path_prefix: Option<String>,
     #[serde(default)]
     pub path_exact: Option<String>,
+    #[serde(default)]
+    pub host: Option<String>,
+    #[serde(default)]
+    pub headers: Vec<RawHeaderMatch>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHeaderMatch {
+    pub name: String,
+    /// Absent: the header must be present, with any value.
+    #[serde(default)]
+    pub exact: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -5,9 +5,9 @@ use std::collections::{HashMap, HashSet};
 
 use ferry_protos::v1::{FeatureNames, Format, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy};
 
-use super::raw::RawRoute;
+use super::raw::{RawHeaderMatch, RawRoute};
 use super::validate::Issues;
-use super::{FeatureService, FeatureView, PathMatch, Route};
+use super::{FeatureService, FeatureView, HeaderMatch, PathMatch, Route, RouteMatch};
 use crate::types::FeatureType;
 
 const MIN_BODY_BYTES: u64 = 1024;
@@ -17,13 +17,73 @@ const MAX_READER_TIMEOUT_MS: u64 = 60_000;
 /// A near-cache entry older than an hour is not "near" any more: refresh from Redis.
 const MAX_CACHE_AGE_MS: u64 = 3_600_000;
 
-/// The first earlier route whose prefix covers every path `path` matches.
-pub(super) fn shadowed_by(earlier: &[Route], path: &PathMatch) -> Option<usize> {
-    let (PathMatch::Prefix(p) | PathMatch::Exact(p)) = path;
-    earlier.iter().position(|r| match &r.path {
-        PathMatch::Prefix(q) => p.starts_with(q.as_str()),
-        PathMatch::Exact(_) => false,
+/// The first earlier route that matches every request `m` matches (so `m` is never reached):
+/// its path covers `m`'s, its host is `m`'s or unset, and each of its header conditions is one
+/// of `m`'s. Routes selected by name only shadow nothing and are never shadowed.
+pub(super) fn shadowed_by(earlier: &[Route], m: &RouteMatch) -> Option<usize> {
+    if m.by_name_only() {
+        return None;
+    }
+    earlier.iter().position(|r| {
+        let e = &r.matcher;
+        let path = match (&e.path, &m.path) {
+            (None, _) => true,
+            (Some(PathMatch::Prefix(q)), Some(PathMatch::Prefix(p) | PathMatch::Exact(p))) => {
+                p.starts_with(q.as_str())
+            }
+            (Some(PathMatch::Exact(q)), Some(PathMatch::Exact(p))) => p == q,
+            _ => false,
+        };
+        let host = e.host.is_none() || e.host == m.host;
+        let headers = e.headers.iter().all(|h| {
+            m.headers
+                .iter()
+                .any(|x| x.name == h.name && (h.exact.is_none() || h.exact == x.exact))
+        });
+        !e.by_name_only() && path && host && headers
     })
+}
+
+/// A host condition: a host name or `*.domain`, without port, lowercased.
+fn host_match(raw: &str, path: &str, issues: &mut Issues) -> String {
+    let h = raw.to_ascii_lowercase();
+    let plain = h.strip_prefix("*.").unwrap_or(&h);
+    let valid = !plain.is_empty()
+        && plain
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+    if !valid {
+        issues.add(
+            path,
+            format!("match host '{raw}' must be a host name or *.domain, without a port"),
+        );
+    }
+    h
+}
+
+fn header_matches(raw: &[RawHeaderMatch], path: &str, issues: &mut Issues) -> Vec<HeaderMatch> {
+    raw.iter()
+        .map(|h| {
+            let name = h.name.to_ascii_lowercase();
+            let valid = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+            if !valid {
+                issues.add(path, format!("match header name '{}' is not a header name", h.name));
+            }
+            if h.exact.as_deref() == Some("") {
+                issues.add(
+                    path,
+                    format!("match header '{}': exact is empty (leave it out to only require the header)", h.name),
+                );
+            }
+            HeaderMatch {
+                name,
+                exact: h.exact.clone().filter(|v| !v.is_empty()),
+            }
+        })
+        .collect()
 }
 
 /// A policy word, or the default when absent.
@@ -78,18 +138,29 @@ pub(super) fn route(
     views: &[FeatureView],
     issues: &mut Issues,
 ) -> Route {
-    let matcher = match (&rr.matcher.path_prefix, &rr.matcher.path_exact) {
-        (Some(p), None) => PathMatch::Prefix(p.clone()),
-        (None, Some(p)) => PathMatch::Exact(p.clone()),
-        _ => {
-            issues.add(path, "match needs exactly one of path_prefix, path_exact");
-            PathMatch::Prefix(format!("/invalid-{name}"))
+    let path_match = match (&rr.matcher.path_prefix, &rr.matcher.path_exact) {
+        (Some(p), None) => Some(PathMatch::Prefix(p.clone())),
+        (None, Some(p)) => Some(PathMatch::Exact(p.clone())),
+        (None, None) => None,
+        (Some(_), Some(_)) => {
+            issues.add(path, "match takes at most one of path_prefix, path_exact");
+            Some(PathMatch::Prefix(format!("/invalid-{name}")))
         }
     };
-    let (PathMatch::Prefix(p) | PathMatch::Exact(p)) = &matcher;
-    if !p.starts_with('/') {
-        issues.add(path, format!("match path '{p}' must start with '/'"));
+    if let Some(PathMatch::Prefix(p) | PathMatch::Exact(p)) = &path_match {
+        if !p.starts_with('/') {
+            issues.add(path, format!("match path '{p}' must start with '/'"));
+        }
     }
+    let matcher = RouteMatch {
+        path: path_match,
+        host: rr
+            .matcher
+            .host
+            .as_deref()
+            .map(|h| host_match(h, path, issues)),
+        headers: header_matches(&rr.matcher.headers, path, issues),
+    };
     let service = service_seen.get(rr.service.as_str()).copied();
     if service.is_none() {
         issues.add(path, format!("unknown feature service '{}'", rr.service));
@@ -276,7 +347,7 @@ pub(super) fn route(
     );
     Route {
         name: name.to_owned(),
-        path: matcher,
+        matcher,
         service: service.unwrap_or(0),
         format,
         entity_fields,

@@ -244,7 +244,7 @@ fn route_checks() {
     assert_eq!(
         issues(reg),
         [
-            "routes[1] 'fraud2': match needs exactly one of path_prefix, path_exact",
+            "routes[1] 'fraud2': match takes at most one of path_prefix, path_exact",
             "routes[1] 'fraud2': unknown feature service 'nope'",
             "routes[1] 'fraud2': unknown format 'kserve_v3' (expected one of kserve_v1, kserve_v2, json, header)",
             "routes[1] 'fraud2': feature_names: unknown value 'medium' (expected one of full, short)",
@@ -270,7 +270,7 @@ fn shadowed_routes_and_short_name_clashes_are_refused() {
         issues(reg),
         [
             "routes[1] 'later': feature name 'age' is given by views 'transactions' and 'user_profile'; use feature_names: full",
-            "routes[1] 'later': never matched: routes[0] matches its path first (routes are tried in order)",
+            "routes[1] 'later': never matched: routes[0] matches its requests first (routes are tried in order)",
         ]
     );
 }
@@ -288,4 +288,79 @@ fn structure_errors_stop_at_parse_with_a_location() {
     );
     assert!(msg.contains("unknown field `tll`"), "{msg}");
     assert!(msg.contains("line 9"), "{msg}");
+}
+
+#[test]
+fn routes_match_on_host_and_headers_or_are_selected_by_name() {
+    let route = |name: &str, matcher: &str| {
+        format!(
+            "\n  - name: {name}\n{matcher}    service: scoring\n    format: kserve_v1\n    entity: {{field: user_id}}\n"
+        )
+    };
+    let yaml = GOOD.to_string()
+        + &route(
+            "by-host",
+            "    match:\n      path_prefix: /v1/models/other\n      host: Models.Example.com\n",
+        )
+        + &route(
+            "by-header",
+            "    match:\n      headers:\n        - {name: X-Model, exact: fraud}\n        - {name: x-tenant}\n",
+        )
+        + &route("by-name-1", "")
+        + &route("by-name-2", "    match: {}\n");
+    let (_dir, reg) = load_repo(&yaml, &FILES);
+    let reg = reg.unwrap();
+    let m: Vec<String> = reg.routes.iter().map(|r| r.matcher.to_string()).collect();
+    assert_eq!(
+        m,
+        [
+            "prefix /v1/models/fraud",
+            "prefix /v1/models/other host models.example.com",
+            "header x-model=fraud header x-tenant",
+            "by name (Envoy route metadata)",
+            "by name (Envoy route metadata)",
+        ]
+    );
+    let snap = crate::snapshot::build(&reg);
+    let h = snap.routes[2].r#match.as_ref().unwrap();
+    assert_eq!(h.headers.len(), 2);
+    assert_eq!(
+        (h.headers[0].name.as_str(), h.headers[0].exact.as_str()),
+        ("x-model", "fraud")
+    );
+    assert_eq!(
+        (h.headers[1].name.as_str(), h.headers[1].exact.as_str()),
+        ("x-tenant", "")
+    );
+    assert_eq!(
+        snap.routes[1].r#match.as_ref().unwrap().host,
+        "models.example.com"
+    );
+    assert_eq!(
+        snap.routes[3].r#match.as_ref().unwrap(),
+        &Default::default()
+    );
+    // The snapshot is one the filter accepts.
+    ferry_filter::config::Config::from_snapshot(snap).unwrap();
+}
+
+#[test]
+fn host_and_header_routes_behind_a_broader_route_are_never_matched() {
+    let yaml = GOOD.to_string()
+        + "\n  - name: narrower\n    match: {path_prefix: /v1/models/fraud/x, host: a.example.com, \
+           headers: [{name: x-model}]}\n    service: scoring\n    format: kserve_v1\n    \
+           entity: {field: user_id}\n"
+        + "\n  - name: bad\n    match: {host: \"a.example.com:80\", headers: [{name: \"x model\"}, \
+           {name: x-a, exact: \"\"}]}\n    service: scoring\n    format: kserve_v1\n    \
+           entity: {field: user_id}\n";
+    let (_dir, reg) = load_repo(&yaml, &FILES);
+    assert_eq!(
+        issues(reg),
+        [
+            "routes[1] 'narrower': never matched: routes[0] matches its requests first (routes are tried in order)",
+            "routes[2] 'bad': match host 'a.example.com:80' must be a host name or *.domain, without a port",
+            "routes[2] 'bad': match header name 'x model' is not a header name",
+            "routes[2] 'bad': match header 'x-a': exact is empty (leave it out to only require the header)",
+        ]
+    );
 }

@@ -154,7 +154,7 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
 
     let mut routes = Vec::with_capacity(raw.routes.len());
     let mut route_seen = HashMap::new();
-    let mut match_seen: HashMap<PathMatch, usize> = HashMap::new();
+    let mut match_seen: HashMap<RouteMatch, usize> = HashMap::new();
     let names: Vec<String> = raw
         .routes
         .iter()
@@ -182,14 +182,16 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
             &views,
             &mut issues,
         );
-        if let Some(first) = match_seen.get(&r.path) {
+        if r.matcher.by_name_only() {
+            // Selected by name from Envoy route metadata: no match to compare.
+        } else if let Some(first) = match_seen.get(&r.matcher) {
             issues.add(&path, format!("same match as routes[{first}]"));
         } else {
-            match_seen.insert(r.path.clone(), i);
-            if let Some(j) = shadowed_by(&routes, &r.path) {
+            match_seen.insert(r.matcher.clone(), i);
+            if let Some(j) = shadowed_by(&routes, &r.matcher) {
                 issues.add(
                     &path,
-                    format!("never matched: routes[{j}] matches its path first (routes are tried in order)"),
+                    format!("never matched: routes[{j}] matches its requests first (routes are tried in order)"),
                 );
             }
         }

@@ -17,6 +17,7 @@ pub fn header_route(r: &mut pb::Route) {
     r.r#match = Some(pb::RouteMatch {
         path_prefix: "/grpc/fraud".into(),
         path_exact: String::new(),
+        ..Default::default()
     });
     r.entity_fields = vec!["x-user-id".into()];
 }

@@ -20,6 +20,7 @@ pub fn json_route(entity_pointer: &str, inject_pointer: &str) -> impl FnOnce(&mu
         r.r#match = Some(pb::RouteMatch {
             path_prefix: JSON_PATH.into(),
             path_exact: String::new(),
+            ..Default::default()
         });
         r.entity_pointer = at;
         r.inject_pointer = inject;

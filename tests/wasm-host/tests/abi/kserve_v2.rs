@@ -18,6 +18,7 @@ pub fn v2_route(r: &mut pb::Route) {
     r.r#match = Some(pb::RouteMatch {
         path_prefix: "/v2/models/fraud".into(),
         path_exact: String::new(),
+        ..Default::default()
     });
 }
 

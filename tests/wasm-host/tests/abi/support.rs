@@ -62,6 +62,7 @@ pub fn snapshot() -> pb::Snapshot {
             r#match: Some(pb::RouteMatch {
                 path_prefix: "/v1/models/fraud".into(),
                 path_exact: String::new(),
+                ..Default::default()
             }),
             service: "scoring".into(),
             format: pb::Format::KserveV1 as i32,
