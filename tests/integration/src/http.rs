@@ -69,11 +69,11 @@ impl Conn {
         headers: &[(&str, &str)],
         body: impl Into<Bytes>,
     ) -> Response {
-        let mut req = hyper::Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", format!("127.0.0.1:{}", self.port))
-            .header("content-type", "application/json");
+        let mut req = hyper::Request::builder().method(method).uri(path);
+        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+            req = req.header("host", format!("127.0.0.1:{}", self.port));
+        }
+        req = req.header("content-type", "application/json");
         for (n, v) in headers {
             req = req.header(*n, *v);
         }

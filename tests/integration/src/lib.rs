@@ -265,6 +265,38 @@ impl Stack {
         }
     }
 
+    /// A second Envoy in static mode on this stack's reader and model, its bootstrap from
+    /// `ferry envoy-config` rewritten by `edit` (e.g. to add Envoy routes with metadata).
+    pub fn static_envoy_edited(&self, edit: impl FnOnce(String) -> String) -> Envoy {
+        let (listen_port, admin_port) = (free_port(), free_port());
+        let config = self.dir.path().join("envoy-edited.yaml");
+        run(Command::new(bin("ferry"))
+            .arg("envoy-config")
+            .arg(&self.repo)
+            .arg("--wasm")
+            .arg(wasm())
+            .args(["--listen-port", &listen_port.to_string()])
+            .args(["--admin-port", &admin_port.to_string()])
+            .args(["--reader-port", &self.reader_port.to_string()])
+            .args(["--model-port", &self.model_port.to_string()])
+            .arg("-o")
+            .arg(&config));
+        let yaml = std::fs::read_to_string(&config).expect("read envoy config");
+        std::fs::write(&config, edit(yaml)).expect("write envoy config");
+        let proc = start_envoy(self.dir.path(), &config, "envoy-edited");
+        process::wait_until(
+            Duration::from_secs(15),
+            || http::get_ok(admin_port, "/ready"),
+            "edited envoy /ready",
+        );
+        Envoy {
+            proc,
+            listen_port,
+            admin_port,
+            config,
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.listen_port)
     }
