@@ -39,6 +39,12 @@ pub struct Config {
     /// Most requests handled at once; further requests wait for a slot.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_concurrency: u32,
+
+    /// Tokio worker threads: 0 = one per core (tokio's default), 1 = a single-threaded
+    /// runtime (no hand-offs between threads: the request task and Redis' connection task
+    /// run on the same one).
+    #[arg(long, env = "FERRY_READER_THREADS", default_value_t = 0)]
+    pub threads: usize,
 }
 
 impl Config {
@@ -51,7 +57,23 @@ impl Config {
             max_body_bytes: 1024 * 1024,
             redis_timeout_ms: 50,
             max_concurrency: 256,
+            threads: 0,
         }
+    }
+
+    /// The runtime `--threads` asks for.
+    pub fn runtime(&self) -> std::io::Result<tokio::runtime::Runtime> {
+        let mut builder = match self.threads {
+            1 => tokio::runtime::Builder::new_current_thread(),
+            n => {
+                let mut b = tokio::runtime::Builder::new_multi_thread();
+                if n > 0 {
+                    b.worker_threads(n);
+                }
+                b
+            }
+        };
+        builder.enable_all().build()
     }
 
     /// `--redis-timeout-ms` as a duration.
@@ -75,5 +97,23 @@ mod tests {
     fn zero_limits_are_refused() {
         assert!(Config::try_parse_from(["ferry-reader", "--max-batch", "0"]).is_err());
         assert!(Config::try_parse_from(["ferry-reader", "--redis-timeout-ms", "0"]).is_err());
+    }
+
+    #[test]
+    fn threads_picks_the_runtime_flavor() {
+        use tokio::runtime::RuntimeFlavor;
+        let flavor = |args: &[&str]| {
+            let mut argv = vec!["ferry-reader"];
+            argv.extend_from_slice(args);
+            let rt = Config::try_parse_from(argv).unwrap().runtime().unwrap();
+            let (flavor, workers) = (rt.handle().runtime_flavor(), rt.metrics().num_workers());
+            (flavor, workers)
+        };
+        assert_eq!(
+            flavor(&["--threads", "1"]),
+            (RuntimeFlavor::CurrentThread, 1)
+        );
+        assert_eq!(flavor(&["--threads", "3"]), (RuntimeFlavor::MultiThread, 3));
+        assert_eq!(flavor(&[]).0, RuntimeFlavor::MultiThread);
     }
 }

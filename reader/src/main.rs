@@ -3,14 +3,15 @@
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .init();
     let config = ferry_reader::Config::parse();
-    ferry_reader::run(config, ferry_reader::shutdown_signal()).await?;
+    config
+        .runtime()?
+        .block_on(ferry_reader::run(config, ferry_reader::shutdown_signal()))?;
     Ok(())
 }
