@@ -146,14 +146,24 @@ pub fn load_tables(reg: &Registry) -> Result<Tables, MaterializeError> {
 /// A service's entities: the union of the entity keys of its views, sorted (so runs are
 /// reproducible and a progress bar moves steadily).
 pub fn service_entities<'a>(service: &FeatureService, tables: &'a Tables) -> Vec<&'a str> {
-    let mut keys: Vec<&str> = Vec::new();
-    for sv in &service.views {
-        if let Some(t) = &tables.tables[sv.view] {
-            keys.extend(t.rows.keys().map(String::as_str));
-        }
+    let views: Vec<&LatestRows> = service
+        .views
+        .iter()
+        .filter_map(|sv| tables.tables[sv.view].as_ref())
+        .collect();
+    // Each key once, from the first view that has it: sorting the union, not every view's
+    // keys, is what the string comparisons cost.
+    let mut keys: Vec<&str> = Vec::with_capacity(views.first().map_or(0, |t| t.rows.len()));
+    for (i, t) in views.iter().enumerate() {
+        let earlier = &views[..i];
+        keys.extend(
+            t.rows
+                .keys()
+                .map(String::as_str)
+                .filter(|k| !earlier.iter().any(|e| e.rows.contains_key(*k))),
+        );
     }
     keys.sort_unstable();
-    keys.dedup();
     keys
 }
 

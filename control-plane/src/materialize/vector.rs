@@ -1,7 +1,7 @@
-//! Encoding of one entity's `StoredVector` straight from the kept source rows: the selected
-//! values are written by reference, never cloned into a message first. The bytes are exactly
-//! what prost would produce for the equivalent message (a test holds this), so the encoding is
-//! deterministic and a rerun writes identical values.
+//! Encoding of one entity's `StoredVector` straight from the kept source rows, whose values are
+//! already encoded (see [`ViewRow`]): a vector is a few headers around copied slices. The bytes
+//! are exactly what prost would produce for the equivalent message (a test holds this), so the
+//! encoding is deterministic and a rerun writes identical values.
 
 use ferry_protos::v1::{StoredVector, Value, ViewValues};
 use prost::encoding::{self, WireType};
@@ -17,24 +17,23 @@ pub struct Part<'a> {
     pub selected: &'a [usize],
 }
 
-fn values<'a>(part: &Part<'a>) -> impl Iterator<Item = &'a Value> + 'a {
-    let row = part.row;
-    let selected = part.selected;
-    row.into_iter()
-        .flat_map(move |r| selected.iter().filter_map(move |&i| r.values.get(i)))
+impl<'a> Part<'a> {
+    /// Whether the part takes the whole row as it is (the usual case: a whole view).
+    fn whole(&self, row: &ViewRow) -> bool {
+        self.selected.len() == row.len() && self.selected.iter().enumerate().all(|(i, &s)| i == s)
+    }
 }
 
-/// Length of the encoded `ViewValues` body of one part.
-fn view_len(part: &Part<'_>) -> usize {
-    let Some(row) = part.row else { return 0 };
-    let time = if row.event_time_us != 0 {
-        encoding::int64::encoded_len(1, &row.event_time_us)
-    } else {
-        0
-    };
-    time + values(part)
-        .map(|v| encoding::message::encoded_len(2, v))
-        .sum::<usize>()
+fn values<'a>(part: &Part<'a>) -> impl Iterator<Item = Value> + 'a {
+    let row = part.row;
+    let selected = part.selected;
+    row.into_iter().flat_map(move |r| {
+        let all = r.values();
+        selected
+            .iter()
+            .filter_map(|&i| all.get(i).cloned())
+            .collect::<Vec<_>>()
+    })
 }
 
 /// Encodes the vector of one entity into `out` (cleared first). A part without a row becomes an
@@ -44,15 +43,41 @@ pub fn encode_into(fingerprint: u64, parts: &[Part<'_>], out: &mut Vec<u8>) {
     if fingerprint != 0 {
         encoding::fixed64::encode(1, &fingerprint, out);
     }
+    // A row's fields, found in one walk; a service's canonical (sorted) feature order is rarely
+    // the declared one, so a part picks them out of order.
+    let mut fields: Vec<&[u8]> = Vec::new();
     for part in parts {
         encoding::encode_key(2, WireType::LengthDelimited, out);
-        encoding::encode_varint(view_len(part) as u64, out);
-        if let Some(row) = part.row {
-            if row.event_time_us != 0 {
-                encoding::int64::encode(1, &row.event_time_us, out);
-            }
-            for v in values(part) {
-                encoding::message::encode(2, v, out);
+        let Some(row) = part.row else {
+            encoding::encode_varint(0, out);
+            continue;
+        };
+        let time = if row.event_time_us != 0 {
+            encoding::int64::encoded_len(1, &row.event_time_us)
+        } else {
+            0
+        };
+        let whole = part.whole(row);
+        let values_len = if whole {
+            row.encoded().len()
+        } else {
+            fields.clear();
+            fields.extend(row.fields());
+            part.selected
+                .iter()
+                .filter_map(|&i| fields.get(i))
+                .map(|f| f.len())
+                .sum()
+        };
+        encoding::encode_varint((time + values_len) as u64, out);
+        if row.event_time_us != 0 {
+            encoding::int64::encode(1, &row.event_time_us, out);
+        }
+        if whole {
+            out.extend_from_slice(row.encoded());
+        } else {
+            for f in part.selected.iter().filter_map(|&i| fields.get(i)) {
+                out.extend_from_slice(f);
             }
         }
     }
@@ -66,7 +91,7 @@ pub fn build(fingerprint: u64, parts: &[Part<'_>]) -> StoredVector {
             .iter()
             .map(|p| ViewValues {
                 event_time_us: p.row.map_or(0, |r| r.event_time_us),
-                values: values(p).cloned().collect(),
+                values: values(p).collect(),
             })
             .collect(),
     }
@@ -87,10 +112,7 @@ mod tests {
     }
 
     fn row(t: i64, values: Vec<Value>) -> ViewRow {
-        ViewRow {
-            event_time_us: t,
-            values,
-        }
+        ViewRow::new(t, &values)
     }
 
     #[test]
@@ -154,5 +176,32 @@ mod tests {
         assert_eq!(back.views[1].event_time_us, 0);
         assert_eq!(back.views[2].event_time_us, -5);
         assert_eq!(back.views[3].values[0], v(Kind::BytesVal(vec![0, 1])));
+    }
+
+    #[test]
+    fn long_values_and_partial_selections_match_prost() {
+        let long = row(
+            7,
+            vec![
+                v(Kind::StringVal("x".repeat(300))),
+                v(Kind::FloatListVal(FloatList {
+                    values: (0..100).map(|i| i as f32).collect(),
+                })),
+                Value { kind: None },
+                v(Kind::Int64Val(-1)),
+            ],
+        );
+        assert_eq!(long.len(), 4);
+        assert_eq!(long.fields().count(), 4);
+        for selected in [&[0, 1, 2, 3][..], &[3, 1], &[2], &[], &[0, 1, 2]] {
+            let parts = [Part {
+                row: Some(&long),
+                selected,
+            }];
+            let mut out = Vec::new();
+            encode_into(9, &parts, &mut out);
+            assert_eq!(out, build(9, &parts).encode_to_vec(), "{selected:?}");
+            assert_eq!(decode(&out).unwrap().views[0].values.len(), selected.len());
+        }
     }
 }

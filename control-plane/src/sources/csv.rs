@@ -104,13 +104,7 @@ pub(super) fn load_latest(spec: &ViewSpec<'_>) -> Result<LatestRows, SourceError
         for (&col, (_, ty)) in feature_cols.iter().zip(spec.features) {
             values.push(parse_value(*ty, cell(col)?).map_err(|r| cell_err(line, col, r))?);
         }
-        latest.put(
-            &key,
-            ViewRow {
-                event_time_us,
-                values,
-            },
-        );
+        latest.put(&key, ViewRow::new(event_time_us, &values));
     }
     Ok(latest)
 }
@@ -160,12 +154,12 @@ mod tests {
         assert_eq!(got.rows_read, 5);
         assert_eq!(got.rows.len(), 2);
         let a = &got.rows["a"];
-        assert_eq!(a.values[0].kind, Some(Kind::Int64Val(3)));
+        assert_eq!(a.values()[0].kind, Some(Kind::Int64Val(3)));
         assert_eq!(
             a.event_time_us,
             parse_timestamp_us("2026-01-03T00:00:00Z").unwrap()
         );
-        assert_eq!(got.rows["b"].values[0].kind, Some(Kind::Int64Val(8)));
+        assert_eq!(got.rows["b"].values()[0].kind, Some(Kind::Int64Val(8)));
         assert_eq!(got.rows["b"].event_time_us, 100_000_000);
     }
 

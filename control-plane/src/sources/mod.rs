@@ -85,8 +85,87 @@ pub struct ViewSpec<'a> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ViewRow {
     pub event_time_us: i64,
-    /// One per feature of the view, in declared order.
-    pub values: Vec<Value>,
+    /// One value per feature of the view, in declared order, each encoded as a vector stores
+    /// it (field 2 of `ViewValues`: key, length, `Value`). Encoded once when read, a vector is
+    /// then built by copying slices, and a row is a single allocation.
+    encoded: Vec<u8>,
+    /// How many values `encoded` holds.
+    count: u32,
+}
+
+/// The key of `ViewValues.values` (field 2, length-delimited): one byte.
+const VALUES_KEY: u8 = 0x12;
+
+impl ViewRow {
+    pub fn new(event_time_us: i64, values: &[Value]) -> Self {
+        let mut row = ViewRow {
+            event_time_us,
+            encoded: Vec::new(),
+            count: 0,
+        };
+        for v in values {
+            row.push(v);
+        }
+        row
+    }
+
+    fn push(&mut self, v: &Value) {
+        prost::encoding::message::encode(2, v, &mut self.encoded);
+        self.count += 1;
+    }
+
+    fn clear(&mut self) {
+        self.encoded.clear();
+        self.count = 0;
+    }
+
+    /// All values, encoded, in declared order.
+    pub fn encoded(&self) -> &[u8] {
+        &self.encoded
+    }
+
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Each value's encoded field, in declared order.
+    pub fn fields(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let mut rest: &[u8] = &self.encoded;
+        std::iter::from_fn(move || {
+            let whole = rest;
+            let mut body = rest.strip_prefix(&[VALUES_KEY])?;
+            let len = usize::try_from(prost::encoding::decode_varint(&mut body).ok()?).ok()?;
+            let end = whole.len() - body.len() + len;
+            let field = whole.get(..end)?;
+            rest = whole.get(end..)?;
+            Some(field)
+        })
+    }
+
+    /// The values decoded (for tests and tools; vectors are built from [`Self::fields`]).
+    pub fn values(&self) -> Vec<Value> {
+        use prost::Message as _;
+        self.fields()
+            .filter_map(|f| {
+                let mut body = f.get(1..)?;
+                prost::encoding::decode_varint(&mut body).ok()?;
+                Value::decode(body).ok()
+            })
+            .collect()
+    }
+}
+
+/// Where a reader writes the values of a winning row.
+pub struct RowValues<'a>(&'a mut ViewRow);
+
+impl RowValues<'_> {
+    pub fn push(&mut self, v: &Value) {
+        self.0.push(v);
+    }
 }
 
 /// A fast non-cryptographic hash for entity keys (FxHash's multiply-rotate over 8-byte words).
@@ -150,32 +229,25 @@ impl LatestRows {
     }
 
     /// Keeps a row at `event_time_us` for `key` if it wins (as [`Self::wants`] decides), its
-    /// `width` values written by `fill`. One hash lookup for a known key, two for a new one; the
-    /// values are built only for a winning row.
+    /// values written by `fill`. One hash lookup for a known key, two for a new one; the values
+    /// are built only for a winning row.
     fn offer<E>(
         &mut self,
         key: &str,
         event_time_us: i64,
-        width: usize,
-        fill: impl FnOnce(&mut Vec<Value>) -> Result<(), E>,
+        fill: impl FnOnce(&mut RowValues<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
         if let Some(kept) = self.rows.get_mut(key) {
             if kept.event_time_us <= event_time_us {
                 kept.event_time_us = event_time_us;
-                kept.values.clear();
-                fill(&mut kept.values)?;
+                kept.clear();
+                fill(&mut RowValues(kept))?;
             }
             return Ok(());
         }
-        let mut values = Vec::with_capacity(width);
-        fill(&mut values)?;
-        self.rows.insert(
-            key.to_owned(),
-            ViewRow {
-                event_time_us,
-                values,
-            },
-        );
+        let mut row = ViewRow::new(event_time_us, &[]);
+        fill(&mut RowValues(&mut row))?;
+        self.rows.insert(key.to_owned(), row);
         Ok(())
     }
 

@@ -258,10 +258,10 @@ pub(super) fn load_latest(spec: &ViewSpec<'_>) -> Result<LatestRows, SourceError
                 }
                 let ts = timestamp_us(&cell(0)?, nanos)
                     .map_err(|r| cell_err(row_no, spec.timestamp_field, r))?;
-                latest.offer(&key, ts, spec.features.len(), |values| {
+                latest.offer(&key, ts, |values| {
                     for (i, (name, ty)) in spec.features.iter().enumerate() {
                         let c = cell(first_feature + i)?;
-                        values.push(to_value(*ty, &c).map_err(|r| cell_err(row_no, name, r))?);
+                        values.push(&to_value(*ty, &c).map_err(|r| cell_err(row_no, name, r))?);
                     }
                     Ok(())
                 })?;

@@ -174,7 +174,7 @@ fn reads_typed_columns_and_keeps_the_latest_row() {
     let u1 = &got.rows["u1"];
     assert_eq!(u1.event_time_us, 3_000_000);
     assert_eq!(
-        u1.values,
+        u1.values(),
         [
             v(Kind::FloatListVal(FloatList { values: vec![] })),
             v(Kind::Int32Val(31)),
@@ -186,7 +186,7 @@ fn reads_typed_columns_and_keeps_the_latest_row() {
     let u2 = &got.rows["u2"];
     assert_eq!(u2.event_time_us, 2_000_000);
     assert_eq!(
-        u2.values,
+        u2.values(),
         [
             NULL,
             NULL,
@@ -436,10 +436,7 @@ fn every_type_with_nulls_over_row_groups_pages_and_batches() {
             .get(&Gen::key(i))
             .is_none_or(|kept| kept.event_time_us <= ts)
         {
-            let row = ViewRow {
-                event_time_us: ts,
-                values: Gen::values(i),
-            };
+            let row = ViewRow::new(ts, &Gen::values(i));
             want.insert(Gen::key(i), row);
         }
     }
@@ -507,7 +504,7 @@ fn other_integer_timestamp_and_list_spellings() {
     assert_eq!(got.rows["7"].event_time_us, 1_795_255_200_000_000);
     assert_eq!(got.rows["8"].event_time_us, 5_000_000);
     assert_eq!(
-        got.rows["7"].values,
+        got.rows["7"].values(),
         [
             v(Kind::Int32Val(255)),
             v(Kind::Int64Val(-2)),
@@ -517,7 +514,7 @@ fn other_integer_timestamp_and_list_spellings() {
         ]
     );
     assert_eq!(
-        got.rows["8"].values,
+        got.rows["8"].values(),
         [
             v(Kind::Int32Val(3)),
             NULL,
