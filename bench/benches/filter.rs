@@ -188,9 +188,10 @@ fn whole_request(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::from_parameter(batch), &batch, |b, _| {
             b.iter(|| {
                 let parsed = kserve_v1::parse(black_box(&body), route).map_err(|e| e.code())?;
-                let call = enrich::reader_request(&config, route, parsed.keys.clone());
-                black_box(call);
-                let vectors = enrich::reader_vectors(black_box(&answer), parsed.keys.len())
+                let all: Vec<usize> = (0..parsed.keys.len()).collect();
+                let call = enrich::reader_request(&config, route, &parsed.keys, &all);
+                black_box(&call.body);
+                let vectors = enrich::reader_vectors(black_box(&answer), &call.lookup_sizes)
                     .map_err(|e| e.code())?;
                 enrich::enrich(route, parsed.into(), &vectors, NOW_US).map_err(|e| e.code())
             })

@@ -93,6 +93,14 @@ pub fn build(reg: &Registry) -> v1::Snapshot {
             inject_pointer: r.inject_pointer.clone(),
             features_header: r.features_header.clone(),
             max_header_bytes: r.max_header_bytes,
+            extra_services: r
+                .extra_services
+                .iter()
+                .map(|e| v1::ExtraService {
+                    service: reg.services[e.service].name.clone(),
+                    entity_fields: e.entity_fields.clone(),
+                })
+                .collect(),
         })
         .collect();
     let mut snap = v1::Snapshot {

@@ -198,14 +198,33 @@ pub fn normalize_host(authority: &str) -> String {
     host.trim_end_matches('.').to_ascii_lowercase()
 }
 
+/// One FeatureService a route enriches from, with the request fields of its join keys.
+#[derive(Debug)]
+pub struct RoutePart {
+    pub service: Rc<Service>,
+    /// Request field of each join key, in the service's entity key order.
+    pub entity_fields: Vec<String>,
+}
+
 #[derive(Debug)]
 pub struct Route {
     pub name: String,
     pub conditions: RouteConditions,
+    /// The main service (`parts[0]`).
     pub service: Rc<Service>,
     pub format: Format,
-    /// Request field of each join key, in the service's entity key order.
+    /// Request field of each join key of the main service, in its entity key order.
     pub entity_fields: Vec<String>,
+    /// Every service the route enriches from: the main one, then the extra services. Each
+    /// entity is one lookup per part, all in the same reader call; an entity's features are
+    /// the parts' features one after the other.
+    pub parts: Vec<RoutePart>,
+    /// The parts' service names and hex fingerprints, comma-separated (for one service: its
+    /// name and fingerprint), for `x-ferry-service` / `x-ferry-fingerprint` and the metadata.
+    pub services_label: String,
+    pub fingerprints_label: String,
+    /// Features per entity, over all parts.
+    pub feature_count: usize,
     /// Output field name of every feature of the flattened vector, per `feature_names`.
     pub output_names: Vec<String>,
     /// `"name":` of each output name, JSON-escaped once, for the writers that emit JSON text.
@@ -218,6 +237,15 @@ pub struct Route {
     pub reader_timeout_ms: u32,
     /// Near cache maximum age; 0 = off for this route.
     pub cache_max_age_ms: u32,
+}
+
+impl Route {
+    /// Every feature of an entity's flattened vector, in order, over all parts.
+    pub fn features(&self) -> impl Iterator<Item = &Feature> {
+        self.parts
+            .iter()
+            .flat_map(|p| p.service.views.iter().flat_map(|v| &v.features))
+    }
 }
 
 /// Why a snapshot was refused (Envoy then keeps the last good one).
@@ -439,11 +467,28 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
 
 fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
     let ctx = format!("route '{}'", r.name);
-    let service = services
-        .iter()
-        .find(|s| s.name == r.service)
-        .cloned()
-        .ok_or_else(|| ConfigError(format!("{ctx}: unknown service '{}'", r.service)))?;
+    let find = |name: &str| {
+        services
+            .iter()
+            .find(|s| s.name == name)
+            .cloned()
+            .ok_or_else(|| ConfigError(format!("{ctx}: unknown service '{name}'")))
+    };
+    let service = find(&r.service)?;
+    let mut parts = vec![RoutePart {
+        service: service.clone(),
+        entity_fields: r.entity_fields.clone(),
+    }];
+    for extra in &r.extra_services {
+        let s = find(&extra.service)?;
+        if parts.iter().any(|p| p.service.name == s.name) {
+            return err(format!("{ctx}: service '{}' is used twice", s.name));
+        }
+        parts.push(RoutePart {
+            service: s,
+            entity_fields: extra.entity_fields.clone(),
+        });
+    }
     let conditions = conditions(r.r#match.unwrap_or_default(), &ctx)?;
     let format = match pb::Format::try_from(r.format) {
         Ok(pb::Format::KserveV1) => Format::KserveV1,
@@ -452,10 +497,9 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
                 use pb::ValueType as T;
                 matches!(t, T::Int32 | T::Int64 | T::Float32 | T::Float64 | T::Bool)
             };
-            let all_numeric = service
-                .views
+            let all_numeric = parts
                 .iter()
-                .flat_map(|v| &v.features)
+                .flat_map(|p| p.service.views.iter().flat_map(|v| &v.features))
                 .all(|f| numeric(f.value_type));
             if r.packed && !all_numeric {
                 return err(format!(
@@ -505,20 +549,24 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
         }
         Err(_) => return err(format!("{ctx}: unknown format {}", r.format)),
     };
-    if r.entity_fields.len() != service.entity_keys.len() {
-        return err(format!(
-            "{ctx}: {} entity field(s) for {} join key(s)",
-            r.entity_fields.len(),
-            service.entity_keys.len()
-        ));
+    for p in &parts {
+        if p.entity_fields.len() != p.service.entity_keys.len() {
+            return err(format!(
+                "{ctx}: {} entity field(s) for {} join key(s) of service '{}'",
+                p.entity_fields.len(),
+                p.service.entity_keys.len(),
+                p.service.name
+            ));
+        }
     }
     let short = match pb::FeatureNames::try_from(r.feature_names) {
         Ok(pb::FeatureNames::Full) => false,
         Ok(pb::FeatureNames::Short) => true,
         _ => return err(format!("{ctx}: feature_names must be full or short")),
     };
-    let mut output_names: Vec<String> = Vec::with_capacity(service.feature_count);
-    for v in &service.views {
+    let feature_count = parts.iter().map(|p| p.service.feature_count).sum();
+    let mut output_names: Vec<String> = Vec::with_capacity(feature_count);
+    for v in parts.iter().flat_map(|p| &p.service.views) {
         for f in &v.features {
             let name = if short {
                 f.name.clone()
@@ -561,12 +609,25 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
             k
         })
         .collect();
+    let label = |f: &dyn Fn(&Service) -> &str| {
+        parts
+            .iter()
+            .map(|p| f(&p.service))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let services_label = label(&|s| s.name.as_str());
+    let fingerprints_label = label(&|s| s.fingerprint_hex.as_str());
     Ok(Route {
         name: r.name,
         conditions,
         service,
         format,
         entity_fields: r.entity_fields,
+        parts,
+        services_label,
+        fingerprints_label,
+        feature_count,
         output_names,
         output_keys,
         on_missing,
@@ -650,6 +711,7 @@ pub mod fixture {
                 inject_pointer: String::new(),
                 features_header: String::new(),
                 max_header_bytes: 0,
+                extra_services: vec![],
             }],
         }
     }

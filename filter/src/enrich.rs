@@ -28,17 +28,51 @@ pub struct Enriched {
     pub stale: usize,
 }
 
-/// The single reader call for all entities of a request.
-pub fn reader_request(config: &Config, route: &Route, keys: Vec<String>) -> Vec<u8> {
-    VectorRequest {
-        project: config.project.clone(),
-        lookups: vec![Lookup {
-            service: route.service.name.clone(),
-            fingerprint: route.service.fingerprint,
-            entity_keys: keys,
-        }],
+/// The single reader call for a request.
+#[derive(Debug)]
+pub struct ReaderCall {
+    pub body: Vec<u8>,
+    /// The indices (into the request's keys) of the vectors the answer holds, in its order.
+    pub order: Vec<usize>,
+    /// How many vectors each lookup of the answer holds.
+    pub lookup_sizes: Vec<usize>,
+}
+
+/// The one reader call for the keys at `wanted` (indices into `keys`, the request's keys: one
+/// per route part for each entity): one lookup per part that has any, in part order.
+pub fn reader_request(
+    config: &Config,
+    route: &Route,
+    keys: &[String],
+    wanted: &[usize],
+) -> ReaderCall {
+    let parts = route.parts.len().max(1);
+    let mut lookups = Vec::with_capacity(parts);
+    let mut order = Vec::with_capacity(wanted.len());
+    let mut lookup_sizes = Vec::with_capacity(parts);
+    for (p, part) in route.parts.iter().enumerate() {
+        let start = order.len();
+        order.extend(wanted.iter().copied().filter(|j| j % parts == p));
+        if order.len() == start {
+            continue;
+        }
+        lookup_sizes.push(order.len() - start);
+        lookups.push(Lookup {
+            service: part.service.name.clone(),
+            fingerprint: part.service.fingerprint,
+            entity_keys: order[start..].iter().map(|j| keys[*j].clone()).collect(),
+        });
     }
-    .encode_to_vec()
+    let body = VectorRequest {
+        project: config.project.clone(),
+        lookups,
+    }
+    .encode_to_vec();
+    ReaderCall {
+        body,
+        order,
+        lookup_sizes,
+    }
 }
 
 /// Judges the reader's answer: `status` is None when the call failed without a response.
@@ -90,22 +124,33 @@ fn reader_error(body: &[u8]) -> (Option<String>, String) {
     )
 }
 
-/// The vectors of the single lookup in a reader answer, one per requested key, in order
-/// (empty = not found).
-pub fn reader_vectors(reader_body: &[u8], expected: usize) -> Result<Vec<Vec<u8>>, FerryError> {
+/// The vectors of a reader answer, one per requested key, lookup after lookup (empty = not
+/// found); `lookup_sizes` is what was asked.
+pub fn reader_vectors(
+    reader_body: &[u8],
+    lookup_sizes: &[usize],
+) -> Result<Vec<Vec<u8>>, FerryError> {
     let bad = |detail: String| FerryError::BadVector { detail };
     let resp = VectorResponse::decode(reader_body)
         .map_err(|e| bad(format!("undecodable reader response: {e}")))?;
-    let Ok([result]) = <[_; 1]>::try_from(resp.results) else {
-        return Err(bad("reader did not answer exactly 1 lookup".into()));
-    };
-    if result.vectors.len() != expected {
+    if resp.results.len() != lookup_sizes.len() {
         return Err(bad(format!(
-            "reader answered {} vectors for {expected} entities",
-            result.vectors.len()
+            "reader answered {} lookups for {}",
+            resp.results.len(),
+            lookup_sizes.len()
         )));
     }
-    Ok(result.vectors)
+    let mut out = Vec::with_capacity(lookup_sizes.iter().sum());
+    for (result, expected) in resp.results.into_iter().zip(lookup_sizes) {
+        if result.vectors.len() != *expected {
+            return Err(bad(format!(
+                "reader answered {} vectors for {expected} entities",
+                result.vectors.len()
+            )));
+        }
+        out.extend(result.vectors);
+    }
+    Ok(out)
 }
 
 /// Enriches the request with one stored vector per entity (`vectors[i]` for entity i; empty =
@@ -125,20 +170,28 @@ pub fn enrich(
             ),
         });
     }
-    let service = &route.service;
-    let mut features = Vec::with_capacity(req.keys().len());
+    let parts = route.parts.len().max(1);
+    let mut features = Vec::with_capacity(req.keys().len() / parts);
     let (mut missing, mut stale) = (Vec::new(), Vec::new());
-    for (key, bytes) in req.keys().iter().zip(vectors) {
-        let f = if bytes.is_empty() {
-            missing.push(key.clone());
-            EntityFeatures::not_found(service)
-        } else {
-            vector::decode(bytes, service, key, now_us)?
+    for (keys, vectors) in req.keys().chunks(parts).zip(vectors.chunks(parts)) {
+        let mut entity = EntityFeatures {
+            values: Vec::with_capacity(route.feature_count),
+            statuses: Vec::with_capacity(route.feature_count),
         };
-        if f.has(FeatureStatus::OutsideMaxAge) {
-            stale.push(key.clone());
+        for ((part, key), bytes) in route.parts.iter().zip(keys).zip(vectors) {
+            let f = if bytes.is_empty() {
+                missing.push(key.clone());
+                EntityFeatures::not_found(&part.service)
+            } else {
+                vector::decode(bytes, &part.service, key, now_us)?
+            };
+            if f.has(FeatureStatus::OutsideMaxAge) {
+                stale.push(key.clone());
+            }
+            entity.values.extend(f.values);
+            entity.statuses.extend(f.statuses);
         }
-        features.push(f);
+        features.push(entity);
     }
     if route.on_missing == OnMissing::Reject && !missing.is_empty() {
         return Err(FerryError::EntitiesNotFound { ids: missing });
@@ -149,11 +202,12 @@ pub fn enrich(
     if route.on_missing == OnMissing::Default {
         apply_defaults(route, &mut features);
     }
+    // Entity keys looked up: one per service of the route for each entity.
     let entities = req.keys().len();
     let partial = !missing.is_empty() || !stale.is_empty();
     let headers = vec![
-        ("x-ferry-service", service.name.clone()),
-        ("x-ferry-fingerprint", service.fingerprint_hex.clone()),
+        ("x-ferry-service", route.services_label.clone()),
+        ("x-ferry-fingerprint", route.fingerprints_label.clone()),
         ("x-ferry-entities", entities.to_string()),
         ("x-ferry-missing", missing.len().to_string()),
         ("x-ferry-stale", stale.len().to_string()),
@@ -173,12 +227,7 @@ pub fn enrich(
 
 /// Under `on_missing_entity: default`, NOT_FOUND features take the repo's default (or stay null).
 fn apply_defaults(route: &Route, features: &mut [EntityFeatures]) {
-    let defaults: Vec<&FeatureValue> = route
-        .service
-        .views
-        .iter()
-        .flat_map(|v| v.features.iter().map(|f| &f.default))
-        .collect();
+    let defaults: Vec<&FeatureValue> = route.features().map(|f| &f.default).collect();
     for f in features {
         for ((value, status), default) in f.values.iter_mut().zip(&f.statuses).zip(&defaults) {
             if *status == FeatureStatus::NotFound {
@@ -191,7 +240,7 @@ fn apply_defaults(route: &Route, features: &mut [EntityFeatures]) {
 /// Headers for a request forwarded unenriched under `on_reader_error: forward`.
 pub fn degraded_headers(route: &Route, error: &FerryError) -> Vec<(&'static str, String)> {
     vec![
-        ("x-ferry-service", route.service.name.clone()),
+        ("x-ferry-service", route.services_label.clone()),
         ("x-ferry-status", "degraded".to_string()),
         ("x-ferry-error", error.code().to_string()),
     ]
@@ -233,7 +282,7 @@ mod tests {
         let r = &c.routes[0];
         let req: ParsedRequest = crate::kserve_v1::parse(body.as_bytes(), r).unwrap().into();
         let n = req.keys().len();
-        let e = enrich(r, req, &reader_vectors(&response(vectors), n)?, NOW)?;
+        let e = enrich(r, req, &reader_vectors(&response(vectors), &[n])?, NOW)?;
         Ok((
             serde_json::from_slice(&e.rewritten.body.unwrap()).unwrap(),
             e.headers,
@@ -250,8 +299,10 @@ mod tests {
     #[test]
     fn one_request_for_the_whole_batch() {
         let c = config();
-        let bytes = reader_request(&c, &c.routes[0], vec!["u1".into(), "u2".into()]);
-        let req = VectorRequest::decode(bytes.as_slice()).unwrap();
+        let keys = ["u1".to_string(), "u2".to_string()];
+        let call = reader_request(&c, &c.routes[0], &keys, &[0, 1]);
+        assert_eq!((call.order, call.lookup_sizes), (vec![0, 1], vec![2]));
+        let req = VectorRequest::decode(call.body.as_slice()).unwrap();
         assert_eq!(req.project, "banking");
         assert_eq!(req.lookups.len(), 1);
         assert_eq!(req.lookups[0].fingerprint, FP);

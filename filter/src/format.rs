@@ -31,7 +31,8 @@ pub struct Rewritten {
 }
 
 impl ParsedRequest {
-    /// Canonical entity key of each entity, in request order.
+    /// Canonical entity keys in request order: one per route part for each entity
+    /// (`keys[i * parts + p]` is entity i's key for part p).
     pub fn keys(&self) -> &[String] {
         match self {
             ParsedRequest::KserveV1(r) => &r.keys,
@@ -100,26 +101,31 @@ pub fn check_count(n: usize, route: &Route) -> Result<(), FerryError> {
     Ok(())
 }
 
-/// The entity key of one object whose fields hold the join keys (KServe v1 instances, JSON
-/// entity objects); `place` names the object in errors (e.g. `instances[3]`).
-pub fn key_of_object(
+/// The entity keys of one object whose fields hold the join keys (KServe v1 instances, JSON
+/// entity objects), one per route part, pushed onto `keys`; `place` names the object in
+/// errors (e.g. `instances[3]`).
+pub fn keys_of_object(
     obj: &Map<String, Json>,
     route: &Route,
     place: &str,
-) -> Result<String, FerryError> {
-    let mut parts: Vec<String> = Vec::with_capacity(route.entity_fields.len());
-    for (field, key) in route.entity_fields.iter().zip(&route.service.entity_keys) {
-        let v = obj.get(field).ok_or_else(|| FerryError::MissingEntityId {
-            place: place.to_string(),
-            field: field.clone(),
-        })?;
-        let part = entity_part(v, key.kind).map_err(|reason| FerryError::InvalidEntityId {
-            place: format!("{place}.{field}"),
-            reason,
-        })?;
-        parts.push(part);
+    keys: &mut Vec<String>,
+) -> Result<(), FerryError> {
+    for p in &route.parts {
+        let mut parts: Vec<String> = Vec::with_capacity(p.entity_fields.len());
+        for (field, key) in p.entity_fields.iter().zip(&p.service.entity_keys) {
+            let v = obj.get(field).ok_or_else(|| FerryError::MissingEntityId {
+                place: place.to_string(),
+                field: field.clone(),
+            })?;
+            let part = entity_part(v, key.kind).map_err(|reason| FerryError::InvalidEntityId {
+                place: format!("{place}.{field}"),
+                reason,
+            })?;
+            parts.push(part);
+        }
+        keys.push(ferry_protos::entity_key(&parts));
     }
-    Ok(ferry_protos::entity_key(&parts))
+    Ok(())
 }
 
 /// The canonical string form of one join key value, checked against its type and the id rules.
@@ -174,10 +180,10 @@ pub fn not_present(route: &Route, f: &EntityFeatures) -> Map<String, Json> {
 /// `{"service", "fingerprint", "statuses": [one object per entity]}`.
 pub fn metadata(route: &Route, statuses: Vec<Json>) -> Json {
     let mut meta = Map::new();
-    meta.insert("service".into(), Json::from(route.service.name.as_str()));
+    meta.insert("service".into(), Json::from(route.services_label.as_str()));
     meta.insert(
         "fingerprint".into(),
-        Json::from(route.service.fingerprint_hex.as_str()),
+        Json::from(route.fingerprints_label.as_str()),
     );
     meta.insert("statuses".into(), Json::Array(statuses));
     Json::Object(meta)

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value as Json};
 
-use crate::config::{Format, KeyKind, Route};
+use crate::config::{Format, KeyKind, Route, RoutePart};
 use crate::error::FerryError;
 use crate::format;
 use crate::values;
@@ -24,8 +24,20 @@ pub fn parse(
     header: impl Fn(&str) -> Option<String>,
     route: &Route,
 ) -> Result<ParsedRequest, FerryError> {
-    let mut parts = Vec::with_capacity(route.entity_fields.len());
-    for (name, key) in route.entity_fields.iter().zip(&route.service.entity_keys) {
+    let mut keys = Vec::with_capacity(route.parts.len());
+    for p in &route.parts {
+        keys.push(key_from_headers(&header, p)?);
+    }
+    Ok(ParsedRequest { keys })
+}
+
+/// One part's entity key from the request headers its entity fields name.
+fn key_from_headers(
+    header: &impl Fn(&str) -> Option<String>,
+    p: &RoutePart,
+) -> Result<String, FerryError> {
+    let mut parts = Vec::with_capacity(p.entity_fields.len());
+    for (name, key) in p.entity_fields.iter().zip(&p.service.entity_keys) {
         let raw = header(name).ok_or_else(|| FerryError::MissingEntityId {
             place: "the request".into(),
             field: name.clone(),
@@ -46,9 +58,7 @@ pub fn parse(
         })?;
         parts.push(part);
     }
-    Ok(ParsedRequest {
-        keys: vec![ferry_protos::entity_key(&parts)],
-    })
+    Ok(ferry_protos::entity_key(&parts))
 }
 
 /// JSON text with every non-ASCII character escaped, so it is a valid header value.

@@ -26,10 +26,13 @@ struct Pending {
     token: u32,
     request: ParsedRequest,
     body_size: usize,
-    /// One per entity: the cached vector, or empty until the reader answers.
+    /// One per entity key (per route part for each entity): the cached vector, or empty
+    /// until the reader answers.
     vectors: Vec<Vec<u8>>,
-    /// Indices of the entities asked of the reader, in request order.
+    /// Indices of the keys asked of the reader, in the order of its answer.
     misses: Vec<usize>,
+    /// Vectors per lookup in the reader's answer.
+    lookup_sizes: Vec<usize>,
     sent_at_us: i64,
 }
 
@@ -222,8 +225,7 @@ impl<H: Host> HttpFilter<H> {
         if misses.is_empty() {
             return self.finish(route, request, body_size, &vectors, resume);
         }
-        let keys = misses.iter().map(|i| request.keys()[*i].clone()).collect();
-        let call = enrich::reader_request(config, route, keys);
+        let call = enrich::reader_request(config, route, request.keys(), &misses);
         let headers = vec![
             (":method", "POST"),
             (":path", ferry_protos::READER_PATH),
@@ -233,7 +235,7 @@ impl<H: Host> HttpFilter<H> {
         let timeout = Duration::from_millis(u64::from(route.reader_timeout_ms));
         match self
             .host
-            .dispatch(&config.reader_cluster, headers, &call, timeout)
+            .dispatch(&config.reader_cluster, headers, &call.body, timeout)
         {
             Ok(token) => {
                 self.state = State::AwaitingVectors(Box::new(Pending {
@@ -242,7 +244,8 @@ impl<H: Host> HttpFilter<H> {
                     request,
                     body_size,
                     vectors,
-                    misses,
+                    misses: call.order,
+                    lookup_sizes: call.lookup_sizes,
                     sent_at_us: self.host.now_us(),
                 }));
                 Action::Pause
@@ -287,7 +290,7 @@ impl<H: Host> HttpFilter<H> {
         };
         let body = self.host.call_response_body(body_size).unwrap_or_default();
         let fetched = enrich::check_reader_status(status, &body, route.reader_timeout_ms)
-            .and_then(|()| enrich::reader_vectors(&body, p.misses.len()));
+            .and_then(|()| enrich::reader_vectors(&body, &p.lookup_sizes));
         let fetched = match fetched {
             Ok(v) => v,
             Err(e) => {
@@ -315,10 +318,12 @@ impl<H: Host> HttpFilter<H> {
             return vec![Vec::new(); keys.len()];
         }
         let now_ms = u64::try_from(self.host.now_us() / 1000).unwrap_or(0);
-        let service = &route.service;
+        let parts = route.parts.len().max(1);
         let out: Vec<Vec<u8>> = keys
             .iter()
-            .map(|k| {
+            .enumerate()
+            .map(|(j, k)| {
+                let service = &route.parts[j % parts].service;
                 let id = near_cache::entry_id(service.fingerprint, &service.name, k);
                 let (set, _) = self
                     .host
@@ -345,13 +350,14 @@ impl<H: Host> HttpFilter<H> {
             return;
         }
         let now_ms = u64::try_from(self.host.now_us() / 1000).unwrap_or(0);
-        let service = &route.service;
+        let parts = route.parts.len().max(1);
         let mut evictions = 0;
         for i in &p.misses {
             let vector = &p.vectors[*i];
             if vector.is_empty() {
                 continue;
             }
+            let service = &route.parts[*i % parts].service;
             let id =
                 near_cache::entry_id(service.fingerprint, &service.name, &p.request.keys()[*i]);
             let key = near_cache::set_key(&id, config.near_cache_sets);
@@ -472,6 +478,7 @@ mod tests {
     use crate::vector::testing::vector;
     use ferry_protos::v1::{self as pb, value::Kind, LookupResult, VectorResponse};
     use prost::Message;
+    use std::collections::HashMap;
 
     const NOW: i64 = 1_800_000_000_000_000;
 
@@ -945,5 +952,167 @@ mod tests {
         assert_eq!(body["error"], "unknown_route");
         assert_eq!(body["route"], "gone");
         assert!(f.host().dispatched.borrow().is_empty());
+    }
+
+    const FP2: u64 = 0x0fed_cba9_8765_4321;
+
+    /// The fixture route, also enriching from a merchant-keyed service.
+    fn two_services(cache_max_age_ms: u32) -> Config {
+        let mut s = crate::config::fixture::snapshot();
+        s.services.push(pb::FeatureService {
+            name: "merchant".into(),
+            fingerprint: FP2,
+            entity_keys: vec![pb::EntityKey {
+                entity: "merchant".into(),
+                join_key: "merchant_id".into(),
+                r#type: pb::ValueType::String as i32,
+            }],
+            views: vec![pb::ServiceView {
+                name: "mprofile".into(),
+                ttl_seconds: 0,
+                features: vec![pb::Feature {
+                    name: "risk".into(),
+                    r#type: pb::ValueType::Float32 as i32,
+                    default_value: None,
+                }],
+            }],
+        });
+        let r = &mut s.routes[0];
+        r.extra_services = vec![pb::ExtraService {
+            service: "merchant".into(),
+            entity_fields: vec!["merchant_id".into()],
+        }];
+        r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32;
+        r.cache_max_age_ms = cache_max_age_ms;
+        Config::from_snapshot(s).unwrap()
+    }
+
+    const PAIR_BODY: &str = r#"{"instances":[{"user_id":"u1","merchant_id":"m1"},{"user_id":"u2","merchant_id":"m2"}]}"#;
+
+    fn merchant_vector(risk: f32) -> Vec<u8> {
+        vector(FP2, vec![(NOW, vec![Some(Kind::FloatVal(risk))])])
+    }
+
+    #[test]
+    fn a_route_enriches_from_several_services_in_one_reader_call() {
+        let mut f = filter(two_services(0), "POST", "/v1/models/fraud", PAIR_BODY);
+        f.on_request_headers(false);
+        assert_eq!(f.on_request_body(PAIR_BODY.len(), true), Action::Pause);
+        let calls = f.host().dispatched.borrow().clone();
+        assert_eq!(calls.len(), 1, "one reader call for both services");
+        let req = pb::VectorRequest::decode(calls[0].2.as_slice()).unwrap();
+        let lookups: Vec<(&str, u64, Vec<String>)> = req
+            .lookups
+            .iter()
+            .map(|l| (l.service.as_str(), l.fingerprint, l.entity_keys.clone()))
+            .collect();
+        assert_eq!(
+            lookups,
+            [
+                ("scoring", FP, vec!["u1".to_string(), "u2".to_string()]),
+                ("merchant", FP2, vec!["m1".to_string(), "m2".to_string()]),
+            ]
+        );
+        *f.host().call_status.borrow_mut() = Some(200);
+        *f.host().call_body.borrow_mut() = VectorResponse {
+            results: vec![
+                LookupResult {
+                    vectors: vec![good_vector(30), good_vector(40)],
+                },
+                LookupResult {
+                    vectors: vec![merchant_vector(0.25), Vec::new()],
+                },
+            ],
+        }
+        .encode_to_vec();
+        let n = f.host().call_body.borrow().len();
+        f.on_call_response(7, 3, n);
+        assert!(*f.host().resumed.borrow(), "{:?}", f.host().sent.borrow());
+        let body: serde_json::Value = serde_json::from_slice(&f.host().body.borrow()).unwrap();
+        let i = &body["instances"];
+        assert_eq!(
+            (&i[0]["profile__age"], &i[0]["mprofile__risk"]),
+            (&30.into(), &0.25.into())
+        );
+        assert_eq!(i[1]["profile__age"], 40);
+        assert!(i[1]["mprofile__risk"].is_null());
+        assert_eq!(body["ferry"]["service"], "scoring,merchant");
+        assert_eq!(
+            body["ferry"]["fingerprint"],
+            "123456789abcdef0,0fedcba987654321"
+        );
+        assert_eq!(
+            body["ferry"]["statuses"],
+            serde_json::json!([{}, {"mprofile__risk": "NOT_FOUND"}])
+        );
+        let h = |n: &str| f.host().request_header(n);
+        assert_eq!(h("x-ferry-entities").as_deref(), Some("4"));
+        assert_eq!(h("x-ferry-missing").as_deref(), Some("1"));
+        assert_eq!(h("x-ferry-status").as_deref(), Some("partial"));
+    }
+
+    #[test]
+    fn several_services_share_the_near_cache_per_service() {
+        let c = Rc::new(two_services(60_000));
+        let metrics = Rc::new(Metrics::define(|_, _| Some(1)));
+        let stream = |shared: HashMap<String, (Vec<u8>, u32)>, body: &str| {
+            let host = FakeHost {
+                now_us: NOW,
+                shared: std::cell::RefCell::new(shared),
+                ..Default::default()
+            };
+            *host.headers.borrow_mut() = vec![
+                (":method".into(), "POST".into()),
+                (":path".into(), "/v1/models/fraud".into()),
+            ];
+            *host.body.borrow_mut() = body.as_bytes().to_vec();
+            HttpFilter::new(host, Some(c.clone()), metrics.clone())
+        };
+        let mut f = stream(HashMap::new(), PAIR_BODY);
+        f.on_request_headers(false);
+        f.on_request_body(PAIR_BODY.len(), true);
+        *f.host().call_status.borrow_mut() = Some(200);
+        *f.host().call_body.borrow_mut() = VectorResponse {
+            results: vec![
+                LookupResult {
+                    vectors: vec![good_vector(30), good_vector(40)],
+                },
+                LookupResult {
+                    vectors: vec![merchant_vector(0.25), merchant_vector(0.5)],
+                },
+            ],
+        }
+        .encode_to_vec();
+        let n = f.host().call_body.borrow().len();
+        f.on_call_response(7, 3, n);
+        // Same users, one new merchant: only that merchant is asked for.
+        let body = r#"{"instances":[{"user_id":"u1","merchant_id":"m1"},{"user_id":"u2","merchant_id":"m9"}]}"#;
+        let mut g = stream(f.host().shared.borrow().clone(), body);
+        g.on_request_headers(false);
+        assert_eq!(g.on_request_body(body.len(), true), Action::Pause);
+        let calls = g.host().dispatched.borrow().clone();
+        let req = pb::VectorRequest::decode(calls[0].2.as_slice()).unwrap();
+        assert_eq!(req.lookups.len(), 1);
+        assert_eq!(req.lookups[0].service, "merchant");
+        assert_eq!(req.lookups[0].entity_keys, ["m9"]);
+        *g.host().call_status.borrow_mut() = Some(200);
+        *g.host().call_body.borrow_mut() = VectorResponse {
+            results: vec![LookupResult {
+                vectors: vec![merchant_vector(0.75)],
+            }],
+        }
+        .encode_to_vec();
+        let n = g.host().call_body.borrow().len();
+        g.on_call_response(7, 3, n);
+        let out: serde_json::Value = serde_json::from_slice(&g.host().body.borrow()).unwrap();
+        let i = &out["instances"];
+        assert_eq!(
+            (&i[0]["profile__age"], &i[0]["mprofile__risk"]),
+            (&30.into(), &0.25.into())
+        );
+        assert_eq!(
+            (&i[1]["profile__age"], &i[1]["mprofile__risk"]),
+            (&40.into(), &0.75.into())
+        );
     }
 }

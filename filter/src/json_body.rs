@@ -37,21 +37,20 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
     let keys = match target {
         Json::Object(obj) => {
             format::check_count(1, route)?;
-            vec![format::key_of_object(
-                obj,
-                route,
-                if at.is_empty() { "the body" } else { at },
-            )?]
+            let mut keys = Vec::with_capacity(route.parts.len());
+            let place = if at.is_empty() { "the body" } else { at };
+            format::keys_of_object(obj, route, place, &mut keys)?;
+            keys
         }
         Json::Array(items) => {
             format::check_count(items.len(), route)?;
-            let mut keys = Vec::with_capacity(items.len());
+            let mut keys = Vec::with_capacity(items.len() * route.parts.len());
             for (i, item) in items.iter().enumerate() {
                 let place = format!("{at}/{i}");
                 let Json::Object(obj) = item else {
                     return Err(shape(&format!("{place} must be a JSON object")));
                 };
-                keys.push(format::key_of_object(obj, route, &place)?);
+                format::keys_of_object(obj, route, &place, &mut keys)?;
             }
             keys
         }

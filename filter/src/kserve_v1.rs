@@ -18,7 +18,7 @@ use crate::vector::{EntityFeatures, FeatureStatus};
 pub struct ParsedRequest {
     doc: Map<String, Json>,
     body_len: usize,
-    /// Canonical entity key of each instance, in order.
+    /// Canonical entity keys of each instance (one per route part), in order.
     pub keys: Vec<String>,
 }
 
@@ -34,16 +34,12 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
         None => return Err(shape("the body has no \"instances\" array (KServe v1)")),
     };
     format::check_count(instances.len(), route)?;
-    let mut keys = Vec::with_capacity(instances.len());
+    let mut keys = Vec::with_capacity(instances.len() * route.parts.len());
     for (index, inst) in instances.iter().enumerate() {
         let Json::Object(inst) = inst else {
             return Err(shape(&format!("instances[{index}] must be a JSON object")));
         };
-        keys.push(format::key_of_object(
-            inst,
-            route,
-            &format!("instances[{index}]"),
-        )?);
+        format::keys_of_object(inst, route, &format!("instances[{index}]"), &mut keys)?;
     }
     Ok(ParsedRequest {
         doc,
@@ -131,9 +127,9 @@ fn write_instances(
 /// that are not PRESENT]}`, the same object `format::metadata` builds for the other formats.
 fn write_metadata(out: &mut Vec<u8>, route: &Route, features: &[EntityFeatures]) {
     out.extend_from_slice(b"{\"service\":");
-    values::write_str(out, &route.service.name);
+    values::write_str(out, &route.services_label);
     out.extend_from_slice(b",\"fingerprint\":\"");
-    out.extend_from_slice(route.service.fingerprint_hex.as_bytes());
+    out.extend_from_slice(route.fingerprints_label.as_bytes());
     out.extend_from_slice(b"\",\"statuses\":[");
     for (i, f) in features.iter().enumerate() {
         if i > 0 {

@@ -38,26 +38,43 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
             ))
         }
     };
-    let mut columns: Vec<Vec<String>> = Vec::with_capacity(route.entity_fields.len());
-    for (name, key) in route.entity_fields.iter().zip(&route.service.entity_keys) {
-        let tensor = inputs
-            .iter()
-            .find(|t| t.get("name").and_then(Json::as_str) == Some(name.as_str()))
-            .ok_or_else(|| FerryError::MissingEntityTensor { name: name.clone() })?;
-        columns.push(id_column(tensor, name, key.kind, route)?);
+    // One column of ids per join key of every part, then each part's keys per entity.
+    let mut part_keys: Vec<Vec<String>> = Vec::with_capacity(route.parts.len());
+    let mut n = None;
+    for p in &route.parts {
+        let mut columns: Vec<Vec<String>> = Vec::with_capacity(p.entity_fields.len());
+        for (name, key) in p.entity_fields.iter().zip(&p.service.entity_keys) {
+            let tensor = inputs
+                .iter()
+                .find(|t| t.get("name").and_then(Json::as_str) == Some(name.as_str()))
+                .ok_or_else(|| FerryError::MissingEntityTensor { name: name.clone() })?;
+            let column = id_column(tensor, name, key.kind, route)?;
+            let want = *n.get_or_insert(column.len());
+            if column.len() != want {
+                return Err(shape(&format!(
+                    "entity tensors hold {want} and {} ids: they must match",
+                    column.len()
+                )));
+            }
+            columns.push(column);
+        }
+        part_keys.push(
+            (0..n.unwrap_or(0))
+                .map(|i| {
+                    ferry_protos::entity_key(
+                        &columns.iter().map(|c| c[i].as_str()).collect::<Vec<_>>(),
+                    )
+                })
+                .collect(),
+        );
     }
-    let n = columns.first().map_or(0, Vec::len);
-    if let Some(c) = columns.iter().find(|c| c.len() != n) {
-        return Err(shape(&format!(
-            "entity tensors hold {n} and {} ids: they must match",
-            c.len()
-        )));
+    let n = n.unwrap_or(0);
+    let mut keys = Vec::with_capacity(n * part_keys.len());
+    for i in 0..n {
+        for pk in &part_keys {
+            keys.push(pk[i].clone());
+        }
     }
-    let keys = (0..n)
-        .map(|i| {
-            ferry_protos::entity_key(&columns.iter().map(|c| c[i].as_str()).collect::<Vec<_>>())
-        })
-        .collect();
     Ok(ParsedRequest { doc, keys })
 }
 
@@ -156,12 +173,7 @@ pub fn rewrite(
     features: Vec<EntityFeatures>,
 ) -> Result<Vec<u8>, FerryError> {
     let n = features.len();
-    let types: Vec<ValueType> = route
-        .service
-        .views
-        .iter()
-        .flat_map(|v| v.features.iter().map(|f| f.value_type))
-        .collect();
+    let types: Vec<ValueType> = route.features().map(|f| f.value_type).collect();
     let mut tensors = Vec::new();
     if matches!(route.format, Format::KserveV2 { packed: true }) {
         let data: Vec<Json> = features
@@ -228,11 +240,11 @@ pub fn rewrite(
     if let Json::Object(p) = params {
         p.insert(
             "ferry_service".into(),
-            Json::from(route.service.name.as_str()),
+            Json::from(route.services_label.as_str()),
         );
         p.insert(
             "ferry_fingerprint".into(),
-            Json::from(route.service.fingerprint_hex.as_str()),
+            Json::from(route.fingerprints_label.as_str()),
         );
         p.insert(
             "ferry_statuses".into(),

@@ -151,7 +151,7 @@ pub fn reader_response(data: &[u8]) {
         let _ = enrich::check_reader_status(None, data, 100);
         let _ = enrich::check_reader_status(Some(503), data, 100);
         let _ = enrich::check_reader_status(Some(200), data, 100);
-        let Ok(vectors) = enrich::reader_vectors(data, 3) else {
+        let Ok(vectors) = enrich::reader_vectors(data, &[3]) else {
             return;
         };
         for i in routes_named(c, "kserve_v1")

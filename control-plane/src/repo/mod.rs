@@ -154,10 +154,21 @@ impl fmt::Display for RouteMatch {
     }
 }
 
+/// A further feature service a route enriches from, in the same reader call.
+#[derive(Clone, Debug)]
+pub struct ExtraService {
+    /// Index into `Registry::services`.
+    pub service: usize,
+    /// Request field per join key, in that service's key order.
+    pub entity_fields: Vec<String>,
+}
+
 #[derive(Clone, Debug)]
 pub struct Route {
     pub name: String,
     pub matcher: RouteMatch,
+    /// Services enriched after the main one, in this order.
+    pub extra_services: Vec<ExtraService>,
     /// Index into `Registry::services`.
     pub service: usize,
     pub format: Format,

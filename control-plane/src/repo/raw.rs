@@ -130,6 +130,16 @@ pub struct RawRoute {
     /// header: bound of that header's value, in bytes.
     #[serde(default)]
     pub max_header_bytes: Option<u64>,
+    /// More feature services enriched in the same reader call, each with its entity fields.
+    #[serde(default)]
+    pub extra_services: Vec<RawExtraService>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExtraService {
+    pub service: String,
+    pub entity: RawEntityRef,
 }
 
 #[derive(Debug, Default, Deserialize)]

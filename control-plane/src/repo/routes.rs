@@ -5,9 +5,9 @@ use std::collections::{HashMap, HashSet};
 
 use ferry_protos::v1::{FeatureNames, Format, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy};
 
-use super::raw::{RawHeaderMatch, RawRoute};
+use super::raw::{RawEntityRef, RawHeaderMatch, RawRoute};
 use super::validate::Issues;
-use super::{FeatureService, FeatureView, HeaderMatch, PathMatch, Route, RouteMatch};
+use super::{ExtraService, FeatureService, FeatureView, HeaderMatch, PathMatch, Route, RouteMatch};
 use crate::types::FeatureType;
 
 const MIN_BODY_BYTES: u64 = 1024;
@@ -42,6 +42,29 @@ pub(super) fn shadowed_by(earlier: &[Route], m: &RouteMatch) -> Option<usize> {
         });
         !e.by_name_only() && path && host && headers
     })
+}
+
+/// The request fields of a service's join keys: `entity: {field}` or `entity: {fields}`.
+fn entity_fields_of(entity: &RawEntityRef, path: &str, issues: &mut Issues) -> Vec<String> {
+    let fields = match (&entity.field, &entity.fields) {
+        (Some(f), None) => vec![f.clone()],
+        (None, Some(fs)) if !fs.is_empty() => fs.clone(),
+        _ => {
+            issues.add(
+                path,
+                "entity needs exactly one of field, fields (non-empty)",
+            );
+            Vec::new()
+        }
+    };
+    let mut seen = HashSet::new();
+    for f in &fields {
+        issues.name(path, "entity field", f);
+        if !seen.insert(f) {
+            issues.add(path, format!("entity field '{f}' listed twice"));
+        }
+    }
+    fields
 }
 
 /// A host condition: a host name or `*.domain`, without port, lowercased.
@@ -165,6 +188,28 @@ pub(super) fn route(
     if service.is_none() {
         issues.add(path, format!("unknown feature service '{}'", rr.service));
     }
+    let mut extra_services = Vec::with_capacity(rr.extra_services.len());
+    for (i, extra) in rr.extra_services.iter().enumerate() {
+        let epath = format!("{path}: extra_services[{i}]");
+        let Some(&s) = service_seen.get(extra.service.as_str()) else {
+            issues.add(
+                &epath,
+                format!("unknown feature service '{}'", extra.service),
+            );
+            continue;
+        };
+        if Some(s) == service || extra_services.iter().any(|e: &ExtraService| e.service == s) {
+            issues.add(
+                &epath,
+                format!("feature service '{}' is used twice", extra.service),
+            );
+            continue;
+        }
+        extra_services.push(ExtraService {
+            service: s,
+            entity_fields: entity_fields_of(&extra.entity, &epath, issues),
+        });
+    }
     let format = match rr.format.as_str() {
         "kserve_v1" => Format::KserveV1,
         "kserve_v2" => Format::KserveV2,
@@ -225,7 +270,12 @@ pub(super) fn route(
         );
     }
     let packed = rr.packed.unwrap_or(false);
-    if let (true, Some(s)) = (packed, service.map(|s| &services[s])) {
+    let part_services: Vec<&FeatureService> = service
+        .into_iter()
+        .chain(extra_services.iter().map(|e| e.service))
+        .map(|s| &services[s])
+        .collect();
+    for s in part_services.iter().filter(|_| packed) {
         for sv in &s.views {
             let v = &views[sv.view];
             for &fi in &sv.features {
@@ -251,24 +301,7 @@ pub(super) fn route(
             }
         }
     }
-    let entity_fields = match (&rr.entity.field, &rr.entity.fields) {
-        (Some(f), None) => vec![f.clone()],
-        (None, Some(fs)) if !fs.is_empty() => fs.clone(),
-        _ => {
-            issues.add(
-                path,
-                "entity needs exactly one of field, fields (non-empty)",
-            );
-            Vec::new()
-        }
-    };
-    let mut seen = HashSet::new();
-    for f in &entity_fields {
-        issues.name(path, "entity field", f);
-        if !seen.insert(f) {
-            issues.add(path, format!("entity field '{f}' listed twice"));
-        }
-    }
+    let entity_fields = entity_fields_of(&rr.entity, path, issues);
     let feature_names = word(
         issues,
         path,
@@ -276,7 +309,20 @@ pub(super) fn route(
         &rr.feature_names,
         &[("full", FeatureNames::Full), ("short", FeatureNames::Short)],
     );
-    if let Some(s) = service.map(|s| &services[s]) {
+    let parts: Vec<(&FeatureService, &Vec<String>)> = service
+        .map(|s| (&services[s], &entity_fields))
+        .into_iter()
+        .chain(
+            extra_services
+                .iter()
+                .map(|e| (&services[e.service], &e.entity_fields)),
+        )
+        .collect();
+    let all_entity_fields: HashSet<&String> = parts.iter().flat_map(|(_, f)| f.iter()).collect();
+    // The names the filter injects must be unambiguous (over every service of the route) and
+    // must not overwrite an entity id.
+    let mut injected: HashMap<String, &str> = HashMap::new();
+    for (s, entity_fields) in parts {
         // A service with no resolved key was already reported; do not pile on.
         if !entity_fields.is_empty() && !s.keys.is_empty() && entity_fields.len() != s.keys.len() {
             let keys: Vec<&str> = s.keys.iter().map(|k| k.join_key.as_str()).collect();
@@ -292,8 +338,6 @@ pub(super) fn route(
                 ),
             );
         }
-        // The names the filter injects must be unambiguous and must not overwrite an entity id.
-        let mut injected: HashMap<String, &str> = HashMap::new();
         for sv in &s.views {
             let v = &views[sv.view];
             for &fi in &sv.features {
@@ -304,7 +348,7 @@ pub(super) fn route(
                 };
                 if let Some(other) = injected.get(&out) {
                     issues.add(path, format!("feature name '{out}' is given by views '{other}' and '{}'; use feature_names: full", v.name));
-                } else if entity_fields.contains(&out) {
+                } else if all_entity_fields.contains(&out) {
                     issues.add(
                         path,
                         format!("feature name '{out}' is also an entity field"),
@@ -348,6 +392,7 @@ pub(super) fn route(
     Route {
         name: name.to_owned(),
         matcher,
+        extra_services,
         service: service.unwrap_or(0),
         format,
         entity_fields,

@@ -364,3 +364,71 @@ fn host_and_header_routes_behind_a_broader_route_are_never_matched() {
         ]
     );
 }
+
+/// GOOD plus a merchant entity, view and service, and `route` appended to its routes.
+fn with_merchants(route: &str) -> String {
+    GOOD.replace(
+        "  - {name: user, join_key: user_id, type: string}\n",
+        "  - {name: user, join_key: user_id, type: string}\n  - {name: merchant, join_key: merchant_id, type: int64}\n",
+    )
+    .replace(
+        "feature_services:\n",
+        "  - name: merchant_profile\n    entities: [merchant]\n    source: {path: data/merchant.csv, timestamp_field: event_timestamp}\n    \
+         features:\n      - {name: risk, type: float32}\n      - {name: age, type: int64}\nfeature_services:\n  - name: merchant_risk\n    features: [merchant_profile]\n",
+    ) + route
+}
+
+const MERCHANT_FILES: [(&str, &str); 3] = [
+    FILES[0],
+    FILES[1],
+    (
+        "data/merchant.csv",
+        "merchant_id,event_timestamp,risk,age\n",
+    ),
+];
+
+#[test]
+fn a_route_can_enrich_from_extra_services() {
+    let yaml = with_merchants(
+        "  - name: pair\n    match: {path_prefix: /v1/models/pair}\n    service: scoring\n    format: kserve_v1\n    \
+         entity: {field: user_id}\n    extra_services:\n      - service: merchant_risk\n        entity: {field: merchant_id}\n",
+    );
+    let (_dir, reg) = load_repo(&yaml, &MERCHANT_FILES);
+    let reg = reg.unwrap();
+    let r = &reg.routes[1];
+    assert_eq!(r.extra_services.len(), 1);
+    assert_eq!(
+        reg.services[r.extra_services[0].service].name,
+        "merchant_risk"
+    );
+    let snap = crate::snapshot::build(&reg);
+    let e = &snap.routes[1].extra_services;
+    assert_eq!(e.len(), 1);
+    assert_eq!(
+        (e[0].service.as_str(), e[0].entity_fields.as_slice()),
+        ("merchant_risk", &["merchant_id".to_string()][..])
+    );
+    let c = ferry_filter::config::Config::from_snapshot(snap).unwrap();
+    assert_eq!(c.routes[1].services_label, "scoring,merchant_risk");
+    assert_eq!(c.routes[1].output_names.len(), 5);
+}
+
+#[test]
+fn extra_services_are_checked_like_the_main_one() {
+    let yaml = with_merchants(
+        "  - name: pair\n    match: {path_prefix: /v1/models/pair}\n    service: scoring\n    format: kserve_v1\n    \
+         feature_names: short\n    entity: {field: user_id}\n    extra_services:\n      - service: merchant_risk\n        \
+         entity: {fields: [merchant_id, user_id]}\n      - service: nope\n        entity: {field: x}\n      \
+         - service: scoring\n        entity: {field: user_id}\n",
+    );
+    let (_dir, reg) = load_repo(&yaml, &MERCHANT_FILES);
+    assert_eq!(
+        issues(reg),
+        [
+            "routes[1] 'pair': extra_services[1]: unknown feature service 'nope'",
+            "routes[1] 'pair': extra_services[2]: feature service 'scoring' is used twice",
+            "routes[1] 'pair': entity names 2 field(s) but feature service 'merchant_risk' has 1 entity key(s) (merchant_id), given in this order",
+            "routes[1] 'pair': feature name 'age' is given by views 'user_profile' and 'merchant_profile'; use feature_names: full",
+        ]
+    );
+}
