@@ -41,6 +41,32 @@ pub enum EnvoyConfigError {
     Field(&'static str, String),
 }
 
+/// The HTTP protocol of the `ferry_reader` cluster, i.e. of the filter's dispatched calls. The
+/// reader serves both on one port (HTTP/1.1 keep-alive, h2c with prior knowledge). The default
+/// is the measured one (bench/README.md, "Reader cluster protocol"): HTTP/1.1 had the lower
+/// latency at one connection, HTTP/2 no clear gain at eight.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReaderProtocol {
+    /// HTTP/1.1 keep-alive: Envoy pools connections, one request at a time on each.
+    #[default]
+    #[value(name = "http1")]
+    Http1,
+    /// HTTP/2 over cleartext (h2c, prior knowledge): calls multiplexed on pooled connections.
+    #[value(name = "http2")]
+    Http2,
+}
+
+impl ReaderProtocol {
+    /// The `explicit_http_config` field that selects this protocol in Envoy's
+    /// `HttpProtocolOptions`.
+    pub fn envoy_field(self) -> &'static str {
+        match self {
+            ReaderProtocol::Http1 => "http_protocol_options",
+            ReaderProtocol::Http2 => "http2_protocol_options",
+        }
+    }
+}
+
 /// The ports and paths of a static deployment.
 #[derive(Clone, Debug)]
 pub struct StaticOptions {
@@ -51,6 +77,8 @@ pub struct StaticOptions {
     pub reader_port: u16,
     pub model_port: u16,
     pub buffer_limit_bytes: u64,
+    /// The reader cluster's protocol.
+    pub reader_protocol: ReaderProtocol,
 }
 
 /// Fills `{{NAME}}` placeholders; an unknown or unclosed placeholder is an error. YAML comment
@@ -142,6 +170,10 @@ pub fn render_static(reg: &Registry, opts: &StaticOptions) -> Result<String, Env
             ("WASM_PATH", opts.wasm_path.clone()),
             ("SNAPSHOT_BASE64", b64),
             ("READER_PORT", opts.reader_port.to_string()),
+            (
+                "READER_HTTP_OPTIONS",
+                opts.reader_protocol.envoy_field().to_owned(),
+            ),
             ("MODEL_PORT", opts.model_port.to_string()),
         ],
     )
@@ -185,7 +217,7 @@ mod tests {
 }
 
 #[cfg(test)]
-mod render_tests {
+pub(crate) mod render_tests {
     use super::*;
     use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
     use ferry_protos::v1::Snapshot;
@@ -199,6 +231,7 @@ mod render_tests {
             reader_port: 8090,
             model_port: 8080,
             buffer_limit_bytes: 8 << 20,
+            reader_protocol: ReaderProtocol::default(),
         }
     }
 
@@ -229,6 +262,42 @@ mod render_tests {
             Snapshot::decode(bytes.as_slice()).unwrap(),
             snapshot::build(&reg)
         );
+    }
+
+    /// The `explicit_http_config` of one cluster of a rendered bootstrap: the line after it.
+    pub(crate) fn cluster_protocol(text: &str, cluster: &str) -> String {
+        let start = text
+            .find(&format!("  - name: {cluster}\n"))
+            .unwrap_or_else(|| panic!("no cluster {cluster}"));
+        let rest = &text[start..];
+        let end = rest[4..].find("\n  - name: ").map_or(rest.len(), |e| e + 4);
+        let mut lines = rest[..end].lines();
+        lines.find(|l| l.trim() == "explicit_http_config:");
+        lines.next().unwrap_or_default().trim().to_owned()
+    }
+
+    #[test]
+    fn the_reader_cluster_speaks_the_chosen_protocol() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let reg = reg.unwrap();
+        let mut o = opts();
+        o.reader_protocol = ReaderProtocol::Http1;
+        let h1 = render_static(&reg, &o).unwrap();
+        assert_eq!(
+            cluster_protocol(&h1, "ferry_reader"),
+            "http_protocol_options: {}"
+        );
+        o.reader_protocol = ReaderProtocol::Http2;
+        let h2 = render_static(&reg, &o).unwrap();
+        assert_eq!(
+            cluster_protocol(&h2, "ferry_reader"),
+            "http2_protocol_options: {}"
+        );
+        // Only that line differs; the default is the measured choice (bench/README.md).
+        let diff: Vec<_> = h1.lines().zip(h2.lines()).filter(|(a, b)| a != b).collect();
+        assert_eq!(diff.len(), 1, "{diff:?}");
+        assert_eq!(h1.lines().count(), h2.lines().count());
+        assert_eq!(ReaderProtocol::default(), ReaderProtocol::Http1);
     }
 
     #[test]

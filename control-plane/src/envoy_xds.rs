@@ -3,6 +3,8 @@
 //! The repo is still read: its routes' body limits must fit Envoy's buffer, and its reader
 //! cluster must be the one the bootstrap defines.
 
+#[cfg(test)]
+use crate::envoy_config::ReaderProtocol;
 use crate::envoy_config::{render_template, EnvoyConfigError, StaticOptions};
 use crate::repo::Registry;
 
@@ -53,6 +55,10 @@ pub fn render_xds(
             ("XDS_HOST", xds.xds_host.clone()),
             ("XDS_PORT", xds.xds_port.to_string()),
             ("READER_PORT", opts.reader_port.to_string()),
+            (
+                "READER_HTTP_OPTIONS",
+                opts.reader_protocol.envoy_field().to_owned(),
+            ),
             ("MODEL_PORT", opts.model_port.to_string()),
         ],
     )
@@ -72,6 +78,7 @@ mod tests {
                 reader_port: 8090,
                 model_port: 8080,
                 buffer_limit_bytes: 8 << 20,
+                reader_protocol: ReaderProtocol::default(),
             },
             XdsOptions {
                 node_id: "ferry-envoy-10000".into(),
@@ -95,6 +102,29 @@ mod tests {
         assert!(text.contains("initial_fetch_timeout: 30s"));
         assert!(text.contains("port_value: 18000"));
         assert!(!text.contains("BytesValue"), "no inlined snapshot");
+    }
+
+    #[test]
+    fn the_reader_cluster_speaks_the_chosen_protocol() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let reg = reg.unwrap();
+        let (mut s, x) = opts();
+        for (protocol, line) in [
+            (ReaderProtocol::Http1, "http_protocol_options: {}"),
+            (ReaderProtocol::Http2, "http2_protocol_options: {}"),
+        ] {
+            s.reader_protocol = protocol;
+            let text = render_xds(&reg, &s, &x).unwrap();
+            assert_eq!(
+                crate::envoy_config::render_tests::cluster_protocol(&text, "ferry_reader"),
+                line
+            );
+            // The xDS cluster stays HTTP/2 whatever the reader speaks (gRPC needs it).
+            assert!(
+                crate::envoy_config::render_tests::cluster_protocol(&text, "ferry_xds")
+                    .starts_with("http2_protocol_options:")
+            );
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use ferry::envoy_config::{self, StaticOptions};
+use ferry::envoy_config::{self, ReaderProtocol, StaticOptions};
 use ferry::envoy_xds::{render_xds, XdsOptions};
 use ferry::materialize::{self, WriteOptions};
 use ferry::push;
@@ -100,6 +100,10 @@ enum Command {
         admin_port: u16,
         #[arg(long, default_value_t = 8090)]
         reader_port: u16,
+        /// The reader cluster's protocol: http1 (HTTP/1.1 keep-alive) or http2 (h2c, prior
+        /// knowledge); the default is the measured choice (bench/README.md).
+        #[arg(long, value_enum, default_value_t = ReaderProtocol::default())]
+        reader_protocol: ReaderProtocol,
         #[arg(long, default_value_t = 8080)]
         model_port: u16,
         /// Envoy's per-connection buffer limit; every route's max_body_bytes must fit in it.
@@ -200,6 +204,7 @@ fn run(cli: Cli) -> Result<()> {
             listen_port,
             admin_port,
             reader_port,
+            reader_protocol,
             model_port,
             buffer_limit_bytes,
             output,
@@ -224,6 +229,7 @@ fn run(cli: Cli) -> Result<()> {
                 reader_port,
                 model_port,
                 buffer_limit_bytes,
+                reader_protocol,
             };
             let text = if xds {
                 let x = XdsOptions {
