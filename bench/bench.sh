@@ -27,6 +27,9 @@ BATCHES=${BENCH_BATCHES:-"1 5 10 50 100"}
 SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache reader_direct feast_precomputed feast_regular"}
 HOT_SET=${BENCH_HOT_SET:-1000}   # ids of the near-cache scenario: a warm working set
 FEAST_WORKERS=${BENCH_FEAST_WORKERS:--1}
+# The reader cluster's protocol (http1 | http2); empty = the generator's default, the measured
+# choice (README, "Reader cluster protocol"; bench/reader_protocol.sh compares the two).
+READER_PROTOCOL=${BENCH_READER_PROTOCOL:-}
 
 # Ports: a block of its own (default 19100..19107) so that a running `make demo` is untouched.
 BASE=${BENCH_PORT_BASE:-19100}
@@ -121,7 +124,8 @@ say "starting the reader, the model, Envoy (ferry :$LISTEN_PORT, passthrough :$P
 start reader "$BIN/ferry-reader" --listen "127.0.0.1:$READER_PORT" --redis "redis://127.0.0.1:$REDIS_PORT/0"
 start model "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
 "$BIN/ferry" envoy-config "$BENCH/repo" --wasm "$WASM" --listen-port "$LISTEN_PORT" --admin-port "$ADMIN_PORT" \
-  --reader-port "$READER_PORT" --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy-ferry.yaml"
+  --reader-port "$READER_PORT" --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy-ferry.yaml" \
+  ${READER_PROTOCOL:+--reader-protocol "$READER_PROTOCOL"}
 "$PY" "$BENCH/passthrough.py" "$RUN_DIR/envoy-ferry.yaml" "$PASS_PORT" > "$RUN_DIR/envoy.yaml"
 start envoy "$ENVOY" -c "$RUN_DIR/envoy.yaml" --disable-hot-restart --log-level warn --concurrency 2
 # Feast's documented production settings: --workers -1 (2 x cores + 1), --worker-connections
