@@ -5,7 +5,7 @@
 # bench.sh's passthrough listener); ferry-bench drives the ferry_redis route (near cache off) of
 # each in turn, A B then B A, round after round, at each batch size and connection count, so
 # that the machine's drift hits both alike. Prints one table (median over rounds) and each
-# Envoy's ferry_reader stats; rows and logs stay in bench/.run-reader-protocol/.
+# Envoy's ferry_reader stats; rows and logs stay in bench/.run/reader-protocol/ (git-ignored).
 #
 # Needs what `make bench` installs and builds (BENCH_NO_BUILD=1 skips the build).
 # Knobs: RP_ROUNDS (3), RP_BATCHES ("1 10 100"), RP_CONNECTIONS ("1 8"), RP_DURATION (4 s),
@@ -14,7 +14,7 @@
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 cd "$ROOT"
-RUN_DIR="$ROOT/bench/.run-reader-protocol"   # lib.sh's start/stop keep pids and logs here
+RUN_DIR="$ROOT/bench/.run/reader-protocol"   # lib.sh's start/stop keep pids and logs here
 BENCH="$ROOT/bench"
 PY="$BENCH/.venv/bin/python"
 
