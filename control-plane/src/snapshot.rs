@@ -92,6 +92,7 @@ pub fn build(reg: &Registry) -> v1::Snapshot {
             entity_pointer: r.entity_pointer.clone(),
             inject_pointer: r.inject_pointer.clone(),
             features_header: r.features_header.clone(),
+            features_encoding: r.features_encoding as i32,
             max_header_bytes: r.max_header_bytes,
             extra_services: r
                 .extra_services

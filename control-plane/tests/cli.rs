@@ -55,7 +55,10 @@ fn apply_prints_services_fingerprints_views_and_routes() {
     );
     // Routes come after every service, in repo order.
     let first_route = lines.iter().position(|l| l.starts_with("route ")).unwrap();
-    assert!(lines[first_route..].iter().all(|l| l.starts_with("route ")), "{text}");
+    assert!(
+        lines[first_route..].iter().all(|l| l.starts_with("route ")),
+        "{text}"
+    );
     assert!(lines[first_route].starts_with("route fraud-lenient  prefix /v1/models/fraud-lenient  -> realtime_scoring  format kserve_v1  entity [user_id]  names full  missing null"), "{text}");
     assert!(lines[first_route + 1].starts_with("route fraud  prefix /v1/models/fraud  -> realtime_scoring  format kserve_v1  entity [user_id]  names full  missing reject"), "{text}");
 }

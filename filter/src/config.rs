@@ -95,7 +95,17 @@ pub enum Format {
     Header {
         features_header: String,
         max_header_bytes: u32,
+        encoding: HeaderEncoding,
     },
+}
+
+/// How header mode writes the features header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderEncoding {
+    /// Compact ASCII JSON object (+ a status header when some feature is not PRESENT).
+    Json,
+    /// Base64 of a `ferry.v1.HeaderFeatures` (names, values, statuses).
+    ProtobufBase64,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -537,9 +547,22 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
             } else {
                 r.max_header_bytes
             };
+            let encoding = match pb::FeaturesEncoding::try_from(r.features_encoding) {
+                Ok(pb::FeaturesEncoding::Unspecified | pb::FeaturesEncoding::Json) => {
+                    HeaderEncoding::Json
+                }
+                Ok(pb::FeaturesEncoding::ProtobufBase64) => HeaderEncoding::ProtobufBase64,
+                Err(_) => {
+                    return err(format!(
+                        "{ctx}: unknown features_encoding {}",
+                        r.features_encoding
+                    ))
+                }
+            };
             Format::Header {
                 features_header: name,
                 max_header_bytes,
+                encoding,
             }
         }
         Ok(other) => {
@@ -712,6 +735,7 @@ pub mod fixture {
                 features_header: String::new(),
                 max_header_bytes: 0,
                 extra_services: vec![],
+                features_encoding: 0,
             }],
         }
     }

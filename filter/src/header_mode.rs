@@ -1,15 +1,19 @@
 //! Header mode, for GET and gRPC traffic whose body must not be touched: one entity whose ids
-//! are request headers; its features go to one request header as compact JSON. The value is
-//! ASCII only (non-ASCII escaped as \uXXXX, control characters escaped by JSON), so no CR/LF or
-//! raw bytes can reach the header, and over the route's size bound it is an error, never cut.
+//! are request headers; its features go to one request header as compact JSON, or as a
+//! base64-encoded `ferry.v1.HeaderFeatures` protobuf. The JSON value is ASCII only (non-ASCII
+//! escaped as \uXXXX, control characters escaped by JSON), so no CR/LF or raw bytes can reach
+//! the header, and over the route's size bound either is an error, never cut.
 
 use serde_json::{Map, Value as Json};
 
-use crate::config::{Format, KeyKind, Route, RoutePart};
+use base64::Engine;
+use prost::Message;
+
+use crate::config::{Format, HeaderEncoding, KeyKind, Route, RoutePart};
 use crate::error::FerryError;
 use crate::format;
 use crate::values;
-use crate::vector::EntityFeatures;
+use crate::vector::{EntityFeatures, FeatureStatus};
 
 /// Header listing the features that are not PRESENT, as compact JSON, when there are any.
 pub const STATUS_HEADER: &str = "x-ferry-feature-status";
@@ -61,6 +65,35 @@ fn key_from_headers(
     Ok(ferry_protos::entity_key(&parts))
 }
 
+/// The features as a base64-encoded `ferry.v1.HeaderFeatures`.
+fn protobuf_base64(route: &Route, f: EntityFeatures) -> String {
+    use ferry_protos::v1 as pb;
+    let statuses = f
+        .statuses
+        .iter()
+        .map(|s| {
+            (match s {
+                FeatureStatus::Present => pb::FeatureStatus::Present,
+                FeatureStatus::NotFound => pb::FeatureStatus::NotFound,
+                FeatureStatus::OutsideMaxAge => pb::FeatureStatus::OutsideMaxAge,
+                FeatureStatus::NullValue => pb::FeatureStatus::NullValue,
+            }) as i32
+        })
+        .collect();
+    let message = pb::HeaderFeatures {
+        service: route.services_label.clone(),
+        fingerprint: route.fingerprints_label.clone(),
+        names: route.output_names.clone(),
+        values: f
+            .values
+            .into_iter()
+            .map(|kind| pb::Value { kind })
+            .collect(),
+        statuses,
+    };
+    base64::engine::general_purpose::STANDARD.encode(message.encode_to_vec())
+}
+
 /// JSON text with every non-ASCII character escaped, so it is a valid header value.
 fn ascii_json(v: &Json) -> String {
     let text = v.to_string();
@@ -88,6 +121,7 @@ pub fn render(
     let Format::Header {
         features_header,
         max_header_bytes,
+        encoding,
     } = &route.format
     else {
         return Ok(Vec::new());
@@ -95,6 +129,16 @@ pub fn render(
     let Some(f) = features.into_iter().next() else {
         return Ok(Vec::new());
     };
+    if *encoding == HeaderEncoding::ProtobufBase64 {
+        let value = protobuf_base64(route, f);
+        if value.len() > *max_header_bytes as usize {
+            return Err(FerryError::FeaturesTooLarge {
+                size: value.len(),
+                limit: *max_header_bytes,
+            });
+        }
+        return Ok(vec![(features_header.clone(), value)]);
+    }
     let statuses = format::not_present(route, &f);
     let values: Map<String, Json> = route
         .output_names
@@ -197,5 +241,68 @@ mod tests {
         };
         let e = render(&small.routes[0], vec![f]).unwrap_err();
         assert_eq!((e.status(), e.code()), (502, "features_too_large"));
+    }
+
+    #[test]
+    fn features_can_be_a_base64_protobuf() {
+        let mut snap = snapshot();
+        let r = &mut snap.routes[0];
+        r.format = pb::Format::Header as i32;
+        r.entity_fields = vec!["x-user-id".into()];
+        r.features_encoding = pb::FeaturesEncoding::ProtobufBase64 as i32;
+        let c = Config::from_snapshot(snap).unwrap();
+        let r = &c.routes[0];
+        let f = EntityFeatures {
+            values: crate::values::fvs(&[json!(1), json!("é\r\n"), Json::Null]),
+            statuses: vec![
+                FeatureStatus::Present,
+                FeatureStatus::Present,
+                FeatureStatus::OutsideMaxAge,
+            ],
+        };
+        let h = render(r, vec![f]).unwrap();
+        assert_eq!(h.len(), 1, "statuses travel inside the message: {h:?}");
+        assert_eq!(h[0].0, "x-ferry-features");
+        assert!(h[0]
+            .1
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b)));
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(&h[0].1)
+            .unwrap();
+        let m = pb::HeaderFeatures::decode(bytes.as_slice()).unwrap();
+        assert_eq!(m.service, "scoring");
+        assert_eq!(m.fingerprint, "123456789abcdef0");
+        assert_eq!(m.names, ["profile__age", "profile__score", "txn__count"]);
+        assert_eq!(m.values[0].kind, Some(pb::value::Kind::Int64Val(1)));
+        assert_eq!(
+            m.values[1].kind,
+            Some(pb::value::Kind::StringVal("é\r\n".into()))
+        );
+        assert_eq!(m.values[2].kind, None);
+        assert_eq!(
+            m.statuses,
+            [
+                pb::FeatureStatus::Present as i32,
+                pb::FeatureStatus::Present as i32,
+                pb::FeatureStatus::OutsideMaxAge as i32
+            ]
+        );
+
+        let mut snap = snapshot();
+        let r = &mut snap.routes[0];
+        r.format = pb::Format::Header as i32;
+        r.entity_fields = vec!["x-user-id".into()];
+        r.features_encoding = pb::FeaturesEncoding::ProtobufBase64 as i32;
+        r.max_header_bytes = 16;
+        let c = Config::from_snapshot(snap).unwrap();
+        let f = EntityFeatures {
+            values: crate::values::fvs(&[json!(1), json!(2), json!(3)]),
+            statuses: vec![FeatureStatus::Present; 3],
+        };
+        assert!(matches!(
+            render(&c.routes[0], vec![f]),
+            Err(FerryError::FeaturesTooLarge { limit: 16, .. })
+        ));
     }
 }

@@ -11,7 +11,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use ferry_protos::v1::{
-    FeatureNames, Format, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy, Value,
+    FeatureNames, FeaturesEncoding, Format, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy,
+    Value,
 };
 
 use crate::sources::SourceFormat;
@@ -190,6 +191,7 @@ pub struct Route {
     pub inject_pointer: String,
     /// header only: where the features go, and how large they may be.
     pub features_header: String,
+    pub features_encoding: FeaturesEncoding,
     pub max_header_bytes: u32,
 }
 

@@ -130,6 +130,9 @@ pub struct RawRoute {
     /// header: bound of that header's value, in bytes.
     #[serde(default)]
     pub max_header_bytes: Option<u64>,
+    /// header: json (default) or protobuf (base64 of ferry.v1.HeaderFeatures).
+    #[serde(default, deserialize_with = "word")]
+    pub features_encoding: Option<String>,
     /// More feature services enriched in the same reader call, each with its entity fields.
     #[serde(default)]
     pub extra_services: Vec<RawExtraService>,

@@ -3,7 +3,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use ferry_protos::v1::{FeatureNames, Format, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy};
+use ferry_protos::v1::{
+    FeatureNames, FeaturesEncoding, Format, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy,
+};
 
 use super::raw::{RawEntityRef, RawHeaderMatch, RawRoute};
 use super::validate::Issues;
@@ -248,12 +250,26 @@ pub(super) fn route(
             );
         }
     }
-    if (rr.features_header.is_some() || rr.max_header_bytes.is_some()) && format != Format::Header {
+    if (rr.features_header.is_some()
+        || rr.max_header_bytes.is_some()
+        || rr.features_encoding.is_some())
+        && format != Format::Header
+    {
         issues.add(
             path,
-            "features_header and max_header_bytes apply to format header only",
+            "features_header, features_encoding and max_header_bytes apply to format header only",
         );
     }
+    let features_encoding = word(
+        issues,
+        path,
+        "features_encoding",
+        &rr.features_encoding,
+        &[
+            ("json", FeaturesEncoding::Json),
+            ("protobuf", FeaturesEncoding::ProtobufBase64),
+        ],
+    );
     let features_header = rr
         .features_header
         .clone()
@@ -426,6 +442,7 @@ pub(super) fn route(
         ),
         packed,
         features_header,
+        features_encoding,
         max_header_bytes: limit(
             issues,
             path,

@@ -432,3 +432,31 @@ fn extra_services_are_checked_like_the_main_one() {
         ]
     );
 }
+
+#[test]
+fn header_routes_can_encode_features_as_protobuf() {
+    let route = |name: &str, format: &str, encoding: &str| {
+        format!(
+            "\n  - name: {name}\n    match: {{path_prefix: /{name}}}\n    service: scoring\n    format: {format}\n    \
+             entity: {{field: x-user-id}}\n    features_encoding: {encoding}\n"
+        )
+    };
+    let yaml = GOOD.to_string() + &route("pb", "header", "protobuf");
+    let (_dir, reg) = load_repo(&yaml, &FILES);
+    let snap = crate::snapshot::build(&reg.unwrap());
+    assert_eq!(
+        snap.routes[1].features_encoding,
+        ferry_protos::v1::FeaturesEncoding::ProtobufBase64 as i32
+    );
+    let yaml = GOOD.to_string()
+        + &route("body", "kserve_v1", "protobuf")
+        + &route("odd", "header", "yaml");
+    let (_dir, reg) = load_repo(&yaml, &FILES);
+    assert_eq!(
+        issues(reg),
+        [
+            "routes[1] 'body': features_header, features_encoding and max_header_bytes apply to format header only",
+            "routes[2] 'odd': features_encoding: unknown value 'yaml' (expected one of json, protobuf)",
+        ]
+    );
+}

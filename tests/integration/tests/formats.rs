@@ -18,6 +18,12 @@ const ROUTES: &str = r#"
     entity: {field: id}
     entity_pointer: /batch/users
     inject_pointer: /features
+  - name: header-pb
+    match: {path_prefix: /t/hdr-pb}
+    service: realtime_scoring
+    format: header
+    entity: {field: x-user-id}
+    features_encoding: protobuf
   - name: header
     match: {path_prefix: /t/hdr}
     service: realtime_scoring
@@ -250,4 +256,78 @@ async fn header_mode_enriches_a_get_through_a_header() {
         (unknown.status, unknown.json()["error"].as_str()),
         (404, Some("entity_not_found"))
     );
+}
+
+/// A stored value as the JSON the source data gives.
+fn value_json(v: &ferry_protos::v1::Value) -> Json {
+    use ferry_protos::v1::value::Kind as K;
+    match &v.kind {
+        None => Json::Null,
+        Some(K::Int32Val(i)) => json!(i),
+        Some(K::Int64Val(i)) => json!(i),
+        Some(K::FloatVal(f)) => json!(f),
+        Some(K::DoubleVal(d)) => json!(d),
+        Some(K::BoolVal(b)) => json!(b),
+        Some(K::StringVal(s)) => json!(s),
+        Some(K::BytesVal(b)) => json!(b),
+        Some(K::FloatListVal(l)) => json!(l.values),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_mode_writes_a_base64_protobuf_and_leaves_a_post_body_alone() {
+    use base64::Engine;
+    use prost::Message;
+    let stack = Stack::start(Options {
+        extra_routes: ROUTES,
+        entities: Some(200),
+    });
+    // A gRPC-like POST: the body must reach the model byte for byte.
+    let body: &[u8] = b"\x00\x00\x00\x00\x05hello";
+    let resp = Conn::open(stack.listen_port)
+        .await
+        .send(
+            "POST",
+            "/t/hdr-pb/fraud.Scorer/Score",
+            &[("x-user-id", "u000007")],
+            body.to_vec(),
+        )
+        .await;
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    assert_eq!(&resp.body[..], body, "the body is not touched");
+    let up = resp.upstream_headers();
+    assert!(
+        up.get("x-ferry-feature-status").is_none(),
+        "statuses are in the message"
+    );
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(up["x-ferry-features"].as_str().unwrap())
+        .unwrap();
+    let m = ferry_protos::v1::HeaderFeatures::decode(raw.as_slice()).unwrap();
+    assert_eq!(m.service, "realtime_scoring");
+    assert_eq!(
+        Some(m.fingerprint.as_str()),
+        resp.header("x-ferry-fingerprint")
+    );
+    assert_eq!(m.names.len(), 10);
+    let src = stack.source();
+    for (view, fs) in VIEWS {
+        for (feature, kind) in *fs {
+            let name = format!("{view}__{feature}");
+            let i = m.names.iter().position(|n| *n == name).unwrap();
+            let status = ferry_protos::v1::FeatureStatus::try_from(m.statuses[i]).unwrap();
+            let want = if *view == "transactions" {
+                assert_eq!(
+                    status,
+                    ferry_protos::v1::FeatureStatus::OutsideMaxAge,
+                    "{name}"
+                );
+                Json::Null
+            } else {
+                src.value(view, feature, "u000007").unwrap()
+            };
+            let got = value_json(&m.values[i]);
+            assert!(same(&got, &want, *kind), "{name}: {got} vs {want}");
+        }
+    }
 }
