@@ -441,13 +441,10 @@ impl Host {
         });
     }
 
-    /// Sets a property (`proxy_get_property`), e.g. `&["plugin_name"]`.
+    /// Sets a property (`proxy_get_property`), e.g. `&["plugin_name"]`. The guest sends a path
+    /// as its parts joined by NUL (no trailing NUL), as Envoy reads it.
     pub fn set_property(&self, path: &[&str], value: &[u8]) {
-        let mut key = Vec::new();
-        for p in path {
-            key.extend_from_slice(p.as_bytes());
-            key.push(0);
-        }
+        let key = path.join("\0").into_bytes();
         self.state_mut(|s| s.properties.insert(key, value.to_vec()));
     }
 

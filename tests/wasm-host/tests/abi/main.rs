@@ -11,5 +11,6 @@ mod host;
 mod json_body;
 mod kserve_v1;
 mod kserve_v2;
+mod routing;
 mod support;
 mod sweep;
