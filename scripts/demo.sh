@@ -118,6 +118,9 @@ send "Generic JSON: entities at /batch/users, features written at /features of e
   '{"batch": {"users": [{"user_id": "u000003", "features": {"forged": 1}}, {"user_id": "u000004"}]}}'
 send "Header mode: a GET whose body is untouched; features arrive in x-ferry-features" /v1/risk/u000005 - \
   'x-user-id: u000005'
+send "Composite key (merchant_id int64, user_id string): a pair, a stale pair, a pair with no row" \
+  /v1/models/merchant-fraud:predict \
+  '{"instances": [{"merchant_id": 1038, "user_id": "u000001", "amount": 35.0}, {"merchant_id": 1260, "user_id": "u000007", "amount": 12.0}, {"merchant_id": 1001, "user_id": "u000001", "amount": 99.0}]}'
 send "Malformed JSON" /v1/models/fraud:predict '{"instances": [{"user_id": '
 
 if [ "$MODE" = xds ]; then

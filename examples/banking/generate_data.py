@@ -4,8 +4,12 @@
 Deterministic: the same --entities, --anchor and --seed always give the same files. Every event
 time lies before the anchor and within its view's TTL, except on purpose:
   - users whose index % 50 == 7 have their latest transactions row 2 days old (stale under 1d);
-  - users whose index % 100 == 42 have no transactions row at all.
-Python 3 standard library only.
+  - users whose index % 100 == 42 have no transactions row at all;
+  - user_merchant: users whose index % 100 == 42 have no (user, merchant) pair; the first pair of
+    users whose index % 50 == 7 is 15 days old (stale under 14d);
+  - merchant_profile: merchants whose index % 50 == 13 have no row.
+The merchant files come from their own random stream, so adding them left the user files as they
+were. Python 3 standard library only.
 """
 
 import argparse
@@ -16,6 +20,7 @@ import random
 import sys
 
 TIERS = ["standard", "silver", "gold", "platinum"]
+MERCHANT_CATEGORIES = ["grocery", "fuel", "travel", "electronics", "restaurants", "gambling", "pharmacy"]
 EMBEDDING_DIM = 8
 PLUS_TWO = dt.timezone(dt.timedelta(hours=2))
 
@@ -39,6 +44,23 @@ def ago(anchor, rng, low, high):
     """A time between `low` and `high` before the anchor."""
     span = (high - low).total_seconds()
     return anchor - low - dt.timedelta(seconds=rng.uniform(0, span))
+
+
+def merchant_id(j):
+    return 1000 + j  # int64 join key: 1001, 1002, ...
+
+
+def user_merchants(i, merchants):
+    """The merchants user i has bought from: 1 to 3, a fixed function of i (no randomness), so
+    a present pair is known without reading the data, e.g. u000001 with 1038 and 1139."""
+    if has_no_transactions(i):
+        return []
+    out = []
+    for k in range(1 + i % 3):
+        j = (i * 37 + k * 101) % merchants + 1
+        if j not in out:
+            out.append(j)
+    return [merchant_id(j) for j in out]
 
 
 def user_id(i):
@@ -102,6 +124,40 @@ def embeddings(n, anchor, rng):
     return rows
 
 
+def user_merchant(n, merchants, anchor, rng):
+    rows = []
+    for i in range(1, n + 1):
+        for k, m in enumerate(user_merchants(i, merchants)):
+            if k == 0 and is_stale(i):
+                latest = ago(anchor, rng, dt.timedelta(days=15), dt.timedelta(days=16))
+            else:
+                latest = ago(anchor, rng, dt.timedelta(hours=1), dt.timedelta(days=10))
+            times = [latest]
+            if rng.random() < 0.3:  # an older row that must lose to the newer one
+                times.append(latest - dt.timedelta(days=rng.uniform(1, 5)))
+            for t in times:
+                count = rng.randint(1, 40)
+                rows.append([
+                    user_id(i), m, rfc3339(t, rng), count,
+                    f"{count * rng.uniform(3, 300):.2f}", rng.randint(0, 29),
+                ])
+    rng.shuffle(rows)
+    return rows
+
+
+def merchant_profile(merchants, anchor, rng):
+    rows = []
+    for j in range(1, merchants + 1):
+        if j % 50 == 13:
+            continue
+        t = ago(anchor, rng, dt.timedelta(hours=1), dt.timedelta(days=60))
+        rows.append([
+            merchant_id(j), rfc3339(t, rng), rng.choice(MERCHANT_CATEGORIES),
+            f"{rng.betavariate(2, 8):.3f}", rng.choice(["true", "false"]),
+        ])
+    return rows
+
+
 def write(path, header, rows):
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, lineterminator="\n")
@@ -116,9 +172,12 @@ def main():
     p.add_argument("--anchor", help="RFC 3339 time all events precede (default: now, to the second)")
     p.add_argument("--out", default=os.path.join(here, "data"), help="output folder (default: data/ next to this script)")
     p.add_argument("--seed", type=int, default=20261121, help="random seed (default 20261121)")
+    p.add_argument("--merchants", type=int, default=500, help="number of merchants (default 500)")
     args = p.parse_args()
     if args.entities < 1:
         sys.exit("--entities must be at least 1")
+    if args.merchants < 1:
+        sys.exit("--merchants must be at least 1")
     if args.anchor:
         anchor = parse_anchor(args.anchor)
     else:
@@ -136,10 +195,21 @@ def main():
     write(os.path.join(args.out, "user_embedding.csv"),
           ["user_id", "event_timestamp", "embedding"],
           embeddings(n, anchor, rng))
+    # The merchant files use their own stream: the user files above stay as they always were.
+    mrng = random.Random(f"{args.seed}/merchants")
+    pairs = user_merchant(n, args.merchants, anchor, mrng)
+    write(os.path.join(args.out, "user_merchant.csv"),
+          ["user_id", "merchant_id", "event_timestamp", "txn_count_30d", "amount_sum_30d", "last_seen_days"],
+          pairs)
+    write(os.path.join(args.out, "merchant_profile.csv"),
+          ["merchant_id", "event_timestamp", "category", "risk_score", "is_online"],
+          merchant_profile(args.merchants, anchor, mrng))
     stale = sum(1 for i in range(1, n + 1) if is_stale(i))
     missing = sum(1 for i in range(1, n + 1) if has_no_transactions(i))
     print(f"wrote {n} users to {args.out} (anchor {anchor.strftime('%Y-%m-%dT%H:%M:%SZ')}; "
-          f"{stale} with stale transactions, {missing} without transactions)")
+          f"{stale} with stale transactions, {missing} without transactions; "
+          f"{args.merchants} merchants, {sum(len(user_merchants(i, args.merchants)) for i in range(1, n + 1))} "
+          f"(user, merchant) pairs)")
 
 
 if __name__ == "__main__":
