@@ -87,22 +87,116 @@ impl Source {
             .map(|(_, k)| *k)
             .expect("known feature");
         let (_, row) = self.views[view].get(user)?;
-        let cell = row[feature].as_str();
-        if cell.is_empty() {
-            return Some(Json::Null);
-        }
-        Some(match kind {
-            Kind::Int => json!(cell.parse::<i64>().expect("int")),
-            Kind::F32 => json!(cell.parse::<f32>().expect("f32")),
-            Kind::F64 => json!(cell.parse::<f64>().expect("f64")),
-            Kind::Bool => json!(cell == "true" || cell == "1"),
-            Kind::Str => json!(cell),
-            Kind::F32List => {
-                let v: Vec<f32> = serde_json::from_str(cell).expect("list");
-                json!(v)
-            }
-        })
+        Some(cell_value(row[feature].as_str(), kind))
     }
+}
+
+/// A CSV cell as the JSON value of its feature's kind (an empty cell is null).
+fn cell_value(cell: &str, kind: Kind) -> Json {
+    if cell.is_empty() {
+        return Json::Null;
+    }
+    match kind {
+        Kind::Int => json!(cell.parse::<i64>().expect("int")),
+        Kind::F32 => json!(cell.parse::<f32>().expect("f32")),
+        Kind::F64 => json!(cell.parse::<f64>().expect("f64")),
+        Kind::Bool => json!(cell == "true" || cell == "1"),
+        Kind::Str => json!(cell),
+        Kind::F32List => {
+            let v: Vec<f32> = serde_json::from_str(cell).expect("list");
+            json!(v)
+        }
+    }
+}
+
+/// A view's name, join key columns and feature columns.
+pub type KeyedViewSpec = (
+    &'static str,
+    &'static [&'static str],
+    &'static [(&'static str, Kind)],
+);
+
+/// The example's merchant-keyed views (not in [`VIEWS`], whose views are keyed by user alone).
+pub const KEYED_VIEWS: &[KeyedViewSpec] = &[
+    (
+        "user_merchant",
+        &["merchant_id", "user_id"],
+        &[
+            ("amount_sum_30d", Kind::F64),
+            ("last_seen_days", Kind::Int),
+            ("txn_count_30d", Kind::Int),
+        ],
+    ),
+    (
+        "merchant_profile",
+        &["merchant_id"],
+        &[
+            ("category", Kind::Str),
+            ("is_online", Kind::Bool),
+            ("risk_score", Kind::F32),
+        ],
+    ),
+];
+
+/// One view of [`KEYED_VIEWS`] as written by the generator: the latest row per key, the key
+/// being the view's join key cells in [`KEYED_VIEWS`] order (e.g. `["1038", "u000001"]`).
+pub struct KeyedView {
+    pub features: &'static [(&'static str, Kind)],
+    rows: HashMap<Vec<String>, (f64, Row)>,
+}
+
+impl KeyedView {
+    pub fn load(dir: &Path, view: &str) -> KeyedView {
+        let (_, key_columns, features) = KEYED_VIEWS
+            .iter()
+            .find(|(v, _, _)| *v == view)
+            .expect("a view of KEYED_VIEWS");
+        let mut rows: HashMap<Vec<String>, (f64, Row)> = HashMap::new();
+        let mut r = csv::Reader::from_path(dir.join(format!("{view}.csv"))).expect("source csv");
+        let headers = r.headers().expect("header").clone();
+        for rec in r.records() {
+            let rec = rec.expect("csv row");
+            let row: Row = headers
+                .iter()
+                .zip(rec.iter())
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect();
+            let t = parse_time(&row["event_timestamp"]);
+            let key: Vec<String> = key_columns.iter().map(|c| row[*c].clone()).collect();
+            if rows.get(&key).is_none_or(|(old, _)| t > *old) {
+                rows.insert(key, (t, row));
+            }
+        }
+        KeyedView { features, rows }
+    }
+
+    /// Every key with a row, sorted.
+    pub fn keys(&self) -> Vec<Vec<String>> {
+        let mut keys: Vec<Vec<String>> = self.rows.keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+
+    /// Event time (Unix seconds) of the key's latest row, if any.
+    pub fn event_time(&self, key: &[&str]) -> Option<f64> {
+        self.rows.get(&owned(key)).map(|(t, _)| *t)
+    }
+
+    /// The key's latest source value of `feature` as JSON, None if the key has no row.
+    pub fn value(&self, feature: &str, key: &[&str]) -> Option<Json> {
+        let kind = self
+            .features
+            .iter()
+            .find(|(f, _)| *f == feature)
+            .map(|(_, k)| *k)
+            .expect("known feature");
+        let (_, row) = self.rows.get(&owned(key))?;
+        Some(cell_value(row[feature].as_str(), kind))
+    }
+}
+
+fn owned(key: &[&str]) -> Vec<String> {
+    key.iter().map(|s| (*s).to_string()).collect()
 }
 
 /// Compares a value the model received with the source value: floats as f32/f64 (the JSON
