@@ -95,10 +95,16 @@ async fn read_all(url: &str, keys: &[String]) -> Vec<Option<Vec<u8>>> {
         .unwrap()
 }
 
-async fn dbsize(url: &str) -> u64 {
+/// How many keys hold `service`'s vectors (the example repo has other services too).
+async fn service_keys(url: &str, service: &str) -> usize {
     let client = redis::Client::open(url).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap()
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("ferry:banking:{service}:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    keys.len()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -136,7 +142,10 @@ async fn materialized_vectors_match_the_csv() {
         "{text}"
     );
     assert!(text.contains("entities/s"), "{text}");
-    assert_eq!(dbsize(&redis.url()).await, u64::from(USERS));
+    assert_eq!(
+        service_keys(&redis.url(), &service.name).await,
+        USERS as usize
+    );
 
     let users: Vec<String> = (1..=USERS).map(|i| format!("u{i:06}")).collect();
     let keys: Vec<String> = users
@@ -195,7 +204,10 @@ async fn materialized_vectors_match_the_csv() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(read_all(&redis.url(), &keys).await, first);
-    assert_eq!(dbsize(&redis.url()).await, u64::from(USERS));
+    assert_eq!(
+        service_keys(&redis.url(), &service.name).await,
+        USERS as usize
+    );
 }
 
 #[test]
