@@ -121,6 +121,9 @@ send "Header mode: a GET whose body is untouched; features arrive in x-ferry-fea
 send "Composite key (merchant_id int64, user_id string): a pair, a stale pair, a pair with no row" \
   /v1/models/merchant-fraud:predict \
   '{"instances": [{"merchant_id": 1038, "user_id": "u000001", "amount": 35.0}, {"merchant_id": 1260, "user_id": "u000007", "amount": 12.0}, {"merchant_id": 1001, "user_id": "u000001", "amount": 99.0}]}'
+send "Three FeatureServices in one reader call: user, (merchant, user) pair, merchant" \
+  /v1/models/full-fraud:predict \
+  '{"instances": [{"merchant_id": 1038, "user_id": "u000001", "amount": 35.0}]}'
 send "Malformed JSON" /v1/models/fraud:predict '{"instances": [{"user_id": '
 
 if [ "$MODE" = xds ]; then

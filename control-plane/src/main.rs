@@ -307,7 +307,11 @@ fn apply(repo: &Path, output: Option<&Path>) -> Result<ferry_protos::v1::Snapsho
             "route {}  {}  -> {}  format {}  entity [{}]  names {}  missing {}  stale {}  reader error {}  max body {} B, {} entities, timeout {} ms",
             r.name,
             m,
-            reg.services[r.service].name,
+            std::iter::once(r.service)
+                .chain(r.extra_services.iter().map(|e| e.service))
+                .map(|s| reg.services[s].name.as_str())
+                .collect::<Vec<_>>()
+                .join(" + "),
             r.format.as_str_name().to_ascii_lowercase(),
             r.entity_fields.join(", "),
             r.feature_names.as_str_name().to_ascii_lowercase(),

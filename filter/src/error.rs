@@ -250,7 +250,16 @@ fn list(ids: &[String]) -> String {
         if i > 0 {
             out.push_str(", ");
         }
-        let _ = write!(out, "'{id}'");
+        // A composite key reads as its parts, e.g. ('1001', 'u000001').
+        if id.contains(ferry_protos::ENTITY_KEY_SEPARATOR) {
+            let parts: Vec<String> = id
+                .split(ferry_protos::ENTITY_KEY_SEPARATOR)
+                .map(|p| format!("'{p}'"))
+                .collect();
+            let _ = write!(out, "({})", parts.join(", "));
+        } else {
+            let _ = write!(out, "'{id}'");
+        }
     }
     if ids.len() > MAX_IDS_IN_MESSAGE {
         let _ = write!(out, " and {} more", ids.len() - MAX_IDS_IN_MESSAGE);
@@ -272,6 +281,13 @@ mod tests {
         assert_eq!(v["error"], "entity_not_found");
         assert_eq!(v["route"], "fraud");
         assert_eq!(v["message"], "no features for 2 entities: 'u1', 'u2'");
+        let composite = FerryError::StaleFeatures {
+            ids: vec![ferry_protos::entity_key(&["1001", "u000001"])],
+        };
+        assert_eq!(
+            composite.message(),
+            "features older than their view's ttl for 1 entity: ('1001', 'u000001')"
+        );
     }
 
     #[test]

@@ -407,3 +407,91 @@ async fn composite_keys_in_kserve_v2_and_header_mode_and_the_merchant_service() 
     }
     assert_eq!(found, 6, "merchants 1001 and 1500 have a profile");
 }
+
+/// merchant_profile's TTL in the example repo (90d).
+const MERCHANT_TTL: f64 = 90.0 * 86_400.0;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_route_enriches_from_three_services_in_one_call() {
+    use ferry_integration_tests::data::VIEWS;
+    let stack = stack();
+    let pairs = pairs_view(&stack);
+    let merchants = KeyedView::load(&stack.repo.join("data"), "merchant_profile");
+    let users = stack.source();
+    // u000001 at one of its merchants; u000042 (no transactions, no pairs) at 1013 (no profile).
+    let first = pairs
+        .keys()
+        .into_iter()
+        .find(|k| k[1] == "u000001")
+        .expect("u000001 has a merchant");
+    let m1: i64 = first[0].parse().unwrap();
+    let body = json!({"instances": [
+        {"merchant_id": m1, "user_id": "u000001"},
+        {"merchant_id": 1013, "user_id": "u000042"},
+    ]});
+    let resp = post(
+        stack.listen_port,
+        "/v1/models/full-fraud:predict",
+        body.to_string(),
+    )
+    .await;
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    let out = resp.json();
+    assert_eq!(
+        out["ferry"]["service"],
+        "realtime_scoring,user_merchant_scoring,merchant_risk"
+    );
+    assert_eq!(
+        resp.header("x-ferry-entities"),
+        Some("6"),
+        "3 lookups per instance"
+    );
+    let status_of = |i: usize, name: &str| {
+        out["ferry"]["statuses"][i]
+            .get(name)
+            .and_then(Json::as_str)
+            .unwrap_or("PRESENT")
+            .to_string()
+    };
+    for (i, (m, u)) in [(m1.to_string(), "u000001"), ("1013".to_string(), "u000042")]
+        .iter()
+        .enumerate()
+    {
+        let inst = &out["instances"][i];
+        // realtime_scoring: u000042 has a profile but no transactions.
+        for (view, fs) in VIEWS {
+            for (feature, kind) in *fs {
+                let name = format!("{view}__{feature}");
+                let want = users.value(view, feature, u).unwrap_or(Json::Null);
+                assert!(
+                    same(&inst[&name], &want, *kind),
+                    "{u} {name}: {} vs {want}",
+                    inst[&name]
+                );
+                if *u == "u000042" && *view == "transactions" {
+                    assert_eq!(status_of(i, &name), "NOT_FOUND", "{name}");
+                }
+            }
+        }
+        for (view, src, key, ttl) in [
+            ("user_merchant", &pairs, vec![m.as_str(), *u], PAIR_TTL),
+            (
+                "merchant_profile",
+                &merchants,
+                vec![m.as_str()],
+                MERCHANT_TTL,
+            ),
+        ] {
+            for (feature, kind) in src.features {
+                let name = format!("{view}__{feature}");
+                let (want, want_status) = expected(src, feature, &key, ttl);
+                assert_eq!(status_of(i, &name), want_status, "{key:?} {name}");
+                assert!(same(&inst[&name], &want, *kind), "{key:?} {name}");
+            }
+        }
+    }
+    // The second instance's pair and merchant are absent by construction.
+    assert_eq!(status_of(1, "user_merchant__txn_count_30d"), "NOT_FOUND");
+    assert_eq!(status_of(1, "merchant_profile__category"), "NOT_FOUND");
+    assert_eq!(status_of(0, "merchant_profile__category"), "PRESENT");
+}
