@@ -18,6 +18,9 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// Sets of the near cache (see `near_cache`), from the snapshot's byte bound.
     pub near_cache_sets: u32,
+    /// Some route is selected by name only: read the Envoy route's metadata on every request
+    /// (one property read; skipped otherwise).
+    pub reads_route_metadata: bool,
 }
 
 #[derive(Debug)]
@@ -306,6 +309,7 @@ impl Config {
                 snap.reader_authority
             },
             reader_cluster: snap.reader_cluster,
+            reads_route_metadata: routes.iter().any(|r| r.conditions.by_name_only()),
             routes,
             near_cache_sets: crate::near_cache::sets_for(snap.near_cache_max_bytes),
         })

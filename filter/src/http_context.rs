@@ -97,9 +97,14 @@ impl<H: Host> HttpFilter<H> {
         let Some(config) = self.config.clone() else {
             return Action::Continue;
         };
-        // An Envoy route that names a Ferry route in its metadata selects it; otherwise the
-        // snapshot's own conditions do.
-        let index = if let Some(name) = self.host.route_metadata("route") {
+        // An Envoy route that names a Ferry route in its metadata selects it (looked at only
+        // when the snapshot has a route selected by name); otherwise the routes' conditions do.
+        let named = if config.reads_route_metadata {
+            self.host.route_metadata("route")
+        } else {
+            None
+        };
+        let index = if let Some(name) = named {
             match config.route_named(&name) {
                 Some(i) => i,
                 None => {
@@ -941,7 +946,14 @@ mod tests {
         assert_eq!(f.on_request_body(BODY.len(), true), Action::Pause);
         assert_eq!(f.host().dispatched.borrow().len(), 1, "enriched");
 
-        let mut f = filter(config(), "POST", "/v1/models/fraud:predict", BODY);
+        let mut s = crate::config::fixture::snapshot();
+        let mut by_name = s.routes[0].clone();
+        by_name.name = "by-name".into();
+        by_name.r#match = None;
+        s.routes.push(by_name);
+        let c = Config::from_snapshot(s).unwrap();
+        assert!(c.reads_route_metadata);
+        let mut f = filter(c, "POST", "/v1/models/fraud:predict", BODY);
         f.host()
             .route_metadata
             .borrow_mut()
@@ -952,6 +964,17 @@ mod tests {
         assert_eq!(body["error"], "unknown_route");
         assert_eq!(body["route"], "gone");
         assert!(f.host().dispatched.borrow().is_empty());
+
+        // Without a by-name route the metadata is not even read: the path decides.
+        let c = config();
+        assert!(!c.reads_route_metadata);
+        let mut f = filter(c, "POST", "/v1/models/fraud:predict", BODY);
+        f.host()
+            .route_metadata
+            .borrow_mut()
+            .insert("route".into(), "gone".into());
+        assert_eq!(f.on_request_headers(false), Action::Pause);
+        assert!(f.host().sent.borrow().is_none(), "enriched by the path's route");
     }
 
     const FP2: u64 = 0x0fed_cba9_8765_4321;
