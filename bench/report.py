@@ -260,7 +260,7 @@ def section(doc):
             f"| `INFO memory` growth / entities, Ferry | {fm.get('used_memory_delta', 0) / max(1, fm.get('entities', 1)):.0f} |",
             f"| `INFO memory` growth / entities, Feast (views + precompute) | {xm.get('used_memory_delta', 0) / max(1, xm.get('entities', 1)):.0f} |",
             "", "### Materialization", "", "| | entities/s |", "|---|---:|",
-            f"| `ferry materialize` (whole command: read Parquet, build vectors, pipelined SETs) | {rates.get('ferry', 0):,.0f} |",
+            f"| `ferry materialize` (whole command: read Parquet, build vectors, MSET per batch) | {rates.get('ferry', 0):,.0f} |",
             f"| `ferry materialize`, its own figure for the write phase | {rates.get('ferry_write_only', 0):,.0f} |",
             f"| Feast `materialize` with precompute (whole call) | {rates.get('feast', 0):,.0f} |",
             f"| Feast, the view writes alone | {rates.get('feast_views_only', 0):,.0f} |",
