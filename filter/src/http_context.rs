@@ -974,7 +974,10 @@ mod tests {
             .borrow_mut()
             .insert("route".into(), "gone".into());
         assert_eq!(f.on_request_headers(false), Action::Pause);
-        assert!(f.host().sent.borrow().is_none(), "enriched by the path's route");
+        assert!(
+            f.host().sent.borrow().is_none(),
+            "enriched by the path's route"
+        );
     }
 
     const FP2: u64 = 0x0fed_cba9_8765_4321;

@@ -71,8 +71,9 @@ pub fn route(name: &str, service: &str, format: pb::Format, fields: &[&str]) -> 
 
 /// Services: `scoring` (every value type, string key `user_id`), `numeric` (numbers only, for
 /// packed tensors), `pair` (composite key: string `user_id` + int64 `merchant_id`). Routes:
-/// one or more per format, named after it (`kserve_v1*`, `kserve_v2*`, `json*`, `header*`), and per
-/// policy (`policy_*`, KServe v1).
+/// one or more per format, named after it (`kserve_v1*`, `kserve_v2*`, `json*`, `header*`; the
+/// `*_multi` ones also enrich from `pair`, `header_pb` writes a base64 protobuf), and per policy
+/// (`policy_*`, KServe v1).
 pub fn snapshot() -> pb::Snapshot {
     use ValueType as T;
     let scoring = pb::FeatureService {
@@ -159,6 +160,10 @@ pub fn snapshot() -> pb::Snapshot {
             F::Header,
             &["merchant_id", "user_id"],
         ),
+        route("kserve_v1_multi", "scoring", F::KserveV1, &["user_id"]),
+        route("kserve_v2_multi", "scoring", F::KserveV2, &["user_id"]),
+        route("json_multi", "scoring", F::Json, &["user_id"]),
+        route("header_pb", "scoring", F::Header, &["user_id"]),
         route("policy_null", "scoring", F::KserveV1, &["user_id"]),
         route("policy_default", "scoring", F::KserveV1, &["user_id"]),
         route("policy_stale_reject", "scoring", F::KserveV1, &["user_id"]),
@@ -171,6 +176,17 @@ pub fn snapshot() -> pb::Snapshot {
                 r.inject_pointer = "/features".into();
             }
             "header" => r.max_header_bytes = 512,
+            "header_pb" => {
+                r.features_encoding = pb::FeaturesEncoding::ProtobufBase64 as i32;
+                r.max_header_bytes = 1024;
+            }
+            "kserve_v1_multi" | "kserve_v2_multi" | "json_multi" => {
+                r.extra_services = vec![pb::ExtraService {
+                    service: "pair".into(),
+                    entity_fields: vec!["merchant_id".into(), "user_id".into()],
+                }];
+                r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32;
+            }
             "policy_null" => {
                 r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32;
                 r.feature_names = pb::FeatureNames::Short as i32;
@@ -229,7 +245,7 @@ pub fn features(route: &Route, n: usize, mut seed: u64) -> Vec<EntityFeatures> {
         .map(|_| {
             let mut values = Vec::new();
             let mut statuses = Vec::new();
-            for f in route.service.views.iter().flat_map(|v| &v.features) {
+            for f in route.features() {
                 let r = next();
                 let status = match r % 8 {
                     0 => FeatureStatus::NotFound,

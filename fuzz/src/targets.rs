@@ -84,7 +84,7 @@ pub fn header(data: &[u8]) {
             let Ok(req) = header_mode::parse(lookup, route) else {
                 continue;
             };
-            assert_eq!(req.keys.len(), 1);
+            assert_eq!(req.keys.len(), route.parts.len());
             let Ok(headers) = header_mode::render(route, features(route, 1, seed(data))) else {
                 continue;
             };
