@@ -23,8 +23,9 @@ pub struct Config {
     #[arg(long, env = "FERRY_REDIS", default_value = "redis://127.0.0.1:6379")]
     pub redis: String,
 
-    /// Most entity keys accepted in one request, summed over its lookups; more is 413.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Most entity keys accepted in one request, summed over its lookups; more is 413. The
+    /// default matches what `ferry apply` lets a route ask for (max_entities × its services).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_batch: u32,
 
     /// Largest request body accepted, in bytes; more is 413.
@@ -53,7 +54,7 @@ impl Config {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8090)),
             redis: redis.into(),
-            max_batch: 1000,
+            max_batch: 10_000,
             max_body_bytes: 1024 * 1024,
             redis_timeout_ms: 50,
             max_concurrency: 256,

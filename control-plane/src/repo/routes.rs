@@ -15,6 +15,8 @@ use crate::types::FeatureType;
 const MIN_BODY_BYTES: u64 = 1024;
 const MAX_BODY_BYTES: u64 = 8 * 1024 * 1024;
 const MAX_ENTITIES: u64 = 10_000;
+/// Keys the reader takes in one call by default (`ferry-reader --max-batch`).
+const MAX_READER_KEYS: u64 = 10_000;
 const MAX_READER_TIMEOUT_MS: u64 = 60_000;
 /// A near-cache entry older than an hour is not "near" any more: refresh from Redis.
 const MAX_CACHE_AGE_MS: u64 = 3_600_000;
@@ -405,7 +407,7 @@ pub(super) fn route(
             ("forward", ReaderErrorPolicy::ReaderErrorForward),
         ],
     );
-    Route {
+    let route = Route {
         name: name.to_owned(),
         matcher,
         extra_services,
@@ -461,5 +463,19 @@ pub(super) fn route(
             0,
             (0, MAX_CACHE_AGE_MS),
         ),
+    };
+    // One reader call looks up every entity once per service: it must fit the reader's batch.
+    let services = 1 + route.extra_services.len() as u64;
+    let lookups = u64::from(route.max_entities) * services;
+    if lookups > MAX_READER_KEYS {
+        issues.add(
+            path,
+            format!(
+                "max_entities {} × {services} services = {lookups} keys in one reader call, \
+                 over the reader's {MAX_READER_KEYS}",
+                route.max_entities
+            ),
+        );
     }
+    route
 }

@@ -460,3 +460,17 @@ fn header_routes_can_encode_features_as_protobuf() {
         ]
     );
 }
+
+#[test]
+fn a_route_s_lookups_must_fit_one_reader_call() {
+    let yaml = with_merchants(
+        "  - name: pair\n    match: {path_prefix: /v1/models/pair}\n    service: scoring\n    format: kserve_v1\n    \
+         entity: {field: user_id}\n    max_entities: 6000\n    extra_services:\n      - service: merchant_risk\n        \
+         entity: {field: merchant_id}\n",
+    );
+    let (_dir, reg) = load_repo(&yaml, &MERCHANT_FILES);
+    assert_eq!(
+        issues(reg),
+        ["routes[1] 'pair': max_entities 6000 × 2 services = 12000 keys in one reader call, over the reader's 10000"]
+    );
+}
