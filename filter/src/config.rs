@@ -253,6 +253,18 @@ pub struct Route {
 }
 
 impl Route {
+    /// Keys a request holds per entity: one per part.
+    pub fn keys_per_entity(&self) -> usize {
+        self.parts.len().max(1)
+    }
+
+    /// The service key `j` of a request is looked up in (`j % keys_per_entity()`).
+    pub fn service_of_key(&self, j: usize) -> &Service {
+        self.parts
+            .get(j % self.keys_per_entity())
+            .map_or(&self.service, |p| &p.service)
+    }
+
     /// Every feature of an entity's flattened vector, in order, over all parts.
     pub fn features(&self) -> impl Iterator<Item = &Feature> {
         self.parts
@@ -351,33 +363,20 @@ fn conditions(m: pb::RouteMatch, ctx: &str) -> Result<RouteConditions, ConfigErr
         None
     } else {
         let h = m.host.to_ascii_lowercase();
-        let (plain, wildcard) = match h.strip_prefix("*.") {
-            Some(rest) => (rest, true),
-            None => (h.as_str(), false),
-        };
-        let valid = !plain.is_empty()
-            && plain
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
-        if !valid {
+        if !ferry_protos::is_valid_host_match(&h) {
             return err(format!(
                 "{ctx}: host '{}' must be a host name or *.domain (no port)",
                 m.host
             ));
         }
-        Some(if wildcard {
-            HostMatch::Subdomain(format!(".{plain}"))
-        } else {
-            HostMatch::Exact(plain.to_string())
+        Some(match h.strip_prefix("*.") {
+            Some(domain) => HostMatch::Subdomain(format!(".{domain}")),
+            None => HostMatch::Exact(h),
         })
     };
     let mut headers = Vec::with_capacity(m.headers.len());
     for h in m.headers {
-        let valid = !h.name.is_empty()
-            && h.name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
-        if !valid {
+        if !ferry_protos::is_valid_header_match_name(&h.name) {
             return err(format!(
                 "{ctx}: header match name '{}' must be a lowercase header name",
                 h.name

@@ -46,7 +46,7 @@ pub fn reader_request(
     keys: &[String],
     wanted: &[usize],
 ) -> ReaderCall {
-    let parts = route.parts.len().max(1);
+    let parts = route.keys_per_entity();
     let mut lookups = Vec::with_capacity(parts);
     let mut order = Vec::with_capacity(wanted.len());
     let mut lookup_sizes = Vec::with_capacity(parts);
@@ -170,7 +170,7 @@ pub fn enrich(
             ),
         });
     }
-    let parts = route.parts.len().max(1);
+    let parts = route.keys_per_entity();
     let mut features = Vec::with_capacity(req.keys().len() / parts);
     let (mut missing, mut stale) = (Vec::new(), Vec::new());
     for (keys, vectors) in req.keys().chunks(parts).zip(vectors.chunks(parts)) {

@@ -323,12 +323,11 @@ impl<H: Host> HttpFilter<H> {
             return vec![Vec::new(); keys.len()];
         }
         let now_ms = u64::try_from(self.host.now_us() / 1000).unwrap_or(0);
-        let parts = route.parts.len().max(1);
         let out: Vec<Vec<u8>> = keys
             .iter()
             .enumerate()
             .map(|(j, k)| {
-                let service = &route.parts[j % parts].service;
+                let service = route.service_of_key(j);
                 let id = near_cache::entry_id(service.fingerprint, &service.name, k);
                 let (set, _) = self
                     .host
@@ -355,14 +354,13 @@ impl<H: Host> HttpFilter<H> {
             return;
         }
         let now_ms = u64::try_from(self.host.now_us() / 1000).unwrap_or(0);
-        let parts = route.parts.len().max(1);
         let mut evictions = 0;
         for i in &p.misses {
             let vector = &p.vectors[*i];
             if vector.is_empty() {
                 continue;
             }
-            let service = &route.parts[*i % parts].service;
+            let service = route.service_of_key(*i);
             let id =
                 near_cache::entry_id(service.fingerprint, &service.name, &p.request.keys()[*i]);
             let key = near_cache::set_key(&id, config.near_cache_sets);

@@ -54,6 +54,24 @@ pub fn is_valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// A route's host condition, already lowercased: a host name, or `*.` and a domain; no port.
+/// Shared by `ferry apply` (repo validation) and the filter (snapshot validation).
+pub fn is_valid_host_match(host: &str) -> bool {
+    let plain = host.strip_prefix("*.").unwrap_or(host);
+    !plain.is_empty()
+        && plain
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+}
+
+/// A route's header-match name: lowercase letters, digits, '-' and '_'.
+pub fn is_valid_header_match_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

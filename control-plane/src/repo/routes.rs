@@ -74,12 +74,7 @@ fn entity_fields_of(entity: &RawEntityRef, path: &str, issues: &mut Issues) -> V
 /// A host condition: a host name or `*.domain`, without port, lowercased.
 fn host_match(raw: &str, path: &str, issues: &mut Issues) -> String {
     let h = raw.to_ascii_lowercase();
-    let plain = h.strip_prefix("*.").unwrap_or(&h);
-    let valid = !plain.is_empty()
-        && plain
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
-    if !valid {
+    if !ferry_protos::is_valid_host_match(&h) {
         issues.add(
             path,
             format!("match host '{raw}' must be a host name or *.domain, without a port"),
@@ -92,11 +87,7 @@ fn header_matches(raw: &[RawHeaderMatch], path: &str, issues: &mut Issues) -> Ve
     raw.iter()
         .map(|h| {
             let name = h.name.to_ascii_lowercase();
-            let valid = !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
-            if !valid {
+            if !ferry_protos::is_valid_header_match_name(&name) {
                 issues.add(path, format!("match header name '{}' is not a header name", h.name));
             }
             if h.exact.as_deref() == Some("") {
@@ -287,13 +278,25 @@ pub(super) fn route(
             format!("features_header '{features_header}' is not a header name"),
         );
     }
-    let packed = rr.packed.unwrap_or(false);
-    let part_services: Vec<&FeatureService> = service
+    let entity_fields = entity_fields_of(&rr.entity, path, issues);
+    let feature_names = word(
+        issues,
+        path,
+        "feature_names",
+        &rr.feature_names,
+        &[("full", FeatureNames::Full), ("short", FeatureNames::Short)],
+    );
+    let parts: Vec<(&FeatureService, &Vec<String>)> = service
+        .map(|s| (&services[s], &entity_fields))
         .into_iter()
-        .chain(extra_services.iter().map(|e| e.service))
-        .map(|s| &services[s])
+        .chain(
+            extra_services
+                .iter()
+                .map(|e| (&services[e.service], &e.entity_fields)),
+        )
         .collect();
-    for s in part_services.iter().filter(|_| packed) {
+    let packed = rr.packed.unwrap_or(false);
+    for (s, _) in parts.iter().filter(|_| packed) {
         for sv in &s.views {
             let v = &views[sv.view];
             for &fi in &sv.features {
@@ -319,23 +322,6 @@ pub(super) fn route(
             }
         }
     }
-    let entity_fields = entity_fields_of(&rr.entity, path, issues);
-    let feature_names = word(
-        issues,
-        path,
-        "feature_names",
-        &rr.feature_names,
-        &[("full", FeatureNames::Full), ("short", FeatureNames::Short)],
-    );
-    let parts: Vec<(&FeatureService, &Vec<String>)> = service
-        .map(|s| (&services[s], &entity_fields))
-        .into_iter()
-        .chain(
-            extra_services
-                .iter()
-                .map(|e| (&services[e.service], &e.entity_fields)),
-        )
-        .collect();
     let all_entity_fields: HashSet<&String> = parts.iter().flat_map(|(_, f)| f.iter()).collect();
     // The names the filter injects must be unambiguous (over every service of the route) and
     // must not overwrite an entity id.
