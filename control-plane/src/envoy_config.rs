@@ -264,6 +264,36 @@ pub(crate) mod render_tests {
         );
     }
 
+    /// Asserts the HttpConnectionManager of a rendered bootstrap normalises the path before
+    /// routing and filters (issue #9) and gives Envoy's own local replies a JSON body while
+    /// leaving the filter's (x-ferry-error) alone.
+    pub(crate) fn assert_path_hardening(text: &str) {
+        let hcm: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.contains("stat_prefix: ingress"))
+            .take_while(|l| !l.contains("route_config:"))
+            .map(str::trim)
+            .filter(|l| !l.starts_with('#'))
+            .collect();
+        for line in [
+            "normalize_path: true",
+            "merge_slashes: true",
+            "path_with_escaped_slashes_action: REJECT_REQUEST",
+            "local_reply_config:",
+            "expression: \"!('x-ferry-error' in response.headers)\"",
+            "error: \"%RESPONSE_CODE_DETAILS%\"",
+            "content_type: application/json",
+        ] {
+            assert!(hcm.contains(&line), "HCM lacks {line:?}: {hcm:#?}");
+        }
+    }
+
+    #[test]
+    fn the_static_bootstrap_normalises_paths() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        assert_path_hardening(&render_static(&reg.unwrap(), &opts()).unwrap());
+    }
+
     /// The `explicit_http_config` of one cluster of a rendered bootstrap: the line after it.
     pub(crate) fn cluster_protocol(text: &str, cluster: &str) -> String {
         let start = text

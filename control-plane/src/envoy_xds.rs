@@ -105,6 +105,15 @@ mod tests {
     }
 
     #[test]
+    fn the_xds_bootstrap_normalises_paths() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let (s, x) = opts();
+        crate::envoy_config::render_tests::assert_path_hardening(
+            &render_xds(&reg.unwrap(), &s, &x).unwrap(),
+        );
+    }
+
+    #[test]
     fn the_reader_cluster_speaks_the_chosen_protocol() {
         let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
         let reg = reg.unwrap();
