@@ -125,6 +125,8 @@ send "Three FeatureServices in one reader call: user, (merchant, user) pair, mer
   /v1/models/full-fraud:predict \
   '{"instances": [{"merchant_id": 1038, "user_id": "u000001", "amount": 35.0}]}'
 send "Malformed JSON" /v1/models/fraud:predict '{"instances": [{"user_id": '
+send "A path no route matches under the protected /v1/models/ is refused, never forwarded" \
+  /v1/models/FRAUD:predict '{"instances": [{"user_id": "u000003", "user_profile__credit_score": 850.0}]}'
 
 if [ "$MODE" = xds ]; then
   # A hot change through the control plane: a copy of the repo whose lenient route uses short

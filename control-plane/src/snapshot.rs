@@ -112,6 +112,7 @@ pub fn build(reg: &Registry) -> v1::Snapshot {
         reader_cluster: reg.reader.cluster.clone(),
         reader_authority: reg.reader.authority.clone(),
         near_cache_max_bytes: reg.near_cache_max_bytes,
+        protected_paths: reg.protected_paths.clone(),
     };
     snap.version = content_version(&snap);
     snap

@@ -4,10 +4,14 @@
 
 use std::rc::Rc;
 
+use ferry_protos::limits;
 use ferry_protos::v1 as pb;
 use prost::Message;
 
 use crate::values;
+
+/// Header prefix Ferry owns: whatever a client sends under it is removed.
+pub const OWN_HEADER_PREFIX: &str = "x-ferry-";
 
 #[derive(Debug)]
 pub struct Config {
@@ -21,6 +25,11 @@ pub struct Config {
     /// Some route is selected by name only: read the Envoy route's metadata on every request
     /// (one property read; skipped otherwise).
     pub reads_route_metadata: bool,
+    /// Normalised, lowercase path prefixes under which an unmatched request is refused.
+    pub protected_paths: Vec<String>,
+    /// Request headers Ferry writes besides `x-ferry-*` (routes' custom features headers):
+    /// removed from every request, like `x-ferry-*`.
+    pub owned_headers: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -312,7 +321,31 @@ impl Config {
         for r in snap.routes {
             routes.push(route(r, &services)?);
         }
+        let mut protected_paths = Vec::with_capacity(snap.protected_paths.len());
+        for p in snap.protected_paths {
+            if !ferry_protos::path::is_protected_prefix(&p) {
+                return err(format!(
+                    "protected path '{p}' must be a normalised, lowercase path starting with /"
+                ));
+            }
+            protected_paths.push(p);
+        }
+        let mut owned_headers: Vec<String> = Vec::new();
+        for r in &routes {
+            if let Format::Header {
+                features_header, ..
+            } = &r.format
+            {
+                if !features_header.starts_with(OWN_HEADER_PREFIX)
+                    && !owned_headers.contains(features_header)
+                {
+                    owned_headers.push(features_header.clone());
+                }
+            }
+        }
         Ok(Config {
+            protected_paths,
+            owned_headers,
             project: snap.project,
             version: snap.version,
             reader_authority: if snap.reader_authority.is_empty() {
@@ -342,6 +375,20 @@ impl Config {
             .position(|r| r.conditions.accepts(path, &mut host, header))
     }
 
+    /// The protected prefix `path` (normalised) lies under, if any.
+    pub fn protected_prefix(&self, path: &str) -> Option<&str> {
+        self.protected_paths
+            .iter()
+            .find(|p| ferry_protos::path::is_under(path, p))
+            .map(String::as_str)
+    }
+
+    /// Whether Ferry owns this request header (lowercase name): a client's value never reaches
+    /// the model.
+    pub fn owns_header(&self, name: &str) -> bool {
+        name.starts_with(OWN_HEADER_PREFIX) || self.owned_headers.iter().any(|h| h == name)
+    }
+
     /// Index of the route with this name (an Envoy route's `filter_metadata.ferry.route`).
     pub fn route_named(&self, name: &str) -> Option<usize> {
         self.routes.iter().position(|r| r.name == name)
@@ -359,6 +406,12 @@ fn conditions(m: pb::RouteMatch, ctx: &str) -> Result<RouteConditions, ConfigErr
             ))
         }
     };
+    if let Some(PathMatch::Prefix(p) | PathMatch::Exact(p)) = &path {
+        // Requests are matched on their normalised path: a path in another form never matches.
+        if !ferry_protos::path::is_normalized(p) {
+            return err(format!("{ctx}: path '{p}' is not a normalised path"));
+        }
+    }
     let host = if m.host.is_empty() {
         None
     } else {
@@ -404,6 +457,13 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
     }
     if s.entity_keys.is_empty() {
         return err(format!("{ctx}: no entity keys"));
+    }
+    if s.entity_keys.len() > limits::MAX_JOIN_KEYS {
+        return err(format!(
+            "{ctx}: {} join keys, at most {}",
+            s.entity_keys.len(),
+            limits::MAX_JOIN_KEYS
+        ));
     }
     let mut entity_keys = Vec::with_capacity(s.entity_keys.len());
     for k in s.entity_keys {
@@ -626,6 +686,24 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
             "{ctx}: max_body_bytes, max_entities and reader_timeout_ms must be > 0"
         ));
     }
+    // The bounds `ferry apply` enforces too (ferry_protos::limits): one reader call holds every
+    // key of a request, and the reader takes every call within them.
+    if r.max_body_bytes > limits::MAX_ROUTE_BODY_BYTES {
+        return err(format!(
+            "{ctx}: max_body_bytes {} is over {}",
+            r.max_body_bytes,
+            limits::MAX_ROUTE_BODY_BYTES
+        ));
+    }
+    let keys = u64::from(r.max_entities) * parts.len() as u64;
+    if keys > u64::from(limits::MAX_KEYS_PER_CALL) {
+        return err(format!(
+            "{ctx}: max_entities {} × {} services = {keys} keys in one reader call, over {}",
+            r.max_entities,
+            parts.len(),
+            limits::MAX_KEYS_PER_CALL
+        ));
+    }
     let output_keys = output_names
         .iter()
         .map(|name| {
@@ -690,6 +768,7 @@ pub mod fixture {
             reader_cluster: "ferry_reader".into(),
             reader_authority: "ferry-reader".into(),
             near_cache_max_bytes: 64 << 20,
+            protected_paths: vec!["/v1/models/".into()],
             services: vec![pb::FeatureService {
                 name: "scoring".into(),
                 fingerprint: FP,

@@ -97,6 +97,9 @@ pub fn check_reader_status(
     Err(match (code.as_deref(), status) {
         (Some("redis_unavailable"), _) => FerryError::RedisUnavailable { detail },
         (Some("redis_timeout"), _) => FerryError::RedisTimeout { detail },
+        // The reader refused what the filter sent (malformed, over a limit): a Ferry bug or a
+        // request the filter should have refused, never a reason to forward unenriched.
+        (Some(_), 400..=499) => FerryError::ReaderRejected { status, detail },
         (Some(_), _) => FerryError::ReaderError { status, detail },
         (None, 504) => FerryError::ReaderTimeout {
             detail: format!("no answer within {timeout_ms} ms"),
@@ -406,8 +409,8 @@ mod tests {
             judge(Some(413), refused),
             (
                 502,
-                "reader_error",
-                "feature reader answered 413: 1001 keys".into()
+                "reader_rejected",
+                "feature reader refused the call (413): 1001 keys".into()
             )
         );
         let c = config();

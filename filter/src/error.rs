@@ -88,6 +88,26 @@ pub enum FerryError {
     UnknownRoute {
         name: String,
     },
+    /// The path lies under a protected prefix but matches no route.
+    NoRoute {
+        path: String,
+        prefix: String,
+    },
+    /// The entity id is given twice (two id headers, two id tensors): the model might read the
+    /// other one.
+    DuplicateEntityId {
+        field: String,
+    },
+    /// A body on a body route, sent with a method other than POST, PUT or PATCH.
+    UnexpectedBody {
+        method: String,
+    },
+    /// The reader refused the call as malformed or too large (its 4xx): never the client's
+    /// doing, so never failed open.
+    ReaderRejected {
+        status: u16,
+        detail: String,
+    },
 }
 
 impl FerryError {
@@ -99,13 +119,17 @@ impl FerryError {
             | FerryError::MissingEntityId { .. }
             | FerryError::InvalidEntityId { .. }
             | FerryError::MissingEntityTensor { .. }
+            | FerryError::DuplicateEntityId { .. }
             | FerryError::NoEntities => 400,
+            FerryError::NoRoute { .. } => 404,
+            FerryError::UnexpectedBody { .. } => 405,
             FerryError::BodyTooLarge { .. } | FerryError::TooManyEntities { .. } => 413,
             FerryError::EntitiesNotFound { .. } => 404,
             FerryError::StaleFeatures { .. } => 422,
             FerryError::ReaderUnavailable { .. } | FerryError::RedisUnavailable { .. } => 503,
             FerryError::ReaderTimeout { .. } | FerryError::RedisTimeout { .. } => 504,
             FerryError::ReaderError { .. }
+            | FerryError::ReaderRejected { .. }
             | FerryError::BadVector { .. }
             | FerryError::FeaturesTooLarge { .. }
             | FerryError::FingerprintMismatch { .. } => 502,
@@ -151,6 +175,10 @@ impl FerryError {
             FerryError::FingerprintMismatch { .. } => "fingerprint_mismatch",
             FerryError::DispatchFailed { .. } => "dispatch_failed",
             FerryError::UnknownRoute { .. } => "unknown_route",
+            FerryError::NoRoute { .. } => "no_route",
+            FerryError::DuplicateEntityId { .. } => "duplicate_entity_id",
+            FerryError::UnexpectedBody { .. } => "unexpected_body",
+            FerryError::ReaderRejected { .. } => "reader_rejected",
         }
     }
 
@@ -222,6 +250,20 @@ impl FerryError {
                 "the Envoy route names Ferry route '{name}' (metadata.filter_metadata.ferry.route), \
                  which the current registry snapshot does not have"
             ),
+            FerryError::NoRoute { path, prefix } => format!(
+                "path '{path}' is under the protected prefix '{prefix}' but matches no Ferry \
+                 route; requests there are never forwarded unenriched"
+            ),
+            FerryError::DuplicateEntityId { field } => format!(
+                "entity id '{field}' is given more than once; send it exactly once"
+            ),
+            FerryError::UnexpectedBody { method } => format!(
+                "this route enriches POST, PUT and PATCH bodies; a {method} request with a body \
+                 is refused"
+            ),
+            FerryError::ReaderRejected { status, detail } => {
+                format!("feature reader refused the call ({status}): {detail}")
+            }
         }
     }
 

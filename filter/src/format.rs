@@ -8,9 +8,6 @@ use crate::error::FerryError;
 use crate::vector::{EntityFeatures, FeatureStatus};
 use crate::{header_mode, json_body, kserve_v1, kserve_v2};
 
-/// Longest entity id accepted, in bytes.
-pub const MAX_ID_BYTES: usize = 256;
-
 /// Field (body formats) where Ferry reports what it did; a client's own value is replaced.
 pub const METADATA_FIELD: &str = "ferry";
 
@@ -132,14 +129,9 @@ pub fn keys_of_object(
 pub fn entity_part(v: &Json, kind: KeyKind) -> Result<String, String> {
     match (kind, v) {
         (KeyKind::String, Json::String(s)) => {
-            if s.is_empty() || s.len() > MAX_ID_BYTES {
-                return Err(format!(
-                    "id must be 1 to {MAX_ID_BYTES} bytes, got {}",
-                    s.len()
-                ));
-            }
-            if s.chars().any(char::is_control) {
-                return Err("id contains a control character".into());
+            // The rule the reader applies too: a client's id can never become a reader error.
+            if let Some(why) = ferry_protos::key_part_problem(s) {
+                return Err(why);
             }
             if s.contains(char::REPLACEMENT_CHARACTER) {
                 return Err("id is not valid UTF-8 (or holds U+FFFD)".into());
@@ -187,4 +179,80 @@ pub fn metadata(route: &Route, statuses: Vec<Json>) -> Json {
     );
     meta.insert("statuses".into(), Json::Array(statuses));
     Json::Object(meta)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::fixture::route_with;
+    use crate::vector::FeatureStatus;
+    use ferry_protos::v1 as pb;
+
+    /// Numbers as clients send them that an f64 round trip would change or refuse (`1e400`
+    /// was a 400 before), and the text the model receives: digits, sign and decimals exact; an
+    /// exponent is spelled `e` with its sign (serde_json's `arbitrary_precision` scanner).
+    const NUMBERS: [(&str, &str, &str); 7] = [
+        ("a", "0.30000000000000004", "0.30000000000000004"),
+        ("b", "1e400", "1e+400"),
+        ("c", "-0", "-0"),
+        ("d", "12345678901234567890", "12345678901234567890"),
+        ("e", "1.50", "1.50"),
+        ("f", "-2.5E-7", "-2.5e-7"),
+        (
+            "g",
+            "123456789012345678901234567890.000001",
+            "123456789012345678901234567890.000001",
+        ),
+    ];
+
+    fn fields() -> String {
+        NUMBERS
+            .iter()
+            .map(|(k, v, _)| format!(r#""{k}":{v}"#))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    #[test]
+    fn client_numbers_keep_their_exact_text_in_every_body_format() {
+        let cases = [
+            (
+                pb::Format::KserveV1,
+                format!(r#"{{"instances":[{{"user_id":"u1",{}}}]}}"#, fields()),
+            ),
+            (
+                pb::Format::KserveV2,
+                format!(
+                    r#"{{"inputs":[{{"name":"user_id","shape":[1],"datatype":"BYTES","data":["u1"]}},
+                    {{"name":"x","shape":[1],"datatype":"FP64","data":[0.30000000000000004]}}],
+                    "parameters":{{{}}}}}"#,
+                    fields()
+                ),
+            ),
+            (
+                pb::Format::Json,
+                format!(r#"{{"user_id":"u1",{}}}"#, fields()),
+            ),
+        ];
+        for (format, body) in cases {
+            let c = route_with(|r| {
+                r.format = format as i32;
+                r.inject_pointer = "/features".into();
+            });
+            let route = &c.routes[0];
+            let parsed = parse(body.as_bytes(), route).unwrap();
+            let features = vec![EntityFeatures {
+                values: vec![None; route.feature_count],
+                statuses: vec![FeatureStatus::NotFound; route.feature_count],
+            }];
+            let out = rewrite(parsed, route, features).unwrap().body.unwrap();
+            let text = String::from_utf8(out).unwrap();
+            for (k, sent, received) in NUMBERS {
+                assert!(
+                    text.contains(&format!(r#""{k}":{received}"#)),
+                    "{format:?}: {k}={sent} did not arrive as {received} in {text}"
+                );
+            }
+        }
+    }
 }

@@ -23,13 +23,21 @@ pub struct ParsedRequest {
     pub keys: Vec<String>,
 }
 
-/// The entity key from the request headers named by the route (`header(name)` reads one).
+/// The entity key from the request headers named by the route (`header(name)` reads one,
+/// `count(name)` says how often it was sent: an id header sent twice is refused, as the model
+/// might read the other value).
 pub fn parse(
     header: impl Fn(&str) -> Option<String>,
+    count: impl Fn(&str) -> usize,
     route: &Route,
 ) -> Result<ParsedRequest, FerryError> {
     let mut keys = Vec::with_capacity(route.parts.len());
     for p in &route.parts {
+        if let Some(field) = p.entity_fields.iter().find(|f| count(f) > 1) {
+            return Err(FerryError::DuplicateEntityId {
+                field: field.clone(),
+            });
+        }
         keys.push(key_from_headers(&header, p)?);
     }
     Ok(ParsedRequest { keys })
@@ -184,21 +192,28 @@ mod tests {
     fn id_from_a_header() {
         let c = header_route(0);
         let r = &c.routes[0];
-        let p = parse(|n| (n == "x-user-id").then(|| "u1".to_string()), r).unwrap();
+        let once = |_: &str| 1;
+        let p = parse(|n| (n == "x-user-id").then(|| "u1".to_string()), once, r).unwrap();
         assert_eq!(p.keys, ["u1"]);
-        let e = parse(|_| None, r).unwrap_err();
+        let e = parse(|_| Some("u1".into()), |_| 2, r).unwrap_err();
+        assert_eq!(
+            (e.status(), e.code()),
+            (400, "duplicate_entity_id"),
+            "an id header sent twice"
+        );
+        let e = parse(|_| None, |_| 0, r).unwrap_err();
         assert_eq!(
             (e.status(), e.message().as_str()),
             (400, "the request has no entity id field 'x-user-id'")
         );
-        let e = parse(|_| Some("a\rb".into()), r).unwrap_err();
+        let e = parse(|_| Some("a\rb".into()), once, r).unwrap_err();
         assert_eq!(
             e.message(),
-            "header x-user-id: id contains a control character"
+            "header x-user-id: id contains the control character U+000D"
         );
         // What the adapter hands over for a header value that was not UTF-8.
         let lossy = String::from_utf8_lossy(b"Z\xfcrich").into_owned();
-        let e = parse(|_| Some(lossy.clone()), r).unwrap_err();
+        let e = parse(|_| Some(lossy.clone()), once, r).unwrap_err();
         assert_eq!(
             e.message(),
             "header x-user-id: id is not valid UTF-8 (or holds U+FFFD)"

@@ -39,8 +39,10 @@ struct Pending {
 enum State {
     /// Before headers, or on a request this filter does not touch.
     Passthrough,
+    /// A body route buffering the body; `body_size` is what is buffered so far.
     ReadingBody {
         route: usize,
+        body_size: usize,
     },
     AwaitingVectors(Box<Pending>),
     /// Resumed or answered; nothing more to do.
@@ -58,9 +60,6 @@ enum Resume {
 /// Methods that carry an inference body; others on a matched path (e.g. KServe's
 /// `GET /v1/models/NAME` readiness) pass through untouched.
 const BODY_METHODS: [&str; 3] = ["POST", "PUT", "PATCH"];
-
-/// Header prefix Ferry owns: whatever a client sends under it is removed.
-const OWN_HEADER_PREFIX: &str = "x-ferry-";
 
 pub struct HttpFilter<H: Host> {
     host: H,
@@ -97,8 +96,17 @@ impl<H: Host> HttpFilter<H> {
         let Some(config) = self.config.clone() else {
             return Action::Continue;
         };
+        // Whatever a client sent under a header Ferry writes never reaches the model, whether or
+        // not a route matches. The names also tell how often each id header was sent.
+        let names = self.host.request_header_names();
+        for name in &names {
+            if config.owns_header(name) {
+                self.host.set_request_header(name, None);
+            }
+        }
         // An Envoy route that names a Ferry route in its metadata selects it (looked at only
-        // when the snapshot has a route selected by name); otherwise the routes' conditions do.
+        // when the snapshot has a route selected by name); otherwise the routes' conditions do,
+        // on the normalised path.
         let named = if config.reads_route_metadata {
             self.host.route_metadata("route")
         } else {
@@ -113,30 +121,29 @@ impl<H: Host> HttpFilter<H> {
                 }
             }
         } else {
-            let path = self.host.request_header(":path").unwrap_or_default();
+            let raw = self.host.request_header(":path").unwrap_or_default();
+            let path = ferry_protos::path::normalize(&raw);
             let host = &self.host;
             match config.match_route(&path, &|h| host.request_header(h)) {
                 Some(i) => i,
-                None => return Action::Continue,
+                None => {
+                    return match config.protected_prefix(&path) {
+                        Some(prefix) => {
+                            let err = FerryError::NoRoute {
+                                path: raw,
+                                prefix: prefix.to_string(),
+                            };
+                            self.answer_named("", &err)
+                        }
+                        None => Action::Continue,
+                    };
+                }
             }
         };
         let route = &config.routes[index];
-        let header_mode = matches!(route.format, Format::Header { .. });
-        let method = self.host.request_header(":method").unwrap_or_default();
-        if !header_mode && !BODY_METHODS.contains(&method.as_str()) {
-            return Action::Continue;
-        }
-        for name in self.host.request_header_names() {
-            if name.starts_with(OWN_HEADER_PREFIX) {
-                self.host.set_request_header(&name, None);
-            }
-        }
-        if let Format::Header {
-            features_header, ..
-        } = &route.format
-        {
-            self.host.set_request_header(features_header, None);
-            let parsed = header_mode::parse(|n| self.host.request_header(n), route);
+        if let Format::Header { .. } = &route.format {
+            let count = |n: &str| names.iter().filter(|x| x.as_str() == n).count();
+            let parsed = header_mode::parse(|n| self.host.request_header(n), count, route);
             return match parsed {
                 Ok(r) => self.lookup(
                     &config,
@@ -147,6 +154,15 @@ impl<H: Host> HttpFilter<H> {
                 ),
                 Err(e) => self.answer(route, &e),
             };
+        }
+        let method = self.host.request_header(":method").unwrap_or_default();
+        if !BODY_METHODS.contains(&method.as_str()) {
+            // KServe's `GET /v1/models/NAME` and the like pass; a body they carry would reach
+            // the model unenriched, so one is refused.
+            if end_of_stream {
+                return Action::Continue;
+            }
+            return self.answer(route, &FerryError::UnexpectedBody { method });
         }
         if end_of_stream {
             return self.answer(route, &FerryError::NoBody);
@@ -164,13 +180,22 @@ impl<H: Host> HttpFilter<H> {
         }
         // The body will change size; the right length is set again before resuming.
         self.host.set_request_header("content-length", None);
-        self.state = State::ReadingBody { route: index };
+        self.state = State::ReadingBody {
+            route: index,
+            body_size: 0,
+        };
         Action::Pause
     }
 
     pub fn on_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        let index = match self.state {
-            State::ReadingBody { route } => route,
+        let index = match &mut self.state {
+            State::ReadingBody {
+                route,
+                body_size: seen,
+            } => {
+                *seen = body_size;
+                *route
+            }
             // Header mode with a body (POST, gRPC): the body waits with the headers until the
             // features header is written; continuing here would send the headers upstream.
             State::AwaitingVectors(_) => return Action::Pause,
@@ -190,26 +215,43 @@ impl<H: Host> HttpFilter<H> {
         if !end_of_stream {
             return Action::Pause;
         }
+        self.body_complete(&config, index, body_size)
+    }
+
+    /// On a body route the body may end with trailers instead of a last data frame: the
+    /// buffered body is complete then, and the trailers wait with it while the vectors are
+    /// fetched. A header-mode request's trailers wait while its reader call is out.
+    pub fn on_request_trailers(&mut self) -> Action {
+        match self.state {
+            State::ReadingBody { route, body_size } => {
+                let Some(config) = self.config.clone() else {
+                    return Action::Continue;
+                };
+                self.body_complete(&config, route, body_size)
+            }
+            State::AwaitingVectors(_) => Action::Pause,
+            _ => Action::Continue,
+        }
+    }
+
+    /// The whole body of a body route is buffered: parse it and look its entities up.
+    fn body_complete(&mut self, config: &Rc<Config>, index: usize, body_size: usize) -> Action {
+        let route = &config.routes[index];
+        if body_size == 0 {
+            return self.answer(route, &FerryError::NoBody);
+        }
         let body = self.host.request_body(body_size).unwrap_or_default();
         let request = match format::parse(&body, route) {
             Ok(r) => r,
             Err(e) => return self.answer(route, &e),
         };
         self.lookup(
-            &config,
+            config,
             index,
             request,
             body_size,
             Resume::ByReturningContinue,
         )
-    }
-
-    /// Trailers wait, like the body, while the reader call of a header-mode request is out.
-    pub fn on_request_trailers(&mut self) -> Action {
-        match self.state {
-            State::AwaitingVectors(_) => Action::Pause,
-            _ => Action::Continue,
-        }
     }
 
     /// Near cache first, then one reader call for the misses (or straight to the rewrite when
@@ -575,10 +617,11 @@ mod tests {
         let mut f = filter(config(), "POST", "/healthz", BODY);
         assert_eq!(f.on_request_headers(false), Action::Continue);
         assert_eq!(f.on_request_body(BODY.len(), true), Action::Continue);
+        assert_eq!(f.host().body.borrow().as_slice(), BODY.as_bytes());
         assert_eq!(
             f.host().request_header("x-ferry-status"),
-            Some("forged".into()),
-            "untouched"
+            None,
+            "a client's x-ferry-* never goes on, matched or not"
         );
         let mut f = filter(config(), "GET", "/v1/models/fraud", "");
         assert_eq!(f.on_request_headers(true), Action::Continue);
@@ -681,6 +724,136 @@ mod tests {
             !*f.host().resumed.borrow(),
             "a body callback resumes by returning Continue"
         );
+    }
+
+    #[test]
+    fn a_reader_refusal_is_never_failed_open() {
+        let c =
+            route_with(|r| r.on_reader_error = pb::ReaderErrorPolicy::ReaderErrorForward as i32);
+        let mut f = filter(c, "POST", "/v1/models/fraud", BODY);
+        f.on_request_headers(false);
+        f.on_request_body(BODY.len(), true);
+        *f.host().call_status.borrow_mut() = Some(400);
+        *f.host().call_body.borrow_mut() =
+            br#"{"error":"bad_request","message":"key too long"}"#.to_vec();
+        f.on_call_response(7, 2, 49);
+        assert!(!*f.host().resumed.borrow(), "not forwarded");
+        assert_eq!(sent(&f).0, 502);
+        assert_eq!(sent(&f).1["error"], "reader_rejected");
+    }
+
+    #[test]
+    fn an_over_long_id_is_the_clients_fault_on_every_route() {
+        let part = "u".repeat(ferry_protos::limits::MAX_KEY_PART_BYTES);
+        for policy in [
+            pb::ReaderErrorPolicy::ReaderErrorReject,
+            pb::ReaderErrorPolicy::ReaderErrorForward,
+        ] {
+            let body = format!(r#"{{"instances":[{{"user_id":"{part}x"}}]}}"#);
+            let c = route_with(|r| r.on_reader_error = policy as i32);
+            let mut f = filter(c, "POST", "/v1/models/fraud", &body);
+            f.on_request_headers(false);
+            assert_eq!(f.on_request_body(body.len(), true), Action::Pause);
+            assert_eq!(
+                (sent(&f).0, sent(&f).1["error"].as_str()),
+                (400, Some("invalid_entity_id"))
+            );
+            assert!(f.host().dispatched.borrow().is_empty(), "no reader call");
+            // At the limit: looked up.
+            let body = format!(r#"{{"instances":[{{"user_id":"{part}"}}]}}"#);
+            let c = route_with(|r| r.on_reader_error = policy as i32);
+            let mut f = filter(c, "POST", "/v1/models/fraud", &body);
+            f.on_request_headers(false);
+            assert_eq!(f.on_request_body(body.len(), true), Action::Pause);
+            assert_eq!(f.host().dispatched.borrow().len(), 1);
+        }
+    }
+
+    #[test]
+    fn a_body_that_ends_with_trailers_is_enriched() {
+        let mut f = filter(config(), "POST", "/v1/models/fraud:predict", BODY);
+        assert_eq!(f.on_request_headers(false), Action::Pause);
+        assert_eq!(f.on_request_body(BODY.len(), false), Action::Pause);
+        assert_eq!(f.on_request_trailers(), Action::Pause, "trailers wait");
+        assert_eq!(f.host().dispatched.borrow().len(), 1);
+        reader_ok(&f, vec![good_vector(30)]);
+        f.on_call_response(7, 3, 100);
+        assert!(*f.host().resumed.borrow());
+        let body: serde_json::Value = serde_json::from_slice(&f.host().body.borrow()).unwrap();
+        assert_eq!(body["instances"][0]["profile__age"], 30);
+
+        // A bad body ending in trailers is answered, not forwarded.
+        let mut f = filter(config(), "POST", "/v1/models/fraud:predict", "{oops");
+        f.on_request_headers(false);
+        f.on_request_body(5, false);
+        assert_eq!(f.on_request_trailers(), Action::Pause);
+        assert_eq!(sent(&f).1["error"], "malformed_json");
+        // Trailers right after the headers: no body.
+        let mut f = filter(config(), "POST", "/v1/models/fraud:predict", "");
+        f.on_request_headers(false);
+        assert_eq!(f.on_request_trailers(), Action::Pause);
+        assert_eq!(sent(&f).1["error"], "no_body");
+    }
+
+    #[test]
+    fn routes_match_the_normalised_path_and_protected_prefixes_refuse_the_rest() {
+        for path in [
+            "/v1/models/fr%61ud:predict",
+            "//v1/models/fraud:predict",
+            "/v1/./models/x/../fraud:predict",
+        ] {
+            let mut f = filter(config(), "POST", path, BODY);
+            assert_eq!(f.on_request_headers(false), Action::Pause, "{path}");
+            f.on_request_body(BODY.len(), true);
+            assert_eq!(f.host().dispatched.borrow().len(), 1, "{path} enriched");
+        }
+        for path in [
+            "/V1/Models/fraud:predict",
+            "/v1/models/other:predict",
+            "/v1/models/",
+        ] {
+            let mut f = filter(config(), "GET", path, "");
+            assert_eq!(f.on_request_headers(true), Action::Pause, "{path}");
+            let (status, body) = sent(&f);
+            assert_eq!((status, body["error"].as_str()), (404, Some("no_route")));
+            assert!(body["message"].as_str().unwrap().contains("/v1/models/"));
+        }
+        // Outside the protected prefixes an unmatched request goes on.
+        let mut f = filter(config(), "POST", "/V2/whatever", BODY);
+        assert_eq!(f.on_request_headers(false), Action::Continue);
+    }
+
+    #[test]
+    fn a_body_on_a_bodiless_method_is_refused() {
+        let mut f = filter(config(), "GET", "/v1/models/fraud:predict", BODY);
+        assert_eq!(f.on_request_headers(false), Action::Pause);
+        assert_eq!(
+            (sent(&f).0, sent(&f).1["error"].as_str()),
+            (405, Some("unexpected_body"))
+        );
+    }
+
+    #[test]
+    fn custom_features_headers_are_removed_from_every_request() {
+        let mut s = crate::config::fixture::snapshot();
+        let mut h = s.routes[0].clone();
+        h.name = "hdr".into();
+        h.r#match = Some(pb::RouteMatch {
+            path_prefix: "/hdr".into(),
+            ..Default::default()
+        });
+        h.format = pb::Format::Header as i32;
+        h.entity_fields = vec!["x-user-id".into()];
+        h.features_header = "x-features".into();
+        s.routes.push(h);
+        let c = Config::from_snapshot(s).unwrap();
+        assert_eq!(c.owned_headers, ["x-features"]);
+        let mut f = filter(c, "POST", "/unrouted", BODY);
+        f.host()
+            .set_request_header("x-features", Some(r#"{"forged":1}"#));
+        assert_eq!(f.on_request_headers(false), Action::Continue);
+        assert_eq!(f.host().request_header("x-features"), None);
+        assert_eq!(f.host().request_header("x-ferry-status"), None);
     }
 
     #[test]
@@ -926,8 +1099,9 @@ mod tests {
             r.name = "by-name".into();
             r.r#match = Some(pb::RouteMatch::default());
         });
-        // Without metadata a by-name route never matches: passthrough.
-        let mut f = filter(c, "POST", "/v1/models/fraud:predict", BODY);
+        // Without metadata a by-name route never matches: passthrough (outside the protected
+        // prefix).
+        let mut f = filter(c, "POST", "/other/fraud:predict", BODY);
         assert_eq!(f.on_request_headers(false), Action::Continue);
         assert!(f.host().sent.borrow().is_none());
 

@@ -212,7 +212,7 @@ mod tests {
         let e = code(br#"{"instances": [{"user_id": "a\nb"}]}"#);
         assert_eq!(
             e.message(),
-            "instances[0].user_id: id contains a control character"
+            "instances[0].user_id: id contains the control character U+000A"
         );
         let long = format!(r#"{{"instances": [{{"user_id": "{}"}}]}}"#, "x".repeat(300));
         assert!(matches!(

@@ -44,10 +44,18 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
     for p in &route.parts {
         let mut columns: Vec<Vec<String>> = Vec::with_capacity(p.entity_fields.len());
         for (name, key) in p.entity_fields.iter().zip(&p.service.entity_keys) {
-            let tensor = inputs
+            let mut named = inputs
                 .iter()
-                .find(|t| t.get("name").and_then(Json::as_str) == Some(name.as_str()))
+                .filter(|t| t.get("name").and_then(Json::as_str) == Some(name.as_str()));
+            let tensor = named
+                .next()
                 .ok_or_else(|| FerryError::MissingEntityTensor { name: name.clone() })?;
+            // A second tensor of that name could be the one the model reads.
+            if named.next().is_some() {
+                return Err(FerryError::DuplicateEntityId {
+                    field: name.clone(),
+                });
+            }
             let column = id_column(tensor, name, key.kind, route)?;
             let want = *n.get_or_insert(column.len());
             if column.len() != want {
@@ -319,6 +327,13 @@ mod tests {
             "input tensor 'user_id'[0]: id must be 1 to 256 bytes, got 0"
         );
         assert!(msg(br#"{"instances":[]}"#).contains("no \"inputs\" array"));
+        let twice = parse(
+            br#"{"inputs":[{"name":"user_id","shape":[1],"datatype":"BYTES","data":["u1"]},
+                {"name":"user_id","shape":[1],"datatype":"BYTES","data":["u2"]}]}"#,
+            r,
+        )
+        .unwrap_err();
+        assert_eq!((twice.status(), twice.code()), (400, "duplicate_entity_id"));
         let e = parse(
             br#"{"inputs":[{"name":"user_id","shape":[11],"datatype":"BYTES","data":[]}]}"#,
             r,

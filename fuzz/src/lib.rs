@@ -204,6 +204,7 @@ pub fn snapshot() -> pb::Snapshot {
         reader_cluster: "ferry_reader".into(),
         reader_authority: "ferry-reader".into(),
         near_cache_max_bytes: 1 << 20,
+        protected_paths: vec!["/protected/".into()],
         services: vec![scoring, numeric, pair],
         routes,
     }

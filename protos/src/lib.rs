@@ -10,6 +10,33 @@ pub mod v1 {
 /// before they get here, so the joined form is unambiguous.
 pub const ENTITY_KEY_SEPARATOR: char = '\u{1f}';
 
+pub mod path;
+
+/// The bounds every part of Ferry agrees on: the filter refuses a request over them with a 4xx
+/// before any reader call, `ferry apply` refuses a route that could exceed them, and the reader
+/// accepts everything within them. Written once, here.
+pub mod limits {
+    /// Longest value of one join key (one part of an entity key), in bytes.
+    pub const MAX_KEY_PART_BYTES: usize = 256;
+    /// Most join keys in a FeatureService's entity key.
+    pub const MAX_JOIN_KEYS: usize = 4;
+    /// Longest entity key: every part at its longest, joined by the one-byte separator.
+    pub const MAX_ENTITY_KEY_BYTES: usize = MAX_JOIN_KEYS * (MAX_KEY_PART_BYTES + 1) - 1;
+    /// Most entity keys in one reader call (a route's max_entities × its services).
+    pub const MAX_KEYS_PER_CALL: u32 = 10_000;
+    /// Most entities a route may allow in one request.
+    pub const MAX_ENTITIES_PER_REQUEST: u32 = MAX_KEYS_PER_CALL;
+    /// Largest request body a route may allow (`max_body_bytes`), in bytes.
+    pub const MAX_ROUTE_BODY_BYTES: u32 = 8 * 1024 * 1024;
+    /// Smallest `max_body_bytes` a route may set.
+    pub const MIN_ROUTE_BODY_BYTES: u32 = 1024;
+    /// Largest reader request: every key at its longest, each with its protobuf framing (tag
+    /// and a length of up to 2 bytes), plus room for the lookups' service names and
+    /// fingerprints.
+    pub const MAX_READER_REQUEST_BYTES: u64 =
+        MAX_KEYS_PER_CALL as u64 * (MAX_ENTITY_KEY_BYTES as u64 + 3) + 64 * 1024;
+}
+
 /// Content type of reader requests and responses.
 pub const PROTOBUF_CONTENT_TYPE: &str = "application/x-protobuf";
 
@@ -32,6 +59,43 @@ pub fn entity_key<S: AsRef<str>>(parts: &[S]) -> String {
         out.push_str(p.as_ref());
     }
     out
+}
+
+/// Why one join key's value cannot be a part of an entity key, if it cannot: 1 to
+/// [`limits::MAX_KEY_PART_BYTES`] bytes, no control character. The filter checks every part of
+/// a request with this before any reader call; the reader checks whole keys with
+/// [`entity_key_problem`], which applies this to each part.
+pub fn key_part_problem(part: &str) -> Option<String> {
+    if part.is_empty() || part.len() > limits::MAX_KEY_PART_BYTES {
+        return Some(format!(
+            "id must be 1 to {} bytes, got {}",
+            limits::MAX_KEY_PART_BYTES,
+            part.len()
+        ));
+    }
+    part.chars()
+        .find(|c| c.is_control())
+        .map(|c| format!("id contains the control character U+{:04X}", u32::from(c)))
+}
+
+/// Why a joined entity key (see [`entity_key`]) is not one the filter could have sent, if it is
+/// not: at most [`limits::MAX_JOIN_KEYS`] parts, each valid by [`key_part_problem`].
+pub fn entity_key_problem(key: &str) -> Option<String> {
+    if key.len() > limits::MAX_ENTITY_KEY_BYTES {
+        return Some(format!(
+            "is {} bytes long; entity keys are at most {} bytes",
+            key.len(),
+            limits::MAX_ENTITY_KEY_BYTES
+        ));
+    }
+    let parts = key.split(ENTITY_KEY_SEPARATOR).count();
+    if parts > limits::MAX_JOIN_KEYS {
+        return Some(format!(
+            "has {parts} parts; entity keys have at most {}",
+            limits::MAX_JOIN_KEYS
+        ));
+    }
+    key.split(ENTITY_KEY_SEPARATOR).find_map(key_part_problem)
 }
 
 /// The Redis key of one entity's vector for one FeatureService at one fingerprint. The
@@ -88,6 +152,29 @@ mod tests {
     fn composite_entity_keys_are_joined_with_the_unit_separator() {
         assert_eq!(entity_key(&["u1"]), "u1");
         assert_eq!(entity_key(&["u1", "m2"]), "u1\u{1f}m2");
+    }
+
+    #[test]
+    fn key_parts_and_joined_keys_share_one_rule() {
+        let at_limit = "k".repeat(limits::MAX_KEY_PART_BYTES);
+        let over = "k".repeat(limits::MAX_KEY_PART_BYTES + 1);
+        assert_eq!(key_part_problem(&at_limit), None);
+        assert_eq!(
+            key_part_problem(&over).as_deref(),
+            Some("id must be 1 to 256 bytes, got 257")
+        );
+        assert!(key_part_problem("").is_some());
+        assert!(key_part_problem("a\nb").unwrap().contains("U+000A"));
+        // Every key the filter can build passes the reader's check, and no more.
+        let widest = vec![at_limit.as_str(); limits::MAX_JOIN_KEYS];
+        assert_eq!(entity_key(&widest).len(), limits::MAX_ENTITY_KEY_BYTES);
+        assert_eq!(entity_key_problem(&entity_key(&widest)), None);
+        assert!(entity_key_problem(&entity_key(&[at_limit.as_str(), over.as_str()])).is_some());
+        let too_many = vec!["k"; limits::MAX_JOIN_KEYS + 1];
+        assert!(entity_key_problem(&entity_key(&too_many))
+            .unwrap()
+            .contains("parts"));
+        assert!(entity_key_problem("u1\u{1f}").is_some(), "empty part");
     }
 
     #[test]

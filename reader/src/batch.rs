@@ -3,15 +3,13 @@
 //! one `LookupResult` per lookup, in order.
 
 use bytes::Buf;
+use ferry_protos::limits::MAX_ENTITY_KEY_BYTES;
 use ferry_protos::v1::{LookupResult, VectorRequest, VectorResponse};
-use ferry_protos::{is_valid_name, redis_key, ENTITY_KEY_SEPARATOR};
+use ferry_protos::{entity_key_problem, is_valid_name, redis_key};
 use prost::Message;
 use redis::Value;
 
 use crate::error::ReaderError;
-
-/// Longest entity key accepted, in bytes.
-pub const MAX_ENTITY_KEY_BYTES: usize = 256;
 
 /// A validated request, ready to be sent to Redis.
 #[derive(Debug)]
@@ -60,9 +58,12 @@ impl Batch {
             // (a unit test pins that `prefix + entity key == redis_key(..)`).
             let prefix = redis_key(&request.project, &lookup.service, lookup.fingerprint, "");
             for (j, entity_key) in lookup.entity_keys.iter().enumerate() {
-                check_entity_key(entity_key).map_err(|why| {
-                    ReaderError::BadRequest(format!("lookups[{i}].entity_keys[{j}] {why}"))
-                })?;
+                // The same rule the filter applies before calling: a key it could have sent.
+                if let Some(why) = entity_key_problem(entity_key) {
+                    return Err(ReaderError::BadRequest(format!(
+                        "lookups[{i}].entity_keys[{j}]: {why}"
+                    )));
+                }
                 key.clear();
                 key.push_str(&prefix);
                 key.push_str(entity_key);
@@ -133,28 +134,6 @@ fn check_name(what: &str, name: &str) -> Result<(), ReaderError> {
     }
 }
 
-/// An entity key is 1..=256 bytes without control characters, except the separator that joins
-/// the parts of a composite key. Says why not, as the end of a sentence.
-fn check_entity_key(key: &str) -> Result<(), String> {
-    if key.is_empty() || key.len() > MAX_ENTITY_KEY_BYTES {
-        return Err(format!(
-            "is {} bytes long; entity keys are 1..={MAX_ENTITY_KEY_BYTES} bytes",
-            key.len()
-        ));
-    }
-    match key
-        .chars()
-        .find(|&c| c.is_control() && c != ENTITY_KEY_SEPARATOR)
-    {
-        Some(c) => Err(format!(
-            "contains the control character U+{:04X}; only U+{:04X} (the key separator) is allowed",
-            u32::from(c),
-            u32::from(ENTITY_KEY_SEPARATOR)
-        )),
-        None => Ok(()),
-    }
-}
-
 /// Bytes of all keys of a request, so the command buffer is allocated once.
 fn estimate_bytes(request: &VectorRequest) -> usize {
     // "ferry:" + ":" + ":" + 16 hex digits + ":" = 25 bytes around project and service.
@@ -175,6 +154,7 @@ fn estimate_bytes(request: &VectorRequest) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferry_protos::limits::{MAX_JOIN_KEYS, MAX_KEY_PART_BYTES};
     use ferry_protos::v1::Lookup;
 
     fn request(project: &str, lookups: &[(&str, u64, &[&str])]) -> VectorRequest {
@@ -280,11 +260,11 @@ mod tests {
             ),
             (
                 request("p", &[("s", 1, &[""])]),
-                "lookups[0].entity_keys[0] is 0 bytes",
+                "lookups[0].entity_keys[0]: id must be 1 to 256 bytes, got 0",
             ),
             (
                 request("p", &[("s", 1, &["k", "a\nb"])]),
-                "entity_keys[1] contains the control character U+000A",
+                "entity_keys[1]: id contains the control character U+000A",
             ),
         ];
         for (req, expected) in cases {
@@ -295,12 +275,16 @@ mod tests {
                 "{err} does not contain {expected}"
             );
         }
-        let long = "k".repeat(MAX_ENTITY_KEY_BYTES + 1);
+        // Limits shared with the filter: a part of 257 bytes is refused, the widest composite
+        // key the filter can build (every part at its longest) is accepted.
+        let long = "k".repeat(MAX_KEY_PART_BYTES + 1);
         let err =
             Batch::from_request(&request("p", &[("s", 1, &[long.as_str()])]), 10).unwrap_err();
-        assert!(err.to_string().contains("257 bytes"));
-        let longest = "k".repeat(MAX_ENTITY_KEY_BYTES);
-        assert!(Batch::from_request(&request("p", &[("s", 1, &[longest.as_str()])]), 10).is_ok());
+        assert!(err.to_string().contains("got 257"), "{err}");
+        let part = "k".repeat(MAX_KEY_PART_BYTES);
+        let widest = ferry_protos::entity_key(&[part.as_str(); MAX_JOIN_KEYS]);
+        assert_eq!(widest.len(), MAX_ENTITY_KEY_BYTES);
+        assert!(Batch::from_request(&request("p", &[("s", 1, &[widest.as_str()])]), 10).is_ok());
     }
 
     #[test]

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
+use ferry_protos::limits::{MAX_KEYS_PER_CALL, MAX_READER_REQUEST_BYTES};
 
 /// Command line of `ferry-reader`. Each limit exists so that one client cannot make the reader
 /// (or Redis behind it) do unbounded work.
@@ -23,13 +24,18 @@ pub struct Config {
     #[arg(long, env = "FERRY_REDIS", default_value = "redis://127.0.0.1:6379")]
     pub redis: String,
 
-    /// Most entity keys accepted in one request, summed over its lookups; more is 413. The
-    /// default matches what `ferry apply` lets a route ask for (max_entities × its services).
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Most entity keys accepted in one request, summed over its lookups; more is 413. At
+    /// least `ferry_protos::limits::MAX_KEYS_PER_CALL`, the most `ferry apply` lets a route ask
+    /// for (max_entities × its services): the reader never refuses a call the filter may make.
+    #[arg(long, default_value_t = MAX_KEYS_PER_CALL,
+          value_parser = clap::value_parser!(u32).range(i64::from(MAX_KEYS_PER_CALL)..))]
     pub max_batch: u32,
 
-    /// Largest request body accepted, in bytes; more is 413.
-    #[arg(long, default_value_t = 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Largest request body accepted, in bytes; more is 413. At least
+    /// `ferry_protos::limits::MAX_READER_REQUEST_BYTES` (every key at its longest), for the
+    /// same reason.
+    #[arg(long, default_value_t = MAX_READER_REQUEST_BYTES,
+          value_parser = clap::value_parser!(u64).range(MAX_READER_REQUEST_BYTES..))]
     pub max_body_bytes: u64,
 
     /// Budget of one Redis call, in milliseconds, including any wait for a (re)connection.
@@ -54,8 +60,8 @@ impl Config {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8090)),
             redis: redis.into(),
-            max_batch: 10_000,
-            max_body_bytes: 1024 * 1024,
+            max_batch: MAX_KEYS_PER_CALL,
+            max_body_bytes: MAX_READER_REQUEST_BYTES,
             redis_timeout_ms: 50,
             max_concurrency: 256,
             threads: 0,
@@ -98,6 +104,16 @@ mod tests {
     fn zero_limits_are_refused() {
         assert!(Config::try_parse_from(["ferry-reader", "--max-batch", "0"]).is_err());
         assert!(Config::try_parse_from(["ferry-reader", "--redis-timeout-ms", "0"]).is_err());
+    }
+
+    #[test]
+    fn limits_cannot_go_below_what_the_filter_may_send() {
+        let below = (MAX_KEYS_PER_CALL - 1).to_string();
+        assert!(Config::try_parse_from(["ferry-reader", "--max-batch", &below]).is_err());
+        let below = (MAX_READER_REQUEST_BYTES - 1).to_string();
+        assert!(Config::try_parse_from(["ferry-reader", "--max-body-bytes", &below]).is_err());
+        let above = (MAX_KEYS_PER_CALL * 2).to_string();
+        assert!(Config::try_parse_from(["ferry-reader", "--max-batch", &above]).is_ok());
     }
 
     #[test]

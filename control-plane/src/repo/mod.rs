@@ -37,6 +37,8 @@ pub struct Registry {
     pub reader: Reader,
     /// Bound of the near cache in each Envoy, in bytes.
     pub near_cache_max_bytes: u64,
+    /// Normalised, lowercase path prefixes under which a request matching no route is refused.
+    pub protected_paths: Vec<String>,
 }
 
 #[derive(Clone, Debug)]

@@ -21,6 +21,9 @@ pub struct RawRepo {
     pub reader: RawReader,
     #[serde(default)]
     pub near_cache: RawNearCache,
+    /// Path prefixes under which a request that matches no route is refused (404).
+    #[serde(default)]
+    pub protected_paths: Vec<String>,
 }
 
 /// The in-proxy near cache; each route opts in with `cache_max_age_ms`.

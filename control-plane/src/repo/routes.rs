@@ -12,11 +12,10 @@ use super::validate::Issues;
 use super::{ExtraService, FeatureService, FeatureView, HeaderMatch, PathMatch, Route, RouteMatch};
 use crate::types::FeatureType;
 
-const MIN_BODY_BYTES: u64 = 1024;
-const MAX_BODY_BYTES: u64 = 8 * 1024 * 1024;
-const MAX_ENTITIES: u64 = 10_000;
-/// Keys the reader takes in one call by default (`ferry-reader --max-batch`).
-const MAX_READER_KEYS: u64 = 10_000;
+use ferry_protos::limits::{
+    MAX_ENTITIES_PER_REQUEST, MAX_KEYS_PER_CALL, MAX_ROUTE_BODY_BYTES, MIN_ROUTE_BODY_BYTES,
+};
+
 const MAX_READER_TIMEOUT_MS: u64 = 60_000;
 /// A near-cache entry older than an hour is not "near" any more: refresh from Redis.
 const MAX_CACHE_AGE_MS: u64 = 3_600_000;
@@ -168,6 +167,14 @@ pub(super) fn route(
     if let Some(PathMatch::Prefix(p) | PathMatch::Exact(p)) = &path_match {
         if !p.starts_with('/') {
             issues.add(path, format!("match path '{p}' must start with '/'"));
+        } else if !ferry_protos::path::is_normalized(p) {
+            issues.add(
+                path,
+                format!(
+                    "match path '{p}' is not normalised (requests are matched on '{}')",
+                    ferry_protos::path::normalize(p)
+                ),
+            );
         }
     }
     let matcher = RouteMatch {
@@ -410,7 +417,7 @@ pub(super) fn route(
             "max_body_bytes",
             rr.max_body_bytes,
             1 << 20,
-            (MIN_BODY_BYTES, MAX_BODY_BYTES),
+            (MIN_ROUTE_BODY_BYTES.into(), MAX_ROUTE_BODY_BYTES.into()),
         ),
         max_entities: limit(
             issues,
@@ -418,7 +425,7 @@ pub(super) fn route(
             "max_entities",
             rr.max_entities,
             1000,
-            (1, MAX_ENTITIES),
+            (1, MAX_ENTITIES_PER_REQUEST.into()),
         ),
         reader_timeout_ms: limit(
             issues,
@@ -453,12 +460,12 @@ pub(super) fn route(
     // One reader call looks up every entity once per service: it must fit the reader's batch.
     let services = 1 + route.extra_services.len() as u64;
     let lookups = u64::from(route.max_entities) * services;
-    if lookups > MAX_READER_KEYS {
+    if lookups > u64::from(MAX_KEYS_PER_CALL) {
         issues.add(
             path,
             format!(
                 "max_entities {} × {services} services = {lookups} keys in one reader call, \
-                 over the reader's {MAX_READER_KEYS}",
+                 over the reader's {MAX_KEYS_PER_CALL}",
                 route.max_entities
             ),
         );

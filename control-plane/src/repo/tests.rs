@@ -474,3 +474,61 @@ fn a_route_s_lookups_must_fit_one_reader_call() {
         ["routes[1] 'pair': max_entities 6000 × 2 services = 12000 keys in one reader call, over the reader's 10000"]
     );
 }
+
+#[test]
+fn protected_paths_reach_the_snapshot_normalised_and_lowercase() {
+    let yaml = GOOD.replacen(
+        "routes:",
+        "protected_paths: [/v1/models/, /V2/Models/]\nroutes:",
+        1,
+    );
+    let (_dir, reg) = load_repo(&yaml, &FILES);
+    let reg = reg.unwrap();
+    assert_eq!(reg.protected_paths, ["/v1/models/", "/v2/models/"]);
+    let snap = crate::snapshot::build(&reg);
+    assert_eq!(snap.protected_paths, ["/v1/models/", "/v2/models/"]);
+    // The filter takes what apply produced.
+    ferry_filter::config::Config::from_snapshot(snap).unwrap();
+
+    let got = issues_of(
+        &[
+            (
+                "routes:",
+                "protected_paths: [v1, /v1//models/, /a/%61, /x, /x]\nroutes:",
+            ),
+            (
+                "{path_prefix: /v1/models/fraud}",
+                "{path_prefix: /v1/models/./fraud}",
+            ),
+        ],
+        &FILES,
+    );
+    assert_eq!(
+        got,
+        [
+            "routes[0] 'route-0': match path '/v1/models/./fraud' is not normalised (requests are matched on '/v1/models/fraud')",
+            "protected_paths[0]: 'v1' must be a normalised path starting with / (e.g. /v1/models/), not '/v1'",
+            "protected_paths[1]: '/v1//models/' must be a normalised path starting with / (e.g. /v1/models/), not '/v1/models/'",
+            "protected_paths[2]: '/a/%61' must be a normalised path starting with / (e.g. /v1/models/), not '/a/a'",
+            "protected_paths[4]: '/x' listed twice",
+        ]
+    );
+}
+
+#[test]
+fn an_entity_key_has_at_most_four_join_keys() {
+    let yaml = GOOD
+        .replacen(
+            "entities:\n  - {name: user, join_key: user_id, type: string}",
+            "entities:\n  - {name: user, join_key: user_id, type: string}\n  - {name: a, join_key: a_id, type: string}\n  - {name: b, join_key: b_id, type: string}\n  - {name: c, join_key: c_id, type: string}\n  - {name: d, join_key: d_id, type: string}",
+            1,
+        )
+        .replacen("entities: [user]\n    ttl: 30d", "entities: [user, a, b, c, d]\n    ttl: 30d", 1);
+    let (_dir, reg) = load_repo(&yaml, &FILES);
+    let got = issues(reg);
+    assert!(
+        got.iter()
+            .any(|i| i.contains("has 5 entities; an entity key has at most 4 join keys")),
+        "{got:?}"
+    );
+}

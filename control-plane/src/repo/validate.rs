@@ -220,10 +220,33 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
         );
     }
 
+    let mut protected_paths = Vec::with_capacity(raw.protected_paths.len());
+    for (i, p) in raw.protected_paths.iter().enumerate() {
+        // Compared case-insensitively on the normalised request path: kept lowercase here.
+        let lower = p.to_ascii_lowercase();
+        if !ferry_protos::path::is_protected_prefix(&lower) {
+            issues.add(
+                &format!("protected_paths[{i}]"),
+                format!(
+                    "'{p}' must be a normalised path starting with / (e.g. /v1/models/), not '{}'",
+                    ferry_protos::path::normalize(p)
+                ),
+            );
+        } else if protected_paths.contains(&lower) {
+            issues.add(
+                &format!("protected_paths[{i}]"),
+                format!("'{p}' listed twice"),
+            );
+        } else {
+            protected_paths.push(lower);
+        }
+    }
+
     if !issues.0.is_empty() {
         return Err(issues.0);
     }
     Ok(Registry {
+        protected_paths,
         project: raw.project,
         root: root.to_path_buf(),
         entities,
@@ -309,6 +332,16 @@ fn view(
             0
         }),
     };
+    if view_entities.len() > ferry_protos::limits::MAX_JOIN_KEYS {
+        issues.add(
+            path,
+            format!(
+                "has {} entities; an entity key has at most {} join keys",
+                view_entities.len(),
+                ferry_protos::limits::MAX_JOIN_KEYS
+            ),
+        );
+    }
     let join_keys: Vec<&str> = view_entities
         .iter()
         .map(|&e| entities[e].join_key.as_str())

@@ -394,25 +394,34 @@ async fn keep_alive_connection_survives_rewritten_bodies_and_passthrough() {
             json!(resp.body.len().to_string())
         );
     }
-    // Unmatched paths pass through untouched, x-ferry-* headers included.
+    // Unmatched paths outside the protected prefixes pass through with the body untouched and
+    // without the client's x-ferry-* headers.
     let body = r#"{"instances": [{"user_id": "u000001"}]}"#;
     let resp = conn
         .send(
             "POST",
-            "/v1/models/other:predict",
+            "/other:predict",
             &[("x-ferry-status", "client")],
             body,
         )
         .await;
     assert_eq!(resp.status, 200);
     assert_eq!(&resp.body[..], body.as_bytes());
-    assert_eq!(resp.upstream_headers()["x-ferry-status"], "client");
+    assert!(resp.upstream_headers().get("x-ferry-status").is_none());
     // A bodiless GET on an enriched path (KServe readiness) passes through too.
     let resp = conn.send("GET", "/v1/models/fraud", &[], "").await;
     assert_eq!(
         (resp.status, resp.header("x-echo-method")),
         (200, Some("GET"))
     );
+    // Under the protected /v1/models/ an unmatched path is refused (Envoy then closes the
+    // connection, so this comes last).
+    let resp = conn
+        .send("POST", "/v1/models/other:predict", &[], body)
+        .await;
+    assert_eq!(resp.status, 404);
+    assert_eq!(resp.json()["error"], "no_route");
+    assert!(resp.header("x-echo-headers").is_none(), "model not called");
 }
 
 #[test]
