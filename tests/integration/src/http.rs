@@ -1,14 +1,29 @@
 //! HTTP for the tests: hyper over one explicit connection (so keep-alive reuse is real and
-//! visible), plus raw-socket helpers for readiness probes and chunked uploads.
+//! visible), HTTP/1.1 or h2c (HTTP/2 with prior knowledge), optionally with request trailers,
+//! plus raw-socket helpers for readiness probes and chunked uploads.
 
+use std::convert::Infallible;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
 use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
+use hyper::body::Frame;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+
+/// The request body of both connection kinds: one data frame, or data frames then trailers.
+pub type RequestBody = BoxBody<Bytes, Infallible>;
+
+/// How a [`Conn`] speaks to the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Http1,
+    /// HTTP/2 over cleartext with prior knowledge (no upgrade).
+    H2c,
+}
 
 pub struct Response {
     pub status: u16,
@@ -43,25 +58,56 @@ impl Response {
     }
 }
 
-/// One HTTP/1.1 keep-alive connection to 127.0.0.1:port.
+enum Sender {
+    Http1(http1::SendRequest<RequestBody>),
+    H2c(http2::SendRequest<RequestBody>),
+}
+
+/// One keep-alive connection to 127.0.0.1:port, HTTP/1.1 or h2c.
 pub struct Conn {
     port: u16,
-    sender: SendRequest<Full<Bytes>>,
+    sender: Sender,
 }
 
 impl Conn {
+    /// An HTTP/1.1 connection.
     pub async fn open(port: u16) -> Conn {
-        let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .expect("connect");
+        Conn::open_with(port, Protocol::Http1).await
+    }
+
+    /// An h2c connection (HTTP/2 with prior knowledge).
+    pub async fn open_h2c(port: u16) -> Conn {
+        Conn::open_with(port, Protocol::H2c).await
+    }
+
+    pub async fn open_with(port: u16, protocol: Protocol) -> Conn {
+        let stream = tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::net::TcpStream::connect(("127.0.0.1", port)),
+        )
+        .await
+        .expect("connect within 5 s")
+        .expect("connect");
         stream.set_nodelay(true).expect("nodelay");
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
-        tokio::spawn(conn);
+        let io = TokioIo::new(stream);
+        let sender = match protocol {
+            Protocol::Http1 => {
+                let (sender, conn) = http1::handshake(io).await.expect("handshake");
+                tokio::spawn(conn);
+                Sender::Http1(sender)
+            }
+            Protocol::H2c => {
+                let (sender, conn) = http2::handshake(TokioExecutor::new(), io)
+                    .await
+                    .expect("h2c handshake");
+                tokio::spawn(conn);
+                Sender::H2c(sender)
+            }
+        };
         Conn { port, sender }
     }
 
+    /// Sends `body` as one data frame (with its content-length on HTTP/1.1).
     pub async fn send(
         &mut self,
         method: &str,
@@ -69,23 +115,100 @@ impl Conn {
         headers: &[(&str, &str)],
         body: impl Into<Bytes>,
     ) -> Response {
-        let mut req = hyper::Request::builder().method(method).uri(path);
-        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
-            req = req.header("host", format!("127.0.0.1:{}", self.port));
+        let body = Full::new(body.into()).boxed();
+        self.send_body(method, path, headers, body).await
+    }
+
+    /// Sends `body` in two data frames (one if it is shorter than two bytes) of unknown total
+    /// length, then `trailers` as a trailers frame: on HTTP/1.1 a chunked body whose trailer
+    /// section holds them (announced in a `trailer` header, as hyper requires), on h2c a
+    /// HEADERS frame with END_STREAM after the DATA frames. The body may be empty: then only
+    /// the trailers follow the headers.
+    pub async fn send_with_trailers(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+        trailers: &[(&str, &str)],
+    ) -> Response {
+        let body: Bytes = body.into();
+        let mut trailer_map = hyper::HeaderMap::new();
+        for (n, v) in trailers {
+            trailer_map.append(
+                hyper::header::HeaderName::from_bytes(n.as_bytes()).expect("trailer name"),
+                hyper::header::HeaderValue::from_str(v).expect("trailer value"),
+            );
         }
+        let mid = body.len() / 2;
+        let mut frames = std::collections::VecDeque::new();
+        for part in [body.slice(..mid), body.slice(mid..)] {
+            if !part.is_empty() {
+                frames.push_back(Frame::data(part));
+            }
+        }
+        frames.push_back(Frame::trailers(trailer_map));
+        let names: Vec<&str> = trailers.iter().map(|(n, _)| *n).collect();
+        let announce = names.join(", ");
+        let mut all: Vec<(&str, &str)> = headers.to_vec();
+        if matches!(self.sender, Sender::Http1(_)) && !names.is_empty() {
+            all.push(("trailer", announce.as_str()));
+        }
+        self.send_body(method, path, &all, Frames(frames).boxed())
+            .await
+    }
+
+    async fn send_body(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: RequestBody,
+    ) -> Response {
+        let host = headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("host"))
+            .map_or_else(
+                || format!("127.0.0.1:{}", self.port),
+                |(_, v)| (*v).to_string(),
+            );
+        let mut req = hyper::Request::builder().method(method);
+        req = match self.sender {
+            // HTTP/1.1: origin-form target and a host header.
+            Sender::Http1(_) => req.uri(path).header("host", host.as_str()),
+            // HTTP/2 has no host header: the authority travels in :authority.
+            Sender::H2c(_) => req.uri(format!("http://{host}{path}")),
+        };
         req = req.header("content-type", "application/json");
         for (n, v) in headers {
-            req = req.header(*n, *v);
+            if !n.eq_ignore_ascii_case("host") {
+                req = req.header(*n, *v);
+            }
         }
-        let req = req.body(Full::new(body.into())).expect("request");
-        self.sender.ready().await.expect("connection ready");
-        let resp = tokio::time::timeout(Duration::from_secs(10), self.sender.send_request(req))
+        let req = req.body(body).expect("request");
+        let sent = async {
+            match &mut self.sender {
+                Sender::Http1(s) => {
+                    s.ready().await?;
+                    s.send_request(req).await
+                }
+                Sender::H2c(s) => {
+                    s.ready().await?;
+                    s.send_request(req).await
+                }
+            }
+        };
+        let resp = tokio::time::timeout(Duration::from_secs(10), sent)
             .await
             .expect("response within 10 s")
             .expect("response");
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
-        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        let body = tokio::time::timeout(Duration::from_secs(10), resp.into_body().collect())
+            .await
+            .expect("response body within 10 s")
+            .expect("body")
+            .to_bytes();
         Response {
             status,
             headers,
@@ -95,6 +218,22 @@ impl Conn {
 
     pub async fn post(&mut self, path: &str, body: impl Into<Bytes>) -> Response {
         self.send("POST", path, &[], body).await
+    }
+}
+
+/// A request body that yields its frames in order, of unknown length (so HTTP/1.1 sends it
+/// chunked).
+struct Frames(std::collections::VecDeque<Frame<Bytes>>);
+
+impl hyper::body::Body for Frames {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        std::task::Poll::Ready(self.get_mut().0.pop_front().map(Ok))
     }
 }
 
