@@ -5,6 +5,7 @@
 
 pub mod control_plane;
 pub mod data;
+pub mod expected;
 pub mod http;
 pub mod process;
 

@@ -1,0 +1,202 @@
+//! What the store holds for an entity of the example repo, worked out from the source data
+//! ([`crate::data`]) and the repo's TTLs, never from what the filter wrote: each feature's value
+//! and the status the filter must report, and each FeatureService's fingerprint as `ferry apply`
+//! prints it.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value as Json;
+
+use crate::data::{KeyedView, Kind, Source, VIEWS};
+use crate::{bin, run, Stack};
+
+pub const DAY: f64 = 86_400.0;
+
+/// The TTL of each view of the example repo (examples/banking/ferry.yaml), in seconds.
+pub fn ttl(view: &str) -> f64 {
+    match view {
+        "user_profile" => 365.0 * DAY,
+        "transactions" => DAY,
+        "user_embedding" => 30.0 * DAY,
+        "user_merchant" => 14.0 * DAY,
+        "merchant_profile" => 90.0 * DAY,
+        v => panic!("unknown view {v}"),
+    }
+}
+
+/// The example's FeatureServices a test compares against the source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Service {
+    /// `realtime_scoring`: user_profile, transactions, user_embedding; keyed by user_id.
+    RealtimeScoring,
+    /// `user_merchant_scoring`: user_merchant; keyed by (merchant_id, user_id).
+    UserMerchantScoring,
+}
+
+impl Service {
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::RealtimeScoring => "realtime_scoring",
+            Service::UserMerchantScoring => "user_merchant_scoring",
+        }
+    }
+}
+
+/// One entity of a request, as the service's key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entity {
+    User(String),
+    Pair { merchant: i64, user: String },
+}
+
+/// One feature of one entity as the filter must write it: the output name (`view__feature`),
+/// the value (null unless PRESENT) and the status.
+#[derive(Clone, Debug)]
+pub struct Feature {
+    pub name: String,
+    pub kind: Kind,
+    pub value: Json,
+    pub status: &'static str,
+}
+
+/// The source data of a stack and the fingerprints of its services.
+pub struct Store {
+    src: Source,
+    pairs: KeyedView,
+    fingerprints: BTreeMap<String, String>,
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64()
+}
+
+/// The value and status of one feature given its row's event time and source value, by the
+/// filter's rule: no row NOT_FOUND, older than the TTL OUTSIDE_MAX_AGE, an empty cell
+/// NULL_VALUE; the value is null unless PRESENT.
+fn judged(event_time: Option<f64>, value: Option<Json>, ttl: f64) -> (Json, &'static str) {
+    match (event_time, value) {
+        (None, _) | (Some(_), None) => (Json::Null, "NOT_FOUND"),
+        (Some(t), _) if now() - t > ttl => (Json::Null, "OUTSIDE_MAX_AGE"),
+        (Some(_), Some(Json::Null)) => (Json::Null, "NULL_VALUE"),
+        (Some(_), Some(v)) => (v, "PRESENT"),
+    }
+}
+
+impl Store {
+    pub fn load(stack: &Stack) -> Store {
+        let dir = stack.repo.join("data");
+        Store {
+            src: Source::load(&dir),
+            pairs: KeyedView::load(&dir, "user_merchant"),
+            fingerprints: fingerprints(stack),
+        }
+    }
+
+    /// The service's fingerprint as `ferry apply` computes it from the repo.
+    pub fn fingerprint(&self, service: Service) -> &str {
+        self.fingerprints
+            .get(service.name())
+            .unwrap_or_else(|| panic!("ferry apply printed no fingerprint for {service:?}"))
+    }
+
+    /// Every feature of `service` for `entity` (compare by name: this order is not
+    /// necessarily the filter's output order).
+    pub fn features(&self, service: Service, entity: &Entity) -> Vec<Feature> {
+        match (service, entity) {
+            (Service::RealtimeScoring, Entity::User(user)) => VIEWS
+                .iter()
+                .flat_map(|(view, features)| {
+                    features.iter().map(move |(feature, kind)| {
+                        let (value, status) = judged(
+                            self.src.event_time(view, user),
+                            self.src.value(view, feature, user),
+                            ttl(view),
+                        );
+                        Feature {
+                            name: format!("{view}__{feature}"),
+                            kind: *kind,
+                            value,
+                            status,
+                        }
+                    })
+                })
+                .collect(),
+            (Service::UserMerchantScoring, Entity::Pair { merchant, user }) => {
+                let m = merchant.to_string();
+                let key = [m.as_str(), user.as_str()];
+                self.pairs
+                    .features
+                    .iter()
+                    .map(|(feature, kind)| {
+                        let (value, status) = judged(
+                            self.pairs.event_time(&key),
+                            self.pairs.value(feature, &key),
+                            ttl("user_merchant"),
+                        );
+                        Feature {
+                            name: format!("user_merchant__{feature}"),
+                            kind: *kind,
+                            value,
+                            status,
+                        }
+                    })
+                    .collect()
+            }
+            (s, e) => panic!("{e:?} is not an entity of {s:?}"),
+        }
+    }
+
+    /// Whether the store has no vector at all for the entity (no row in any view of the
+    /// service): the filter counts it in `x-ferry-missing`.
+    pub fn is_missing(&self, service: Service, entity: &Entity) -> bool {
+        self.features(service, entity)
+            .iter()
+            .all(|f| f.status == "NOT_FOUND")
+    }
+
+    /// Whether some feature of the entity is older than its view's TTL (`x-ferry-stale`).
+    pub fn is_stale(&self, service: Service, entity: &Entity) -> bool {
+        self.features(service, entity)
+            .iter()
+            .any(|f| f.status == "OUTSIDE_MAX_AGE")
+    }
+
+    /// The (merchant, user) pairs with a fresh row, sorted.
+    pub fn fresh_pairs(&self) -> Vec<Entity> {
+        self.pairs
+            .keys()
+            .into_iter()
+            .filter_map(|k| {
+                let key = [k[0].as_str(), k[1].as_str()];
+                let fresh = self
+                    .pairs
+                    .event_time(&key)
+                    .is_some_and(|t| now() - t < ttl("user_merchant") - DAY);
+                let merchant = k[0].parse().ok()?;
+                fresh.then(|| Entity::Pair {
+                    merchant,
+                    user: k[1].clone(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// `feature service NAME  fingerprint HEX ...` lines of `ferry apply REPO`.
+fn fingerprints(stack: &Stack) -> BTreeMap<String, String> {
+    let out = run(Command::new(bin("ferry")).arg("apply").arg(&stack.repo));
+    out.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("feature service ")?;
+            let mut words = rest.split_whitespace();
+            let name = words.next()?;
+            (words.next()? == "fingerprint").then_some(())?;
+            Some((name.to_string(), words.next()?.to_string()))
+        })
+        .collect()
+}
