@@ -1,0 +1,308 @@
+//! The two outcomes a bypass case may have, and the invariant behind them: (a) the model was
+//! called, and every place Ferry owns in what it received (each `view__feature` output, the
+//! `ferry` metadata, every `x-ferry-*` header, a route's features header) holds exactly what
+//! the store holds for the request's entities, or is absent where Ferry writes nothing; or
+//! (b) the client got a 4xx with a JSON `{"error": CODE, ...}` body and the model was not called.
+
+use std::collections::BTreeMap;
+
+use ferry_integration_tests::expected::{Entity, Feature, Service, Store};
+use ferry_integration_tests::http::Response;
+use serde_json::Value as Json;
+
+use crate::numbers::number_token;
+use crate::places::{check_body, check_feature_object, statuses};
+
+/// Request headers Ferry owns: its prefix, and the features header of every route of the test's
+/// snapshot that names its own (`features_header`: routes::CUSTOM).
+const OWN_PREFIX: &str = "x-ferry-";
+const CUSTOM_FEATURES_HEADERS: [&str; 1] = ["x-features"];
+const STATUS_HEADER: &str = "x-ferry-feature-status";
+
+#[derive(Clone, Copy, Debug)]
+pub enum Format {
+    KserveV1,
+    KserveV2,
+    /// The example's `score-json` shape: entities at /batch/users, features at /features.
+    Json,
+    Header {
+        features_header: &'static str,
+    },
+}
+
+/// A Ferry route of the stack, as far as the checks need it.
+#[derive(Clone, Copy, Debug)]
+pub struct Route {
+    pub name: &'static str,
+    pub format: Format,
+    pub service: Service,
+}
+
+/// Who answers a refusal: the filter (its replies carry `x-ferry-error`) or Envoy itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refuser {
+    Filter,
+    Envoy,
+}
+
+/// What a case must end in.
+#[derive(Clone, Debug)]
+pub enum Expect {
+    /// (a): the model received the request enriched by `route` for `entities` (in request
+    /// order), at `model_path`; `numbers` are client number tokens (field, exact text) that
+    /// must reach the model with exactly that text.
+    Enriched {
+        route: Route,
+        entities: Vec<Entity>,
+        model_path: String,
+        numbers: Vec<(&'static str, &'static str)>,
+    },
+    /// (a) where Ferry writes nothing: the model received the body as sent and no Ferry-owned
+    /// header at all.
+    Untouched { model_path: String },
+    /// (b): a 4xx JSON refusal with this status and error code; the model not called.
+    Refused {
+        status: u16,
+        code: &'static str,
+        by: Refuser,
+    },
+}
+
+/// How a response ended: the model's echo (it answers with what it received), or a refusal.
+enum Outcome {
+    Model,
+    Refused { status: u16, error: String },
+}
+
+/// Classifies a response into the two outcomes; anything else (a 5xx, a 2xx the model did not
+/// send, a 4xx without a JSON error) breaks the invariant by itself.
+fn classify(resp: &Response) -> Result<Outcome, String> {
+    if resp.header("x-echo-headers").is_some() {
+        return Ok(Outcome::Model);
+    }
+    if !(400..500).contains(&resp.status) {
+        return Err(format!(
+            "neither outcome: status {} and the model was not called: {}",
+            resp.status,
+            text(&resp.body)
+        ));
+    }
+    let body: Json = serde_json::from_slice(&resp.body).map_err(|e| {
+        format!(
+            "a {} refusal whose body is not JSON ({e}): {}",
+            resp.status,
+            text(&resp.body)
+        )
+    })?;
+    match body.get("error").and_then(Json::as_str) {
+        Some(code) => Ok(Outcome::Refused {
+            status: resp.status,
+            error: code.to_string(),
+        }),
+        None => Err(format!(
+            "a {} refusal without an \"error\" code: {body}",
+            resp.status
+        )),
+    }
+}
+
+/// Checks one response against the expected outcome and the invariant. `sent` is the body the
+/// client sent.
+pub fn check(expect: &Expect, sent: &[u8], resp: &Response, store: &Store) -> Result<(), String> {
+    let outcome = classify(resp)?;
+    match (outcome, expect) {
+        (
+            Outcome::Model,
+            Expect::Enriched {
+                route,
+                entities,
+                model_path,
+                numbers,
+            },
+        ) => enriched(route, entities, model_path, numbers, sent, resp, store)
+            .map_err(|e| format!("route {}: {e}", route.name)),
+        (Outcome::Model, Expect::Untouched { model_path }) => {
+            path_is(resp, model_path)?;
+            let owned = owned_headers(resp)?;
+            if !owned.is_empty() {
+                return Err(format!(
+                    "Ferry wrote nothing, yet the model received Ferry-owned headers {owned:?}"
+                ));
+            }
+            if resp.body != sent {
+                return Err(format!(
+                    "Ferry wrote nothing, yet the model received body {} for {}",
+                    text(&resp.body),
+                    text(sent)
+                ));
+            }
+            Ok(())
+        }
+        (
+            Outcome::Refused { status, error },
+            Expect::Refused {
+                status: s,
+                code,
+                by,
+            },
+        ) => {
+            if (status, error.as_str()) != (*s, *code) {
+                return Err(format!(
+                    "expected {s} {code}, got {status} {error}: {}",
+                    text(&resp.body)
+                ));
+            }
+            let marker = resp.header("x-ferry-error");
+            match by {
+                Refuser::Filter if marker != Some(code) => Err(format!(
+                    "the filter's refusal carries x-ferry-error {marker:?}, not {code}"
+                )),
+                Refuser::Envoy if marker.is_some() => Err(format!(
+                    "Envoy's own refusal carries x-ferry-error {marker:?}"
+                )),
+                _ => Ok(()),
+            }
+        }
+        (Outcome::Model, Expect::Refused { status, code, .. }) => Err(format!(
+            "expected {status} {code}, but the model was called: {}",
+            describe_model_call(resp)
+        )),
+        (Outcome::Refused { status, error }, _) => Err(format!(
+            "expected the model to be called, got {status} {error}: {}",
+            text(&resp.body)
+        )),
+    }
+}
+
+/// Outcome (a) on an enriching route: the path, the headers and the body the model received.
+fn enriched(
+    route: &Route,
+    entities: &[Entity],
+    model_path: &str,
+    numbers: &[(&'static str, &'static str)],
+    sent: &[u8],
+    resp: &Response,
+    store: &Store,
+) -> Result<(), String> {
+    path_is(resp, model_path)?;
+    let feats: Vec<Vec<Feature>> = entities
+        .iter()
+        .map(|e| store.features(route.service, e))
+        .collect();
+    for (field, token) in numbers {
+        let got = number_token(&String::from_utf8_lossy(&resp.body), field);
+        if got.as_deref() != Some(*token) {
+            return Err(format!(
+                "client number \"{field}\": sent {token}, the model received {got:?} in \
+                 {}",
+                text(&resp.body)
+            ));
+        }
+    }
+    check_headers(route, entities, &feats, resp, store)?;
+    check_body(route, &feats, sent, numbers, resp, store)?;
+    Ok(())
+}
+
+pub fn text(b: &[u8]) -> String {
+    let t = String::from_utf8_lossy(b);
+    if t.len() > 600 {
+        let cut = (0..=600)
+            .rev()
+            .find(|i| t.is_char_boundary(*i))
+            .unwrap_or(0);
+        format!("{}… ({} bytes)", &t[..cut], b.len())
+    } else {
+        t.into_owned()
+    }
+}
+
+fn describe_model_call(resp: &Response) -> String {
+    format!(
+        "path {:?}, Ferry-owned headers {:?}, body {}",
+        resp.header("x-echo-path"),
+        owned_headers(resp).unwrap_or_default(),
+        text(&resp.body)
+    )
+}
+
+fn path_is(resp: &Response, want: &str) -> Result<(), String> {
+    match resp.header("x-echo-path") {
+        Some(p) if p == want => Ok(()),
+        got => Err(format!(
+            "the model received path {got:?}, expected {want:?}"
+        )),
+    }
+}
+
+/// The Ferry-owned headers the model received, name → value.
+fn owned_headers(resp: &Response) -> Result<BTreeMap<String, String>, String> {
+    let echoed = resp.header("x-echo-headers").unwrap_or("{}");
+    let all: BTreeMap<String, String> = serde_json::from_str(echoed)
+        .map_err(|e| format!("x-echo-headers is not a JSON object of strings ({e}): {echoed}"))?;
+    Ok(all
+        .into_iter()
+        .filter(|(n, _)| n.starts_with(OWN_PREFIX) || CUSTOM_FEATURES_HEADERS.contains(&n.as_str()))
+        .collect())
+}
+
+/// The `x-ferry-*` summary headers, plus a header route's features and status headers: exactly
+/// these, and no other Ferry-owned header.
+fn check_headers(
+    route: &Route,
+    entities: &[Entity],
+    feats: &[Vec<Feature>],
+    resp: &Response,
+    store: &Store,
+) -> Result<(), String> {
+    let mut got = owned_headers(resp)?;
+    let missing = entities
+        .iter()
+        .filter(|e| store.is_missing(route.service, e))
+        .count();
+    let stale = entities
+        .iter()
+        .filter(|e| store.is_stale(route.service, e))
+        .count();
+    let mut want: BTreeMap<String, String> = [
+        ("x-ferry-service", route.service.name().to_string()),
+        (
+            "x-ferry-fingerprint",
+            store.fingerprint(route.service).to_string(),
+        ),
+        ("x-ferry-entities", entities.len().to_string()),
+        ("x-ferry-missing", missing.to_string()),
+        ("x-ferry-stale", stale.to_string()),
+        (
+            "x-ferry-status",
+            if missing + stale > 0 { "partial" } else { "ok" }.to_string(),
+        ),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_string(), v))
+    .collect();
+    if let Format::Header { features_header } = route.format {
+        let value = got
+            .remove(features_header)
+            .ok_or_else(|| format!("the model received no features header {features_header}"))?;
+        let object: Json = serde_json::from_str(&value)
+            .map_err(|e| format!("{features_header} is not JSON ({e}): {value}"))?;
+        check_feature_object(&object, &feats[0], features_header)?;
+        let st = statuses(&feats[0]);
+        if st.as_object().is_some_and(|m| !m.is_empty()) {
+            want.insert(STATUS_HEADER.to_string(), st.to_string());
+        }
+        if let Some(v) = got.get_mut(STATUS_HEADER) {
+            // Compare as JSON, not text.
+            *v = serde_json::from_str::<Json>(v)
+                .map_err(|e| format!("{STATUS_HEADER} is not JSON ({e}): {v}"))?
+                .to_string();
+        }
+    }
+    if got != want {
+        return Err(format!(
+            "Ferry-owned headers the model received: {got:?}; the store says: {want:?}"
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,94 @@
+//! The Ferry routes of the matrix's stack: the example repo's own (examples/banking/ferry.yaml,
+//! whose protected_paths are /v1/models/, /v2/models/, /score and /v1/risk) and the few the
+//! matrix adds, as the checks need to know them.
+
+use ferry_integration_tests::expected::Service;
+
+use crate::outcome::{Format, Route};
+
+/// Routes the matrix adds to the example repo, all under its protected prefix /v1/models/ and
+/// none starting with an example route's prefix (routes are tried in order).
+pub const EXTRA_ROUTES: &str = r#"
+  - name: gated
+    match:
+      path_prefix: /v1/models/gated
+      host: scoring.example
+      headers: [{name: x-tenant, exact: bank}]
+    service: realtime_scoring
+    format: kserve_v1
+    entity: {field: user_id}
+  - name: fail-open
+    match: {path_prefix: /v1/models/open}
+    service: realtime_scoring
+    format: kserve_v1
+    entity: {field: user_id}
+    on_reader_error: forward
+  - name: hdr-custom
+    match: {path_prefix: /v1/models/hdr-custom}
+    service: realtime_scoring
+    format: header
+    entity: {field: x-user-id}
+    features_header: x-features
+"#;
+
+const SCORING: Service = Service::RealtimeScoring;
+
+/// kserve_v1 at /v1/models/fraud: unknown users are refused.
+pub const FRAUD: Route = Route {
+    name: "fraud",
+    format: Format::KserveV1,
+    service: SCORING,
+};
+/// kserve_v1 at /v1/models/fraud-lenient: unknown users are forwarded with nulls.
+pub const LENIENT: Route = Route {
+    name: "fraud-lenient",
+    format: Format::KserveV1,
+    service: SCORING,
+};
+/// kserve_v2 at /v2/models/fraud.
+pub const V2: Route = Route {
+    name: "fraud-v2",
+    format: Format::KserveV2,
+    service: SCORING,
+};
+/// json at /score: entities at /batch/users, features at /features.
+pub const JSON_ROUTE: Route = Route {
+    name: "score-json",
+    format: Format::Json,
+    service: SCORING,
+};
+/// header at /v1/risk, id header x-user-id, features in x-ferry-features.
+pub const RISK: Route = Route {
+    name: "risk-header",
+    format: Format::Header {
+        features_header: "x-ferry-features",
+    },
+    service: SCORING,
+};
+/// header at /v1/models/hdr-custom, features in its own header x-features.
+pub const CUSTOM: Route = Route {
+    name: "hdr-custom",
+    format: Format::Header {
+        features_header: "x-features",
+    },
+    service: SCORING,
+};
+/// kserve_v1 at /v1/models/gated for host scoring.example and x-tenant: bank only.
+pub const GATED: Route = Route {
+    name: "gated",
+    format: Format::KserveV1,
+    service: SCORING,
+};
+/// kserve_v1 at /v1/models/open with on_reader_error: forward.
+pub const OPEN: Route = Route {
+    name: "fail-open",
+    format: Format::KserveV1,
+    service: SCORING,
+};
+/// kserve_v1 at /v1/models/merchant-fraud, keyed by (merchant_id int64, user_id string);
+/// unknown pairs are forwarded with nulls.
+pub const PAIRS: Route = Route {
+    name: "merchant-fraud",
+    format: Format::KserveV1,
+    service: Service::UserMerchantScoring,
+};
