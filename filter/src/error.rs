@@ -111,30 +111,43 @@ pub enum FerryError {
 }
 
 impl FerryError {
-    pub fn status(&self) -> u16 {
+    /// The one table from error to HTTP status and wire code.
+    fn status_and_code(&self) -> (u16, &'static str) {
+        use FerryError as E;
         match self {
-            FerryError::NoBody
-            | FerryError::MalformedJson(_)
-            | FerryError::BadShape(_)
-            | FerryError::MissingEntityId { .. }
-            | FerryError::InvalidEntityId { .. }
-            | FerryError::MissingEntityTensor { .. }
-            | FerryError::DuplicateEntityId { .. }
-            | FerryError::NoEntities => 400,
-            FerryError::NoRoute { .. } => 404,
-            FerryError::UnexpectedBody { .. } => 405,
-            FerryError::BodyTooLarge { .. } | FerryError::TooManyEntities { .. } => 413,
-            FerryError::EntitiesNotFound { .. } => 404,
-            FerryError::StaleFeatures { .. } => 422,
-            FerryError::ReaderUnavailable { .. } | FerryError::RedisUnavailable { .. } => 503,
-            FerryError::ReaderTimeout { .. } | FerryError::RedisTimeout { .. } => 504,
-            FerryError::ReaderError { .. }
-            | FerryError::ReaderRejected { .. }
-            | FerryError::BadVector { .. }
-            | FerryError::FeaturesTooLarge { .. }
-            | FerryError::FingerprintMismatch { .. } => 502,
-            FerryError::DispatchFailed { .. } | FerryError::UnknownRoute { .. } => 500,
+            E::NoBody => (400, "no_body"),
+            E::MalformedJson(_) => (400, "malformed_json"),
+            E::BadShape(_) => (400, "bad_request_shape"),
+            E::MissingEntityId { .. } | E::MissingEntityTensor { .. } => (400, "missing_entity_id"),
+            E::InvalidEntityId { .. } => (400, "invalid_entity_id"),
+            E::DuplicateEntityId { .. } => (400, "duplicate_entity_id"),
+            E::NoEntities => (400, "no_entities"),
+            E::NoRoute { .. } => (404, "no_route"),
+            E::EntitiesNotFound { .. } => (404, "entity_not_found"),
+            E::UnexpectedBody { .. } => (405, "unexpected_body"),
+            E::BodyTooLarge { .. } => (413, "body_too_large"),
+            E::TooManyEntities { .. } => (413, "too_many_entities"),
+            E::StaleFeatures { .. } => (422, "stale_features"),
+            E::ReaderUnavailable { .. } => (503, "reader_unavailable"),
+            E::RedisUnavailable { .. } => (503, "redis_unavailable"),
+            E::ReaderTimeout { .. } => (504, "reader_timeout"),
+            E::RedisTimeout { .. } => (504, "redis_timeout"),
+            E::ReaderError { .. } => (502, "reader_error"),
+            E::ReaderRejected { .. } => (502, "reader_rejected"),
+            E::BadVector { .. } => (502, "bad_vector"),
+            E::FingerprintMismatch { .. } => (502, "fingerprint_mismatch"),
+            E::FeaturesTooLarge { .. } => (502, "features_too_large"),
+            E::DispatchFailed { .. } => (500, "dispatch_failed"),
+            E::UnknownRoute { .. } => (500, "unknown_route"),
         }
+    }
+
+    pub fn status(&self) -> u16 {
+        self.status_and_code().0
+    }
+
+    pub fn code(&self) -> &'static str {
+        self.status_and_code().1
     }
 
     /// The reader path failed (unreachable, timed out, Redis down, refused, not dispatched):
@@ -149,37 +162,6 @@ impl FerryError {
                 | FerryError::RedisTimeout { .. }
                 | FerryError::DispatchFailed { .. }
         )
-    }
-
-    pub fn code(&self) -> &'static str {
-        match self {
-            FerryError::NoBody => "no_body",
-            FerryError::BodyTooLarge { .. } => "body_too_large",
-            FerryError::MalformedJson(_) => "malformed_json",
-            FerryError::BadShape(_) => "bad_request_shape",
-            FerryError::MissingEntityId { .. } | FerryError::MissingEntityTensor { .. } => {
-                "missing_entity_id"
-            }
-            FerryError::InvalidEntityId { .. } => "invalid_entity_id",
-            FerryError::NoEntities => "no_entities",
-            FerryError::TooManyEntities { .. } => "too_many_entities",
-            FerryError::EntitiesNotFound { .. } => "entity_not_found",
-            FerryError::StaleFeatures { .. } => "stale_features",
-            FerryError::ReaderUnavailable { .. } => "reader_unavailable",
-            FerryError::ReaderTimeout { .. } => "reader_timeout",
-            FerryError::RedisUnavailable { .. } => "redis_unavailable",
-            FerryError::RedisTimeout { .. } => "redis_timeout",
-            FerryError::ReaderError { .. } => "reader_error",
-            FerryError::BadVector { .. } => "bad_vector",
-            FerryError::FeaturesTooLarge { .. } => "features_too_large",
-            FerryError::FingerprintMismatch { .. } => "fingerprint_mismatch",
-            FerryError::DispatchFailed { .. } => "dispatch_failed",
-            FerryError::UnknownRoute { .. } => "unknown_route",
-            FerryError::NoRoute { .. } => "no_route",
-            FerryError::DuplicateEntityId { .. } => "duplicate_entity_id",
-            FerryError::UnexpectedBody { .. } => "unexpected_body",
-            FerryError::ReaderRejected { .. } => "reader_rejected",
-        }
     }
 
     pub fn message(&self) -> String {
@@ -277,6 +259,14 @@ impl FerryError {
         v.to_string().into_bytes()
     }
 }
+
+impl std::fmt::Display for FerryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message())
+    }
+}
+
+impl std::error::Error for FerryError {}
 
 fn plural(n: usize) -> &'static str {
     if n == 1 {

@@ -68,12 +68,20 @@ pub fn rewrite(
     Ok(match req {
         ParsedRequest::KserveV1(r) => body(kserve_v1::rewrite(r, route, features)),
         ParsedRequest::KserveV2(r) => body(kserve_v2::rewrite(r, route, features)?),
-        ParsedRequest::Json(r) => body(json_body::rewrite(r, route, features)),
+        ParsedRequest::Json(r) => body(json_body::rewrite(r, route, features)?),
         ParsedRequest::Header(_) => Rewritten {
             body: None,
             headers: header_mode::render(route, features)?,
         },
     })
+}
+
+/// The rewritten document as the new body. Writing a `serde_json::Value` cannot fail (its keys
+/// are strings, its numbers finite); should it, the request is refused rather than sent on
+/// with an empty body.
+pub fn write_document(doc: &Json) -> Result<Vec<u8>, FerryError> {
+    serde_json::to_vec(doc)
+        .map_err(|e| FerryError::BadShape(format!("cannot write the enriched body: {e}")))
 }
 
 pub fn parse_json(body: &[u8]) -> Result<Json, FerryError> {

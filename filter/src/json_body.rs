@@ -89,7 +89,11 @@ fn put(obj: &mut Map<String, Json>, pointer: &str, value: Json) {
     cur.insert(last.clone(), value);
 }
 
-pub fn rewrite(mut req: ParsedRequest, route: &Route, features: Vec<EntityFeatures>) -> Vec<u8> {
+pub fn rewrite(
+    mut req: ParsedRequest,
+    route: &Route,
+    features: Vec<EntityFeatures>,
+) -> Result<Vec<u8>, FerryError> {
     let (at, inject) = pointers(route);
     let statuses: Vec<Json> = features
         .iter()
@@ -125,7 +129,7 @@ pub fn rewrite(mut req: ParsedRequest, route: &Route, features: Vec<EntityFeatur
     if let Json::Object(root) = &mut req.doc {
         root.insert(METADATA_FIELD.into(), format::metadata(route, statuses));
     }
-    serde_json::to_vec(&req.doc).unwrap_or_default()
+    format::write_document(&req.doc)
 }
 
 #[cfg(test)]
@@ -163,7 +167,8 @@ mod tests {
         let body = br#"{"payload":{"users":[{"user_id":"u1","features":{"forged":1}},{"user_id":"u2"}]},"k":1}"#;
         let req = parse(body, r).unwrap();
         assert_eq!(req.keys, ["u1", "u2"]);
-        let v: Json = serde_json::from_slice(&rewrite(req, r, vec![feats(1), feats(2)])).unwrap();
+        let v: Json =
+            serde_json::from_slice(&rewrite(req, r, vec![feats(1), feats(2)]).unwrap()).unwrap();
         assert_eq!(
             v["payload"]["users"][0],
             json!({"user_id": "u1", "features": {"profile__age": 1, "profile__score": 0.5, "txn__count": null}})
@@ -181,7 +186,7 @@ mod tests {
         let c = json_route("", "");
         let r = &c.routes[0];
         let req = parse(br#"{"user_id":"u1","profile__age":999}"#, r).unwrap();
-        let v: Json = serde_json::from_slice(&rewrite(req, r, vec![feats(5)])).unwrap();
+        let v: Json = serde_json::from_slice(&rewrite(req, r, vec![feats(5)]).unwrap()).unwrap();
         assert_eq!(v["profile__age"], 5, "forged field overwritten");
         assert_eq!(v["user_id"], "u1");
     }
@@ -191,7 +196,7 @@ mod tests {
         let c = json_route("/u", "/ctx/feat~1v1");
         let r = &c.routes[0];
         let req = parse(br#"{"u":{"user_id":"u1","ctx":"not an object"}}"#, r).unwrap();
-        let v: Json = serde_json::from_slice(&rewrite(req, r, vec![feats(5)])).unwrap();
+        let v: Json = serde_json::from_slice(&rewrite(req, r, vec![feats(5)]).unwrap()).unwrap();
         assert_eq!(v["u"]["ctx"]["feat/v1"]["profile__age"], 5);
     }
 

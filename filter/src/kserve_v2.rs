@@ -259,7 +259,7 @@ pub fn rewrite(
             Json::from(Json::Array(statuses).to_string()),
         );
     }
-    Ok(serde_json::to_vec(&req.doc).unwrap_or_default())
+    format::write_document(&Json::Object(req.doc))
 }
 
 #[cfg(test)]

@@ -61,7 +61,7 @@ pub fn json(data: &[u8]) {
                 &c.routes[i],
                 json_body::parse,
                 |r| &r.keys,
-                |r, route, f| Ok(json_body::rewrite(r, route, f)),
+                json_body::rewrite,
             );
         }
     });
