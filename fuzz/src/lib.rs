@@ -288,7 +288,8 @@ fn typed_value(t: ValueType, r: u64) -> Option<Kind> {
 }
 
 /// The properties every request format keeps, for one route:
-/// - parsing never panics; a parsed request has 1..=max_entities non-empty keys;
+/// - parsing never panics; a parsed request has 1..=max_entities entities, each with one
+///   non-empty key per service of the route (`keys_per_entity`);
 /// - rewriting it with any well-typed features never panics, and when it succeeds the result
 ///   is JSON that parses again as a request for the same entities, in the same order (the
 ///   model must not lose or reorder entities, and Ferry's own output must stay a valid request).
@@ -302,16 +303,26 @@ pub fn format_target<R>(
     let Ok(req) = parse(data, route) else { return };
     let ids = keys(&req).to_vec();
     assert!(!ids.is_empty(), "parsed a request with no entities");
-    assert!(
-        ids.len() <= route.max_entities as usize,
-        "{} entities over the limit",
+    // One key per service of the route for each entity: the limit is on entities.
+    let per_entity = route.keys_per_entity();
+    assert_eq!(
+        ids.len() % per_entity,
+        0,
+        "{} keys for {per_entity} services per entity",
         ids.len()
+    );
+    let entities = ids.len() / per_entity;
+    assert!(
+        entities <= route.max_entities as usize,
+        "{entities} entities ({} keys) over the limit of {}",
+        ids.len(),
+        route.max_entities
     );
     assert!(
         ids.iter().all(|k| !k.is_empty()),
         "an empty entity key: {ids:?}"
     );
-    let f = features(route, ids.len(), seed(data));
+    let f = features(route, entities, seed(data));
     let Ok(out) = rewrite(req, route, f) else {
         return;
     };
