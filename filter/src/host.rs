@@ -38,7 +38,7 @@ pub trait Host {
     fn route_metadata(&self, key: &str) -> Option<String>;
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing {
     use super::*;
     use std::cell::RefCell;
