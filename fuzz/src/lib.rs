@@ -1,6 +1,8 @@
 //! The fuzz targets as plain functions (`targets`), and what they share: one fixed, valid
 //! registry snapshot with routes per format and policy, synthesized features of the right
-//! types, and the properties every request format must keep (`format_target`).
+//! types, and the properties every request format must keep (`format_target`). `bypass` drives
+//! the whole request state machine and checks that nothing a client chose reaches the model
+//! under a Ferry-owned name.
 //!
 //! Each `fuzz_targets/NAME.rs` only hands libFuzzer's input to `targets::NAME`; the same
 //! functions replay the committed corpus as an ordinary test on stable
@@ -8,6 +10,7 @@
 //! a function in `targets` and an entry in `TARGETS`, a 3-line file in fuzz_targets/, a
 //! `[[bin]]` in Cargo.toml, and a few seeds in corpus/NAME/.
 
+pub mod bypass;
 pub mod targets;
 
 use ferry_filter::config::{Config, Route};
@@ -46,12 +49,15 @@ fn key(join_key: &str, t: ValueType) -> pb::EntityKey {
     }
 }
 
-/// A route on `/NAME`, strict policies, generous limits.
+/// Protected prefix of the snapshot, under which every route lives.
+pub const PROTECTED: &str = "/protected/";
+
+/// A route on `/protected/NAME/`, strict policies, generous limits.
 pub fn route(name: &str, service: &str, format: pb::Format, fields: &[&str]) -> pb::Route {
     pb::Route {
         name: name.into(),
         r#match: Some(pb::RouteMatch {
-            path_prefix: format!("/{name}"),
+            path_prefix: format!("{PROTECTED}{name}/"),
             path_exact: String::new(),
             ..Default::default()
         }),
@@ -72,8 +78,9 @@ pub fn route(name: &str, service: &str, format: pb::Format, fields: &[&str]) -> 
 /// Services: `scoring` (every value type, string key `user_id`), `numeric` (numbers only, for
 /// packed tensors), `pair` (composite key: string `user_id` + int64 `merchant_id`). Routes:
 /// one or more per format, named after it (`kserve_v1*`, `kserve_v2*`, `json*`, `header*`; the
-/// `*_multi` ones also enrich from `pair`, `header_pb` writes a base64 protobuf), and per policy
-/// (`policy_*`, KServe v1).
+/// `*_multi` ones also enrich from `pair`, `header_pb` writes a base64 protobuf,
+/// `header_forward` a custom features header and fails open), and per policy (`policy_*`,
+/// KServe v1). Every route is under the protected prefix.
 pub fn snapshot() -> pb::Snapshot {
     use ValueType as T;
     let scoring = pb::FeatureService {
@@ -167,6 +174,8 @@ pub fn snapshot() -> pb::Snapshot {
         route("policy_null", "scoring", F::KserveV1, &["user_id"]),
         route("policy_default", "scoring", F::KserveV1, &["user_id"]),
         route("policy_stale_reject", "scoring", F::KserveV1, &["user_id"]),
+        route("policy_forward", "scoring", F::KserveV1, &["user_id"]),
+        route("header_forward", "scoring", F::Header, &["user_id"]),
     ];
     for r in &mut routes {
         match r.name.as_str() {
@@ -195,6 +204,15 @@ pub fn snapshot() -> pb::Snapshot {
                 r.on_missing_entity = pb::MissingEntityPolicy::MissingDefault as i32
             }
             "policy_stale_reject" => r.on_stale = pb::StalePolicy::StaleReject as i32,
+            "policy_forward" => {
+                r.on_reader_error = pb::ReaderErrorPolicy::ReaderErrorForward as i32;
+                r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32;
+            }
+            "header_forward" => {
+                r.on_reader_error = pb::ReaderErrorPolicy::ReaderErrorForward as i32;
+                r.features_header = "model-features".into();
+                r.max_header_bytes = 4096;
+            }
             _ => {}
         }
     }
@@ -204,7 +222,7 @@ pub fn snapshot() -> pb::Snapshot {
         reader_cluster: "ferry_reader".into(),
         reader_authority: "ferry-reader".into(),
         near_cache_max_bytes: 1 << 20,
-        protected_paths: vec!["/protected/".into()],
+        protected_paths: vec![PROTECTED.into()],
         services: vec![scoring, numeric, pair],
         routes,
     }

@@ -1,12 +1,14 @@
 //! One function per fuzz target. None may panic on any input; the asserts are properties.
 
+use std::rc::Rc;
+
 use ferry_filter::config::Config;
 use ferry_filter::config::Format;
 use ferry_filter::{enrich, format, header_mode, json_body, kserve_v1, kserve_v2, vector};
 
 use super::{config, features, format_target, routes_named, seed, NOW_US};
 
-thread_local!(static CONFIG: Config = config());
+thread_local!(static CONFIG: Rc<Config> = Rc::new(config()));
 
 /// A fuzz target: any bytes in, a panic on a broken property.
 pub type Target = fn(&[u8]);
@@ -20,6 +22,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("vector_decode", vector_decode),
     ("snapshot", snapshot),
     ("reader_response", reader_response),
+    ("bypass", bypass),
 ];
 
 /// KServe v1 bodies: `kserve_v1::parse`, then `rewrite` with synthesized features.
@@ -166,5 +169,14 @@ pub fn reader_response(data: &[u8]) {
             // nothing may panic whatever the reader sent.
             let _ = enrich::enrich(route, req, &vectors, NOW_US);
         }
+    });
+}
+
+/// The whole request state machine (`HttpFilter` on the in-memory host) through random
+/// headers, data frames, trailers and reader answers: nothing a client chose reaches the model
+/// under a Ferry-owned name (see `bypass`).
+pub fn bypass(data: &[u8]) {
+    CONFIG.with(|c| {
+        super::bypass::run(data, c);
     });
 }
