@@ -10,28 +10,29 @@
 //! prefix is a 404 and an unmatched one outside it passes untouched but for Ferry's headers; a
 //! reader refusal or an unusable answer is never forwarded; one reader call at most.
 //!
-//! - `scenario`: the input decoded into a request and the reader's behaviour.
+//! - `scenario`: the input decoded into a request and the reader's behaviour; `path`, its path.
 //! - `reader`: the fake reader's answer, and what each entity's features must be.
 //! - `expected`: what Ferry must write, from that answer and the route's policies.
 //! - `check`: the owned places of what reached the model.
+//! - `verdict`: the checks of one run, from what the client got or the model received.
 
 mod check;
 mod expected;
+mod path;
 mod reader;
 mod scenario;
+mod verdict;
 
 use std::rc::Rc;
 
-use ferry_filter::config::{Config, Format, HeaderEncoding, OnReaderError};
-use ferry_filter::header_mode::STATUS_HEADER;
+use ferry_filter::config::Config;
 use ferry_filter::host::testing::FakeHost;
 use ferry_filter::http_context::{Action, HttpFilter};
 use ferry_filter::metrics::Metrics;
-use serde_json::Value as Json;
 
-use check::{assert_owned_headers, owned_header, Headers};
+use check::Headers;
 use reader::Answer;
-use scenario::{Bytes, Expect, ReaderPlan, Scenario};
+use scenario::{Bytes, ReaderPlan, Scenario};
 
 /// The token `FakeHost::dispatch` hands out.
 const TOKEN: u32 = 7;
@@ -248,240 +249,6 @@ impl<'a> Run<'a> {
             *self.host().headers.borrow(),
             headers,
             "a second answer changed the headers"
-        );
-    }
-
-    fn check(&self) {
-        assert!(
-            self.host().dispatched.borrow().len() <= 1,
-            "more than one reader call"
-        );
-        if let Some(reply) = self.host().sent.borrow().clone() {
-            return self.check_reply(reply);
-        }
-        if !self.up.released {
-            // Still paused: only while the reader's call is out (Envoy ends it at the timeout).
-            assert!(
-                self.sc.reader == ReaderPlan::Never && !self.host().dispatched.borrow().is_empty(),
-                "the request was neither forwarded nor answered"
-            );
-            assert!(
-                self.sc.expect != Expect::Pass,
-                "an unmatched request was held"
-            );
-            return;
-        }
-        assert_eq!(
-            *self.host().headers.borrow(),
-            self.up.headers,
-            "request headers changed after they went upstream"
-        );
-        match self.sc.expect {
-            Expect::NoRoute => {
-                panic!("a path under the protected prefix that no route matches went upstream")
-            }
-            Expect::Pass => self.check_untouched(),
-            Expect::Route(r) => self.check_route(r),
-        }
-    }
-
-    fn check_reply(&self, (status, headers, body): (u16, Headers, Vec<u8>)) {
-        assert!((400..600).contains(&status), "local reply {status}");
-        let json: Json = serde_json::from_slice(&body).unwrap_or(Json::Null);
-        let code = json["error"].as_str().unwrap_or_else(|| {
-            panic!(
-                "local reply without a JSON error: {}",
-                String::from_utf8_lossy(&body)
-            )
-        });
-        let header = |n: &str| {
-            headers
-                .iter()
-                .find(|(k, _)| k == n)
-                .map(|(_, v)| v.as_str())
-        };
-        assert_eq!(header("content-type"), Some("application/json"));
-        assert_eq!(header("x-ferry-error"), Some(code));
-        match self.sc.expect {
-            Expect::Pass => panic!(
-                "an unmatched path outside the protected prefix was answered {status} {code}"
-            ),
-            Expect::NoRoute => assert_eq!((status, code), (404, "no_route")),
-            Expect::Route(r) => {
-                assert_ne!(
-                    code, "no_route",
-                    "a spelling of route {r}'s path found no route"
-                );
-                assert_eq!(json["route"], self.config.routes[r].name.as_str(), "{json}");
-            }
-        }
-    }
-
-    /// An unmatched request: only Ferry-owned headers were removed.
-    fn check_untouched(&self) {
-        let kept: Headers = self
-            .sc
-            .headers
-            .iter()
-            .filter(|(n, _)| !owned_header(self.config, n))
-            .cloned()
-            .collect();
-        assert_eq!(self.up.headers, kept, "the headers of an unmatched request");
-        assert_eq!(
-            self.up.body, self.sc.body,
-            "the body of an unmatched request"
-        );
-        assert!(self.host().dispatched.borrow().is_empty(), "reader called");
-    }
-
-    fn check_route(&self, r: usize) {
-        let route = &self.config.routes[r];
-        let header_mode = matches!(route.format, Format::Header { .. });
-        if !header_mode && !BODY_METHODS.contains(&self.sc.method.as_str()) {
-            // A GET and the like pass, without a body, and without Ferry's headers.
-            assert!(
-                self.sc.chunks.is_empty() && !self.sc.trailers,
-                "a {} with a body went upstream unenriched",
-                self.sc.method
-            );
-            assert_owned_headers(self.config, &self.up.headers, &[], &[]);
-            return;
-        }
-        match &self.delivered {
-            None => panic!("the request went upstream before the reader answered"),
-            Some(Delivered::Vectors(answer)) => match expected::expected(route, answer) {
-                Err(why) => panic!("the request went upstream although {why}"),
-                Ok(want) => self.check_enriched(r, &want, answer),
-            },
-            Some(Delivered::Failure(plan)) => {
-                let known = known::READER_4XX_WITHOUT_CODE_FAILS_OPEN
-                    && matches!(plan, ReaderPlan::Status(400..=499, None));
-                assert!(
-                    plan.may_fail_open() || known,
-                    "forwarded after the reader's {plan:?} (a refusal or an unusable answer)"
-                );
-                assert!(
-                    route.on_reader_error == OnReaderError::Forward,
-                    "forwarded unenriched on a route that rejects on reader errors"
-                );
-                self.check_degraded(r);
-            }
-        }
-    }
-
-    fn check_enriched(&self, r: usize, want: &expected::Expected, answer: &Answer) {
-        let route = &self.config.routes[r];
-        let summary = want.summary(route);
-        // The features are those of the entities the model sees.
-        let header_mode = matches!(route.format, Format::Header { .. });
-        let doc = if header_mode {
-            Json::Null
-        } else {
-            check::parse_body(&self.up.body)
-        };
-        let asked: Vec<String> = (0..want.entities.len())
-            .flat_map(|j| answer.asked.iter().map(move |(_, keys)| keys[j].clone()))
-            .collect();
-        let seen = check::model_keys(route, &self.up.headers, &doc);
-        assert_eq!(
-            seen, asked,
-            "the model sees other entities than Ferry looked up"
-        );
-        let Format::Header {
-            features_header,
-            encoding,
-            ..
-        } = &route.format
-        else {
-            assert_owned_headers(self.config, &self.up.headers, &summary, &[]);
-            self.assert_content_length();
-            check::check_enriched_body(route, want, &doc);
-            return;
-        };
-        let features = |v: &str| check::check_features_header(route, want, v);
-        let statuses = want.entities[0].statuses(route);
-        let status = |v: &str| {
-            let got: Json = serde_json::from_str(v).unwrap_or(Json::Null);
-            assert!(
-                expected::same(&got, &statuses),
-                "{STATUS_HEADER}: {v}, want {statuses}"
-            );
-        };
-        let mut checked: Vec<check::ValueCheck<'_>> = vec![(features_header, &features)];
-        let some_not_present = statuses.as_object().is_some_and(|m| !m.is_empty());
-        if *encoding == HeaderEncoding::Json && some_not_present {
-            checked.push((STATUS_HEADER, &status));
-        }
-        assert_owned_headers(self.config, &self.up.headers, &summary, &checked);
-    }
-
-    fn check_degraded(&self, r: usize) {
-        let route = &self.config.routes[r];
-        let code = self
-            .up
-            .headers
-            .iter()
-            .find(|(n, _)| n == "x-ferry-error")
-            .map(|(_, v)| v.clone())
-            .unwrap_or_default();
-        assert!(
-            READER_FAILURES.contains(&code.as_str()),
-            "x-ferry-error {code:?}"
-        );
-        let want = vec![
-            ("x-ferry-service".to_string(), route.services_label.clone()),
-            ("x-ferry-status".to_string(), "degraded".to_string()),
-            ("x-ferry-error".to_string(), code),
-        ];
-        assert_owned_headers(self.config, &self.up.headers, &want, &[]);
-        if matches!(route.format, Format::Header { .. }) {
-            return;
-        }
-        self.assert_content_length();
-        let doc: Json = serde_json::from_slice(&self.up.body).unwrap_or(Json::Null);
-        let forged = check::owned_places(route, &doc);
-        if !forged.is_empty() && known::DEGRADED_BODY_KEEPS_CLIENT_FIELDS {
-            return;
-        }
-        assert!(
-            forged.is_empty(),
-            "forwarded unenriched ({}) with the client's values under Ferry's names: {forged:?}",
-            route.name
-        );
-    }
-
-    fn outcome(&self) -> String {
-        let what = if let Some((status, _, body)) = self.host().sent.borrow().as_ref() {
-            let json: Json = serde_json::from_slice(body).unwrap_or(Json::Null);
-            format!("answered {status} {}", json["error"].as_str().unwrap_or(""))
-        } else if !self.up.released {
-            "held (the reader never answered)".to_string()
-        } else if self
-            .up
-            .headers
-            .iter()
-            .any(|(n, v)| n == "x-ferry-status" && v == "degraded")
-        {
-            "forwarded degraded".to_string()
-        } else if self.up.headers.iter().any(|(n, _)| n == "x-ferry-status") {
-            "forwarded enriched".to_string()
-        } else {
-            "passed".to_string()
-        };
-        let on = match self.sc.expect {
-            Expect::Route(r) => self.config.routes[r].name.as_str(),
-            Expect::NoRoute => "no route",
-            Expect::Pass => "no route, unprotected",
-        };
-        format!("{what} on {on}: {}", self.context())
-    }
-
-    fn assert_content_length(&self) {
-        let cl = self.up.headers.iter().find(|(n, _)| n == "content-length");
-        assert_eq!(
-            cl.map(|(_, v)| v.as_str()),
-            Some(self.up.body.len().to_string().as_str()),
-            "content-length of the forwarded body"
         );
     }
 }
