@@ -1,16 +1,27 @@
 #!/usr/bin/env bash
 # `make fuzz`: coverage-guided fuzzing (cargo fuzz / libFuzzer, ASan) of the filter's request
-# parsers and rewriters, vector decoder, snapshot decoder and reader-answer handling, each target
-# for FUZZ_SECONDS (default 60). Installs what is missing: a nightly toolchain (minimal) and
+# parsers and rewriters, vector decoder, snapshot decoder, reader-answer handling and whole
+# request state machine (bypass), one target at a time, each for FUZZ_SECONDS (default 60) or
+# FUZZ_RUNS executions. Installs what is missing: a nightly toolchain (minimal) and
 # cargo-fuzz. Seeds are read from fuzz/corpus/TARGET (committed, small); what the fuzzer finds
 # goes to fuzz/generated/TARGET (ignored by git). Crashes land in fuzz/artifacts/TARGET: the run
 # then fails and names them (reproduce with `cargo +nightly fuzz run TARGET FILE`).
 #   FUZZ_SECONDS=300 make fuzz            # longer
 #   FUZZ_TARGETS="kserve_v1 json" make fuzz
+#   FUZZ_RUNS=1000000 make fuzz           # this many executions per target (and no time limit
+#                                         # unless FUZZ_SECONDS is set too)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECONDS_EACH=${FUZZ_SECONDS:-60}
+if [ -n "${FUZZ_RUNS:-}" ]; then
+  limits=(-runs="$FUZZ_RUNS")
+  [ -n "${FUZZ_SECONDS:-}" ] && limits+=(-max_total_time="$SECONDS_EACH")
+  budget="$FUZZ_RUNS runs"
+else
+  limits=(-max_total_time="$SECONDS_EACH")
+  budget="${SECONDS_EACH}s"
+fi
 
 if ! rustup toolchain list | grep -q '^nightly'; then
   echo "fuzz: installing the nightly toolchain (minimal profile)"
@@ -27,18 +38,20 @@ cargo +nightly fuzz build
 
 mkdir -p fuzz/logs
 failed=()
-printf '%-18s %12s %10s %8s\n' target executions exec/s crashes > fuzz/logs/summary.txt
+printf '%-18s %12s %10s %8s %8s\n' target executions exec/s seconds crashes > fuzz/logs/summary.txt
 for t in $targets; do
-  echo "== fuzzing $t for ${SECONDS_EACH}s"
+  echo "== fuzzing $t for $budget"
   mkdir -p "fuzz/generated/$t" "fuzz/corpus/$t"
   status=0
+  started=$SECONDS
   cargo +nightly fuzz run "$t" "fuzz/generated/$t" "fuzz/corpus/$t" -- \
-    -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    "${limits[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     > "fuzz/logs/$t.log" 2>&1 || status=$?
+  took=$((SECONDS - started))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "fuzz/logs/$t.log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "fuzz/logs/$t.log" | tail -1)
   crashes=$(find "fuzz/artifacts/$t" -type f 2>/dev/null | wc -l)
-  printf '%-18s %12s %10s %8s\n' "$t" "${execs:-?}" "${rate:-?}" "$crashes" | tee -a fuzz/logs/summary.txt
+  printf '%-18s %12s %10s %8s %8s\n' "$t" "${execs:-?}" "${rate:-?}" "$took" "$crashes" | tee -a fuzz/logs/summary.txt
   if [ "$status" -ne 0 ] || [ "$crashes" -gt 0 ]; then
     failed+=("$t")
     grep -E -A25 '^==[0-9]+==|panicked at|SUMMARY' "fuzz/logs/$t.log" | head -40 >&2 || true
