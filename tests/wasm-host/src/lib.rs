@@ -617,6 +617,10 @@ impl Stream {
         action
     }
 
+    /// Delivers the request trailers, which end the request (the last data frame was sent
+    /// without end_of_stream). As in Envoy, Continue sends on whatever the filter still held
+    /// (the headers, if paused, and the buffered body) with the trailers; Pause holds it all
+    /// until the filter resumes the stream.
     pub fn request_trailers<K: AsRef<str>, V: AsRef<[u8]>>(&self, trailers: &[(K, V)]) -> Action {
         let mut vm = self.vm.borrow_mut();
         let id = self.id;
@@ -625,11 +629,29 @@ impl Stream {
             return Action::Pause;
         }
         s.request.trailers = lowercase_pairs(trailers);
+        s.request.end_of_stream = true;
         let n = trailers.len() as i32;
         let raw = vm.call("proxy_on_request_trailers", id, |e, s| {
             e.on_request_trailers.call(s, (id as i32, n))
         });
-        to_action("proxy_on_request_trailers", raw)
+        let action = to_action("proxy_on_request_trailers", raw);
+        let d = &mut vm.stream(id).request;
+        match action {
+            Action::Continue => d.forward(),
+            Action::Pause => d.paused = true,
+        }
+        action
+    }
+
+    /// The request trailers as the filter left them.
+    pub fn request_trailer_map(&self) -> Vec<(String, String)> {
+        self.with(|s| {
+            s.request
+                .trailers
+                .iter()
+                .map(|(k, v)| (k.clone(), String::from_utf8_lossy(v).into_owned()))
+                .collect()
+        })
     }
 
     /// Answers the dispatched call `token` (made by this stream) with a response.

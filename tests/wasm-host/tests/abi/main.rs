@@ -14,3 +14,4 @@ mod kserve_v2;
 mod routing;
 mod support;
 mod sweep;
+mod trailers;
