@@ -7,8 +7,9 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
-use ferry_filter::config::{Config, Route};
-use ferry_filter::{enrich, kserve_v1, vector};
+use ferry_core::config::{Config, Route};
+use ferry_core::format::kserve_v1;
+use ferry_core::{enrich, vector};
 use ferry_protos::v1 as pb;
 use prost::Message;
 

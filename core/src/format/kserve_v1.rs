@@ -8,9 +8,11 @@
 
 use serde_json::{Map, Value as Json};
 
+use super::document::{self, shape};
+use super::entity;
+use super::metadata::METADATA_FIELD;
 use crate::config::Route;
 use crate::error::FerryError;
-use crate::format::{self, shape, METADATA_FIELD};
 use crate::values;
 use crate::vector::{EntityFeatures, FeatureStatus};
 
@@ -23,7 +25,7 @@ pub struct ParsedRequest {
 }
 
 pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
-    let Json::Object(doc) = format::parse_json(body)? else {
+    let Json::Object(doc) = document::parse_json(body)? else {
         return Err(shape(
             "the body must be a JSON object with an \"instances\" array",
         ));
@@ -33,13 +35,13 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
         Some(_) => return Err(shape("\"instances\" must be an array of objects")),
         None => return Err(shape("the body has no \"instances\" array (KServe v1)")),
     };
-    format::check_count(instances.len(), route)?;
+    entity::check_count(instances.len(), route)?;
     let mut keys = Vec::with_capacity(instances.len() * route.parts.len());
     for (index, inst) in instances.iter().enumerate() {
         let Json::Object(inst) = inst else {
             return Err(shape(&format!("instances[{index}] must be a JSON object")));
         };
-        format::keys_of_object(inst, route, &format!("instances[{index}]"), &mut keys)?;
+        entity::keys_of_object(inst, route, &format!("instances[{index}]"), &mut keys)?;
     }
     Ok(ParsedRequest {
         doc,

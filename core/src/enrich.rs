@@ -283,7 +283,9 @@ mod tests {
 
     fn run(c: &Config, body: &str, vectors: Vec<Vec<u8>>) -> Result<(Json, Headers), FerryError> {
         let r = &c.routes[0];
-        let req: ParsedRequest = crate::kserve_v1::parse(body.as_bytes(), r).unwrap().into();
+        let req: ParsedRequest = crate::format::kserve_v1::parse(body.as_bytes(), r)
+            .unwrap()
+            .into();
         let n = req.keys().len();
         let e = enrich(r, req, &reader_vectors(&response(vectors), &[n])?, NOW)?;
         Ok((

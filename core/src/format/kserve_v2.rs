@@ -8,9 +8,11 @@
 use ferry_protos::v1::ValueType;
 use serde_json::{json, Map, Value as Json};
 
-use crate::config::{Format, KeyKind, Route};
+use super::document::{self, shape};
+use super::entity;
+use super::metadata;
+use crate::config::{KeyKind, Route};
 use crate::error::FerryError;
-use crate::format::{self, shape};
 use crate::values;
 use crate::vector::EntityFeatures;
 
@@ -24,7 +26,7 @@ pub struct ParsedRequest {
 }
 
 pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
-    let Json::Object(doc) = format::parse_json(body)? else {
+    let Json::Object(doc) = document::parse_json(body)? else {
         return Err(shape(
             "the body must be a JSON object with an \"inputs\" array (Open Inference Protocol)",
         ));
@@ -119,7 +121,7 @@ fn id_column(
         [n] | [n, 1] => usize::try_from(*n).unwrap_or(usize::MAX),
         _ => return Err(bad(format!("shape must be [N] or [N, 1], got {dims:?}"))),
     };
-    format::check_count(n, route)?;
+    entity::check_count(n, route)?;
     let data = t
         .get("data")
         .and_then(Json::as_array)
@@ -138,7 +140,7 @@ fn id_column(
     flat.iter()
         .enumerate()
         .map(|(i, v)| {
-            format::entity_part(v, kind).map_err(|reason| FerryError::InvalidEntityId {
+            entity::entity_part(v, kind).map_err(|reason| FerryError::InvalidEntityId {
                 place: format!("input tensor '{name}'[{i}]"),
                 reason,
             })
@@ -178,12 +180,13 @@ fn as_number(v: &Json) -> Json {
 pub fn rewrite(
     mut req: ParsedRequest,
     route: &Route,
+    packed: bool,
     features: Vec<EntityFeatures>,
 ) -> Result<Vec<u8>, FerryError> {
     let n = features.len();
     let types: Vec<ValueType> = route.features().map(|f| f.value_type).collect();
     let mut tensors = Vec::new();
-    if matches!(route.format, Format::KserveV2 { packed: true }) {
+    if packed {
         let data: Vec<Json> = features
             .iter()
             .flat_map(|f| f.values.iter().map(|v| as_number(&values::to_json(v))))
@@ -227,7 +230,7 @@ pub fn rewrite(
     }
     let statuses: Vec<Json> = features
         .iter()
-        .map(|f| Json::Object(format::not_present(route, f)))
+        .map(|f| Json::Object(metadata::not_present(route, f)))
         .collect();
     if let Some(Json::Array(inputs)) = req.doc.get_mut("inputs") {
         let ours = |t: &Json| {
@@ -259,7 +262,7 @@ pub fn rewrite(
             Json::from(Json::Array(statuses).to_string()),
         );
     }
-    format::write_document(&Json::Object(req.doc))
+    document::write_document(&Json::Object(req.doc))
 }
 
 #[cfg(test)]
@@ -349,9 +352,11 @@ mod tests {
         let body = br#"{"id":"r1","inputs":[{"name":"user_id","shape":[2],"datatype":"BYTES","data":["u1","u2"]},
             {"name":"profile__age","shape":[2],"datatype":"INT64","data":[99,99]}]}"#;
         let req = parse(body, r).unwrap();
+        let packed = matches!(r.format, crate::config::Format::KserveV2 { packed: true });
         let out = rewrite(
             req,
             r,
+            packed,
             vec![
                 feats(json!(30), json!(0.5), json!(2)),
                 feats(Json::Null, Json::Null, json!(7)),
@@ -393,9 +398,11 @@ mod tests {
             r,
         )
         .unwrap();
+        let packed = matches!(r.format, crate::config::Format::KserveV2 { packed: true });
         let out = rewrite(
             req,
             r,
+            packed,
             vec![
                 feats(json!(30), json!(0.5), json!(2)),
                 feats(Json::Null, json!(1.5), json!(7)),

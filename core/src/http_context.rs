@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::config::{Config, Format, OnReaderError, Route};
 use crate::enrich;
 use crate::error::FerryError;
+use crate::format::header;
 use crate::format::{self, ParsedRequest};
-use crate::header_mode;
 use crate::host::Host;
 use crate::metrics::{Metric, Metrics};
 use crate::near_cache;
@@ -143,7 +143,7 @@ impl<H: Host> HttpFilter<H> {
         let route = &config.routes[index];
         if let Format::Header { .. } = &route.format {
             let count = |n: &str| names.iter().filter(|x| x.as_str() == n).count();
-            let parsed = header_mode::parse(|n| self.host.request_header(n), count, route);
+            let parsed = header::parse(|n| self.host.request_header(n), count, route);
             return match parsed {
                 Ok(r) => self.lookup(
                     &config,
