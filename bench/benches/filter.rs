@@ -162,7 +162,7 @@ fn parse_and_rewrite(c: &mut Criterion) {
                 || {
                     let features: Result<Vec<_>, _> = vectors
                         .iter()
-                        .map(|v| vector::decode(v, &route.service, "u", NOW_US))
+                        .map(|v| vector::decode(v, &route.service(), "u", NOW_US))
                         .collect();
                     (
                         kserve_v1::parse(body, route).map_err(|e| e.code()),

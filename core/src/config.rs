@@ -6,6 +6,8 @@ use std::rc::Rc;
 
 use ferry_protos::limits;
 use ferry_protos::v1 as pb;
+
+use crate::rules;
 use prost::Message;
 
 use crate::values;
@@ -232,11 +234,7 @@ pub struct RoutePart {
 pub struct Route {
     pub name: String,
     pub conditions: RouteConditions,
-    /// The main service (`parts[0]`).
-    pub service: Rc<Service>,
     pub format: Format,
-    /// Request field of each join key of the main service, in its entity key order.
-    pub entity_fields: Vec<String>,
     /// Every service the route enriches from: the main one, then the extra services. Each
     /// entity is one lookup per part, all in the same reader call; an entity's features are
     /// the parts' features one after the other.
@@ -267,11 +265,14 @@ impl Route {
         self.parts.len().max(1)
     }
 
+    /// The main service (the route's `service`).
+    pub fn service(&self) -> &Service {
+        &self.parts[0].service
+    }
+
     /// The service key `j` of a request is looked up in (`j % keys_per_entity()`).
     pub fn service_of_key(&self, j: usize) -> &Service {
-        self.parts
-            .get(j % self.keys_per_entity())
-            .map_or(&self.service, |p| &p.service)
+        &self.parts[j % self.keys_per_entity()].service
     }
 
     /// Every feature of an entity's flattened vector, in order, over all parts.
@@ -540,170 +541,20 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
 
 fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
     let ctx = format!("route '{}'", r.name);
-    let find = |name: &str| {
-        services
-            .iter()
-            .find(|s| s.name == name)
-            .cloned()
-            .ok_or_else(|| ConfigError(format!("{ctx}: unknown service '{name}'")))
-    };
-    let service = find(&r.service)?;
-    let mut parts = vec![RoutePart {
-        service: service.clone(),
-        entity_fields: r.entity_fields.clone(),
-    }];
-    for extra in &r.extra_services {
-        let s = find(&extra.service)?;
-        if parts.iter().any(|p| p.service.name == s.name) {
-            return err(format!("{ctx}: service '{}' is used twice", s.name));
-        }
-        parts.push(RoutePart {
-            service: s,
-            entity_fields: extra.entity_fields.clone(),
-        });
-    }
-    let conditions = conditions(r.r#match.unwrap_or_default(), &ctx)?;
-    let format = match pb::Format::try_from(r.format) {
-        Ok(pb::Format::KserveV1) => Format::KserveV1,
-        Ok(pb::Format::KserveV2) => {
-            let numeric = |t: pb::ValueType| {
-                use pb::ValueType as T;
-                matches!(t, T::Int32 | T::Int64 | T::Float32 | T::Float64 | T::Bool)
-            };
-            let all_numeric = parts
-                .iter()
-                .flat_map(|p| p.service.views.iter().flat_map(|v| &v.features))
-                .all(|f| numeric(f.value_type));
-            if r.packed && !all_numeric {
-                return err(format!(
-                    "{ctx}: a packed tensor holds numeric features only"
-                ));
-            }
-            Format::KserveV2 { packed: r.packed }
-        }
-        Ok(pb::Format::Json) => {
-            for p in [&r.entity_pointer, &r.inject_pointer] {
-                if !(p.is_empty() || p.starts_with('/')) {
-                    return err(format!(
-                        "{ctx}: '{p}' is not a JSON pointer (\"\" or starting with /)"
-                    ));
-                }
-            }
-            Format::Json {
-                entity_pointer: r.entity_pointer.clone(),
-                inject_pointer: r.inject_pointer.clone(),
-            }
-        }
-        Ok(pb::Format::Header) => {
-            let name = if r.features_header.is_empty() {
-                "x-ferry-features".to_string()
-            } else {
-                r.features_header.to_ascii_lowercase()
-            };
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
-                return err(format!(
-                    "{ctx}: features_header '{name}' is not a header name"
-                ));
-            }
-            let max_header_bytes = if r.max_header_bytes == 0 {
-                8192
-            } else {
-                r.max_header_bytes
-            };
-            let encoding = match pb::FeaturesEncoding::try_from(r.features_encoding) {
-                Ok(pb::FeaturesEncoding::Unspecified | pb::FeaturesEncoding::Json) => {
-                    HeaderEncoding::Json
-                }
-                Ok(pb::FeaturesEncoding::ProtobufBase64) => HeaderEncoding::ProtobufBase64,
-                Err(_) => {
-                    return err(format!(
-                        "{ctx}: unknown features_encoding {}",
-                        r.features_encoding
-                    ))
-                }
-            };
-            Format::Header {
-                features_header: name,
-                max_header_bytes,
-                encoding,
-            }
-        }
-        Ok(other) => {
-            return err(format!(
-                "{ctx}: format {other:?} is not supported by this filter"
-            ))
-        }
-        Err(_) => return err(format!("{ctx}: unknown format {}", r.format)),
-    };
-    for p in &parts {
-        if p.entity_fields.len() != p.service.entity_keys.len() {
-            return err(format!(
-                "{ctx}: {} entity field(s) for {} join key(s) of service '{}'",
-                p.entity_fields.len(),
-                p.service.entity_keys.len(),
-                p.service.name
-            ));
-        }
-    }
+    let wrap = |e: String| ConfigError(format!("{ctx}: {e}"));
+    let parts = route_parts(&r, services).map_err(wrap)?;
+    let conditions = conditions(r.r#match.clone().unwrap_or_default(), &ctx)?;
+    let format = route_format(&r, &parts).map_err(wrap)?;
     let short = match pb::FeatureNames::try_from(r.feature_names) {
         Ok(pb::FeatureNames::Full) => false,
         Ok(pb::FeatureNames::Short) => true,
         _ => return err(format!("{ctx}: feature_names must be full or short")),
     };
-    let feature_count = parts.iter().map(|p| p.service.feature_count).sum();
-    let mut output_names: Vec<String> = Vec::with_capacity(feature_count);
-    for v in parts.iter().flat_map(|p| &p.service.views) {
-        for f in &v.features {
-            let name = if short {
-                f.name.clone()
-            } else {
-                format!("{}__{}", v.name, f.name)
-            };
-            if output_names.contains(&name) {
-                return err(format!("{ctx}: feature name '{name}' appears twice"));
-            }
-            output_names.push(name);
-        }
-    }
-    let on_missing = match pb::MissingEntityPolicy::try_from(r.on_missing_entity) {
-        Ok(pb::MissingEntityPolicy::MissingReject) => OnMissing::Reject,
-        Ok(pb::MissingEntityPolicy::MissingNull) => OnMissing::Null,
-        Ok(pb::MissingEntityPolicy::MissingDefault) => OnMissing::Default,
-        _ => return err(format!("{ctx}: on_missing_entity is not set")),
-    };
-    let on_stale = match pb::StalePolicy::try_from(r.on_stale) {
-        Ok(pb::StalePolicy::StaleNull) => OnStale::Null,
-        Ok(pb::StalePolicy::StaleReject) => OnStale::Reject,
-        _ => return err(format!("{ctx}: on_stale is not set")),
-    };
-    let on_reader_error = match pb::ReaderErrorPolicy::try_from(r.on_reader_error) {
-        Ok(pb::ReaderErrorPolicy::ReaderErrorReject) => OnReaderError::Reject,
-        Ok(pb::ReaderErrorPolicy::ReaderErrorForward) => OnReaderError::Forward,
-        _ => return err(format!("{ctx}: on_reader_error is not set")),
-    };
-    if r.max_body_bytes == 0 || r.max_entities == 0 || r.reader_timeout_ms == 0 {
-        return err(format!(
-            "{ctx}: max_body_bytes, max_entities and reader_timeout_ms must be > 0"
-        ));
-    }
-    // The bounds `ferry apply` enforces too (ferry_protos::limits): one reader call holds every
-    // key of a request, and the reader takes every call within them.
-    if r.max_body_bytes > limits::MAX_ROUTE_BODY_BYTES {
-        return err(format!(
-            "{ctx}: max_body_bytes {} is over {}",
-            r.max_body_bytes,
-            limits::MAX_ROUTE_BODY_BYTES
-        ));
-    }
-    let keys = u64::from(r.max_entities) * parts.len() as u64;
-    if keys > u64::from(limits::MAX_KEYS_PER_CALL) {
-        return err(format!(
-            "{ctx}: max_entities {} × {} services = {keys} keys in one reader call, over {}",
-            r.max_entities,
-            parts.len(),
-            limits::MAX_KEYS_PER_CALL
-        ));
-    }
+    let output_names = output_names(&parts, short).map_err(wrap)?;
+    let (on_missing, on_stale, on_reader_error) = policies(&r).map_err(wrap)?;
+    let bounded = |b: &rules::Bound, v: u32| b.snapshot_value(v).map_err(wrap);
+    let max_entities = bounded(&rules::MAX_ENTITIES, r.max_entities)?;
+    rules::keys_per_call(max_entities, parts.len()).map_err(wrap)?;
     let output_keys = output_names
         .iter()
         .map(|name| {
@@ -720,28 +571,139 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
             .collect::<Vec<_>>()
             .join(",")
     };
-    let services_label = label(&|s| s.name.as_str());
-    let fingerprints_label = label(&|s| s.fingerprint_hex.as_str());
     Ok(Route {
+        services_label: label(&|s| s.name.as_str()),
+        fingerprints_label: label(&|s| s.fingerprint_hex.as_str()),
+        feature_count: output_names.len(),
         name: r.name,
         conditions,
-        service,
         format,
-        entity_fields: r.entity_fields,
         parts,
-        services_label,
-        fingerprints_label,
-        feature_count,
         output_names,
         output_keys,
         on_missing,
         on_stale,
         on_reader_error,
-        max_body_bytes: r.max_body_bytes,
-        max_entities: r.max_entities,
-        reader_timeout_ms: r.reader_timeout_ms,
-        cache_max_age_ms: r.cache_max_age_ms,
+        max_body_bytes: bounded(&rules::MAX_BODY_BYTES, r.max_body_bytes)?,
+        max_entities,
+        reader_timeout_ms: bounded(&rules::READER_TIMEOUT_MS, r.reader_timeout_ms)?,
+        cache_max_age_ms: bounded(&rules::CACHE_MAX_AGE_MS, r.cache_max_age_ms)?,
     })
+}
+
+/// The main service, then the extra ones, each with the request fields of its join keys.
+fn route_parts(r: &pb::Route, services: &[Rc<Service>]) -> Result<Vec<RoutePart>, String> {
+    let find = |name: &str| {
+        services
+            .iter()
+            .find(|s| s.name == name)
+            .cloned()
+            .ok_or_else(|| format!("unknown service '{name}'"))
+    };
+    let main = (&r.service, &r.entity_fields);
+    let extras = r
+        .extra_services
+        .iter()
+        .map(|e| (&e.service, &e.entity_fields));
+    let mut parts: Vec<RoutePart> = Vec::with_capacity(1 + r.extra_services.len());
+    for (name, fields) in std::iter::once(main).chain(extras) {
+        let service = find(name)?;
+        if parts.iter().any(|p| p.service.name == service.name) {
+            return Err(format!("service '{name}' is used twice"));
+        }
+        let join_keys: Vec<&str> = service
+            .entity_keys
+            .iter()
+            .map(|k| k.join_key.as_str())
+            .collect();
+        rules::entity_fields(fields.len(), name, &join_keys)?;
+        parts.push(RoutePart {
+            service,
+            entity_fields: fields.clone(),
+        });
+    }
+    Ok(parts)
+}
+
+/// The route's format with its options, checked against its services.
+fn route_format(r: &pb::Route, parts: &[RoutePart]) -> Result<Format, String> {
+    Ok(match pb::Format::try_from(r.format) {
+        Ok(pb::Format::KserveV1) => Format::KserveV1,
+        Ok(pb::Format::KserveV2) => {
+            if r.packed {
+                for v in parts.iter().flat_map(|p| &p.service.views) {
+                    for f in &v.features {
+                        rules::packable(&v.name, &f.name, f.value_type)?;
+                    }
+                }
+            }
+            Format::KserveV2 { packed: r.packed }
+        }
+        Ok(pb::Format::Json) => {
+            rules::json_pointer("entity_pointer", &r.entity_pointer)?;
+            rules::json_pointer("inject_pointer", &r.inject_pointer)?;
+            Format::Json {
+                entity_pointer: r.entity_pointer.clone(),
+                inject_pointer: r.inject_pointer.clone(),
+            }
+        }
+        Ok(pb::Format::Header) => {
+            let named = (!r.features_header.is_empty()).then_some(r.features_header.as_str());
+            let max_header_bytes = match r.max_header_bytes {
+                0 => rules::MAX_HEADER_BYTES.default,
+                v => rules::MAX_HEADER_BYTES.snapshot_value(v)?,
+            };
+            let encoding = match pb::FeaturesEncoding::try_from(r.features_encoding) {
+                Ok(pb::FeaturesEncoding::Unspecified | pb::FeaturesEncoding::Json) => {
+                    HeaderEncoding::Json
+                }
+                Ok(pb::FeaturesEncoding::ProtobufBase64) => HeaderEncoding::ProtobufBase64,
+                Err(_) => return Err(format!("unknown features_encoding {}", r.features_encoding)),
+            };
+            Format::Header {
+                features_header: rules::features_header(named)?,
+                max_header_bytes,
+                encoding,
+            }
+        }
+        Ok(other) => return Err(format!("format {other:?} is not supported by this filter")),
+        Err(_) => return Err(format!("unknown format {}", r.format)),
+    })
+}
+
+/// The output name of every feature over all parts, by the shared rule.
+fn output_names(parts: &[RoutePart], short: bool) -> Result<Vec<String>, String> {
+    let entity_fields: Vec<&str> = parts
+        .iter()
+        .flat_map(|p| p.entity_fields.iter().map(String::as_str))
+        .collect();
+    let mut names = rules::OutputNames::default();
+    for v in parts.iter().flat_map(|p| &p.service.views) {
+        for f in &v.features {
+            names.add(&v.name, &f.name, short, &entity_fields)?;
+        }
+    }
+    Ok(names.names)
+}
+
+fn policies(r: &pb::Route) -> Result<(OnMissing, OnStale, OnReaderError), String> {
+    let on_missing = match pb::MissingEntityPolicy::try_from(r.on_missing_entity) {
+        Ok(pb::MissingEntityPolicy::MissingReject) => OnMissing::Reject,
+        Ok(pb::MissingEntityPolicy::MissingNull) => OnMissing::Null,
+        Ok(pb::MissingEntityPolicy::MissingDefault) => OnMissing::Default,
+        _ => return Err("on_missing_entity is not set".into()),
+    };
+    let on_stale = match pb::StalePolicy::try_from(r.on_stale) {
+        Ok(pb::StalePolicy::StaleNull) => OnStale::Null,
+        Ok(pb::StalePolicy::StaleReject) => OnStale::Reject,
+        _ => return Err("on_stale is not set".into()),
+    };
+    let on_reader_error = match pb::ReaderErrorPolicy::try_from(r.on_reader_error) {
+        Ok(pb::ReaderErrorPolicy::ReaderErrorReject) => OnReaderError::Reject,
+        Ok(pb::ReaderErrorPolicy::ReaderErrorForward) => OnReaderError::Forward,
+        _ => return Err("on_reader_error is not set".into()),
+    };
+    Ok((on_missing, on_stale, on_reader_error))
 }
 
 /// A small valid snapshot for the unit tests of every module.
@@ -846,14 +808,14 @@ mod tests {
             r.output_names,
             ["profile__age", "profile__score", "txn__count"]
         );
-        assert_eq!(r.service.feature_count, 3);
-        assert_eq!(r.service.views[1].ttl_us, Some(DAY * 1_000_000));
-        assert_eq!(r.service.views[0].ttl_us, None);
+        assert_eq!(r.service().feature_count, 3);
+        assert_eq!(r.service().views[1].ttl_us, Some(DAY * 1_000_000));
+        assert_eq!(r.service().views[0].ttl_us, None);
         assert_eq!(
-            r.service.views[0].features[0].default,
+            r.service().views[0].features[0].default,
             Some(pb::value::Kind::Int64Val(-1))
         );
-        assert_eq!(r.service.fingerprint_hex, "123456789abcdef0");
+        assert_eq!(r.service().fingerprint_hex, "123456789abcdef0");
     }
 
     #[test]
@@ -1019,7 +981,7 @@ mod tests {
         );
         refuse(
             &|s| s.routes[0].entity_fields.clear(),
-            "0 entity field(s) for 1 join key(s)",
+            "entity names 0 field(s) but feature service 'scoring' has 1 entity key(s)",
         );
         refuse(&|s| s.routes[0].format = 99, "unknown format 99");
         refuse(
@@ -1048,7 +1010,7 @@ mod tests {
                 s.routes[0].feature_names = pb::FeatureNames::Short as i32;
                 s.services[0].views[1].features[0].name = "age".into();
             },
-            "'age' appears twice",
+            "feature name 'age' is given by views 'profile' and 'txn'",
         );
         assert!(Config::from_bytes(b"\xff\xff garbage").is_err());
     }

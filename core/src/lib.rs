@@ -7,6 +7,7 @@
 //! - [`vector`], [`values`]: decoding stored vectors, TTL and fingerprint checks, typed values.
 //! - [`enrich`]: the reader call and its answer, features per entity, the rewrite.
 //! - [`http_context`]: one request's state machine over the [`host::Host`] seam.
+//! - [`rules`]: a route's rules, each written once, for the filter and `ferry apply`.
 //! - [`near_cache`], [`metrics`], [`error`]: the near cache's layout, stats, and every error
 //!   with its status and code.
 
@@ -18,5 +19,6 @@ pub mod host;
 pub mod http_context;
 pub mod metrics;
 pub mod near_cache;
+pub mod rules;
 pub mod values;
 pub mod vector;

@@ -124,11 +124,11 @@ pub fn snapshot(data: &[u8]) {
     for r in &c.routes {
         assert_eq!(
             r.output_names.len(),
-            r.service.feature_count,
+            r.service().feature_count,
             "route '{}'",
             r.name
         );
-        assert_eq!(r.entity_fields.len(), r.service.entity_keys.len());
+        assert_eq!(r.entity_fields.len(), r.service().entity_keys.len());
     }
     for path in ["/", "/v1/models/x:predict?a=b", ""] {
         let _ = c.match_route(path, &|_| None);
