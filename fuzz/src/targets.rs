@@ -70,7 +70,10 @@ pub fn header(data: &[u8]) {
         for i in routes_named(c, "header") {
             let route = &c.routes[i];
             let lookup = |name: &str| {
-                let at = route.entity_fields.iter().position(|f| f == name)?;
+                let at = route.parts[0]
+                    .entity_fields
+                    .iter()
+                    .position(|f| f == name)?;
                 lines.get(at).map(|l| l.to_string())
             };
             let Ok(req) = header::parse(lookup, |_| 1, route) else {
@@ -107,7 +110,7 @@ pub fn header(data: &[u8]) {
 pub fn vector_decode(data: &[u8]) {
     CONFIG.with(|c| {
         for route in &c.routes {
-            let service = &route.service;
+            let service = route.service();
             if let Ok(f) = vector::decode(data, service, "u1", NOW_US) {
                 assert_eq!(f.values.len(), service.feature_count);
                 assert_eq!(f.statuses.len(), service.feature_count);
@@ -128,7 +131,10 @@ pub fn snapshot(data: &[u8]) {
             "route '{}'",
             r.name
         );
-        assert_eq!(r.entity_fields.len(), r.service().entity_keys.len());
+        assert_eq!(
+            r.parts[0].entity_fields.len(),
+            r.service().entity_keys.len()
+        );
     }
     for path in ["/", "/v1/models/x:predict?a=b", ""] {
         let _ = c.match_route(path, &|_| None);

@@ -16,13 +16,18 @@ use crate::vector::EntityFeatures;
 
 #[derive(Debug)]
 pub struct ParsedRequest {
+    /// How the client spelled numbers the reader respells (see `document`).
+    spellings: document::Spellings,
     doc: Json,
     pub keys: Vec<String>,
 }
 
 /// The entities at `at` (the route's `entity_pointer`).
 pub fn parse(body: &[u8], route: &Route, at: &str) -> Result<ParsedRequest, FerryError> {
-    let doc = document::parse_json(body)?;
+    let document::Document {
+        json: doc,
+        spellings,
+    } = document::parse_json(body)?;
     let target = doc
         .pointer(at)
         .ok_or_else(|| shape(&format!("nothing at JSON pointer '{at}'")))?;
@@ -53,7 +58,11 @@ pub fn parse(body: &[u8], route: &Route, at: &str) -> Result<ParsedRequest, Ferr
             )))
         }
     };
-    Ok(ParsedRequest { doc, keys })
+    Ok(ParsedRequest {
+        doc,
+        keys,
+        spellings,
+    })
 }
 
 /// Writes `value` at `pointer` inside `obj`, creating (or replacing non-object) intermediate
@@ -123,7 +132,7 @@ pub fn rewrite(
     if let Json::Object(root) = &mut req.doc {
         root.insert(METADATA_FIELD.into(), metadata::metadata(route, statuses));
     }
-    document::write_document(&req.doc)
+    document::write_document(&req.doc, req.spellings)
 }
 
 #[cfg(test)]

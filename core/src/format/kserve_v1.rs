@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value as Json};
 
-use super::document::{self, shape};
+use super::document::{self, shape, Spellings};
 use super::entity;
 use super::metadata::METADATA_FIELD;
 use crate::config::Route;
@@ -19,13 +19,16 @@ use crate::vector::{EntityFeatures, FeatureStatus};
 #[derive(Debug)]
 pub struct ParsedRequest {
     doc: Map<String, Json>,
+    /// How the client spelled numbers the reader respells (see `document`).
+    spellings: Spellings,
     body_len: usize,
     /// Canonical entity keys of each instance (one per route part), in order.
     pub keys: Vec<String>,
 }
 
 pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
-    let Json::Object(doc) = document::parse_json(body)? else {
+    let parsed = document::parse_json(body)?;
+    let Json::Object(doc) = parsed.json else {
         return Err(shape(
             "the body must be a JSON object with an \"instances\" array",
         ));
@@ -45,6 +48,7 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
     }
     Ok(ParsedRequest {
         doc,
+        spellings: parsed.spellings,
         body_len: body.len(),
         keys,
     })
@@ -75,7 +79,7 @@ pub fn rewrite(req: ParsedRequest, route: &Route, features: Vec<EntityFeatures>)
     out.push(b':');
     write_metadata(&mut out, route, &features);
     out.push(b'}');
-    out
+    req.spellings.restore(out)
 }
 
 fn write_value(out: &mut Vec<u8>, value: &Json) {

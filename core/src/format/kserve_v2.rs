@@ -21,12 +21,15 @@ pub const PACKED_TENSOR: &str = "ferry_features";
 
 #[derive(Debug)]
 pub struct ParsedRequest {
+    /// How the client spelled numbers the reader respells (see `document`).
+    spellings: document::Spellings,
     doc: Map<String, Json>,
     pub keys: Vec<String>,
 }
 
 pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
-    let Json::Object(doc) = document::parse_json(body)? else {
+    let parsed = document::parse_json(body)?;
+    let Json::Object(doc) = parsed.json else {
         return Err(shape(
             "the body must be a JSON object with an \"inputs\" array (Open Inference Protocol)",
         ));
@@ -85,7 +88,11 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
             keys.push(pk[i].clone());
         }
     }
-    Ok(ParsedRequest { doc, keys })
+    Ok(ParsedRequest {
+        doc,
+        keys,
+        spellings: parsed.spellings,
+    })
 }
 
 /// The canonical ids of one entity tensor, checked against its datatype and shape.
@@ -262,7 +269,7 @@ pub fn rewrite(
             Json::from(Json::Array(statuses).to_string()),
         );
     }
-    document::write_document(&Json::Object(req.doc))
+    document::write_document(&Json::Object(req.doc), req.spellings)
 }
 
 #[cfg(test)]

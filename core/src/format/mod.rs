@@ -139,15 +139,14 @@ mod tests {
     use ferry_protos::v1 as pb;
 
     /// Numbers as clients send them that an f64 round trip would change or refuse (`1e400`
-    /// was a 400 before), and the text the model receives: digits, sign and decimals exact; an
-    /// exponent is spelled `e` with its sign (serde_json's `arbitrary_precision` scanner).
+    /// was a 400 before), and the text the model receives: the same.
     const NUMBERS: [(&str, &str, &str); 7] = [
         ("a", "0.30000000000000004", "0.30000000000000004"),
-        ("b", "1e400", "1e+400"),
+        ("b", "1e400", "1e400"),
         ("c", "-0", "-0"),
         ("d", "12345678901234567890", "12345678901234567890"),
         ("e", "1.50", "1.50"),
-        ("f", "-2.5E-7", "-2.5e-7"),
+        ("f", "-2.5E-7", "-2.5E-7"),
         (
             "g",
             "123456789012345678901234567890.000001",
