@@ -222,6 +222,15 @@ impl<H: Host> HttpFilter<H> {
     /// buffered body is complete then, and the trailers wait with it while the vectors are
     /// fetched. A header-mode request's trailers wait while its reader call is out.
     pub fn on_request_trailers(&mut self) -> Action {
+        // A client's value under a name Ferry owns never goes on, in trailers either (an
+        // HTTP/2 upstream would receive them).
+        if let Some(config) = &self.config {
+            for name in self.host.request_trailer_names() {
+                if config.owns_header(&name) {
+                    self.host.remove_request_trailer(&name);
+                }
+            }
+        }
         match self.state {
             State::ReadingBody { route, body_size } => {
                 let Some(config) = self.config.clone() else {
@@ -781,6 +790,16 @@ mod tests {
         assert!(*f.host().resumed.borrow());
         let body: serde_json::Value = serde_json::from_slice(&f.host().body.borrow()).unwrap();
         assert_eq!(body["instances"][0]["profile__age"], 30);
+
+        // Ferry's names are removed from trailers too; other trailers go on.
+        let mut f = filter(config(), "POST", "/other", BODY);
+        *f.host().trailers.borrow_mut() = vec![
+            ("x-ferry-status".into(), "ok".into()),
+            ("grpc-status".into(), "0".into()),
+        ];
+        f.on_request_headers(false);
+        assert_eq!(f.on_request_trailers(), Action::Continue);
+        assert_eq!(f.host().request_trailer_names(), ["grpc-status"]);
 
         // A bad body ending in trailers is answered, not forwarded.
         let mut f = filter(config(), "POST", "/v1/models/fraud:predict", "{oops");

@@ -160,6 +160,16 @@ impl Host for HostCalls {
             .unwrap_or_default()
     }
 
+    fn request_trailer_names(&self) -> Vec<String> {
+        hostcalls::get_map_bytes(MapType::HttpRequestTrailers)
+            .map(|h| h.into_iter().map(|(n, _)| n).collect())
+            .unwrap_or_default()
+    }
+
+    fn remove_request_trailer(&self, name: &str) {
+        let _ = hostcalls::set_map_value(MapType::HttpRequestTrailers, name, None);
+    }
+
     fn set_request_header(&self, name: &str, value: Option<&str>) {
         let _ = hostcalls::set_map_value(MapType::HttpRequestHeaders, name, value);
     }
