@@ -94,9 +94,10 @@ pub fn check_reader_status(
         return Ok(());
     }
     let (code, detail) = reader_error(body);
+    use ferry_protos::reader_error::{REDIS_TIMEOUT, REDIS_UNAVAILABLE};
     Err(match (code.as_deref(), status) {
-        (Some("redis_unavailable"), _) => FerryError::RedisUnavailable { detail },
-        (Some("redis_timeout"), _) => FerryError::RedisTimeout { detail },
+        (Some(REDIS_UNAVAILABLE), _) => FerryError::RedisUnavailable { detail },
+        (Some(REDIS_TIMEOUT), _) => FerryError::RedisTimeout { detail },
         // The reader refused what the filter sent (malformed, over a limit): a Ferry bug or a
         // request the filter should have refused, never a reason to forward unenriched.
         (Some(_), 400..=499) => FerryError::ReaderRejected { status, detail },
