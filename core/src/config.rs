@@ -483,49 +483,12 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
             kind,
         });
     }
-    let mut views = Vec::with_capacity(s.views.len());
-    let mut feature_count = 0;
-    for v in s.views {
-        let vctx = format!("{ctx}: view '{}'", v.name);
-        if v.features.is_empty() {
-            return err(format!("{vctx}: no features"));
-        }
-        if v.ttl_seconds < 0 {
-            return err(format!("{vctx}: negative ttl"));
-        }
-        let mut features = Vec::with_capacity(v.features.len());
-        for f in v.features {
-            let value_type = match pb::ValueType::try_from(f.r#type) {
-                Ok(pb::ValueType::Unspecified) | Err(_) => {
-                    return err(format!("{vctx}: feature '{}' has no type", f.name))
-                }
-                Ok(t) => t,
-            };
-            let default = match f.default_value {
-                None => None,
-                Some(d) => {
-                    if !values::matches_type(&d, value_type) {
-                        return err(format!(
-                            "{vctx}: feature '{}': default has the wrong type",
-                            f.name
-                        ));
-                    }
-                    d.kind
-                }
-            };
-            features.push(Feature {
-                name: f.name,
-                value_type,
-                default,
-            });
-        }
-        feature_count += features.len();
-        views.push(View {
-            name: v.name,
-            ttl_us: (v.ttl_seconds > 0).then(|| v.ttl_seconds.saturating_mul(1_000_000)),
-            features,
-        });
-    }
+    let views = s
+        .views
+        .into_iter()
+        .map(|v| view(v, &ctx))
+        .collect::<Result<Vec<View>, ConfigError>>()?;
+    let feature_count = views.iter().map(|v| v.features.len()).sum();
     if feature_count == 0 {
         return err(format!("{ctx}: no features"));
     }
@@ -536,6 +499,45 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
         entity_keys,
         views,
         feature_count,
+    })
+}
+
+fn view(v: pb::ServiceView, ctx: &str) -> Result<View, ConfigError> {
+    let vctx = format!("{ctx}: view '{}'", v.name);
+    if v.features.is_empty() {
+        return err(format!("{vctx}: no features"));
+    }
+    if v.ttl_seconds < 0 {
+        return err(format!("{vctx}: negative ttl"));
+    }
+    let mut features = Vec::with_capacity(v.features.len());
+    for f in v.features {
+        let value_type = match pb::ValueType::try_from(f.r#type) {
+            Ok(pb::ValueType::Unspecified) | Err(_) => {
+                return err(format!("{vctx}: feature '{}' has no type", f.name))
+            }
+            Ok(t) => t,
+        };
+        let default = match f.default_value {
+            None => None,
+            Some(d) if values::matches_type(&d, value_type) => d.kind,
+            Some(_) => {
+                return err(format!(
+                    "{vctx}: feature '{}': default has the wrong type",
+                    f.name
+                ))
+            }
+        };
+        features.push(Feature {
+            name: f.name,
+            value_type,
+            default,
+        });
+    }
+    Ok(View {
+        name: v.name,
+        ttl_us: (v.ttl_seconds > 0).then(|| v.ttl_seconds.saturating_mul(1_000_000)),
+        features,
     })
 }
 

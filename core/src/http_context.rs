@@ -104,41 +104,10 @@ impl<H: Host> HttpFilter<H> {
                 self.host.set_request_header(name, None);
             }
         }
-        // An Envoy route that names a Ferry route in its metadata selects it (looked at only
-        // when the snapshot has a route selected by name); otherwise the routes' conditions do,
-        // on the normalised path.
-        let named = if config.reads_route_metadata {
-            self.host.route_metadata("route")
-        } else {
-            None
-        };
-        let index = if let Some(name) = named {
-            match config.route_named(&name) {
-                Some(i) => i,
-                None => {
-                    return self
-                        .answer_named(&name, &FerryError::UnknownRoute { name: name.clone() })
-                }
-            }
-        } else {
-            let raw = self.host.request_header(":path").unwrap_or_default();
-            let path = ferry_protos::path::normalize(&raw);
-            let host = &self.host;
-            match config.match_route(&path, &|h| host.request_header(h)) {
-                Some(i) => i,
-                None => {
-                    return match config.protected_prefix(&path) {
-                        Some(prefix) => {
-                            let err = FerryError::NoRoute {
-                                path: raw,
-                                prefix: prefix.to_string(),
-                            };
-                            self.answer_named("", &err)
-                        }
-                        None => Action::Continue,
-                    };
-                }
-            }
+        let index = match self.select_route(&config) {
+            Ok(Some(i)) => i,
+            Ok(None) => return Action::Continue,
+            Err((route, e)) => return self.answer_named(&route, &e),
         };
         let route = &config.routes[index];
         if let Format::Header { .. } = &route.format {
@@ -155,28 +124,10 @@ impl<H: Host> HttpFilter<H> {
                 Err(e) => self.answer(route, &e),
             };
         }
-        let method = self.host.request_header(":method").unwrap_or_default();
-        if !BODY_METHODS.contains(&method.as_str()) {
-            // KServe's `GET /v1/models/NAME` and the like pass; a body they carry would reach
-            // the model unenriched, so one is refused.
-            if end_of_stream {
-                return Action::Continue;
-            }
-            return self.answer(route, &FerryError::UnexpectedBody { method });
-        }
-        if end_of_stream {
-            return self.answer(route, &FerryError::NoBody);
-        }
-        let declared = self
-            .host
-            .request_header("content-length")
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        if let Some(size) = declared.filter(|s| *s > u64::from(route.max_body_bytes)) {
-            let err = FerryError::BodyTooLarge {
-                limit: route.max_body_bytes,
-                size,
-            };
-            return self.answer(route, &err);
+        match self.body_expected(route, end_of_stream) {
+            Ok(true) => {}
+            Ok(false) => return Action::Continue,
+            Err(e) => return self.answer(route, &e),
         }
         // The body will change size; the right length is set again before resuming.
         self.host.set_request_header("content-length", None);
@@ -185,6 +136,68 @@ impl<H: Host> HttpFilter<H> {
             body_size: 0,
         };
         Action::Pause
+    }
+
+    /// The route this request takes, if any. An Envoy route that names a Ferry route in its
+    /// metadata selects it (looked at only when the snapshot has a route selected by name);
+    /// otherwise the routes' conditions do, on the normalised path. An unmatched path under a
+    /// protected prefix, or a name the snapshot lacks, is an error (with the route to name).
+    fn select_route(&self, config: &Config) -> Result<Option<usize>, (String, FerryError)> {
+        let named = if config.reads_route_metadata {
+            self.host.route_metadata("route")
+        } else {
+            None
+        };
+        if let Some(name) = named {
+            return match config.route_named(&name) {
+                Some(i) => Ok(Some(i)),
+                None => Err((name.clone(), FerryError::UnknownRoute { name })),
+            };
+        }
+        let raw = self.host.request_header(":path").unwrap_or_default();
+        let path = ferry_protos::path::normalize(&raw);
+        let host = &self.host;
+        if let Some(i) = config.match_route(&path, &|h| host.request_header(h)) {
+            return Ok(Some(i));
+        }
+        match config.protected_prefix(&path) {
+            Some(prefix) => Err((
+                String::new(),
+                FerryError::NoRoute {
+                    path: raw,
+                    prefix: prefix.to_string(),
+                },
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether a body route reads this request's body: POST, PUT and PATCH with a body within
+    /// the route's limit do; other methods without a body pass (KServe's `GET
+    /// /v1/models/NAME`); a body they carry would reach the model unenriched, so it is refused.
+    fn body_expected(&self, route: &Route, end_of_stream: bool) -> Result<bool, FerryError> {
+        let method = self.host.request_header(":method").unwrap_or_default();
+        if !BODY_METHODS.contains(&method.as_str()) {
+            return if end_of_stream {
+                Ok(false)
+            } else {
+                Err(FerryError::UnexpectedBody { method })
+            };
+        }
+        if end_of_stream {
+            return Err(FerryError::NoBody);
+        }
+        let declared = self
+            .host
+            .request_header("content-length")
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        match declared.filter(|s| *s > u64::from(route.max_body_bytes)) {
+            Some(size) => Err(FerryError::BodyTooLarge {
+                limit: route.max_body_bytes,
+                size,
+            }),
+            None => Ok(true),
+        }
     }
 
     pub fn on_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {

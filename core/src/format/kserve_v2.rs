@@ -190,51 +190,11 @@ pub fn rewrite(
     packed: bool,
     features: Vec<EntityFeatures>,
 ) -> Result<Vec<u8>, FerryError> {
-    let n = features.len();
-    let types: Vec<ValueType> = route.features().map(|f| f.value_type).collect();
-    let mut tensors = Vec::new();
-    if packed {
-        let data: Vec<Json> = features
-            .iter()
-            .flat_map(|f| f.values.iter().map(|v| as_number(&values::to_json(v))))
-            .collect();
-        tensors.push(json!({"name": PACKED_TENSOR, "shape": [n, types.len()], "datatype": "FP32", "data": data}));
+    let tensors = if packed {
+        vec![packed_tensor(route, &features)]
     } else {
-        for (j, (name, t)) in route.output_names.iter().zip(&types).enumerate() {
-            let column: Vec<Json> = features
-                .iter()
-                .map(|f| f.values.get(j).map_or(Json::Null, values::to_json))
-                .collect();
-            let column = column.iter();
-            let (shape, data) = if *t == ValueType::Float32List {
-                let lists: Vec<Option<&Vec<Json>>> = column.map(Json::as_array).collect();
-                let lengths: Vec<usize> = lists.iter().flatten().map(|l| l.len()).collect();
-                let d = lengths.first().copied().unwrap_or(0);
-                if let Some(other) = lengths.iter().find(|l| **l != d) {
-                    return Err(FerryError::BadVector {
-                        detail: format!(
-                            "feature '{name}' has lists of lengths {d} and {other} in one batch"
-                        ),
-                    });
-                }
-                let data: Vec<Json> = lists
-                    .into_iter()
-                    .flat_map(|l| l.cloned().unwrap_or_else(|| vec![json!(0.0); d]))
-                    .collect();
-                (json!([n, d]), data)
-            } else {
-                (
-                    json!([n]),
-                    column
-                        .map(|v| if v.is_null() { zero(*t) } else { v.clone() })
-                        .collect(),
-                )
-            };
-            tensors.push(
-                json!({"name": name, "shape": shape, "datatype": datatype(*t), "data": data}),
-            );
-        }
-    }
+        feature_tensors(route, &features)?
+    };
     let statuses: Vec<Json> = features
         .iter()
         .map(|f| Json::Object(metadata::not_present(route, f)))
@@ -270,6 +230,57 @@ pub fn rewrite(
         );
     }
     document::write_document(&Json::Object(req.doc), req.spellings)
+}
+
+/// One FP32 tensor `[N, F]` of every entity's features (numbers only, nulls as 0).
+fn packed_tensor(route: &Route, features: &[EntityFeatures]) -> Json {
+    let data: Vec<Json> = features
+        .iter()
+        .flat_map(|f| f.values.iter().map(|v| as_number(&values::to_json(v))))
+        .collect();
+    json!({"name": PACKED_TENSOR, "shape": [features.len(), route.feature_count], "datatype": "FP32", "data": data})
+}
+
+/// One typed tensor per feature: `[N]`, or `[N, D]` for embeddings; nulls as the type's zero.
+fn feature_tensors(route: &Route, features: &[EntityFeatures]) -> Result<Vec<Json>, FerryError> {
+    let n = features.len();
+    let mut tensors = Vec::with_capacity(route.feature_count);
+    for (j, (name, f)) in route.output_names.iter().zip(route.features()).enumerate() {
+        let t = f.value_type;
+        let column: Vec<Json> = features
+            .iter()
+            .map(|f| f.values.get(j).map_or(Json::Null, values::to_json))
+            .collect();
+        let (shape, data) = if t == ValueType::Float32List {
+            embedding_column(name, &column)?
+        } else {
+            let data = column
+                .into_iter()
+                .map(|v| if v.is_null() { zero(t) } else { v })
+                .collect();
+            (json!([n]), data)
+        };
+        tensors.push(json!({"name": name, "shape": shape, "datatype": datatype(t), "data": data}));
+    }
+    Ok(tensors)
+}
+
+/// An embedding feature's column as `[N, D]` data: every list of one batch has the same
+/// length D; a null is D zeros.
+fn embedding_column(name: &str, column: &[Json]) -> Result<(Json, Vec<Json>), FerryError> {
+    let lists: Vec<Option<&Vec<Json>>> = column.iter().map(Json::as_array).collect();
+    let lengths: Vec<usize> = lists.iter().flatten().map(|l| l.len()).collect();
+    let d = lengths.first().copied().unwrap_or(0);
+    if let Some(other) = lengths.iter().find(|l| **l != d) {
+        return Err(FerryError::BadVector {
+            detail: format!("feature '{name}' has lists of lengths {d} and {other} in one batch"),
+        });
+    }
+    let data: Vec<Json> = lists
+        .into_iter()
+        .flat_map(|l| l.cloned().unwrap_or_else(|| vec![json!(0.0); d]))
+        .collect();
+    Ok((json!([column.len(), d]), data))
 }
 
 #[cfg(test)]
