@@ -129,6 +129,81 @@ pub(super) fn route(
     views: &[FeatureView],
     issues: &mut Issues,
 ) -> Route {
+    let matcher = matcher(rr, name, path, issues);
+    let (service, extra_services) = services_of(rr, path, service_seen, issues);
+    let format = format_of(rr, path, issues);
+    let features_encoding = word(
+        issues,
+        path,
+        "features_encoding",
+        &rr.features_encoding,
+        &[
+            ("json", FeaturesEncoding::Json),
+            ("protobuf", FeaturesEncoding::ProtobufBase64),
+        ],
+    );
+    let features_header =
+        rules::features_header(rr.features_header.as_deref()).unwrap_or_else(|e| {
+            issues.add(path, e);
+            rules::DEFAULT_FEATURES_HEADER.to_owned()
+        });
+    let entity_fields = entity_fields_of(&rr.entity, path, issues);
+    let feature_names = word(
+        issues,
+        path,
+        "feature_names",
+        &rr.feature_names,
+        &[("full", FeatureNames::Full), ("short", FeatureNames::Short)],
+    );
+    let parts: Vec<(&FeatureService, &Vec<String>)> = service
+        .map(|s| (&services[s], &entity_fields))
+        .into_iter()
+        .chain(
+            extra_services
+                .iter()
+                .map(|e| (&services[e.service], &e.entity_fields)),
+        )
+        .collect();
+    let packed = rr.packed.unwrap_or(false);
+    check_features(&parts, views, packed, feature_names, path, issues);
+    let (on_missing_entity, on_stale, on_reader_error) = policies(rr, path, issues);
+    let bounded = |issues: &mut Issues, b: &rules::Bound, v: Option<u64>| {
+        b.repo_value(v).unwrap_or_else(|e| {
+            issues.add(path, e);
+            b.default
+        })
+    };
+    let route = Route {
+        name: name.to_owned(),
+        matcher,
+        extra_services,
+        service: service.unwrap_or(0),
+        format,
+        entity_fields,
+        feature_names,
+        on_missing_entity,
+        on_stale,
+        on_reader_error,
+        max_body_bytes: bounded(issues, &rules::MAX_BODY_BYTES, rr.max_body_bytes),
+        max_entities: bounded(issues, &rules::MAX_ENTITIES, rr.max_entities),
+        reader_timeout_ms: bounded(issues, &rules::READER_TIMEOUT_MS, rr.reader_timeout_ms),
+        packed,
+        features_header,
+        features_encoding,
+        max_header_bytes: bounded(issues, &rules::MAX_HEADER_BYTES, rr.max_header_bytes),
+        entity_pointer: rr.entity_pointer.clone().unwrap_or_default(),
+        inject_pointer: rr.inject_pointer.clone().unwrap_or_default(),
+        cache_max_age_ms: bounded(issues, &rules::CACHE_MAX_AGE_MS, rr.cache_max_age_ms),
+    };
+    // One reader call looks up every entity once per service: it must fit the reader's batch.
+    if let Err(e) = rules::keys_per_call(route.max_entities, 1 + route.extra_services.len()) {
+        issues.add(path, e);
+    }
+    route
+}
+
+/// The route's conditions: a path (normalised, as requests are matched), a host, headers.
+fn matcher(rr: &RawRoute, name: &str, path: &str, issues: &mut Issues) -> RouteMatch {
     let path_match = match (&rr.matcher.path_prefix, &rr.matcher.path_exact) {
         (Some(p), None) => Some(PathMatch::Prefix(p.clone())),
         (None, Some(p)) => Some(PathMatch::Exact(p.clone())),
@@ -151,7 +226,7 @@ pub(super) fn route(
             );
         }
     }
-    let matcher = RouteMatch {
+    RouteMatch {
         path: path_match,
         host: rr
             .matcher
@@ -159,7 +234,16 @@ pub(super) fn route(
             .as_deref()
             .map(|h| host_match(h, path, issues)),
         headers: header_matches(&rr.matcher.headers, path, issues),
-    };
+    }
+}
+
+/// The main service and the extra ones, each named once.
+fn services_of(
+    rr: &RawRoute,
+    path: &str,
+    service_seen: &HashMap<&str, usize>,
+    issues: &mut Issues,
+) -> (Option<usize>, Vec<ExtraService>) {
     let service = service_seen.get(rr.service.as_str()).copied();
     if service.is_none() {
         issues.add(path, format!("unknown feature service '{}'", rr.service));
@@ -186,6 +270,11 @@ pub(super) fn route(
             entity_fields: entity_fields_of(&extra.entity, &epath, issues),
         });
     }
+    (service, extra_services)
+}
+
+/// The format, and that only its own options are set (JSON pointers checked here).
+fn format_of(rr: &RawRoute, path: &str, issues: &mut Issues) -> Format {
     let format = match rr.format.as_str() {
         "kserve_v1" => Format::KserveV1,
         "kserve_v2" => Format::KserveV2,
@@ -228,40 +317,14 @@ pub(super) fn route(
             "features_header, features_encoding and max_header_bytes apply to format header only",
         );
     }
-    let features_encoding = word(
-        issues,
-        path,
-        "features_encoding",
-        &rr.features_encoding,
-        &[
-            ("json", FeaturesEncoding::Json),
-            ("protobuf", FeaturesEncoding::ProtobufBase64),
-        ],
-    );
-    let features_header =
-        rules::features_header(rr.features_header.as_deref()).unwrap_or_else(|e| {
-            issues.add(path, e);
-            rules::DEFAULT_FEATURES_HEADER.to_owned()
-        });
-    let entity_fields = entity_fields_of(&rr.entity, path, issues);
-    let feature_names = word(
-        issues,
-        path,
-        "feature_names",
-        &rr.feature_names,
-        &[("full", FeatureNames::Full), ("short", FeatureNames::Short)],
-    );
-    let parts: Vec<(&FeatureService, &Vec<String>)> = service
-        .map(|s| (&services[s], &entity_fields))
-        .into_iter()
-        .chain(
-            extra_services
-                .iter()
-                .map(|e| (&services[e.service], &e.entity_fields)),
-        )
-        .collect();
-    let packed = rr.packed.unwrap_or(false);
-    check_features(&parts, views, packed, feature_names, path, issues);
+    format
+}
+
+fn policies(
+    rr: &RawRoute,
+    path: &str,
+    issues: &mut Issues,
+) -> (MissingEntityPolicy, StalePolicy, ReaderErrorPolicy) {
     let on_missing_entity = word(
         issues,
         path,
@@ -293,39 +356,7 @@ pub(super) fn route(
             ("forward", ReaderErrorPolicy::ReaderErrorForward),
         ],
     );
-    let bounded = |issues: &mut Issues, b: &rules::Bound, v: Option<u64>| {
-        b.repo_value(v).unwrap_or_else(|e| {
-            issues.add(path, e);
-            b.default
-        })
-    };
-    let route = Route {
-        name: name.to_owned(),
-        matcher,
-        extra_services,
-        service: service.unwrap_or(0),
-        format,
-        entity_fields,
-        feature_names,
-        on_missing_entity,
-        on_stale,
-        on_reader_error,
-        max_body_bytes: bounded(issues, &rules::MAX_BODY_BYTES, rr.max_body_bytes),
-        max_entities: bounded(issues, &rules::MAX_ENTITIES, rr.max_entities),
-        reader_timeout_ms: bounded(issues, &rules::READER_TIMEOUT_MS, rr.reader_timeout_ms),
-        packed,
-        features_header,
-        features_encoding,
-        max_header_bytes: bounded(issues, &rules::MAX_HEADER_BYTES, rr.max_header_bytes),
-        entity_pointer: rr.entity_pointer.clone().unwrap_or_default(),
-        inject_pointer: rr.inject_pointer.clone().unwrap_or_default(),
-        cache_max_age_ms: bounded(issues, &rules::CACHE_MAX_AGE_MS, rr.cache_max_age_ms),
-    };
-    // One reader call looks up every entity once per service: it must fit the reader's batch.
-    if let Err(e) = rules::keys_per_call(route.max_entities, 1 + route.extra_services.len()) {
-        issues.add(path, e);
-    }
-    route
+    (on_missing_entity, on_stale, on_reader_error)
 }
 
 /// The features a route writes, over every service it enriches from: the entity fields must
