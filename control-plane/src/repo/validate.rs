@@ -3,7 +3,7 @@
 //! refers to it; placeholders fill the gaps, and a registry with any issue is never returned.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ferry_protos::is_valid_name;
 
@@ -355,19 +355,7 @@ fn view(
     issues: &mut Issues,
 ) -> FeatureView {
     issues.name(path, "name", &rv.name);
-    let mut view_entities = Vec::new();
-    if rv.entities.is_empty() {
-        issues.add(path, "has no entities");
-    }
-    for e in &rv.entities {
-        match entity_index.get(e.as_str()) {
-            Some(&ei) if view_entities.contains(&ei) => {
-                issues.add(path, format!("entity '{e}' listed twice"))
-            }
-            Some(&ei) => view_entities.push(ei),
-            None => issues.add(path, format!("unknown entity '{e}'")),
-        }
-    }
+    let view_entities = view_entities(rv, path, entity_index, issues);
     let ttl_seconds = match &rv.ttl {
         None => 0,
         Some(t) => parse_ttl(t).unwrap_or_else(|reason| {
@@ -375,23 +363,74 @@ fn view(
             0
         }),
     };
-    if view_entities.len() > ferry_protos::limits::MAX_JOIN_KEYS {
-        issues.add(
-            path,
-            format!(
-                "has {} entities; an entity key has at most {} join keys",
-                view_entities.len(),
-                ferry_protos::limits::MAX_JOIN_KEYS
-            ),
-        );
-    }
     let join_keys: Vec<&str> = view_entities
         .iter()
         .map(|&e| entities[e].join_key.as_str())
         .collect();
     let ts = rv.source.timestamp_field.as_str();
     issues.name(path, "timestamp_field", ts);
+    let features = view_features(rv, path, &join_keys, issues);
+    let columns: Vec<&str> = std::iter::once(ts)
+        .chain(join_keys.iter().copied())
+        .chain(rv.features.iter().map(|f| f.name.as_str()))
+        .collect();
+    let (file, format) = view_source(rv, path, root, &columns, issues);
+    FeatureView {
+        name: rv.name.clone(),
+        entities: view_entities,
+        ttl_seconds,
+        source: Source {
+            path: rv.source.path.clone(),
+            file,
+            format,
+            timestamp_field: ts.to_owned(),
+        },
+        features,
+    }
+}
 
+/// The view's entities, each known and listed once, at most `MAX_JOIN_KEYS` of them.
+fn view_entities(
+    rv: &RawView,
+    path: &str,
+    entity_index: &HashMap<&str, usize>,
+    issues: &mut Issues,
+) -> Vec<usize> {
+    let mut out = Vec::new();
+    if rv.entities.is_empty() {
+        issues.add(path, "has no entities");
+    }
+    for e in &rv.entities {
+        match entity_index.get(e.as_str()) {
+            Some(&ei) if out.contains(&ei) => {
+                issues.add(path, format!("entity '{e}' listed twice"))
+            }
+            Some(&ei) => out.push(ei),
+            None => issues.add(path, format!("unknown entity '{e}'")),
+        }
+    }
+    if out.len() > ferry_protos::limits::MAX_JOIN_KEYS {
+        issues.add(
+            path,
+            format!(
+                "has {} entities; an entity key has at most {} join keys",
+                out.len(),
+                ferry_protos::limits::MAX_JOIN_KEYS
+            ),
+        );
+    }
+    out
+}
+
+/// The view's features: named once, not a join key or the timestamp, of a known type, with a
+/// default of that type.
+fn view_features(
+    rv: &RawView,
+    path: &str,
+    join_keys: &[&str],
+    issues: &mut Issues,
+) -> Vec<Feature> {
+    let ts = rv.source.timestamp_field.as_str();
     if rv.features.is_empty() {
         issues.add(path, "has no features");
     }
@@ -429,47 +468,45 @@ fn view(
             default,
         });
     }
+    features
+}
 
+/// The view's source file and format; checked cheaply: it exists and its header has every
+/// column the view reads.
+fn view_source(
+    rv: &RawView,
+    path: &str,
+    root: &Path,
+    columns: &[&str],
+    issues: &mut Issues,
+) -> (PathBuf, SourceFormat) {
     let spath = format!("{path}: source '{}'", rv.source.path);
     let file = root.join(&rv.source.path);
     let format = match SourceFormat::from_path(&rv.source.path) {
-        Ok(format) => {
-            if !file.is_file() {
-                issues.add(&spath, format!("file not found ({})", file.display()));
-            } else {
-                match read_header(&file, format) {
-                    Ok(header) => {
-                        let missing: Vec<&str> = std::iter::once(ts)
-                            .chain(join_keys.iter().copied())
-                            .chain(rv.features.iter().map(|f| f.name.as_str()))
-                            .filter(|c| !header.iter().any(|h| h == c))
-                            .collect();
-                        if !missing.is_empty() {
-                            issues.add(&spath, format!("missing column(s) {}", missing.join(", ")));
-                        }
-                    }
-                    Err(e) => issues.add(&spath, format!("cannot read header: {e}")),
-                }
-            }
-            format
-        }
+        Ok(format) => format,
         Err(reason) => {
             issues.add(&spath, reason);
-            SourceFormat::Csv
+            return (file, SourceFormat::Csv);
         }
     };
-    FeatureView {
-        name: rv.name.clone(),
-        entities: view_entities,
-        ttl_seconds,
-        source: Source {
-            path: rv.source.path.clone(),
-            file,
-            format,
-            timestamp_field: ts.to_owned(),
-        },
-        features,
+    if !file.is_file() {
+        issues.add(&spath, format!("file not found ({})", file.display()));
+        return (file, format);
     }
+    match read_header(&file, format) {
+        Ok(header) => {
+            let missing: Vec<&str> = columns
+                .iter()
+                .copied()
+                .filter(|c| !header.iter().any(|h| h == c))
+                .collect();
+            if !missing.is_empty() {
+                issues.add(&spath, format!("missing column(s) {}", missing.join(", ")));
+            }
+        }
+        Err(e) => issues.add(&spath, format!("cannot read header: {e}")),
+    }
+    (file, format)
 }
 
 fn entity_names(view: &FeatureView, entities: &[Entity]) -> Vec<String> {
