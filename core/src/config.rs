@@ -285,36 +285,57 @@ impl Route {
 
 /// Why a snapshot was refused (Envoy then keeps the last good one).
 #[derive(Debug, PartialEq)]
-pub struct ConfigError(pub String);
+pub enum ConfigError {
+    /// The plugin configuration is not a `ferry.v1.Snapshot`.
+    Undecodable(String),
+    /// A part of the snapshot (`route 'fraud'`, `service 'scoring': view 'profile'`) breaks a
+    /// rule; `reason` is the rule's own message (see `rules`).
+    Invalid { part: String, reason: String },
+}
 
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "invalid ferry snapshot: {}", self.0)
+        match self {
+            ConfigError::Undecodable(e) => {
+                write!(f, "invalid ferry snapshot: not a ferry.v1.Snapshot: {e}")
+            }
+            ConfigError::Invalid { part, reason } => {
+                write!(f, "invalid ferry snapshot: {part}: {reason}")
+            }
+        }
     }
 }
 
-fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
-    Err(ConfigError(msg.into()))
+impl std::error::Error for ConfigError {}
+
+fn invalid<T>(part: &str, reason: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError::Invalid {
+        part: part.to_owned(),
+        reason: reason.into(),
+    })
 }
 
 impl Config {
     pub fn from_bytes(bytes: &[u8]) -> Result<Config, ConfigError> {
-        let snap = pb::Snapshot::decode(bytes)
-            .map_err(|e| ConfigError(format!("not a ferry.v1.Snapshot: {e}")))?;
+        let snap =
+            pb::Snapshot::decode(bytes).map_err(|e| ConfigError::Undecodable(e.to_string()))?;
         Config::from_snapshot(snap)
     }
 
     pub fn from_snapshot(snap: pb::Snapshot) -> Result<Config, ConfigError> {
         if !ferry_protos::is_valid_name(&snap.project) {
-            return err(format!("invalid project name '{}'", snap.project));
+            return invalid(
+                "snapshot",
+                format!("invalid project name '{}'", snap.project),
+            );
         }
         if snap.reader_cluster.is_empty() {
-            return err("reader_cluster is empty");
+            return invalid("snapshot", "reader_cluster is empty");
         }
         let mut services: Vec<Rc<Service>> = Vec::with_capacity(snap.services.len());
         for s in snap.services {
             if services.iter().any(|x| x.name == s.name) {
-                return err(format!("service '{}' defined twice", s.name));
+                return invalid("snapshot", format!("service '{}' defined twice", s.name));
             }
             services.push(Rc::new(service(s)?));
         }
@@ -325,9 +346,12 @@ impl Config {
         let mut protected_paths = Vec::with_capacity(snap.protected_paths.len());
         for p in snap.protected_paths {
             if !ferry_protos::path::is_protected_prefix(&p) {
-                return err(format!(
-                    "protected path '{p}' must be a normalised, lowercase path starting with /"
-                ));
+                return invalid(
+                    "snapshot",
+                    format!(
+                        "protected path '{p}' must be a normalised, lowercase path starting with /"
+                    ),
+                );
             }
             protected_paths.push(p);
         }
@@ -402,15 +426,16 @@ fn conditions(m: pb::RouteMatch, ctx: &str) -> Result<RouteConditions, ConfigErr
         (false, true) => Some(PathMatch::Prefix(m.path_prefix)),
         (true, false) => Some(PathMatch::Exact(m.path_exact)),
         (false, false) => {
-            return err(format!(
-                "{ctx}: set at most one of path_prefix and path_exact"
-            ))
+            return invalid(
+                &ctx,
+                format!("set at most one of path_prefix and path_exact"),
+            )
         }
     };
     if let Some(PathMatch::Prefix(p) | PathMatch::Exact(p)) = &path {
         // Requests are matched on their normalised path: a path in another form never matches.
         if !ferry_protos::path::is_normalized(p) {
-            return err(format!("{ctx}: path '{p}' is not a normalised path"));
+            return invalid(&ctx, format!("path '{p}' is not a normalised path"));
         }
     }
     let host = if m.host.is_empty() {
@@ -418,10 +443,13 @@ fn conditions(m: pb::RouteMatch, ctx: &str) -> Result<RouteConditions, ConfigErr
     } else {
         let h = m.host.to_ascii_lowercase();
         if !ferry_protos::is_valid_host_match(&h) {
-            return err(format!(
-                "{ctx}: host '{}' must be a host name or *.domain (no port)",
-                m.host
-            ));
+            return invalid(
+                &ctx,
+                format!(
+                    "host '{}' must be a host name or *.domain (no port)",
+                    m.host
+                ),
+            );
         }
         Some(match h.strip_prefix("*.") {
             Some(domain) => HostMatch::Subdomain(format!(".{domain}")),
@@ -431,10 +459,13 @@ fn conditions(m: pb::RouteMatch, ctx: &str) -> Result<RouteConditions, ConfigErr
     let mut headers = Vec::with_capacity(m.headers.len());
     for h in m.headers {
         if !ferry_protos::is_valid_header_match_name(&h.name) {
-            return err(format!(
-                "{ctx}: header match name '{}' must be a lowercase header name",
-                h.name
-            ));
+            return invalid(
+                &ctx,
+                format!(
+                    "header match name '{}' must be a lowercase header name",
+                    h.name
+                ),
+            );
         }
         headers.push(HeaderMatch {
             name: h.name,
@@ -451,20 +482,23 @@ fn conditions(m: pb::RouteMatch, ctx: &str) -> Result<RouteConditions, ConfigErr
 fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
     let ctx = format!("service '{}'", s.name);
     if !ferry_protos::is_valid_name(&s.name) {
-        return err(format!("{ctx}: invalid name"));
+        return invalid(&ctx, format!("invalid name"));
     }
     if s.fingerprint == 0 {
-        return err(format!("{ctx}: fingerprint is 0"));
+        return invalid(&ctx, format!("fingerprint is 0"));
     }
     if s.entity_keys.is_empty() {
-        return err(format!("{ctx}: no entity keys"));
+        return invalid(&ctx, format!("no entity keys"));
     }
     if s.entity_keys.len() > limits::MAX_JOIN_KEYS {
-        return err(format!(
-            "{ctx}: {} join keys, at most {}",
-            s.entity_keys.len(),
-            limits::MAX_JOIN_KEYS
-        ));
+        return invalid(
+            &ctx,
+            format!(
+                "{} join keys, at most {}",
+                s.entity_keys.len(),
+                limits::MAX_JOIN_KEYS
+            ),
+        );
     }
     let mut entity_keys = Vec::with_capacity(s.entity_keys.len());
     for k in s.entity_keys {
@@ -472,10 +506,10 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
             Ok(pb::ValueType::String) => KeyKind::String,
             Ok(pb::ValueType::Int64) => KeyKind::Int64,
             _ => {
-                return err(format!(
-                    "{ctx}: join key '{}' must be string or int64",
-                    k.join_key
-                ))
+                return invalid(
+                    &ctx,
+                    format!("join key '{}' must be string or int64", k.join_key),
+                )
             }
         };
         entity_keys.push(EntityKey {
@@ -490,7 +524,7 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
         .collect::<Result<Vec<View>, ConfigError>>()?;
     let feature_count = views.iter().map(|v| v.features.len()).sum();
     if feature_count == 0 {
-        return err(format!("{ctx}: no features"));
+        return invalid(&ctx, format!("no features"));
     }
     Ok(Service {
         fingerprint_hex: ferry_protos::fingerprint_hex(s.fingerprint),
@@ -505,16 +539,16 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
 fn view(v: pb::ServiceView, ctx: &str) -> Result<View, ConfigError> {
     let vctx = format!("{ctx}: view '{}'", v.name);
     if v.features.is_empty() {
-        return err(format!("{vctx}: no features"));
+        return invalid(&vctx, format!("no features"));
     }
     if v.ttl_seconds < 0 {
-        return err(format!("{vctx}: negative ttl"));
+        return invalid(&vctx, format!("negative ttl"));
     }
     let mut features = Vec::with_capacity(v.features.len());
     for f in v.features {
         let value_type = match pb::ValueType::try_from(f.r#type) {
             Ok(pb::ValueType::Unspecified) | Err(_) => {
-                return err(format!("{vctx}: feature '{}' has no type", f.name))
+                return invalid(&vctx, format!("feature '{}' has no type", f.name))
             }
             Ok(t) => t,
         };
@@ -522,10 +556,10 @@ fn view(v: pb::ServiceView, ctx: &str) -> Result<View, ConfigError> {
             None => None,
             Some(d) if values::matches_type(&d, value_type) => d.kind,
             Some(_) => {
-                return err(format!(
-                    "{vctx}: feature '{}': default has the wrong type",
-                    f.name
-                ))
+                return invalid(
+                    &vctx,
+                    format!("feature '{}': default has the wrong type", f.name),
+                )
             }
         };
         features.push(Feature {
@@ -543,14 +577,17 @@ fn view(v: pb::ServiceView, ctx: &str) -> Result<View, ConfigError> {
 
 fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
     let ctx = format!("route '{}'", r.name);
-    let wrap = |e: String| ConfigError(format!("{ctx}: {e}"));
+    let wrap = |reason: String| ConfigError::Invalid {
+        part: ctx.clone(),
+        reason,
+    };
     let parts = route_parts(&r, services).map_err(wrap)?;
     let conditions = conditions(r.r#match.clone().unwrap_or_default(), &ctx)?;
     let format = route_format(&r, &parts).map_err(wrap)?;
     let short = match pb::FeatureNames::try_from(r.feature_names) {
         Ok(pb::FeatureNames::Full) => false,
         Ok(pb::FeatureNames::Short) => true,
-        _ => return err(format!("{ctx}: feature_names must be full or short")),
+        _ => return invalid(&ctx, format!("feature_names must be full or short")),
     };
     let output_names = output_names(&parts, short).map_err(wrap)?;
     let (on_missing, on_stale, on_reader_error) = policies(&r).map_err(wrap)?;
@@ -940,7 +977,8 @@ mod tests {
             let mut s = snapshot();
             f(&mut s);
             let e = Config::from_snapshot(s).unwrap_err();
-            assert!(e.0.contains(want), "{} does not contain {want}", e.0);
+            let e = e.to_string();
+            assert!(e.contains(want), "{e} does not contain {want}");
         };
         refuse(
             &|s| s.routes[0].service = "nope".into(),

@@ -253,7 +253,7 @@ mod tests {
         s.routes[0].entity_pointer = "users".into();
         assert!(Config::from_snapshot(s)
             .unwrap_err()
-            .0
+            .to_string()
             .contains("not a JSON pointer"));
     }
 }

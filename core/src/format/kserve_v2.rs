@@ -441,6 +441,6 @@ mod tests {
         s.routes[0].packed = true;
         s.services[0].views[1].features[0].r#type = pb::ValueType::String as i32;
         let e = Config::from_snapshot(s).unwrap_err();
-        assert!(e.0.contains("is string, not numeric"), "{}", e.0);
+        assert!(e.to_string().contains("is string, not numeric"), "{e}");
     }
 }
