@@ -425,17 +425,12 @@ fn conditions(m: pb::RouteMatch, ctx: &str) -> Result<RouteConditions, ConfigErr
         (true, true) => None,
         (false, true) => Some(PathMatch::Prefix(m.path_prefix)),
         (true, false) => Some(PathMatch::Exact(m.path_exact)),
-        (false, false) => {
-            return invalid(
-                &ctx,
-                format!("set at most one of path_prefix and path_exact"),
-            )
-        }
+        (false, false) => return invalid(ctx, "set at most one of path_prefix and path_exact"),
     };
     if let Some(PathMatch::Prefix(p) | PathMatch::Exact(p)) = &path {
         // Requests are matched on their normalised path: a path in another form never matches.
         if !ferry_protos::path::is_normalized(p) {
-            return invalid(&ctx, format!("path '{p}' is not a normalised path"));
+            return invalid(ctx, format!("path '{p}' is not a normalised path"));
         }
     }
     let host = if m.host.is_empty() {
@@ -444,7 +439,7 @@ fn conditions(m: pb::RouteMatch, ctx: &str) -> Result<RouteConditions, ConfigErr
         let h = m.host.to_ascii_lowercase();
         if !ferry_protos::is_valid_host_match(&h) {
             return invalid(
-                &ctx,
+                ctx,
                 format!(
                     "host '{}' must be a host name or *.domain (no port)",
                     m.host
@@ -460,7 +455,7 @@ fn conditions(m: pb::RouteMatch, ctx: &str) -> Result<RouteConditions, ConfigErr
     for h in m.headers {
         if !ferry_protos::is_valid_header_match_name(&h.name) {
             return invalid(
-                &ctx,
+                ctx,
                 format!(
                     "header match name '{}' must be a lowercase header name",
                     h.name
@@ -482,13 +477,13 @@ fn conditions(m: pb::RouteMatch, ctx: &str) -> Result<RouteConditions, ConfigErr
 fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
     let ctx = format!("service '{}'", s.name);
     if !ferry_protos::is_valid_name(&s.name) {
-        return invalid(&ctx, format!("invalid name"));
+        return invalid(&ctx, "invalid name");
     }
     if s.fingerprint == 0 {
-        return invalid(&ctx, format!("fingerprint is 0"));
+        return invalid(&ctx, "fingerprint is 0");
     }
     if s.entity_keys.is_empty() {
-        return invalid(&ctx, format!("no entity keys"));
+        return invalid(&ctx, "no entity keys");
     }
     if s.entity_keys.len() > limits::MAX_JOIN_KEYS {
         return invalid(
@@ -524,7 +519,7 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
         .collect::<Result<Vec<View>, ConfigError>>()?;
     let feature_count = views.iter().map(|v| v.features.len()).sum();
     if feature_count == 0 {
-        return invalid(&ctx, format!("no features"));
+        return invalid(&ctx, "no features");
     }
     Ok(Service {
         fingerprint_hex: ferry_protos::fingerprint_hex(s.fingerprint),
@@ -539,10 +534,10 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
 fn view(v: pb::ServiceView, ctx: &str) -> Result<View, ConfigError> {
     let vctx = format!("{ctx}: view '{}'", v.name);
     if v.features.is_empty() {
-        return invalid(&vctx, format!("no features"));
+        return invalid(&vctx, "no features");
     }
     if v.ttl_seconds < 0 {
-        return invalid(&vctx, format!("negative ttl"));
+        return invalid(&vctx, "negative ttl");
     }
     let mut features = Vec::with_capacity(v.features.len());
     for f in v.features {
@@ -587,7 +582,7 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
     let short = match pb::FeatureNames::try_from(r.feature_names) {
         Ok(pb::FeatureNames::Full) => false,
         Ok(pb::FeatureNames::Short) => true,
-        _ => return invalid(&ctx, format!("feature_names must be full or short")),
+        _ => return invalid(&ctx, "feature_names must be full or short"),
     };
     let output_names = output_names(&parts, short).map_err(wrap)?;
     let (on_missing, on_stale, on_reader_error) = policies(&r).map_err(wrap)?;
