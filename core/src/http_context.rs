@@ -321,7 +321,7 @@ impl<H: Host> HttpFilter<H> {
             }
             Err(detail) => {
                 let err = FerryError::DispatchFailed { detail };
-                self.reader_failed(route, body_size, &err, resume)
+                self.reader_failed(route, request, body_size, &err, resume)
             }
         }
     }
@@ -363,7 +363,10 @@ impl<H: Host> HttpFilter<H> {
         let fetched = match fetched {
             Ok(v) => v,
             Err(e) => {
-                self.reader_failed(route, p.body_size, &e, Resume::ByHostCall);
+                let Pending {
+                    request, body_size, ..
+                } = *p;
+                self.reader_failed(route, request, body_size, &e, Resume::ByHostCall);
                 return;
             }
         };
@@ -450,36 +453,44 @@ impl<H: Host> HttpFilter<H> {
     ) -> Action {
         match enrich::enrich(route, request, vectors, self.host.now_us()) {
             Ok(out) => {
-                if let Some(body) = &out.rewritten.body {
-                    self.host.replace_request_body(body_size, body);
-                    self.host
-                        .set_request_header("content-length", Some(&body.len().to_string()));
-                }
-                for (name, value) in &out.rewritten.headers {
-                    self.host.set_request_header(name, Some(value));
-                }
-                for (name, value) in &out.headers {
-                    self.host.set_request_header(name, Some(value));
-                }
-                self.summary = out.headers;
                 self.count(Metric::Enriched, 1);
                 self.count(Metric::EntitiesFound, out.found);
                 self.count(Metric::EntitiesMissing, out.missing);
                 self.count(Metric::EntitiesStale, out.stale);
-                self.state = State::Done;
-                if resume == Resume::ByHostCall {
-                    self.host.resume_request();
-                }
-                Action::Continue
+                self.forward(out, body_size, resume)
             }
             Err(e) => self.answer(route, &e),
         }
     }
 
-    /// A reader-side failure: fail closed (answer) or open (forward unenriched), per the route.
+    /// Sends the request on with what Ferry wrote: the new body, the features header(s) and
+    /// `x-ferry-*` (also told to the client on the response).
+    fn forward(&mut self, out: enrich::Enriched, body_size: usize, resume: Resume) -> Action {
+        if let Some(body) = &out.rewritten.body {
+            self.host.replace_request_body(body_size, body);
+            self.host
+                .set_request_header("content-length", Some(&body.len().to_string()));
+        }
+        for (name, value) in &out.rewritten.headers {
+            self.host.set_request_header(name, Some(value));
+        }
+        for (name, value) in &out.headers {
+            self.host.set_request_header(name, Some(value));
+        }
+        self.summary = out.headers;
+        self.state = State::Done;
+        if resume == Resume::ByHostCall {
+            self.host.resume_request();
+        }
+        Action::Continue
+    }
+
+    /// A reader-side failure: fail closed (answer) or open (forward with every feature null),
+    /// per the route.
     fn reader_failed(
         &mut self,
         route: &Route,
+        request: ParsedRequest,
         body_size: usize,
         err: &FerryError,
         resume: Resume,
@@ -496,24 +507,15 @@ impl<H: Host> HttpFilter<H> {
             self.count(Metric::ReaderTimeouts, 1);
         }
         // Only failures of the reader path may fail open; a bad vector is never forwarded.
-        match route.on_reader_error {
-            OnReaderError::Forward if err.is_reader_failure() => {
-                if !matches!(route.format, Format::Header { .. }) {
-                    self.host
-                        .set_request_header("content-length", Some(&body_size.to_string()));
-                }
-                self.summary = enrich::degraded_headers(route, err);
-                for (name, value) in &self.summary {
-                    self.host.set_request_header(name, Some(value));
-                }
+        if route.on_reader_error != OnReaderError::Forward || !err.is_reader_failure() {
+            return self.answer(route, err);
+        }
+        match enrich::degraded(route, request, err) {
+            Ok(out) => {
                 self.count(Metric::Degraded, 1);
-                self.state = State::Done;
-                if resume == Resume::ByHostCall {
-                    self.host.resume_request();
-                }
-                Action::Continue
+                self.forward(out, body_size, resume)
             }
-            _ => self.answer(route, err),
+            Err(e) => self.answer(route, &e),
         }
     }
 
@@ -720,15 +722,16 @@ mod tests {
             f.host().request_header("x-ferry-error"),
             Some("redis_unavailable".into())
         );
+        // Forwarded with every feature null: a client's value under a feature's name or
+        // `ferry` never goes on, even unenriched.
+        let body: serde_json::Value = serde_json::from_slice(&f.host().body.borrow()).unwrap();
         assert_eq!(
             f.host().request_header("content-length"),
-            Some(BODY.len().to_string())
+            Some(f.host().body.borrow().len().to_string())
         );
-        assert_eq!(
-            f.host().body.borrow().as_slice(),
-            BODY.as_bytes(),
-            "body untouched"
-        );
+        assert_eq!(body["instances"][0]["user_id"], "u1");
+        assert!(body["instances"][0]["profile__age"].is_null());
+        assert_eq!(body["ferry"]["statuses"][0]["profile__age"], "NOT_FOUND");
         f.on_response_headers();
         let told = f.host().response_headers.borrow().clone();
         assert!(
@@ -749,6 +752,25 @@ mod tests {
     }
 
     #[test]
+    fn a_degraded_forward_carries_no_forged_feature() {
+        let forged = r#"{"instances":[{"user_id":"u1","profile__age":99}],"ferry":{"forged":1}}"#;
+        let c =
+            route_with(|r| r.on_reader_error = pb::ReaderErrorPolicy::ReaderErrorForward as i32);
+        let mut f = filter(c, "POST", "/v1/models/fraud", forged);
+        f.on_request_headers(false);
+        f.on_request_body(forged.len(), true);
+        f.on_call_response(7, 0, 0); // the reader never answered
+        assert!(*f.host().resumed.borrow());
+        let body: serde_json::Value = serde_json::from_slice(&f.host().body.borrow()).unwrap();
+        assert!(body["instances"][0]["profile__age"].is_null(), "{body}");
+        assert_eq!(body["ferry"]["service"], "scoring");
+        assert_eq!(
+            f.host().request_header("x-ferry-status").as_deref(),
+            Some("degraded")
+        );
+    }
+
+    #[test]
     fn a_reader_refusal_is_never_failed_open() {
         let c =
             route_with(|r| r.on_reader_error = pb::ReaderErrorPolicy::ReaderErrorForward as i32);
@@ -761,6 +783,18 @@ mod tests {
         f.on_call_response(7, 2, 49);
         assert!(!*f.host().resumed.borrow(), "not forwarded");
         assert_eq!(sent(&f).0, 502);
+        assert_eq!(sent(&f).1["error"], "reader_rejected");
+
+        // A 4xx that is not the reader's JSON (another server at its address) neither.
+        let c =
+            route_with(|r| r.on_reader_error = pb::ReaderErrorPolicy::ReaderErrorForward as i32);
+        let mut f = filter(c, "POST", "/v1/models/fraud", BODY);
+        f.on_request_headers(false);
+        f.on_request_body(BODY.len(), true);
+        *f.host().call_status.borrow_mut() = Some(404);
+        *f.host().call_body.borrow_mut() = b"not here".to_vec();
+        f.on_call_response(7, 2, 8);
+        assert!(!*f.host().resumed.borrow(), "not forwarded");
         assert_eq!(sent(&f).1["error"], "reader_rejected");
     }
 
