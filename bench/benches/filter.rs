@@ -7,8 +7,9 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
-use ferry_filter::config::{Config, Route};
-use ferry_filter::{enrich, kserve_v1, vector};
+use ferry_core::config::{Config, Route};
+use ferry_core::format::kserve_v1;
+use ferry_core::{enrich, vector};
 use ferry_protos::v1 as pb;
 use prost::Message;
 
@@ -133,7 +134,7 @@ fn route(config: &Config) -> &Route {
 
 fn decode(c: &mut Criterion) {
     let config = config();
-    let service = &route(&config).service;
+    let service = route(&config).service();
     let bytes = stored_vector(1);
     c.bench_function("vector_decode/30_features", |b| {
         b.iter(|| vector::decode(black_box(&bytes), service, "u000001", NOW_US))
@@ -161,7 +162,7 @@ fn parse_and_rewrite(c: &mut Criterion) {
                 || {
                     let features: Result<Vec<_>, _> = vectors
                         .iter()
-                        .map(|v| vector::decode(v, &route.service, "u", NOW_US))
+                        .map(|v| vector::decode(v, route.service(), "u", NOW_US))
                         .collect();
                     (
                         kserve_v1::parse(body, route).map_err(|e| e.code()),

@@ -6,7 +6,7 @@ use ferry_protos::v1;
 use prost::Message as _;
 use sha2::{Digest, Sha256};
 
-use crate::repo::{PathMatch, Registry, RouteMatch};
+use crate::repo::{FeatureService, PathMatch, Registry, Route, RouteMatch};
 
 /// Builds the snapshot, version included.
 fn route_match(m: &RouteMatch) -> v1::RouteMatch {
@@ -31,84 +31,11 @@ fn route_match(m: &RouteMatch) -> v1::RouteMatch {
 }
 
 pub fn build(reg: &Registry) -> v1::Snapshot {
-    let services = reg
-        .services
-        .iter()
-        .map(|s| v1::FeatureService {
-            name: s.name.clone(),
-            fingerprint: s.fingerprint,
-            entity_keys: s
-                .keys
-                .iter()
-                .map(|k| v1::EntityKey {
-                    entity: k.entity.clone(),
-                    join_key: k.join_key.clone(),
-                    r#type: k.key_type.to_proto() as i32,
-                })
-                .collect(),
-            views: s
-                .views
-                .iter()
-                .map(|sv| {
-                    let view = &reg.views[sv.view];
-                    v1::ServiceView {
-                        name: view.name.clone(),
-                        ttl_seconds: view.ttl_seconds,
-                        features: sv
-                            .features
-                            .iter()
-                            .map(|&fi| {
-                                let f = &view.features[fi];
-                                v1::Feature {
-                                    name: f.name.clone(),
-                                    r#type: f.ty.to_proto() as i32,
-                                    default_value: f.default.clone(),
-                                }
-                            })
-                            .collect(),
-                    }
-                })
-                .collect(),
-        })
-        .collect();
-    let routes = reg
-        .routes
-        .iter()
-        .map(|r| v1::Route {
-            name: r.name.clone(),
-            r#match: Some(route_match(&r.matcher)),
-            service: reg.services[r.service].name.clone(),
-            format: r.format as i32,
-            entity_fields: r.entity_fields.clone(),
-            feature_names: r.feature_names as i32,
-            on_missing_entity: r.on_missing_entity as i32,
-            on_stale: r.on_stale as i32,
-            on_reader_error: r.on_reader_error as i32,
-            max_body_bytes: r.max_body_bytes,
-            max_entities: r.max_entities,
-            reader_timeout_ms: r.reader_timeout_ms,
-            cache_max_age_ms: r.cache_max_age_ms,
-            packed: r.packed,
-            entity_pointer: r.entity_pointer.clone(),
-            inject_pointer: r.inject_pointer.clone(),
-            features_header: r.features_header.clone(),
-            features_encoding: r.features_encoding as i32,
-            max_header_bytes: r.max_header_bytes,
-            extra_services: r
-                .extra_services
-                .iter()
-                .map(|e| v1::ExtraService {
-                    service: reg.services[e.service].name.clone(),
-                    entity_fields: e.entity_fields.clone(),
-                })
-                .collect(),
-        })
-        .collect();
     let mut snap = v1::Snapshot {
         project: reg.project.clone(),
         version: String::new(),
-        services,
-        routes,
+        services: reg.services.iter().map(|s| service(reg, s)).collect(),
+        routes: reg.routes.iter().map(|r| route(reg, r)).collect(),
         reader_cluster: reg.reader.cluster.clone(),
         reader_authority: reg.reader.authority.clone(),
         near_cache_max_bytes: reg.near_cache_max_bytes,
@@ -116,6 +43,77 @@ pub fn build(reg: &Registry) -> v1::Snapshot {
     };
     snap.version = content_version(&snap);
     snap
+}
+
+fn service(reg: &Registry, s: &FeatureService) -> v1::FeatureService {
+    v1::FeatureService {
+        name: s.name.clone(),
+        fingerprint: s.fingerprint,
+        entity_keys: s
+            .keys
+            .iter()
+            .map(|k| v1::EntityKey {
+                entity: k.entity.clone(),
+                join_key: k.join_key.clone(),
+                r#type: k.key_type.to_proto() as i32,
+            })
+            .collect(),
+        views: s
+            .views
+            .iter()
+            .map(|sv| {
+                let view = &reg.views[sv.view];
+                v1::ServiceView {
+                    name: view.name.clone(),
+                    ttl_seconds: view.ttl_seconds,
+                    features: sv
+                        .features
+                        .iter()
+                        .map(|&fi| {
+                            let f = &view.features[fi];
+                            v1::Feature {
+                                name: f.name.clone(),
+                                r#type: f.ty.to_proto() as i32,
+                                default_value: f.default.clone(),
+                            }
+                        })
+                        .collect(),
+                }
+            })
+            .collect(),
+    }
+}
+
+fn route(reg: &Registry, r: &Route) -> v1::Route {
+    v1::Route {
+        name: r.name.clone(),
+        r#match: Some(route_match(&r.matcher)),
+        service: reg.services[r.service].name.clone(),
+        format: r.format as i32,
+        entity_fields: r.entity_fields.clone(),
+        feature_names: r.feature_names as i32,
+        on_missing_entity: r.on_missing_entity as i32,
+        on_stale: r.on_stale as i32,
+        on_reader_error: r.on_reader_error as i32,
+        max_body_bytes: r.max_body_bytes,
+        max_entities: r.max_entities,
+        reader_timeout_ms: r.reader_timeout_ms,
+        cache_max_age_ms: r.cache_max_age_ms,
+        packed: r.packed,
+        entity_pointer: r.entity_pointer.clone(),
+        inject_pointer: r.inject_pointer.clone(),
+        features_header: r.features_header.clone(),
+        features_encoding: r.features_encoding as i32,
+        max_header_bytes: r.max_header_bytes,
+        extra_services: r
+            .extra_services
+            .iter()
+            .map(|e| v1::ExtraService {
+                service: reg.services[e.service].name.clone(),
+                entity_fields: e.entity_fields.clone(),
+            })
+            .collect(),
+    }
 }
 
 /// First 16 hex digits of SHA-256 over the snapshot encoded with an empty version.

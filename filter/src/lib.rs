@@ -1,23 +1,256 @@
-//! Ferry's proxy-wasm HTTP filter.
-//!
-//! Two layers: host-agnostic logic (`config`, `kserve_v1`, `vector`, `enrich`, `error`), plain
-//! Rust unit-tested natively, and a thin adapter (`adapter`, wasm32 only) that implements the
-//! proxy-wasm contexts over the [`host::Host`] seam.
+//! Ferry's proxy-wasm HTTP filter: the adapter between Envoy's proxy-wasm ABI and `ferry-core`.
+//! The root context owns the snapshot, HTTP contexts delegate to [`HttpFilter`] over
+//! hostcalls. Only calls valid in the current callback are made, because
+//! proxy-wasm 0.2.5's hostcalls panic on any unexpected status (and a panic kills the VM).
 
-pub mod config;
-pub mod enrich;
-pub mod error;
-pub mod format;
-pub mod header_mode;
-pub mod host;
-pub mod http_context;
-pub mod json_body;
-pub mod kserve_v1;
-pub mod kserve_v2;
-pub mod metrics;
-pub mod near_cache;
-pub mod values;
-pub mod vector;
+use std::rc::Rc;
+use std::time::{Duration, UNIX_EPOCH};
 
-#[cfg(target_arch = "wasm32")]
-mod adapter;
+use proxy_wasm::hostcalls;
+use proxy_wasm::traits::{Context, HttpContext, RootContext};
+use proxy_wasm::types::{
+    Action as WasmAction, BufferType, ContextType, LogLevel, MapType, MetricType,
+};
+
+use ferry_core::config::Config;
+use ferry_core::host::Host;
+use ferry_core::http_context::{Action, HttpFilter};
+use ferry_core::metrics::{self, Metrics};
+
+proxy_wasm::main! {{
+    proxy_wasm::set_log_level(LogLevel::Info);
+    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
+        Box::new(FerryRoot { config: None, metrics: None })
+    });
+}}
+
+struct FerryRoot {
+    /// The last snapshot that validated; requests keep the one they started with.
+    config: Option<Rc<Config>>,
+    /// Defined on the first configure of this VM; ids stay valid for its life.
+    metrics: Option<Rc<Metrics>>,
+}
+
+impl Context for FerryRoot {}
+
+impl RootContext for FerryRoot {
+    fn on_configure(&mut self, _size: usize) -> bool {
+        if self.metrics.is_none() {
+            self.metrics = Some(Rc::new(Metrics::define(|kind, name| {
+                let t = match kind {
+                    metrics::Kind::Counter => MetricType::Counter,
+                    metrics::Kind::Histogram => MetricType::Histogram,
+                };
+                hostcalls::define_metric(t, name).ok()
+            })));
+        }
+        let bytes = match hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX) {
+            Ok(Some(b)) => b,
+            _ => {
+                log(
+                    LogLevel::Error,
+                    "ferry: no plugin configuration (expected a ferry.v1.Snapshot)",
+                );
+                return false;
+            }
+        };
+        match Config::from_bytes(&bytes) {
+            Ok(c) => {
+                log(
+                    LogLevel::Info,
+                    &format!(
+                        "ferry: snapshot {} of project '{}' with {} route(s)",
+                        c.version,
+                        c.project,
+                        c.routes.len()
+                    ),
+                );
+                self.config = Some(Rc::new(c));
+                true
+            }
+            Err(e) => {
+                // Returning false makes Envoy refuse this config and keep the last good one.
+                log(LogLevel::Error, &format!("ferry: {e}"));
+                false
+            }
+        }
+    }
+
+    fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+        let metrics = self.metrics.clone().unwrap_or_default();
+        Some(Box::new(FerryHttp {
+            filter: HttpFilter::new(HostCalls, self.config.clone(), metrics),
+        }))
+    }
+
+    fn get_type(&self) -> Option<ContextType> {
+        Some(ContextType::HttpContext)
+    }
+}
+
+struct FerryHttp {
+    filter: HttpFilter<HostCalls>,
+}
+
+fn to_wasm(a: Action) -> WasmAction {
+    match a {
+        Action::Continue => WasmAction::Continue,
+        Action::Pause => WasmAction::Pause,
+    }
+}
+
+impl Context for FerryHttp {
+    fn on_http_call_response(
+        &mut self,
+        token_id: u32,
+        num_headers: usize,
+        body_size: usize,
+        _num_trailers: usize,
+    ) {
+        self.filter
+            .on_call_response(token_id, num_headers, body_size);
+    }
+}
+
+impl HttpContext for FerryHttp {
+    fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> WasmAction {
+        to_wasm(self.filter.on_request_headers(end_of_stream))
+    }
+
+    fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> WasmAction {
+        to_wasm(self.filter.on_request_body(body_size, end_of_stream))
+    }
+
+    fn on_http_request_trailers(&mut self, _num_trailers: usize) -> WasmAction {
+        to_wasm(self.filter.on_request_trailers())
+    }
+
+    fn on_http_response_headers(
+        &mut self,
+        _num_headers: usize,
+        _end_of_stream: bool,
+    ) -> WasmAction {
+        self.filter.on_response_headers();
+        WasmAction::Continue
+    }
+}
+
+fn log(level: LogLevel, message: &str) {
+    let _ = hostcalls::log(level, message);
+}
+
+/// The real host: proxy-wasm hostcalls.
+struct HostCalls;
+
+impl Host for HostCalls {
+    // Header values may be any octets (HTTP/1 obs-text, HTTP/2): proxy-wasm 0.2.5's string
+    // getters unwrap `String::from_utf8` and would kill the VM, so read bytes and convert
+    // lossily (an id that was not UTF-8 then holds U+FFFD and is refused, see `format`).
+    fn request_header(&self, name: &str) -> Option<String> {
+        hostcalls::get_map_value_bytes(MapType::HttpRequestHeaders, name)
+            .ok()
+            .flatten()
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
+    }
+
+    fn request_header_names(&self) -> Vec<String> {
+        // Names are checked by Envoy (tokens, ASCII); only the values can be arbitrary bytes.
+        hostcalls::get_map_bytes(MapType::HttpRequestHeaders)
+            .map(|h| h.into_iter().map(|(n, _)| n).collect())
+            .unwrap_or_default()
+    }
+
+    fn request_trailer_names(&self) -> Vec<String> {
+        hostcalls::get_map_bytes(MapType::HttpRequestTrailers)
+            .map(|h| h.into_iter().map(|(n, _)| n).collect())
+            .unwrap_or_default()
+    }
+
+    fn remove_request_trailer(&self, name: &str) {
+        let _ = hostcalls::set_map_value(MapType::HttpRequestTrailers, name, None);
+    }
+
+    fn set_request_header(&self, name: &str, value: Option<&str>) {
+        let _ = hostcalls::set_map_value(MapType::HttpRequestHeaders, name, value);
+    }
+
+    fn request_body(&self, size: usize) -> Option<Vec<u8>> {
+        hostcalls::get_buffer(BufferType::HttpRequestBody, 0, size)
+            .ok()
+            .flatten()
+    }
+
+    fn replace_request_body(&self, old_size: usize, body: &[u8]) {
+        let _ = hostcalls::set_buffer(BufferType::HttpRequestBody, 0, old_size, body);
+    }
+
+    fn dispatch(
+        &self,
+        cluster: &str,
+        headers: Vec<(&str, &str)>,
+        body: &[u8],
+        timeout: Duration,
+    ) -> Result<u32, String> {
+        hostcalls::dispatch_http_call(cluster, headers, Some(body), vec![], timeout).map_err(
+            |status| format!("dispatch to cluster '{cluster}' failed with status {status:?}"),
+        )
+    }
+
+    fn call_response_status(&self) -> Option<u16> {
+        hostcalls::get_map_value_bytes(MapType::HttpCallResponseHeaders, ":status")
+            .ok()
+            .flatten()
+            .and_then(|s| std::str::from_utf8(&s).ok()?.parse().ok())
+    }
+
+    fn call_response_body(&self, size: usize) -> Option<Vec<u8>> {
+        hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, size)
+            .ok()
+            .flatten()
+    }
+
+    fn now_us(&self) -> i64 {
+        hostcalls::get_current_time()
+            .ok()
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+    }
+
+    fn send_response(&self, status: u16, headers: Vec<(&str, &str)>, body: &[u8]) {
+        let _ = hostcalls::send_http_response(u32::from(status), headers, Some(body));
+    }
+
+    fn resume_request(&self) {
+        let _ = hostcalls::resume_http_request();
+    }
+
+    fn log_warn(&self, message: &str) {
+        log(LogLevel::Warn, message);
+    }
+
+    fn shared_get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
+        hostcalls::get_shared_data(key).unwrap_or((None, None))
+    }
+
+    fn shared_set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
+        hostcalls::set_shared_data(key, Some(value), cas).is_ok()
+    }
+
+    fn metric_add(&self, id: u32, delta: i64) {
+        let _ = hostcalls::increment_metric(id, delta);
+    }
+
+    fn metric_record(&self, id: u32, value: u64) {
+        let _ = hostcalls::record_metric(id, value);
+    }
+
+    fn route_metadata(&self, key: &str) -> Option<String> {
+        let path = vec!["xds", "route_metadata", "filter_metadata", "ferry", key];
+        let bytes = hostcalls::get_property(path).ok().flatten()?;
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    fn set_response_header(&self, name: &str, value: &str) {
+        let _ = hostcalls::set_map_value(MapType::HttpResponseHeaders, name, Some(value));
+    }
+}

@@ -13,9 +13,9 @@
 pub mod bypass;
 pub mod targets;
 
-use ferry_filter::config::{Config, Route};
-use ferry_filter::error::FerryError;
-use ferry_filter::vector::{EntityFeatures, FeatureStatus};
+use ferry_core::config::{Config, Route};
+use ferry_core::error::FerryError;
+use ferry_core::vector::{EntityFeatures, FeatureStatus};
 use ferry_protos::v1::{self as pb, value::Kind, ValueType};
 use serde_json::Value as Json;
 

@@ -2,9 +2,10 @@
 
 use std::rc::Rc;
 
-use ferry_filter::config::Config;
-use ferry_filter::config::Format;
-use ferry_filter::{enrich, format, header_mode, json_body, kserve_v1, kserve_v2, vector};
+use ferry_core::config::Config;
+use ferry_core::config::Format;
+use ferry_core::format::header;
+use ferry_core::{enrich, format, vector};
 
 use super::{config, features, format_target, routes_named, seed, NOW_US};
 
@@ -25,17 +26,11 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("bypass", bypass),
 ];
 
-/// KServe v1 bodies: `kserve_v1::parse`, then `rewrite` with synthesized features.
+/// KServe v1 bodies: parsed, then rewritten with synthesized features (through the dispatcher).
 pub fn kserve_v1(data: &[u8]) {
     CONFIG.with(|c| {
         for i in routes_named(c, "kserve_v1") {
-            format_target(
-                data,
-                &c.routes[i],
-                kserve_v1::parse,
-                |r| &r.keys,
-                |r, route, f| Ok(kserve_v1::rewrite(r, route, f)),
-            );
+            format_target(data, &c.routes[i], format::parse, |r| r.keys(), body_of);
         }
     });
 }
@@ -44,28 +39,25 @@ pub fn kserve_v1(data: &[u8]) {
 pub fn kserve_v2(data: &[u8]) {
     CONFIG.with(|c| {
         for i in routes_named(c, "kserve_v2") {
-            format_target(
-                data,
-                &c.routes[i],
-                kserve_v2::parse,
-                |r| &r.keys,
-                kserve_v2::rewrite,
-            );
+            format_target(data, &c.routes[i], format::parse, |r| r.keys(), body_of);
         }
     });
+}
+
+/// A body format's rewrite through the dispatcher, as the filter calls it.
+fn body_of(
+    r: format::ParsedRequest,
+    route: &ferry_core::config::Route,
+    f: Vec<ferry_core::vector::EntityFeatures>,
+) -> Result<Vec<u8>, ferry_core::error::FerryError> {
+    Ok(format::rewrite(r, route, f)?.body.unwrap_or_default())
 }
 
 /// Generic JSON bodies: entities at a JSON pointer (or the root), features at another.
 pub fn json(data: &[u8]) {
     CONFIG.with(|c| {
         for i in routes_named(c, "json") {
-            format_target(
-                data,
-                &c.routes[i],
-                json_body::parse,
-                |r| &r.keys,
-                json_body::rewrite,
-            );
+            format_target(data, &c.routes[i], format::parse, |r| r.keys(), body_of);
         }
     });
 }
@@ -81,16 +73,21 @@ pub fn header(data: &[u8]) {
         for i in routes_named(c, "header") {
             let route = &c.routes[i];
             let lookup = |name: &str| {
-                let at = route.entity_fields.iter().position(|f| f == name)?;
+                let at = route.parts[0]
+                    .entity_fields
+                    .iter()
+                    .position(|f| f == name)?;
                 lines.get(at).map(|l| l.to_string())
             };
-            let Ok(req) = header_mode::parse(lookup, |_| 1, route) else {
+            let Ok(req) = header::parse(lookup, |_| 1, route) else {
                 continue;
             };
             assert_eq!(req.keys.len(), route.parts.len());
-            let Ok(headers) = header_mode::render(route, features(route, 1, seed(data))) else {
+            let req = format::ParsedRequest::Header(req);
+            let Ok(out) = format::rewrite(req, route, features(route, 1, seed(data))) else {
                 continue;
             };
+            let headers = out.headers;
             let Format::Header {
                 max_header_bytes, ..
             } = route.format
@@ -116,7 +113,7 @@ pub fn header(data: &[u8]) {
 pub fn vector_decode(data: &[u8]) {
     CONFIG.with(|c| {
         for route in &c.routes {
-            let service = &route.service;
+            let service = route.service();
             if let Ok(f) = vector::decode(data, service, "u1", NOW_US) {
                 assert_eq!(f.values.len(), service.feature_count);
                 assert_eq!(f.statuses.len(), service.feature_count);
@@ -133,11 +130,14 @@ pub fn snapshot(data: &[u8]) {
     for r in &c.routes {
         assert_eq!(
             r.output_names.len(),
-            r.service.feature_count,
+            r.service().feature_count,
             "route '{}'",
             r.name
         );
-        assert_eq!(r.entity_fields.len(), r.service.entity_keys.len());
+        assert_eq!(
+            r.parts[0].entity_fields.len(),
+            r.service().entity_keys.len()
+        );
     }
     for path in ["/", "/v1/models/x:predict?a=b", ""] {
         let _ = c.match_route(path, &|_| None);

@@ -37,6 +37,20 @@ pub mod limits {
         MAX_KEYS_PER_CALL as u64 * (MAX_ENTITY_KEY_BYTES as u64 + 3) + 64 * 1024;
 }
 
+/// The reader's error codes (`{"error": CODE, "message": ...}`), written by the reader and read
+/// by the filter: the filter tells Redis failures (which `on_reader_error: forward` may fail
+/// open on) from the reader refusing a call (which it never does).
+pub mod reader_error {
+    pub const BAD_REQUEST: &str = "bad_request";
+    pub const NOT_FOUND: &str = "not_found";
+    pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
+    pub const BATCH_TOO_LARGE: &str = "batch_too_large";
+    pub const BODY_TOO_LARGE: &str = "body_too_large";
+    pub const REDIS_UNAVAILABLE: &str = "redis_unavailable";
+    pub const REDIS_TIMEOUT: &str = "redis_timeout";
+    pub const INTERNAL: &str = "internal";
+}
+
 /// Content type of reader requests and responses.
 pub const PROTOBUF_CONTENT_TYPE: &str = "application/x-protobuf";
 

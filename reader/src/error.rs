@@ -53,15 +53,16 @@ impl ReaderError {
 
     /// The stable machine-readable code in the JSON body.
     pub fn code(&self) -> &'static str {
+        use ferry_protos::reader_error as code;
         match self {
-            Self::BadRequest(_) => "bad_request",
-            Self::NotFound(_) => "not_found",
-            Self::MethodNotAllowed { .. } => "method_not_allowed",
-            Self::BatchTooLarge { .. } => "batch_too_large",
-            Self::BodyTooLarge { .. } => "body_too_large",
-            Self::RedisUnavailable(_) => "redis_unavailable",
-            Self::RedisTimeout(_) => "redis_timeout",
-            Self::Internal(_) => "internal",
+            Self::BadRequest(_) => code::BAD_REQUEST,
+            Self::NotFound(_) => code::NOT_FOUND,
+            Self::MethodNotAllowed { .. } => code::METHOD_NOT_ALLOWED,
+            Self::BatchTooLarge { .. } => code::BATCH_TOO_LARGE,
+            Self::BodyTooLarge { .. } => code::BODY_TOO_LARGE,
+            Self::RedisUnavailable(_) => code::REDIS_UNAVAILABLE,
+            Self::RedisTimeout(_) => code::REDIS_TIMEOUT,
+            Self::Internal(_) => code::INTERNAL,
         }
     }
 

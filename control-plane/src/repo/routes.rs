@@ -10,15 +10,8 @@ use ferry_protos::v1::{
 use super::raw::{RawEntityRef, RawHeaderMatch, RawRoute};
 use super::validate::Issues;
 use super::{ExtraService, FeatureService, FeatureView, HeaderMatch, PathMatch, Route, RouteMatch};
-use crate::types::FeatureType;
 
-use ferry_protos::limits::{
-    MAX_ENTITIES_PER_REQUEST, MAX_KEYS_PER_CALL, MAX_ROUTE_BODY_BYTES, MIN_ROUTE_BODY_BYTES,
-};
-
-const MAX_READER_TIMEOUT_MS: u64 = 60_000;
-/// A near-cache entry older than an hour is not "near" any more: refresh from Redis.
-const MAX_CACHE_AGE_MS: u64 = 3_600_000;
+use ferry_core::rules;
 
 /// The first earlier route that matches every request `m` matches (so `m` is never reached):
 /// its path covers `m`'s, its host is `m`'s or unset, and each of its header conditions is one
@@ -127,25 +120,6 @@ fn word<T: Copy>(
     default
 }
 
-fn limit(
-    issues: &mut Issues,
-    path: &str,
-    field: &str,
-    value: Option<u64>,
-    default: u64,
-    range: (u64, u64),
-) -> u32 {
-    let v = value.unwrap_or(default);
-    if v < range.0 || v > range.1 {
-        issues.add(
-            path,
-            format!("{field} {v} is outside {}..={}", range.0, range.1),
-        );
-        return default as u32;
-    }
-    v as u32
-}
-
 pub(super) fn route(
     rr: &RawRoute,
     name: &str,
@@ -155,6 +129,81 @@ pub(super) fn route(
     views: &[FeatureView],
     issues: &mut Issues,
 ) -> Route {
+    let matcher = matcher(rr, name, path, issues);
+    let (service, extra_services) = services_of(rr, path, service_seen, issues);
+    let format = format_of(rr, path, issues);
+    let features_encoding = word(
+        issues,
+        path,
+        "features_encoding",
+        &rr.features_encoding,
+        &[
+            ("json", FeaturesEncoding::Json),
+            ("protobuf", FeaturesEncoding::ProtobufBase64),
+        ],
+    );
+    let features_header =
+        rules::features_header(rr.features_header.as_deref()).unwrap_or_else(|e| {
+            issues.add(path, e);
+            rules::DEFAULT_FEATURES_HEADER.to_owned()
+        });
+    let entity_fields = entity_fields_of(&rr.entity, path, issues);
+    let feature_names = word(
+        issues,
+        path,
+        "feature_names",
+        &rr.feature_names,
+        &[("full", FeatureNames::Full), ("short", FeatureNames::Short)],
+    );
+    let parts: Vec<(&FeatureService, &Vec<String>)> = service
+        .map(|s| (&services[s], &entity_fields))
+        .into_iter()
+        .chain(
+            extra_services
+                .iter()
+                .map(|e| (&services[e.service], &e.entity_fields)),
+        )
+        .collect();
+    let packed = rr.packed.unwrap_or(false);
+    check_features(&parts, views, packed, feature_names, path, issues);
+    let (on_missing_entity, on_stale, on_reader_error) = policies(rr, path, issues);
+    let bounded = |issues: &mut Issues, b: &rules::Bound, v: Option<u64>| {
+        b.repo_value(v).unwrap_or_else(|e| {
+            issues.add(path, e);
+            b.default
+        })
+    };
+    let route = Route {
+        name: name.to_owned(),
+        matcher,
+        extra_services,
+        service: service.unwrap_or(0),
+        format,
+        entity_fields,
+        feature_names,
+        on_missing_entity,
+        on_stale,
+        on_reader_error,
+        max_body_bytes: bounded(issues, &rules::MAX_BODY_BYTES, rr.max_body_bytes),
+        max_entities: bounded(issues, &rules::MAX_ENTITIES, rr.max_entities),
+        reader_timeout_ms: bounded(issues, &rules::READER_TIMEOUT_MS, rr.reader_timeout_ms),
+        packed,
+        features_header,
+        features_encoding,
+        max_header_bytes: bounded(issues, &rules::MAX_HEADER_BYTES, rr.max_header_bytes),
+        entity_pointer: rr.entity_pointer.clone().unwrap_or_default(),
+        inject_pointer: rr.inject_pointer.clone().unwrap_or_default(),
+        cache_max_age_ms: bounded(issues, &rules::CACHE_MAX_AGE_MS, rr.cache_max_age_ms),
+    };
+    // One reader call looks up every entity once per service: it must fit the reader's batch.
+    if let Err(e) = rules::keys_per_call(route.max_entities, 1 + route.extra_services.len()) {
+        issues.add(path, e);
+    }
+    route
+}
+
+/// The route's conditions: a path (normalised, as requests are matched), a host, headers.
+fn matcher(rr: &RawRoute, name: &str, path: &str, issues: &mut Issues) -> RouteMatch {
     let path_match = match (&rr.matcher.path_prefix, &rr.matcher.path_exact) {
         (Some(p), None) => Some(PathMatch::Prefix(p.clone())),
         (None, Some(p)) => Some(PathMatch::Exact(p.clone())),
@@ -177,7 +226,7 @@ pub(super) fn route(
             );
         }
     }
-    let matcher = RouteMatch {
+    RouteMatch {
         path: path_match,
         host: rr
             .matcher
@@ -185,7 +234,16 @@ pub(super) fn route(
             .as_deref()
             .map(|h| host_match(h, path, issues)),
         headers: header_matches(&rr.matcher.headers, path, issues),
-    };
+    }
+}
+
+/// The main service and the extra ones, each named once.
+fn services_of(
+    rr: &RawRoute,
+    path: &str,
+    service_seen: &HashMap<&str, usize>,
+    issues: &mut Issues,
+) -> (Option<usize>, Vec<ExtraService>) {
     let service = service_seen.get(rr.service.as_str()).copied();
     if service.is_none() {
         issues.add(path, format!("unknown feature service '{}'", rr.service));
@@ -212,6 +270,11 @@ pub(super) fn route(
             entity_fields: entity_fields_of(&extra.entity, &epath, issues),
         });
     }
+    (service, extra_services)
+}
+
+/// The format, and that only its own options are set (JSON pointers checked here).
+fn format_of(rr: &RawRoute, path: &str, issues: &mut Issues) -> Format {
     let format = match rr.format.as_str() {
         "kserve_v1" => Format::KserveV1,
         "kserve_v2" => Format::KserveV2,
@@ -240,14 +303,8 @@ pub(super) fn route(
         ("entity_pointer", &rr.entity_pointer),
         ("inject_pointer", &rr.inject_pointer),
     ] {
-        if let Some(p) = p
-            .as_deref()
-            .filter(|p| !p.is_empty() && !p.starts_with('/'))
-        {
-            issues.add(
-                path,
-                format!("{what} '{p}' is not a JSON pointer (\"\" or starting with /)"),
-            );
+        if let Err(e) = rules::json_pointer(what, p.as_deref().unwrap_or("")) {
+            issues.add(path, e);
         }
     }
     if (rr.features_header.is_some()
@@ -260,115 +317,14 @@ pub(super) fn route(
             "features_header, features_encoding and max_header_bytes apply to format header only",
         );
     }
-    let features_encoding = word(
-        issues,
-        path,
-        "features_encoding",
-        &rr.features_encoding,
-        &[
-            ("json", FeaturesEncoding::Json),
-            ("protobuf", FeaturesEncoding::ProtobufBase64),
-        ],
-    );
-    let features_header = rr
-        .features_header
-        .clone()
-        .unwrap_or_else(|| "x-ferry-features".to_owned())
-        .to_ascii_lowercase();
-    if features_header.is_empty()
-        || !features_header
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-    {
-        issues.add(
-            path,
-            format!("features_header '{features_header}' is not a header name"),
-        );
-    }
-    let entity_fields = entity_fields_of(&rr.entity, path, issues);
-    let feature_names = word(
-        issues,
-        path,
-        "feature_names",
-        &rr.feature_names,
-        &[("full", FeatureNames::Full), ("short", FeatureNames::Short)],
-    );
-    let parts: Vec<(&FeatureService, &Vec<String>)> = service
-        .map(|s| (&services[s], &entity_fields))
-        .into_iter()
-        .chain(
-            extra_services
-                .iter()
-                .map(|e| (&services[e.service], &e.entity_fields)),
-        )
-        .collect();
-    let packed = rr.packed.unwrap_or(false);
-    for (s, _) in parts.iter().filter(|_| packed) {
-        for sv in &s.views {
-            let v = &views[sv.view];
-            for &fi in &sv.features {
-                let f = &v.features[fi];
-                if !matches!(
-                    f.ty,
-                    FeatureType::Int32
-                        | FeatureType::Int64
-                        | FeatureType::Float32
-                        | FeatureType::Float64
-                        | FeatureType::Bool
-                ) {
-                    issues.add(
-                        path,
-                        format!(
-                            "packed: feature '{}:{}' is {}, not numeric",
-                            v.name,
-                            f.name,
-                            f.ty.as_str()
-                        ),
-                    );
-                }
-            }
-        }
-    }
-    let all_entity_fields: HashSet<&String> = parts.iter().flat_map(|(_, f)| f.iter()).collect();
-    // The names the filter injects must be unambiguous (over every service of the route) and
-    // must not overwrite an entity id.
-    let mut injected: HashMap<String, &str> = HashMap::new();
-    for (s, entity_fields) in parts {
-        // A service with no resolved key was already reported; do not pile on.
-        if !entity_fields.is_empty() && !s.keys.is_empty() && entity_fields.len() != s.keys.len() {
-            let keys: Vec<&str> = s.keys.iter().map(|k| k.join_key.as_str()).collect();
-            issues.add(
-                path,
-                format!(
-                    "entity names {} field(s) but feature service '{}' has {} entity key(s) ({}), \
-                     given in this order",
-                    entity_fields.len(),
-                    s.name,
-                    keys.len(),
-                    keys.join(", ")
-                ),
-            );
-        }
-        for sv in &s.views {
-            let v = &views[sv.view];
-            for &fi in &sv.features {
-                let f = &v.features[fi].name;
-                let out = match feature_names {
-                    FeatureNames::Short => f.clone(),
-                    _ => format!("{}__{f}", v.name),
-                };
-                if let Some(other) = injected.get(&out) {
-                    issues.add(path, format!("feature name '{out}' is given by views '{other}' and '{}'; use feature_names: full", v.name));
-                } else if all_entity_fields.contains(&out) {
-                    issues.add(
-                        path,
-                        format!("feature name '{out}' is also an entity field"),
-                    );
-                }
-                injected.insert(out, &v.name);
-            }
-        }
-    }
+    format
+}
+
+fn policies(
+    rr: &RawRoute,
+    path: &str,
+    issues: &mut Issues,
+) -> (MissingEntityPolicy, StalePolicy, ReaderErrorPolicy) {
     let on_missing_entity = word(
         issues,
         path,
@@ -400,75 +356,47 @@ pub(super) fn route(
             ("forward", ReaderErrorPolicy::ReaderErrorForward),
         ],
     );
-    let route = Route {
-        name: name.to_owned(),
-        matcher,
-        extra_services,
-        service: service.unwrap_or(0),
-        format,
-        entity_fields,
-        feature_names,
-        on_missing_entity,
-        on_stale,
-        on_reader_error,
-        max_body_bytes: limit(
-            issues,
-            path,
-            "max_body_bytes",
-            rr.max_body_bytes,
-            1 << 20,
-            (MIN_ROUTE_BODY_BYTES.into(), MAX_ROUTE_BODY_BYTES.into()),
-        ),
-        max_entities: limit(
-            issues,
-            path,
-            "max_entities",
-            rr.max_entities,
-            1000,
-            (1, MAX_ENTITIES_PER_REQUEST.into()),
-        ),
-        reader_timeout_ms: limit(
-            issues,
-            path,
-            "reader_timeout_ms",
-            rr.reader_timeout_ms,
-            200,
-            (1, MAX_READER_TIMEOUT_MS),
-        ),
-        packed,
-        features_header,
-        features_encoding,
-        max_header_bytes: limit(
-            issues,
-            path,
-            "max_header_bytes",
-            rr.max_header_bytes,
-            8192,
-            (256, 65_536),
-        ),
-        entity_pointer: rr.entity_pointer.clone().unwrap_or_default(),
-        inject_pointer: rr.inject_pointer.clone().unwrap_or_default(),
-        cache_max_age_ms: limit(
-            issues,
-            path,
-            "cache_max_age_ms",
-            rr.cache_max_age_ms,
-            0,
-            (0, MAX_CACHE_AGE_MS),
-        ),
-    };
-    // One reader call looks up every entity once per service: it must fit the reader's batch.
-    let services = 1 + route.extra_services.len() as u64;
-    let lookups = u64::from(route.max_entities) * services;
-    if lookups > u64::from(MAX_KEYS_PER_CALL) {
-        issues.add(
-            path,
-            format!(
-                "max_entities {} × {services} services = {lookups} keys in one reader call, \
-                 over the reader's {MAX_KEYS_PER_CALL}",
-                route.max_entities
-            ),
-        );
+    (on_missing_entity, on_stale, on_reader_error)
+}
+
+/// The features a route writes, over every service it enriches from: the entity fields must
+/// name each join key, the output names must be unambiguous (`rules::OutputNames`), and a
+/// packed tensor takes numbers only.
+fn check_features(
+    parts: &[(&FeatureService, &Vec<String>)],
+    views: &[FeatureView],
+    packed: bool,
+    feature_names: FeatureNames,
+    path: &str,
+    issues: &mut Issues,
+) {
+    let entity_fields: Vec<&str> = parts
+        .iter()
+        .flat_map(|(_, f)| f.iter().map(String::as_str))
+        .collect();
+    let mut names = rules::OutputNames::default();
+    for (s, fields) in parts {
+        // A service with no resolved key was already reported; do not pile on.
+        if !fields.is_empty() && !s.keys.is_empty() {
+            let keys: Vec<&str> = s.keys.iter().map(|k| k.join_key.as_str()).collect();
+            if let Err(e) = rules::entity_fields(fields.len(), &s.name, &keys) {
+                issues.add(path, e);
+            }
+        }
+        for sv in &s.views {
+            let v = &views[sv.view];
+            for &fi in &sv.features {
+                let f = &v.features[fi];
+                let short = feature_names == FeatureNames::Short;
+                if let Err(e) = names.add(&v.name, &f.name, short, &entity_fields) {
+                    issues.add(path, e);
+                }
+                if packed {
+                    if let Err(e) = rules::packable(&v.name, &f.name, f.ty.to_proto()) {
+                        issues.add(path, e);
+                    }
+                }
+            }
+        }
     }
-    route
 }

@@ -341,7 +341,7 @@ fn routes_match_on_host_and_headers_or_are_selected_by_name() {
         &Default::default()
     );
     // The snapshot is one the filter accepts.
-    ferry_filter::config::Config::from_snapshot(snap).unwrap();
+    ferry_core::config::Config::from_snapshot(snap).unwrap();
 }
 
 #[test]
@@ -408,7 +408,7 @@ fn a_route_can_enrich_from_extra_services() {
         (e[0].service.as_str(), e[0].entity_fields.as_slice()),
         ("merchant_risk", &["merchant_id".to_string()][..])
     );
-    let c = ferry_filter::config::Config::from_snapshot(snap).unwrap();
+    let c = ferry_core::config::Config::from_snapshot(snap).unwrap();
     assert_eq!(c.routes[1].services_label, "scoring,merchant_risk");
     assert_eq!(c.routes[1].output_names.len(), 5);
 }
@@ -488,7 +488,7 @@ fn protected_paths_reach_the_snapshot_normalised_and_lowercase() {
     let snap = crate::snapshot::build(&reg);
     assert_eq!(snap.protected_paths, ["/v1/models/", "/v2/models/"]);
     // The filter takes what apply produced.
-    ferry_filter::config::Config::from_snapshot(snap).unwrap();
+    ferry_core::config::Config::from_snapshot(snap).unwrap();
 
     let got = issues_of(
         &[

@@ -3,7 +3,7 @@
 //! refers to it; placeholders fill the gaps, and a registry with any issue is never returned.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ferry_protos::is_valid_name;
 
@@ -57,42 +57,85 @@ pub(super) fn first_seen<'a>(
 pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>> {
     let mut issues = Issues::default();
     issues.name("project", "project name", &raw.project);
-
     let entities = entities(&raw, &mut issues);
+    let views = views(&raw, root, &entities, &mut issues);
+    let (services, service_seen) = services(&raw, &views, &entities, &mut issues);
+    let routes = routes(&raw, &service_seen, &services, &views.list, &mut issues);
+    check_reader_and_cache(&raw, &mut issues);
+    let protected_paths = protected_paths(&raw, &mut issues);
+    if !issues.0.is_empty() {
+        return Err(issues.0);
+    }
+    Ok(Registry {
+        protected_paths,
+        project: raw.project.clone(),
+        root: root.to_path_buf(),
+        entities,
+        views: views.list,
+        services,
+        routes,
+        reader: Reader {
+            cluster: raw.reader.cluster.clone(),
+            authority: raw.reader.authority.clone(),
+        },
+        near_cache_max_bytes: raw.near_cache.max_bytes,
+    })
+}
+
+/// The repo's feature views, with what feature refs are resolved against.
+struct Views<'a> {
+    list: Vec<FeatureView>,
+    /// View name → index (first definition).
+    seen: HashMap<&'a str, usize>,
+    /// Every declared feature name per view, valid or not, so refs to a feature whose own
+    /// definition is broken are not reported a second time.
+    declared: Vec<HashSet<&'a str>>,
+}
+
+fn views<'a>(raw: &'a RawRepo, root: &Path, entities: &[Entity], issues: &mut Issues) -> Views<'a> {
     let entity_index: HashMap<&str, usize> = entities
         .iter()
         .enumerate()
         .rev()
         .map(|(i, e)| (e.name.as_str(), i))
         .collect();
-
-    let mut views = Vec::with_capacity(raw.feature_views.len());
-    // Every declared feature name per view, valid or not, so refs to a feature whose own
-    // definition is broken are not reported a second time.
-    let mut declared: Vec<HashSet<&str>> = Vec::new();
-    let mut view_seen = HashMap::new();
+    let mut out = Views {
+        list: Vec::with_capacity(raw.feature_views.len()),
+        seen: HashMap::new(),
+        declared: Vec::new(),
+    };
     for (i, rv) in raw.feature_views.iter().enumerate() {
         let path = format!("feature_views[{i}] '{}'", rv.name);
         first_seen(
-            &mut issues,
-            &mut view_seen,
+            issues,
+            &mut out.seen,
             &rv.name,
             i,
             &path,
             "feature view name",
             "feature_views",
         );
-        views.push(view(rv, &path, root, &entities, &entity_index, &mut issues));
-        declared.push(rv.features.iter().map(|f| f.name.as_str()).collect());
+        out.list
+            .push(view(rv, &path, root, entities, &entity_index, issues));
+        out.declared
+            .push(rv.features.iter().map(|f| f.name.as_str()).collect());
     }
+    out
+}
 
+fn services<'a>(
+    raw: &'a RawRepo,
+    views: &Views,
+    entities: &[Entity],
+    issues: &mut Issues,
+) -> (Vec<FeatureService>, HashMap<&'a str, usize>) {
     let mut services = Vec::with_capacity(raw.feature_services.len());
     let mut service_seen = HashMap::new();
     for (i, rs) in raw.feature_services.iter().enumerate() {
         let path = format!("feature_services[{i}] '{}'", rs.name);
         issues.name(&path, "name", &rs.name);
         first_seen(
-            &mut issues,
+            issues,
             &mut service_seen,
             &rs.name,
             i,
@@ -103,55 +146,77 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
         if rs.features.is_empty() {
             issues.add(&path, "selects no features");
         }
-        // Sorted by view name, then feature name: the canonical layout.
-        let mut selected: BTreeMap<&str, (usize, BTreeMap<&str, usize>)> = BTreeMap::new();
-        for r in &rs.features {
-            let rpath = format!("{path}: feature ref '{r}'");
-            let (view_name, feature) = match r.split_once(':') {
-                Some((v, f)) if !v.is_empty() && !f.is_empty() && !f.contains(':') => (v, Some(f)),
-                Some(_) => {
-                    issues.add(&rpath, "expected 'view' or 'view:feature'");
-                    continue;
-                }
-                None => (r.as_str(), None),
-            };
-            let Some(&vi) = view_seen.get(view_name) else {
-                issues.add(&rpath, format!("unknown feature view '{view_name}'"));
-                continue;
-            };
-            let v = &views[vi];
-            let entry = selected
-                .entry(v.name.as_str())
-                .or_insert((vi, BTreeMap::new()));
-            match feature {
-                None => entry.1.extend(
-                    v.features
-                        .iter()
-                        .enumerate()
-                        .map(|(fi, f)| (f.name.as_str(), fi)),
-                ),
-                Some(f) => match v.features.iter().position(|x| x.name == f) {
-                    Some(fi) => {
-                        entry.1.insert(&v.features[fi].name, fi);
-                    }
-                    None if declared[vi].contains(f) => {}
-                    None => issues.add(
-                        &rpath,
-                        format!("feature view '{view_name}' has no feature '{f}'"),
-                    ),
-                },
-            }
-        }
+        let selected = selected_features(&rs.features, &path, views, issues);
         services.push(service(
             &rs.name,
             &path,
             &selected,
-            &views,
-            &entities,
-            &mut issues,
+            &views.list,
+            entities,
+            issues,
         ));
     }
+    (services, service_seen)
+}
 
+/// A service's feature refs (`view` or `view:feature`) resolved, sorted by view name, then
+/// feature name: the canonical layout.
+fn selected_features<'v>(
+    refs: &[String],
+    path: &str,
+    views: &'v Views,
+    issues: &mut Issues,
+) -> BTreeMap<&'v str, (usize, BTreeMap<&'v str, usize>)> {
+    let mut selected: BTreeMap<&str, (usize, BTreeMap<&str, usize>)> = BTreeMap::new();
+    for r in refs {
+        let rpath = format!("{path}: feature ref '{r}'");
+        let (view_name, feature) = match r.split_once(':') {
+            Some((v, f)) if !v.is_empty() && !f.is_empty() && !f.contains(':') => (v, Some(f)),
+            Some(_) => {
+                issues.add(&rpath, "expected 'view' or 'view:feature'");
+                continue;
+            }
+            None => (r.as_str(), None),
+        };
+        let Some(&vi) = views.seen.get(view_name) else {
+            issues.add(&rpath, format!("unknown feature view '{view_name}'"));
+            continue;
+        };
+        let v = &views.list[vi];
+        let entry = selected
+            .entry(v.name.as_str())
+            .or_insert((vi, BTreeMap::new()));
+        match feature {
+            None => entry.1.extend(
+                v.features
+                    .iter()
+                    .enumerate()
+                    .map(|(fi, f)| (f.name.as_str(), fi)),
+            ),
+            Some(f) => match v.features.iter().position(|x| x.name == f) {
+                Some(fi) => {
+                    entry.1.insert(&v.features[fi].name, fi);
+                }
+                None if views.declared[vi].contains(f) => {}
+                None => issues.add(
+                    &rpath,
+                    format!("feature view '{view_name}' has no feature '{f}'"),
+                ),
+            },
+        }
+    }
+    selected
+}
+
+/// The routes, each checked (`routes::route`) and against the earlier ones: a route that an
+/// earlier one always matches first is never reached.
+fn routes(
+    raw: &RawRepo,
+    service_seen: &HashMap<&str, usize>,
+    services: &[FeatureService],
+    views: &[FeatureView],
+    issues: &mut Issues,
+) -> Vec<Route> {
     let mut routes = Vec::with_capacity(raw.routes.len());
     let mut route_seen = HashMap::new();
     let mut match_seen: HashMap<RouteMatch, usize> = HashMap::new();
@@ -165,7 +230,7 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
         let path = format!("routes[{i}] '{}'", names[i]);
         issues.name(&path, "name", &names[i]);
         first_seen(
-            &mut issues,
+            issues,
             &mut route_seen,
             &names[i],
             i,
@@ -173,15 +238,7 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
             "route name",
             "routes",
         );
-        let r = route(
-            rr,
-            &names[i],
-            &path,
-            &service_seen,
-            &services,
-            &views,
-            &mut issues,
-        );
+        let r = route(rr, &names[i], &path, service_seen, services, views, issues);
         if r.matcher.by_name_only() {
             // Selected by name from Envoy route metadata: no match to compare.
         } else if let Some(first) = match_seen.get(&r.matcher) {
@@ -197,7 +254,10 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
         }
         routes.push(r);
     }
+    routes
+}
 
+fn check_reader_and_cache(raw: &RawRepo, issues: &mut Issues) {
     for (what, v) in [
         ("cluster", &raw.reader.cluster),
         ("authority", &raw.reader.authority),
@@ -209,7 +269,6 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
             );
         }
     }
-
     if !(1 << 20..=1 << 30).contains(&raw.near_cache.max_bytes) {
         issues.add(
             "near_cache",
@@ -219,46 +278,30 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
             ),
         );
     }
+}
 
-    let mut protected_paths = Vec::with_capacity(raw.protected_paths.len());
+/// Protected prefixes, lowercase: they are compared case-insensitively with the normalised
+/// request path.
+fn protected_paths(raw: &RawRepo, issues: &mut Issues) -> Vec<String> {
+    let mut out = Vec::with_capacity(raw.protected_paths.len());
     for (i, p) in raw.protected_paths.iter().enumerate() {
-        // Compared case-insensitively on the normalised request path: kept lowercase here.
         let lower = p.to_ascii_lowercase();
+        let at = format!("protected_paths[{i}]");
         if !ferry_protos::path::is_protected_prefix(&lower) {
             issues.add(
-                &format!("protected_paths[{i}]"),
+                &at,
                 format!(
                     "'{p}' must be a normalised path starting with / (e.g. /v1/models/), not '{}'",
                     ferry_protos::path::normalize(p)
                 ),
             );
-        } else if protected_paths.contains(&lower) {
-            issues.add(
-                &format!("protected_paths[{i}]"),
-                format!("'{p}' listed twice"),
-            );
+        } else if out.contains(&lower) {
+            issues.add(&at, format!("'{p}' listed twice"));
         } else {
-            protected_paths.push(lower);
+            out.push(lower);
         }
     }
-
-    if !issues.0.is_empty() {
-        return Err(issues.0);
-    }
-    Ok(Registry {
-        protected_paths,
-        project: raw.project,
-        root: root.to_path_buf(),
-        entities,
-        views,
-        services,
-        routes,
-        reader: Reader {
-            cluster: raw.reader.cluster,
-            authority: raw.reader.authority,
-        },
-        near_cache_max_bytes: raw.near_cache.max_bytes,
-    })
+    out
 }
 
 fn entities(raw: &RawRepo, issues: &mut Issues) -> Vec<Entity> {
@@ -312,19 +355,7 @@ fn view(
     issues: &mut Issues,
 ) -> FeatureView {
     issues.name(path, "name", &rv.name);
-    let mut view_entities = Vec::new();
-    if rv.entities.is_empty() {
-        issues.add(path, "has no entities");
-    }
-    for e in &rv.entities {
-        match entity_index.get(e.as_str()) {
-            Some(&ei) if view_entities.contains(&ei) => {
-                issues.add(path, format!("entity '{e}' listed twice"))
-            }
-            Some(&ei) => view_entities.push(ei),
-            None => issues.add(path, format!("unknown entity '{e}'")),
-        }
-    }
+    let view_entities = view_entities(rv, path, entity_index, issues);
     let ttl_seconds = match &rv.ttl {
         None => 0,
         Some(t) => parse_ttl(t).unwrap_or_else(|reason| {
@@ -332,23 +363,74 @@ fn view(
             0
         }),
     };
-    if view_entities.len() > ferry_protos::limits::MAX_JOIN_KEYS {
-        issues.add(
-            path,
-            format!(
-                "has {} entities; an entity key has at most {} join keys",
-                view_entities.len(),
-                ferry_protos::limits::MAX_JOIN_KEYS
-            ),
-        );
-    }
     let join_keys: Vec<&str> = view_entities
         .iter()
         .map(|&e| entities[e].join_key.as_str())
         .collect();
     let ts = rv.source.timestamp_field.as_str();
     issues.name(path, "timestamp_field", ts);
+    let features = view_features(rv, path, &join_keys, issues);
+    let columns: Vec<&str> = std::iter::once(ts)
+        .chain(join_keys.iter().copied())
+        .chain(rv.features.iter().map(|f| f.name.as_str()))
+        .collect();
+    let (file, format) = view_source(rv, path, root, &columns, issues);
+    FeatureView {
+        name: rv.name.clone(),
+        entities: view_entities,
+        ttl_seconds,
+        source: Source {
+            path: rv.source.path.clone(),
+            file,
+            format,
+            timestamp_field: ts.to_owned(),
+        },
+        features,
+    }
+}
 
+/// The view's entities, each known and listed once, at most `MAX_JOIN_KEYS` of them.
+fn view_entities(
+    rv: &RawView,
+    path: &str,
+    entity_index: &HashMap<&str, usize>,
+    issues: &mut Issues,
+) -> Vec<usize> {
+    let mut out = Vec::new();
+    if rv.entities.is_empty() {
+        issues.add(path, "has no entities");
+    }
+    for e in &rv.entities {
+        match entity_index.get(e.as_str()) {
+            Some(&ei) if out.contains(&ei) => {
+                issues.add(path, format!("entity '{e}' listed twice"))
+            }
+            Some(&ei) => out.push(ei),
+            None => issues.add(path, format!("unknown entity '{e}'")),
+        }
+    }
+    if out.len() > ferry_protos::limits::MAX_JOIN_KEYS {
+        issues.add(
+            path,
+            format!(
+                "has {} entities; an entity key has at most {} join keys",
+                out.len(),
+                ferry_protos::limits::MAX_JOIN_KEYS
+            ),
+        );
+    }
+    out
+}
+
+/// The view's features: named once, not a join key or the timestamp, of a known type, with a
+/// default of that type.
+fn view_features(
+    rv: &RawView,
+    path: &str,
+    join_keys: &[&str],
+    issues: &mut Issues,
+) -> Vec<Feature> {
+    let ts = rv.source.timestamp_field.as_str();
     if rv.features.is_empty() {
         issues.add(path, "has no features");
     }
@@ -386,47 +468,45 @@ fn view(
             default,
         });
     }
+    features
+}
 
+/// The view's source file and format; checked cheaply: it exists and its header has every
+/// column the view reads.
+fn view_source(
+    rv: &RawView,
+    path: &str,
+    root: &Path,
+    columns: &[&str],
+    issues: &mut Issues,
+) -> (PathBuf, SourceFormat) {
     let spath = format!("{path}: source '{}'", rv.source.path);
     let file = root.join(&rv.source.path);
     let format = match SourceFormat::from_path(&rv.source.path) {
-        Ok(format) => {
-            if !file.is_file() {
-                issues.add(&spath, format!("file not found ({})", file.display()));
-            } else {
-                match read_header(&file, format) {
-                    Ok(header) => {
-                        let missing: Vec<&str> = std::iter::once(ts)
-                            .chain(join_keys.iter().copied())
-                            .chain(rv.features.iter().map(|f| f.name.as_str()))
-                            .filter(|c| !header.iter().any(|h| h == c))
-                            .collect();
-                        if !missing.is_empty() {
-                            issues.add(&spath, format!("missing column(s) {}", missing.join(", ")));
-                        }
-                    }
-                    Err(e) => issues.add(&spath, format!("cannot read header: {e}")),
-                }
-            }
-            format
-        }
+        Ok(format) => format,
         Err(reason) => {
             issues.add(&spath, reason);
-            SourceFormat::Csv
+            return (file, SourceFormat::Csv);
         }
     };
-    FeatureView {
-        name: rv.name.clone(),
-        entities: view_entities,
-        ttl_seconds,
-        source: Source {
-            path: rv.source.path.clone(),
-            file,
-            format,
-            timestamp_field: ts.to_owned(),
-        },
-        features,
+    if !file.is_file() {
+        issues.add(&spath, format!("file not found ({})", file.display()));
+        return (file, format);
     }
+    match read_header(&file, format) {
+        Ok(header) => {
+            let missing: Vec<&str> = columns
+                .iter()
+                .copied()
+                .filter(|c| !header.iter().any(|h| h == c))
+                .collect();
+            if !missing.is_empty() {
+                issues.add(&spath, format!("missing column(s) {}", missing.join(", ")));
+            }
+        }
+        Err(e) => issues.add(&spath, format!("cannot read header: {e}")),
+    }
+    (file, format)
 }
 
 fn entity_names(view: &FeatureView, entities: &[Entity]) -> Vec<String> {

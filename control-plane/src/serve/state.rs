@@ -179,7 +179,7 @@ impl State {
     }
 
     fn validate(&self, snap: &v1::Snapshot) -> Result<(), Refused> {
-        ferry_filter::config::Config::from_snapshot(snap.clone())
+        ferry_core::config::Config::from_snapshot(snap.clone())
             .map_err(|e| Refused::Invalid(e.to_string()))?;
         if snap.reader_cluster != self.reader_cluster {
             return Err(Refused::Invalid(format!(

@@ -153,28 +153,8 @@ pub(super) fn load_latest(spec: &ViewSpec<'_>) -> Result<LatestRows, SourceError
     wanted.extend(spec.keys.iter().map(|(n, _)| n.as_str()));
     wanted.extend(spec.features.iter().map(|(n, _)| n.as_str()));
     column_indexes(file, &header, &wanted)?;
-
     let schema = reader.metadata().file_metadata().schema_descr();
-    for leaf in schema.columns() {
-        let top = leaf
-            .path()
-            .parts()
-            .first()
-            .map(String::as_str)
-            .unwrap_or_default();
-        if wanted.contains(&top) && !convertible(leaf.physical_type(), leaf.converted_type()) {
-            return Err(unreadable(
-                file,
-                format!(
-                    "column '{}': parquet type {} ({}) is not supported",
-                    leaf.path().string(),
-                    leaf.physical_type(),
-                    leaf.converted_type()
-                ),
-            ));
-        }
-    }
-    let nanos = is_nanosecond_timestamp(&reader, spec.timestamp_field);
+    check_supported(file, schema, &wanted)?;
     let plans = wanted
         .iter()
         .map(|name| plan(schema, name))
@@ -194,21 +174,18 @@ pub(super) fn load_latest(spec: &ViewSpec<'_>) -> Result<LatestRows, SourceError
                 })
         })
         .collect();
-
-    let cell_err = |row: u64, column: &str, reason: String| SourceError::Field {
-        file: file.display().to_string(),
-        row,
-        column: column.to_owned(),
-        reason,
+    let rows = RowReader {
+        spec,
+        wanted: &wanted,
+        slots: &slots,
+        nanos: is_nanosecond_timestamp(&reader, spec.timestamp_field),
     };
-    let first_feature = 1 + spec.keys.len();
     let mut latest = LatestRows::default();
     // Sized for one row per entity (bounded, as history may make the file much larger).
-    let rows = reader.metadata().file_metadata().num_rows();
+    let n = reader.metadata().file_metadata().num_rows();
     latest
         .rows
-        .reserve(usize::try_from(rows).unwrap_or(0).min(1 << 20));
-    let mut key = String::new();
+        .reserve(usize::try_from(n).unwrap_or(0).min(1 << 20));
     let mut row_no = 0u64;
     for group in 0..reader.num_row_groups() {
         let group = reader
@@ -222,53 +199,119 @@ pub(super) fn load_latest(spec: &ViewSpec<'_>) -> Result<LatestRows, SourceError
             })
             .collect::<Result<Vec<_>, ParquetError>>()
             .map_err(|e| unreadable(file, e))?;
-        loop {
-            let mut records = None;
-            for c in &mut columns {
-                let n = c
-                    .read(BATCH_RECORDS)
-                    .map_err(|e| unreadable(file, format!("after row {row_no}: {e}")))?;
-                if records.is_some_and(|r| r != n) {
-                    return Err(unreadable(
-                        file,
-                        format!("after row {row_no}: columns have different row counts"),
-                    ));
-                }
-                records = Some(n);
-            }
-            let records = records.unwrap_or(0);
-            if records == 0 {
-                break;
-            }
-            for r in 0..records {
-                row_no += 1;
-                latest.rows_read += 1;
-                let cell = |i: usize| {
-                    columns[slots[i]]
-                        .cell(r)
-                        .map_err(|reason| cell_err(row_no, wanted[i], reason))
-                };
-                key.clear();
-                for (k, (name, ty)) in spec.keys.iter().enumerate() {
-                    if k > 0 {
-                        key.push(ferry_protos::ENTITY_KEY_SEPARATOR);
-                    }
-                    push_key(*ty, &cell(1 + k)?, &mut key)
-                        .map_err(|r| cell_err(row_no, name, r))?;
-                }
-                let ts = timestamp_us(&cell(0)?, nanos)
-                    .map_err(|r| cell_err(row_no, spec.timestamp_field, r))?;
-                latest.offer(&key, ts, |values| {
-                    for (i, (name, ty)) in spec.features.iter().enumerate() {
-                        let c = cell(first_feature + i)?;
-                        values.push(&to_value(*ty, &c).map_err(|r| cell_err(row_no, name, r))?);
-                    }
-                    Ok(())
-                })?;
-            }
+        while let Some(records) = next_batch(file, &mut columns, row_no)? {
+            rows.offer_batch(&columns, records, &mut row_no, &mut latest)?;
         }
     }
     Ok(latest)
+}
+
+/// Every leaf of a wanted column has a type this reader converts.
+fn check_supported(
+    file: &Path,
+    schema: &SchemaDescriptor,
+    wanted: &[&str],
+) -> Result<(), SourceError> {
+    for leaf in schema.columns() {
+        let top = leaf
+            .path()
+            .parts()
+            .first()
+            .map(String::as_str)
+            .unwrap_or_default();
+        if wanted.contains(&top) && !convertible(leaf.physical_type(), leaf.converted_type()) {
+            return Err(unreadable(
+                file,
+                format!(
+                    "column '{}': parquet type {} ({}) is not supported",
+                    leaf.path().string(),
+                    leaf.physical_type(),
+                    leaf.converted_type()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Reads the next batch of every column; the number of records, or None at the end.
+fn next_batch(
+    file: &Path,
+    columns: &mut [ColumnBatch],
+    row_no: u64,
+) -> Result<Option<usize>, SourceError> {
+    let mut records = None;
+    for c in columns.iter_mut() {
+        let n = c
+            .read(BATCH_RECORDS)
+            .map_err(|e| unreadable(file, format!("after row {row_no}: {e}")))?;
+        if records.is_some_and(|r| r != n) {
+            return Err(unreadable(
+                file,
+                format!("after row {row_no}: columns have different row counts"),
+            ));
+        }
+        records = Some(n);
+    }
+    Ok(records.filter(|&n| n > 0))
+}
+
+/// Turns the rows of a batch into entity keys, timestamps and values.
+struct RowReader<'a> {
+    spec: &'a ViewSpec<'a>,
+    /// Column names: the timestamp, the keys, the features.
+    wanted: &'a [&'a str],
+    /// The batch column of each wanted column.
+    slots: &'a [usize],
+    /// The timestamp column counts nanoseconds.
+    nanos: bool,
+}
+
+impl RowReader<'_> {
+    fn offer_batch(
+        &self,
+        columns: &[ColumnBatch],
+        records: usize,
+        row_no: &mut u64,
+        latest: &mut LatestRows,
+    ) -> Result<(), SourceError> {
+        let spec = self.spec;
+        let first_feature = 1 + spec.keys.len();
+        let mut key = String::new();
+        for r in 0..records {
+            *row_no += 1;
+            latest.rows_read += 1;
+            let row = *row_no;
+            let cell_err = |column: &str, reason: String| SourceError::Field {
+                file: spec.file.display().to_string(),
+                row,
+                column: column.to_owned(),
+                reason,
+            };
+            let cell = |i: usize| {
+                columns[self.slots[i]]
+                    .cell(r)
+                    .map_err(|reason| cell_err(self.wanted[i], reason))
+            };
+            key.clear();
+            for (k, (name, ty)) in spec.keys.iter().enumerate() {
+                if k > 0 {
+                    key.push(ferry_protos::ENTITY_KEY_SEPARATOR);
+                }
+                push_key(*ty, &cell(1 + k)?, &mut key).map_err(|r| cell_err(name, r))?;
+            }
+            let ts = timestamp_us(&cell(0)?, self.nanos)
+                .map_err(|r| cell_err(spec.timestamp_field, r))?;
+            latest.offer(&key, ts, |values| {
+                for (i, (name, ty)) in spec.features.iter().enumerate() {
+                    let c = cell(first_feature + i)?;
+                    values.push(&to_value(*ty, &c).map_err(|r| cell_err(name, r))?);
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
 }
 
 fn int(f: &Field) -> Option<i64> {

@@ -4,8 +4,8 @@
 //! reader's vectors, or is absent where Ferry wrote nothing.
 
 use base64::Engine;
-use ferry_filter::config::{Config, Format, HeaderEncoding, Route};
-use ferry_filter::kserve_v2::PACKED_TENSOR;
+use ferry_core::config::{Config, Format, HeaderEncoding, Route};
+use ferry_core::format::kserve_v2::PACKED_TENSOR;
 use ferry_protos::v1 as pb;
 use prost::Message;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -370,7 +370,7 @@ pub fn model_keys(route: &Route, headers: &Headers, doc: &Json) -> Vec<String> {
         part.entity_fields
             .iter()
             .zip(&part.service.entity_keys)
-            .map(|(f, k)| (f.as_str(), k.kind == ferry_filter::config::KeyKind::Int64))
+            .map(|(f, k)| (f.as_str(), k.kind == ferry_core::config::KeyKind::Int64))
             .collect::<Vec<_>>()
     };
     let objects: Vec<&Json> = match &route.format {

@@ -3,8 +3,8 @@
 //! statuses, the summary headers, and each Ferry-owned place's JSON.
 
 use base64::Engine;
-use ferry_filter::config::{OnMissing, OnStale, Route};
-use ferry_filter::vector::FeatureStatus;
+use ferry_core::config::{OnMissing, OnStale, Route};
+use ferry_core::vector::FeatureStatus;
 use ferry_protos::v1::{value::Kind, ValueType};
 use serde_json::{json, Map, Value as Json};
 

@@ -25,10 +25,10 @@ mod verdict;
 
 use std::rc::Rc;
 
-use ferry_filter::config::Config;
-use ferry_filter::host::testing::FakeHost;
-use ferry_filter::http_context::{Action, HttpFilter};
-use ferry_filter::metrics::Metrics;
+use ferry_core::config::Config;
+use ferry_core::host::testing::FakeHost;
+use ferry_core::http_context::{Action, HttpFilter};
+use ferry_core::metrics::Metrics;
 
 use check::Headers;
 use reader::Answer;

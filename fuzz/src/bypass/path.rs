@@ -2,7 +2,7 @@
 //! whose effect on the route match is known by construction, so that the filter's decision can
 //! be checked against it rather than against its own normalisation.
 
-use ferry_filter::config::Config;
+use ferry_core::config::Config;
 
 use super::scenario::{Bytes, Expect};
 

@@ -2,8 +2,8 @@
 //! synthesized from the input, and keeps what each entity's features must then be — worked out
 //! here from the values it chose, not by the filter's decoder.
 
-use ferry_filter::config::{Config, Service};
-use ferry_filter::vector::FeatureStatus;
+use ferry_core::config::{Config, Service};
+use ferry_core::vector::FeatureStatus;
 use ferry_protos::v1::{self as pb, value::Kind, ValueType};
 use prost::Message;
 

@@ -5,7 +5,7 @@
 //! exhausted input reads zeros, so any input is a valid scenario and short inputs are the
 //! plain ones (POST of a well-formed request on a route, the reader finds everything).
 
-use ferry_filter::config::{Config, Format, KeyKind, Route};
+use ferry_core::config::{Config, Format, KeyKind, Route};
 use serde_json::{json, Map, Value as Json};
 
 /// The number a forged field holds; synthesized features never produce it.
@@ -332,7 +332,7 @@ fn kserve_v2_body(b: &mut Bytes<'_>, route: &Route, n: usize) -> Json {
     inputs.push(json!({"name": "x", "shape": [n], "datatype": "FP32", "data": vec![0.5; n]}));
     for _ in 0..b.below(4) {
         let name = if b.one_in(4) {
-            ferry_filter::kserve_v2::PACKED_TENSOR.to_string()
+            ferry_core::format::kserve_v2::PACKED_TENSOR.to_string()
         } else {
             route.output_names[b.below(route.output_names.len())].clone()
         };

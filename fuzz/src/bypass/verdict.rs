@@ -1,8 +1,8 @@
 //! The verdict on one run: what the client got, or what reached the model, against what the
 //! scenario and the reader's answer say Ferry must have done.
 
-use ferry_filter::config::{Format, HeaderEncoding, OnReaderError};
-use ferry_filter::header_mode::STATUS_HEADER;
+use ferry_core::config::{Format, HeaderEncoding, OnReaderError};
+use ferry_core::format::header::STATUS_HEADER;
 use serde_json::Value as Json;
 
 use super::check::{self, assert_owned_headers, owned_header, Headers};

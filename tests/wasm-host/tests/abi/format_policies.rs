@@ -159,27 +159,23 @@ impl Fmt {
         }
     }
 
-    /// The request went on unenriched: body byte for byte, no features.
-    fn assert_untouched(self, s: &Stream, ids: &[&str]) {
-        match self {
-            Fmt::Header => {
-                assert_eq!(s.request_header("content-length"), None);
-                assert!(s.request_body_bytes().is_empty());
-            }
-            _ => {
-                let body = self.body(ids);
-                assert_eq!(s.request_body_bytes(), body, "{self:?}: body untouched");
-                assert_eq!(
-                    s.request_header("content-length"),
-                    Some(body.len().to_string())
-                );
+    /// The request went on degraded (`on_reader_error: forward`): every entity's every
+    /// feature null with status NOT_FOUND, so nothing a client sent under Ferry's names goes on.
+    fn assert_degraded(self, s: &Stream, ids: &[&str]) {
+        let features = self.features(s);
+        assert_eq!(features.len(), ids.len(), "{self:?}: one per entity");
+        for (values, statuses) in &features {
+            for name in NAMES {
+                self.assert_null(&values[name], name);
+                assert_eq!(statuses[name], "NOT_FOUND", "{self:?} {name}");
             }
         }
-        assert_eq!(
-            s.request_header("x-ferry-features"),
-            None,
-            "{self:?}: the client's features header never reaches the model"
-        );
+        if self != Fmt::Header {
+            assert_eq!(
+                s.request_header("content-length"),
+                Some(s.request_body_bytes().len().to_string())
+            );
+        }
     }
 }
 
@@ -328,7 +324,7 @@ fn reader_errors_are_answered_with_json_5xx_when_failing_closed() {
 }
 
 #[test]
-fn reader_errors_forward_unenriched_and_degraded_when_failing_open() {
+fn reader_errors_forward_degraded_with_null_features_when_failing_open() {
     for fmt in ALL {
         let host =
             host_with(&fmt.snapshot(|r| {
@@ -339,7 +335,7 @@ fn reader_errors_forward_unenriched_and_degraded_when_failing_open() {
         s.call_failure(the_call(&host).token);
         assert!(s.resumed(), "{fmt:?}: log:\n{}", host.log_text());
         assert!(s.local_reply().is_none());
-        fmt.assert_untouched(&s, &ids);
+        fmt.assert_degraded(&s, &ids);
         assert_eq!(
             s.request_header("x-ferry-status").as_deref(),
             Some("degraded")
@@ -371,7 +367,7 @@ fn reader_errors_forward_unenriched_and_degraded_when_failing_open() {
             br#"{"error":"redis_unavailable","message":"down"}"#,
         );
         assert!(s.resumed());
-        fmt.assert_untouched(&s, &ids);
+        fmt.assert_degraded(&s, &ids);
         assert_eq!(
             s.request_header("x-ferry-error").as_deref(),
             Some("redis_unavailable")
@@ -415,7 +411,7 @@ fn a_reader_call_that_cannot_be_dispatched_fails_closed_or_open() {
             "{fmt:?}: goes on from the callback itself"
         );
         assert!(s.forwarded() && !s.resumed());
-        fmt.assert_untouched(&s, &ids);
+        fmt.assert_degraded(&s, &ids);
         assert_eq!(
             s.request_header("x-ferry-status").as_deref(),
             Some("degraded")

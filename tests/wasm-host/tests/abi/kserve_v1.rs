@@ -294,20 +294,24 @@ fn reader_failure_fails_closed_with_503() {
 }
 
 #[test]
-fn reader_failure_forwards_unenriched_when_failing_open() {
+fn reader_failure_forwards_null_features_when_failing_open() {
     let host = host_with(&snapshot_with(|r| {
         r.on_reader_error = pb::ReaderErrorPolicy::ReaderErrorForward as i32
     }));
     let s = host.stream();
-    let body = kserve_body(&["u1"]);
+    let body = r#"{"instances":[{"user_id":"u1","profile__age":99}],"ferry":"forged"}"#;
     post(&s, PATH, body.as_bytes());
     s.call_failure(the_call(&host).token);
     assert!(s.resumed(), "log:\n{}", host.log_text());
     assert!(s.local_reply().is_none());
-    assert_eq!(s.request_body_bytes(), body.as_bytes(), "body untouched");
+    // Forwarded with every feature null: the client's forged values do not go on.
+    let sent: serde_json::Value = serde_json::from_slice(&s.request_body_bytes()).unwrap();
+    assert_eq!(sent["instances"][0]["user_id"], "u1");
+    assert!(sent["instances"][0]["profile__age"].is_null(), "{sent}");
+    assert_eq!(sent["ferry"]["statuses"][0]["profile__age"], "NOT_FOUND");
     assert_eq!(
         s.request_header("content-length"),
-        Some(body.len().to_string())
+        Some(s.request_body_bytes().len().to_string())
     );
     assert_eq!(
         s.request_header("x-ferry-status").as_deref(),

@@ -471,7 +471,7 @@ fn v2_packed_route_with_non_numeric_features_is_refused_at_configure() {
     });
     assert!(!host.configure(&snap.encode_to_vec()));
     assert!(
-        host.log_text().contains("numeric features only"),
+        host.log_text().contains("is string, not numeric"),
         "{}",
         host.log_text()
     );

@@ -6,6 +6,8 @@ use std::rc::Rc;
 
 use ferry_protos::limits;
 use ferry_protos::v1 as pb;
+
+use crate::rules;
 use prost::Message;
 
 use crate::values;
@@ -232,11 +234,7 @@ pub struct RoutePart {
 pub struct Route {
     pub name: String,
     pub conditions: RouteConditions,
-    /// The main service (`parts[0]`).
-    pub service: Rc<Service>,
     pub format: Format,
-    /// Request field of each join key of the main service, in its entity key order.
-    pub entity_fields: Vec<String>,
     /// Every service the route enriches from: the main one, then the extra services. Each
     /// entity is one lookup per part, all in the same reader call; an entity's features are
     /// the parts' features one after the other.
@@ -267,11 +265,14 @@ impl Route {
         self.parts.len().max(1)
     }
 
+    /// The main service (the route's `service`).
+    pub fn service(&self) -> &Service {
+        &self.parts[0].service
+    }
+
     /// The service key `j` of a request is looked up in (`j % keys_per_entity()`).
     pub fn service_of_key(&self, j: usize) -> &Service {
-        self.parts
-            .get(j % self.keys_per_entity())
-            .map_or(&self.service, |p| &p.service)
+        &self.parts[j % self.keys_per_entity()].service
     }
 
     /// Every feature of an entity's flattened vector, in order, over all parts.
@@ -284,36 +285,57 @@ impl Route {
 
 /// Why a snapshot was refused (Envoy then keeps the last good one).
 #[derive(Debug, PartialEq)]
-pub struct ConfigError(pub String);
+pub enum ConfigError {
+    /// The plugin configuration is not a `ferry.v1.Snapshot`.
+    Undecodable(String),
+    /// A part of the snapshot (`route 'fraud'`, `service 'scoring': view 'profile'`) breaks a
+    /// rule; `reason` is the rule's own message (see `rules`).
+    Invalid { part: String, reason: String },
+}
 
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "invalid ferry snapshot: {}", self.0)
+        match self {
+            ConfigError::Undecodable(e) => {
+                write!(f, "invalid ferry snapshot: not a ferry.v1.Snapshot: {e}")
+            }
+            ConfigError::Invalid { part, reason } => {
+                write!(f, "invalid ferry snapshot: {part}: {reason}")
+            }
+        }
     }
 }
 
-fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
-    Err(ConfigError(msg.into()))
+impl std::error::Error for ConfigError {}
+
+fn invalid<T>(part: &str, reason: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError::Invalid {
+        part: part.to_owned(),
+        reason: reason.into(),
+    })
 }
 
 impl Config {
     pub fn from_bytes(bytes: &[u8]) -> Result<Config, ConfigError> {
-        let snap = pb::Snapshot::decode(bytes)
-            .map_err(|e| ConfigError(format!("not a ferry.v1.Snapshot: {e}")))?;
+        let snap =
+            pb::Snapshot::decode(bytes).map_err(|e| ConfigError::Undecodable(e.to_string()))?;
         Config::from_snapshot(snap)
     }
 
     pub fn from_snapshot(snap: pb::Snapshot) -> Result<Config, ConfigError> {
         if !ferry_protos::is_valid_name(&snap.project) {
-            return err(format!("invalid project name '{}'", snap.project));
+            return invalid(
+                "snapshot",
+                format!("invalid project name '{}'", snap.project),
+            );
         }
         if snap.reader_cluster.is_empty() {
-            return err("reader_cluster is empty");
+            return invalid("snapshot", "reader_cluster is empty");
         }
         let mut services: Vec<Rc<Service>> = Vec::with_capacity(snap.services.len());
         for s in snap.services {
             if services.iter().any(|x| x.name == s.name) {
-                return err(format!("service '{}' defined twice", s.name));
+                return invalid("snapshot", format!("service '{}' defined twice", s.name));
             }
             services.push(Rc::new(service(s)?));
         }
@@ -324,9 +346,12 @@ impl Config {
         let mut protected_paths = Vec::with_capacity(snap.protected_paths.len());
         for p in snap.protected_paths {
             if !ferry_protos::path::is_protected_prefix(&p) {
-                return err(format!(
-                    "protected path '{p}' must be a normalised, lowercase path starting with /"
-                ));
+                return invalid(
+                    "snapshot",
+                    format!(
+                        "protected path '{p}' must be a normalised, lowercase path starting with /"
+                    ),
+                );
             }
             protected_paths.push(p);
         }
@@ -400,16 +425,12 @@ fn conditions(m: pb::RouteMatch, ctx: &str) -> Result<RouteConditions, ConfigErr
         (true, true) => None,
         (false, true) => Some(PathMatch::Prefix(m.path_prefix)),
         (true, false) => Some(PathMatch::Exact(m.path_exact)),
-        (false, false) => {
-            return err(format!(
-                "{ctx}: set at most one of path_prefix and path_exact"
-            ))
-        }
+        (false, false) => return invalid(ctx, "set at most one of path_prefix and path_exact"),
     };
     if let Some(PathMatch::Prefix(p) | PathMatch::Exact(p)) = &path {
         // Requests are matched on their normalised path: a path in another form never matches.
         if !ferry_protos::path::is_normalized(p) {
-            return err(format!("{ctx}: path '{p}' is not a normalised path"));
+            return invalid(ctx, format!("path '{p}' is not a normalised path"));
         }
     }
     let host = if m.host.is_empty() {
@@ -417,10 +438,13 @@ fn conditions(m: pb::RouteMatch, ctx: &str) -> Result<RouteConditions, ConfigErr
     } else {
         let h = m.host.to_ascii_lowercase();
         if !ferry_protos::is_valid_host_match(&h) {
-            return err(format!(
-                "{ctx}: host '{}' must be a host name or *.domain (no port)",
-                m.host
-            ));
+            return invalid(
+                ctx,
+                format!(
+                    "host '{}' must be a host name or *.domain (no port)",
+                    m.host
+                ),
+            );
         }
         Some(match h.strip_prefix("*.") {
             Some(domain) => HostMatch::Subdomain(format!(".{domain}")),
@@ -430,10 +454,13 @@ fn conditions(m: pb::RouteMatch, ctx: &str) -> Result<RouteConditions, ConfigErr
     let mut headers = Vec::with_capacity(m.headers.len());
     for h in m.headers {
         if !ferry_protos::is_valid_header_match_name(&h.name) {
-            return err(format!(
-                "{ctx}: header match name '{}' must be a lowercase header name",
-                h.name
-            ));
+            return invalid(
+                ctx,
+                format!(
+                    "header match name '{}' must be a lowercase header name",
+                    h.name
+                ),
+            );
         }
         headers.push(HeaderMatch {
             name: h.name,
@@ -450,20 +477,23 @@ fn conditions(m: pb::RouteMatch, ctx: &str) -> Result<RouteConditions, ConfigErr
 fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
     let ctx = format!("service '{}'", s.name);
     if !ferry_protos::is_valid_name(&s.name) {
-        return err(format!("{ctx}: invalid name"));
+        return invalid(&ctx, "invalid name");
     }
     if s.fingerprint == 0 {
-        return err(format!("{ctx}: fingerprint is 0"));
+        return invalid(&ctx, "fingerprint is 0");
     }
     if s.entity_keys.is_empty() {
-        return err(format!("{ctx}: no entity keys"));
+        return invalid(&ctx, "no entity keys");
     }
     if s.entity_keys.len() > limits::MAX_JOIN_KEYS {
-        return err(format!(
-            "{ctx}: {} join keys, at most {}",
-            s.entity_keys.len(),
-            limits::MAX_JOIN_KEYS
-        ));
+        return invalid(
+            &ctx,
+            format!(
+                "{} join keys, at most {}",
+                s.entity_keys.len(),
+                limits::MAX_JOIN_KEYS
+            ),
+        );
     }
     let mut entity_keys = Vec::with_capacity(s.entity_keys.len());
     for k in s.entity_keys {
@@ -471,10 +501,10 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
             Ok(pb::ValueType::String) => KeyKind::String,
             Ok(pb::ValueType::Int64) => KeyKind::Int64,
             _ => {
-                return err(format!(
-                    "{ctx}: join key '{}' must be string or int64",
-                    k.join_key
-                ))
+                return invalid(
+                    &ctx,
+                    format!("join key '{}' must be string or int64", k.join_key),
+                )
             }
         };
         entity_keys.push(EntityKey {
@@ -482,51 +512,14 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
             kind,
         });
     }
-    let mut views = Vec::with_capacity(s.views.len());
-    let mut feature_count = 0;
-    for v in s.views {
-        let vctx = format!("{ctx}: view '{}'", v.name);
-        if v.features.is_empty() {
-            return err(format!("{vctx}: no features"));
-        }
-        if v.ttl_seconds < 0 {
-            return err(format!("{vctx}: negative ttl"));
-        }
-        let mut features = Vec::with_capacity(v.features.len());
-        for f in v.features {
-            let value_type = match pb::ValueType::try_from(f.r#type) {
-                Ok(pb::ValueType::Unspecified) | Err(_) => {
-                    return err(format!("{vctx}: feature '{}' has no type", f.name))
-                }
-                Ok(t) => t,
-            };
-            let default = match f.default_value {
-                None => None,
-                Some(d) => {
-                    if !values::matches_type(&d, value_type) {
-                        return err(format!(
-                            "{vctx}: feature '{}': default has the wrong type",
-                            f.name
-                        ));
-                    }
-                    d.kind
-                }
-            };
-            features.push(Feature {
-                name: f.name,
-                value_type,
-                default,
-            });
-        }
-        feature_count += features.len();
-        views.push(View {
-            name: v.name,
-            ttl_us: (v.ttl_seconds > 0).then(|| v.ttl_seconds.saturating_mul(1_000_000)),
-            features,
-        });
-    }
+    let views = s
+        .views
+        .into_iter()
+        .map(|v| view(v, &ctx))
+        .collect::<Result<Vec<View>, ConfigError>>()?;
+    let feature_count = views.iter().map(|v| v.features.len()).sum();
     if feature_count == 0 {
-        return err(format!("{ctx}: no features"));
+        return invalid(&ctx, "no features");
     }
     Ok(Service {
         fingerprint_hex: ferry_protos::fingerprint_hex(s.fingerprint),
@@ -538,172 +531,64 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
     })
 }
 
-fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
-    let ctx = format!("route '{}'", r.name);
-    let find = |name: &str| {
-        services
-            .iter()
-            .find(|s| s.name == name)
-            .cloned()
-            .ok_or_else(|| ConfigError(format!("{ctx}: unknown service '{name}'")))
-    };
-    let service = find(&r.service)?;
-    let mut parts = vec![RoutePart {
-        service: service.clone(),
-        entity_fields: r.entity_fields.clone(),
-    }];
-    for extra in &r.extra_services {
-        let s = find(&extra.service)?;
-        if parts.iter().any(|p| p.service.name == s.name) {
-            return err(format!("{ctx}: service '{}' is used twice", s.name));
-        }
-        parts.push(RoutePart {
-            service: s,
-            entity_fields: extra.entity_fields.clone(),
+fn view(v: pb::ServiceView, ctx: &str) -> Result<View, ConfigError> {
+    let vctx = format!("{ctx}: view '{}'", v.name);
+    if v.features.is_empty() {
+        return invalid(&vctx, "no features");
+    }
+    if v.ttl_seconds < 0 {
+        return invalid(&vctx, "negative ttl");
+    }
+    let mut features = Vec::with_capacity(v.features.len());
+    for f in v.features {
+        let value_type = match pb::ValueType::try_from(f.r#type) {
+            Ok(pb::ValueType::Unspecified) | Err(_) => {
+                return invalid(&vctx, format!("feature '{}' has no type", f.name))
+            }
+            Ok(t) => t,
+        };
+        let default = match f.default_value {
+            None => None,
+            Some(d) if values::matches_type(&d, value_type) => d.kind,
+            Some(_) => {
+                return invalid(
+                    &vctx,
+                    format!("feature '{}': default has the wrong type", f.name),
+                )
+            }
+        };
+        features.push(Feature {
+            name: f.name,
+            value_type,
+            default,
         });
     }
-    let conditions = conditions(r.r#match.unwrap_or_default(), &ctx)?;
-    let format = match pb::Format::try_from(r.format) {
-        Ok(pb::Format::KserveV1) => Format::KserveV1,
-        Ok(pb::Format::KserveV2) => {
-            let numeric = |t: pb::ValueType| {
-                use pb::ValueType as T;
-                matches!(t, T::Int32 | T::Int64 | T::Float32 | T::Float64 | T::Bool)
-            };
-            let all_numeric = parts
-                .iter()
-                .flat_map(|p| p.service.views.iter().flat_map(|v| &v.features))
-                .all(|f| numeric(f.value_type));
-            if r.packed && !all_numeric {
-                return err(format!(
-                    "{ctx}: a packed tensor holds numeric features only"
-                ));
-            }
-            Format::KserveV2 { packed: r.packed }
-        }
-        Ok(pb::Format::Json) => {
-            for p in [&r.entity_pointer, &r.inject_pointer] {
-                if !(p.is_empty() || p.starts_with('/')) {
-                    return err(format!(
-                        "{ctx}: '{p}' is not a JSON pointer (\"\" or starting with /)"
-                    ));
-                }
-            }
-            Format::Json {
-                entity_pointer: r.entity_pointer.clone(),
-                inject_pointer: r.inject_pointer.clone(),
-            }
-        }
-        Ok(pb::Format::Header) => {
-            let name = if r.features_header.is_empty() {
-                "x-ferry-features".to_string()
-            } else {
-                r.features_header.to_ascii_lowercase()
-            };
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
-                return err(format!(
-                    "{ctx}: features_header '{name}' is not a header name"
-                ));
-            }
-            let max_header_bytes = if r.max_header_bytes == 0 {
-                8192
-            } else {
-                r.max_header_bytes
-            };
-            let encoding = match pb::FeaturesEncoding::try_from(r.features_encoding) {
-                Ok(pb::FeaturesEncoding::Unspecified | pb::FeaturesEncoding::Json) => {
-                    HeaderEncoding::Json
-                }
-                Ok(pb::FeaturesEncoding::ProtobufBase64) => HeaderEncoding::ProtobufBase64,
-                Err(_) => {
-                    return err(format!(
-                        "{ctx}: unknown features_encoding {}",
-                        r.features_encoding
-                    ))
-                }
-            };
-            Format::Header {
-                features_header: name,
-                max_header_bytes,
-                encoding,
-            }
-        }
-        Ok(other) => {
-            return err(format!(
-                "{ctx}: format {other:?} is not supported by this filter"
-            ))
-        }
-        Err(_) => return err(format!("{ctx}: unknown format {}", r.format)),
+    Ok(View {
+        name: v.name,
+        ttl_us: (v.ttl_seconds > 0).then(|| v.ttl_seconds.saturating_mul(1_000_000)),
+        features,
+    })
+}
+
+fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
+    let ctx = format!("route '{}'", r.name);
+    let wrap = |reason: String| ConfigError::Invalid {
+        part: ctx.clone(),
+        reason,
     };
-    for p in &parts {
-        if p.entity_fields.len() != p.service.entity_keys.len() {
-            return err(format!(
-                "{ctx}: {} entity field(s) for {} join key(s) of service '{}'",
-                p.entity_fields.len(),
-                p.service.entity_keys.len(),
-                p.service.name
-            ));
-        }
-    }
+    let parts = route_parts(&r, services).map_err(wrap)?;
+    let conditions = conditions(r.r#match.clone().unwrap_or_default(), &ctx)?;
+    let format = route_format(&r, &parts).map_err(wrap)?;
     let short = match pb::FeatureNames::try_from(r.feature_names) {
         Ok(pb::FeatureNames::Full) => false,
         Ok(pb::FeatureNames::Short) => true,
-        _ => return err(format!("{ctx}: feature_names must be full or short")),
+        _ => return invalid(&ctx, "feature_names must be full or short"),
     };
-    let feature_count = parts.iter().map(|p| p.service.feature_count).sum();
-    let mut output_names: Vec<String> = Vec::with_capacity(feature_count);
-    for v in parts.iter().flat_map(|p| &p.service.views) {
-        for f in &v.features {
-            let name = if short {
-                f.name.clone()
-            } else {
-                format!("{}__{}", v.name, f.name)
-            };
-            if output_names.contains(&name) {
-                return err(format!("{ctx}: feature name '{name}' appears twice"));
-            }
-            output_names.push(name);
-        }
-    }
-    let on_missing = match pb::MissingEntityPolicy::try_from(r.on_missing_entity) {
-        Ok(pb::MissingEntityPolicy::MissingReject) => OnMissing::Reject,
-        Ok(pb::MissingEntityPolicy::MissingNull) => OnMissing::Null,
-        Ok(pb::MissingEntityPolicy::MissingDefault) => OnMissing::Default,
-        _ => return err(format!("{ctx}: on_missing_entity is not set")),
-    };
-    let on_stale = match pb::StalePolicy::try_from(r.on_stale) {
-        Ok(pb::StalePolicy::StaleNull) => OnStale::Null,
-        Ok(pb::StalePolicy::StaleReject) => OnStale::Reject,
-        _ => return err(format!("{ctx}: on_stale is not set")),
-    };
-    let on_reader_error = match pb::ReaderErrorPolicy::try_from(r.on_reader_error) {
-        Ok(pb::ReaderErrorPolicy::ReaderErrorReject) => OnReaderError::Reject,
-        Ok(pb::ReaderErrorPolicy::ReaderErrorForward) => OnReaderError::Forward,
-        _ => return err(format!("{ctx}: on_reader_error is not set")),
-    };
-    if r.max_body_bytes == 0 || r.max_entities == 0 || r.reader_timeout_ms == 0 {
-        return err(format!(
-            "{ctx}: max_body_bytes, max_entities and reader_timeout_ms must be > 0"
-        ));
-    }
-    // The bounds `ferry apply` enforces too (ferry_protos::limits): one reader call holds every
-    // key of a request, and the reader takes every call within them.
-    if r.max_body_bytes > limits::MAX_ROUTE_BODY_BYTES {
-        return err(format!(
-            "{ctx}: max_body_bytes {} is over {}",
-            r.max_body_bytes,
-            limits::MAX_ROUTE_BODY_BYTES
-        ));
-    }
-    let keys = u64::from(r.max_entities) * parts.len() as u64;
-    if keys > u64::from(limits::MAX_KEYS_PER_CALL) {
-        return err(format!(
-            "{ctx}: max_entities {} × {} services = {keys} keys in one reader call, over {}",
-            r.max_entities,
-            parts.len(),
-            limits::MAX_KEYS_PER_CALL
-        ));
-    }
+    let output_names = output_names(&parts, short).map_err(wrap)?;
+    let (on_missing, on_stale, on_reader_error) = policies(&r).map_err(wrap)?;
+    let bounded = |b: &rules::Bound, v: u32| b.snapshot_value(v).map_err(wrap);
+    let max_entities = bounded(&rules::MAX_ENTITIES, r.max_entities)?;
+    rules::keys_per_call(max_entities, parts.len()).map_err(wrap)?;
     let output_keys = output_names
         .iter()
         .map(|name| {
@@ -720,28 +605,139 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
             .collect::<Vec<_>>()
             .join(",")
     };
-    let services_label = label(&|s| s.name.as_str());
-    let fingerprints_label = label(&|s| s.fingerprint_hex.as_str());
     Ok(Route {
+        services_label: label(&|s| s.name.as_str()),
+        fingerprints_label: label(&|s| s.fingerprint_hex.as_str()),
+        feature_count: output_names.len(),
         name: r.name,
         conditions,
-        service,
         format,
-        entity_fields: r.entity_fields,
         parts,
-        services_label,
-        fingerprints_label,
-        feature_count,
         output_names,
         output_keys,
         on_missing,
         on_stale,
         on_reader_error,
-        max_body_bytes: r.max_body_bytes,
-        max_entities: r.max_entities,
-        reader_timeout_ms: r.reader_timeout_ms,
-        cache_max_age_ms: r.cache_max_age_ms,
+        max_body_bytes: bounded(&rules::MAX_BODY_BYTES, r.max_body_bytes)?,
+        max_entities,
+        reader_timeout_ms: bounded(&rules::READER_TIMEOUT_MS, r.reader_timeout_ms)?,
+        cache_max_age_ms: bounded(&rules::CACHE_MAX_AGE_MS, r.cache_max_age_ms)?,
     })
+}
+
+/// The main service, then the extra ones, each with the request fields of its join keys.
+fn route_parts(r: &pb::Route, services: &[Rc<Service>]) -> Result<Vec<RoutePart>, String> {
+    let find = |name: &str| {
+        services
+            .iter()
+            .find(|s| s.name == name)
+            .cloned()
+            .ok_or_else(|| format!("unknown service '{name}'"))
+    };
+    let main = (&r.service, &r.entity_fields);
+    let extras = r
+        .extra_services
+        .iter()
+        .map(|e| (&e.service, &e.entity_fields));
+    let mut parts: Vec<RoutePart> = Vec::with_capacity(1 + r.extra_services.len());
+    for (name, fields) in std::iter::once(main).chain(extras) {
+        let service = find(name)?;
+        if parts.iter().any(|p| p.service.name == service.name) {
+            return Err(format!("service '{name}' is used twice"));
+        }
+        let join_keys: Vec<&str> = service
+            .entity_keys
+            .iter()
+            .map(|k| k.join_key.as_str())
+            .collect();
+        rules::entity_fields(fields.len(), name, &join_keys)?;
+        parts.push(RoutePart {
+            service,
+            entity_fields: fields.clone(),
+        });
+    }
+    Ok(parts)
+}
+
+/// The route's format with its options, checked against its services.
+fn route_format(r: &pb::Route, parts: &[RoutePart]) -> Result<Format, String> {
+    Ok(match pb::Format::try_from(r.format) {
+        Ok(pb::Format::KserveV1) => Format::KserveV1,
+        Ok(pb::Format::KserveV2) => {
+            if r.packed {
+                for v in parts.iter().flat_map(|p| &p.service.views) {
+                    for f in &v.features {
+                        rules::packable(&v.name, &f.name, f.value_type)?;
+                    }
+                }
+            }
+            Format::KserveV2 { packed: r.packed }
+        }
+        Ok(pb::Format::Json) => {
+            rules::json_pointer("entity_pointer", &r.entity_pointer)?;
+            rules::json_pointer("inject_pointer", &r.inject_pointer)?;
+            Format::Json {
+                entity_pointer: r.entity_pointer.clone(),
+                inject_pointer: r.inject_pointer.clone(),
+            }
+        }
+        Ok(pb::Format::Header) => {
+            let named = (!r.features_header.is_empty()).then_some(r.features_header.as_str());
+            let max_header_bytes = match r.max_header_bytes {
+                0 => rules::MAX_HEADER_BYTES.default,
+                v => rules::MAX_HEADER_BYTES.snapshot_value(v)?,
+            };
+            let encoding = match pb::FeaturesEncoding::try_from(r.features_encoding) {
+                Ok(pb::FeaturesEncoding::Unspecified | pb::FeaturesEncoding::Json) => {
+                    HeaderEncoding::Json
+                }
+                Ok(pb::FeaturesEncoding::ProtobufBase64) => HeaderEncoding::ProtobufBase64,
+                Err(_) => return Err(format!("unknown features_encoding {}", r.features_encoding)),
+            };
+            Format::Header {
+                features_header: rules::features_header(named)?,
+                max_header_bytes,
+                encoding,
+            }
+        }
+        Ok(other) => return Err(format!("format {other:?} is not supported by this filter")),
+        Err(_) => return Err(format!("unknown format {}", r.format)),
+    })
+}
+
+/// The output name of every feature over all parts, by the shared rule.
+fn output_names(parts: &[RoutePart], short: bool) -> Result<Vec<String>, String> {
+    let entity_fields: Vec<&str> = parts
+        .iter()
+        .flat_map(|p| p.entity_fields.iter().map(String::as_str))
+        .collect();
+    let mut names = rules::OutputNames::default();
+    for v in parts.iter().flat_map(|p| &p.service.views) {
+        for f in &v.features {
+            names.add(&v.name, &f.name, short, &entity_fields)?;
+        }
+    }
+    Ok(names.names)
+}
+
+fn policies(r: &pb::Route) -> Result<(OnMissing, OnStale, OnReaderError), String> {
+    let on_missing = match pb::MissingEntityPolicy::try_from(r.on_missing_entity) {
+        Ok(pb::MissingEntityPolicy::MissingReject) => OnMissing::Reject,
+        Ok(pb::MissingEntityPolicy::MissingNull) => OnMissing::Null,
+        Ok(pb::MissingEntityPolicy::MissingDefault) => OnMissing::Default,
+        _ => return Err("on_missing_entity is not set".into()),
+    };
+    let on_stale = match pb::StalePolicy::try_from(r.on_stale) {
+        Ok(pb::StalePolicy::StaleNull) => OnStale::Null,
+        Ok(pb::StalePolicy::StaleReject) => OnStale::Reject,
+        _ => return Err("on_stale is not set".into()),
+    };
+    let on_reader_error = match pb::ReaderErrorPolicy::try_from(r.on_reader_error) {
+        Ok(pb::ReaderErrorPolicy::ReaderErrorReject) => OnReaderError::Reject,
+        Ok(pb::ReaderErrorPolicy::ReaderErrorForward) => OnReaderError::Forward,
+        _ => return Err("on_reader_error is not set".into()),
+    };
+    Ok((on_missing, on_stale, on_reader_error))
 }
 
 /// A small valid snapshot for the unit tests of every module.
@@ -846,14 +842,14 @@ mod tests {
             r.output_names,
             ["profile__age", "profile__score", "txn__count"]
         );
-        assert_eq!(r.service.feature_count, 3);
-        assert_eq!(r.service.views[1].ttl_us, Some(DAY * 1_000_000));
-        assert_eq!(r.service.views[0].ttl_us, None);
+        assert_eq!(r.service().feature_count, 3);
+        assert_eq!(r.service().views[1].ttl_us, Some(DAY * 1_000_000));
+        assert_eq!(r.service().views[0].ttl_us, None);
         assert_eq!(
-            r.service.views[0].features[0].default,
+            r.service().views[0].features[0].default,
             Some(pb::value::Kind::Int64Val(-1))
         );
-        assert_eq!(r.service.fingerprint_hex, "123456789abcdef0");
+        assert_eq!(r.service().fingerprint_hex, "123456789abcdef0");
     }
 
     #[test]
@@ -976,7 +972,8 @@ mod tests {
             let mut s = snapshot();
             f(&mut s);
             let e = Config::from_snapshot(s).unwrap_err();
-            assert!(e.0.contains(want), "{} does not contain {want}", e.0);
+            let e = e.to_string();
+            assert!(e.contains(want), "{e} does not contain {want}");
         };
         refuse(
             &|s| s.routes[0].service = "nope".into(),
@@ -1019,7 +1016,7 @@ mod tests {
         );
         refuse(
             &|s| s.routes[0].entity_fields.clear(),
-            "0 entity field(s) for 1 join key(s)",
+            "entity names 0 field(s) but feature service 'scoring' has 1 entity key(s)",
         );
         refuse(&|s| s.routes[0].format = 99, "unknown format 99");
         refuse(
@@ -1048,7 +1045,7 @@ mod tests {
                 s.routes[0].feature_names = pb::FeatureNames::Short as i32;
                 s.services[0].views[1].features[0].name = "age".into();
             },
-            "'age' appears twice",
+            "feature name 'age' is given by views 'profile' and 'txn'",
         );
         assert!(Config::from_bytes(b"\xff\xff garbage").is_err());
     }

@@ -6,62 +6,63 @@
 
 use serde_json::{Map, Value as Json};
 
-use crate::config::{Format, Route};
+use super::document::{self, shape};
+use super::entity;
+use super::metadata::{self, METADATA_FIELD};
+use crate::config::Route;
 use crate::error::FerryError;
-use crate::format::{self, shape, METADATA_FIELD};
 use crate::values;
 use crate::vector::EntityFeatures;
 
 #[derive(Debug)]
 pub struct ParsedRequest {
+    /// How the client spelled numbers the reader respells (see `document`).
+    spellings: document::Spellings,
     doc: Json,
     pub keys: Vec<String>,
 }
 
-fn pointers(route: &Route) -> (&str, &str) {
-    match &route.format {
-        Format::Json {
-            entity_pointer,
-            inject_pointer,
-        } => (entity_pointer, inject_pointer),
-        _ => ("", ""),
-    }
-}
-
-pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
-    let doc = format::parse_json(body)?;
-    let (at, _) = pointers(route);
+/// The entities at `at` (the route's `entity_pointer`).
+pub fn parse(body: &[u8], route: &Route, at: &str) -> Result<ParsedRequest, FerryError> {
+    let document::Document {
+        json: doc,
+        spellings,
+    } = document::parse_json(body)?;
     let target = doc
         .pointer(at)
         .ok_or_else(|| shape(&format!("nothing at JSON pointer '{at}'")))?;
     let keys = match target {
         Json::Object(obj) => {
-            format::check_count(1, route)?;
+            entity::check_count(1, route)?;
             let mut keys = Vec::with_capacity(route.parts.len());
             let place = if at.is_empty() { "the body" } else { at };
-            format::keys_of_object(obj, route, place, &mut keys)?;
+            entity::keys_of_object(obj, route, place, &mut keys)?;
             keys
         }
         Json::Array(items) => {
-            format::check_count(items.len(), route)?;
+            entity::check_count(items.len(), route)?;
             let mut keys = Vec::with_capacity(items.len() * route.parts.len());
             for (i, item) in items.iter().enumerate() {
                 let place = format!("{at}/{i}");
                 let Json::Object(obj) = item else {
                     return Err(shape(&format!("{place} must be a JSON object")));
                 };
-                format::keys_of_object(obj, route, &place, &mut keys)?;
+                entity::keys_of_object(obj, route, &place, &mut keys)?;
             }
             keys
         }
         other => {
             return Err(shape(&format!(
                 "'{at}' must point to an object or an array of objects, not {}",
-                format::type_name(other)
+                entity::type_name(other)
             )))
         }
     };
-    Ok(ParsedRequest { doc, keys })
+    Ok(ParsedRequest {
+        doc,
+        keys,
+        spellings,
+    })
 }
 
 /// Writes `value` at `pointer` inside `obj`, creating (or replacing non-object) intermediate
@@ -89,15 +90,17 @@ fn put(obj: &mut Map<String, Json>, pointer: &str, value: Json) {
     cur.insert(last.clone(), value);
 }
 
+/// Each entity's features written at `inject` (the route's `inject_pointer`) of the entity
+/// objects at `at`, and the metadata at the root.
 pub fn rewrite(
     mut req: ParsedRequest,
     route: &Route,
+    (at, inject): (&str, &str),
     features: Vec<EntityFeatures>,
 ) -> Result<Vec<u8>, FerryError> {
-    let (at, inject) = pointers(route);
     let statuses: Vec<Json> = features
         .iter()
-        .map(|f| Json::Object(format::not_present(route, f)))
+        .map(|f| Json::Object(metadata::not_present(route, f)))
         .collect();
     let write = |obj: &mut Map<String, Json>, f: EntityFeatures| {
         let pairs = route
@@ -127,9 +130,9 @@ pub fn rewrite(
         _ => {}
     }
     if let Json::Object(root) = &mut req.doc {
-        root.insert(METADATA_FIELD.into(), format::metadata(route, statuses));
+        root.insert(METADATA_FIELD.into(), metadata::metadata(route, statuses));
     }
-    format::write_document(&req.doc)
+    document::write_document(&req.doc, req.spellings)
 }
 
 #[cfg(test)]
@@ -140,6 +143,29 @@ mod tests {
     use crate::vector::FeatureStatus;
     use ferry_protos::v1 as pb;
     use serde_json::json;
+
+    /// The route's pointers, as the dispatcher hands them over.
+    fn pointers(r: &Route) -> (&str, &str) {
+        match &r.format {
+            crate::config::Format::Json {
+                entity_pointer,
+                inject_pointer,
+            } => (entity_pointer, inject_pointer),
+            other => panic!("not a json route: {other:?}"),
+        }
+    }
+
+    fn parse(body: &[u8], r: &Route) -> Result<ParsedRequest, FerryError> {
+        super::parse(body, r, pointers(r).0)
+    }
+
+    fn rewrite(
+        req: ParsedRequest,
+        r: &Route,
+        f: Vec<EntityFeatures>,
+    ) -> Result<Vec<u8>, FerryError> {
+        super::rewrite(req, r, pointers(r), f)
+    }
 
     fn json_route(entity_pointer: &str, inject_pointer: &str) -> Config {
         let mut s = snapshot();
@@ -227,7 +253,7 @@ mod tests {
         s.routes[0].entity_pointer = "users".into();
         assert!(Config::from_snapshot(s)
             .unwrap_err()
-            .0
+            .to_string()
             .contains("not a JSON pointer"));
     }
 }

@@ -7,6 +7,9 @@ pub trait Host {
     fn request_header(&self, name: &str) -> Option<String>;
     fn request_header_names(&self) -> Vec<String>;
     fn set_request_header(&self, name: &str, value: Option<&str>);
+    /// Names of the request trailers (valid in the trailers callback).
+    fn request_trailer_names(&self) -> Vec<String>;
+    fn remove_request_trailer(&self, name: &str);
     fn request_body(&self, size: usize) -> Option<Vec<u8>>;
     /// Replaces the whole buffered request body (`old_size` bytes) with `body`.
     fn replace_request_body(&self, old_size: usize, body: &[u8]);
@@ -55,6 +58,7 @@ pub mod testing {
     #[derive(Default)]
     pub struct FakeHost {
         pub headers: RefCell<Headers>,
+        pub trailers: RefCell<Headers>,
         pub body: RefCell<Vec<u8>>,
         pub dispatched: RefCell<Vec<Dispatched>>,
         pub dispatch_error: RefCell<Option<String>>,
@@ -85,6 +89,16 @@ pub mod testing {
                 .iter()
                 .map(|(n, _)| n.clone())
                 .collect()
+        }
+        fn request_trailer_names(&self) -> Vec<String> {
+            self.trailers
+                .borrow()
+                .iter()
+                .map(|(n, _)| n.clone())
+                .collect()
+        }
+        fn remove_request_trailer(&self, name: &str) {
+            self.trailers.borrow_mut().retain(|(n, _)| n != name);
         }
         fn set_request_header(&self, name: &str, value: Option<&str>) {
             let mut h = self.headers.borrow_mut();

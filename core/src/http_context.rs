@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::config::{Config, Format, OnReaderError, Route};
 use crate::enrich;
 use crate::error::FerryError;
+use crate::format::header;
 use crate::format::{self, ParsedRequest};
-use crate::header_mode;
 use crate::host::Host;
 use crate::metrics::{Metric, Metrics};
 use crate::near_cache;
@@ -104,46 +104,15 @@ impl<H: Host> HttpFilter<H> {
                 self.host.set_request_header(name, None);
             }
         }
-        // An Envoy route that names a Ferry route in its metadata selects it (looked at only
-        // when the snapshot has a route selected by name); otherwise the routes' conditions do,
-        // on the normalised path.
-        let named = if config.reads_route_metadata {
-            self.host.route_metadata("route")
-        } else {
-            None
-        };
-        let index = if let Some(name) = named {
-            match config.route_named(&name) {
-                Some(i) => i,
-                None => {
-                    return self
-                        .answer_named(&name, &FerryError::UnknownRoute { name: name.clone() })
-                }
-            }
-        } else {
-            let raw = self.host.request_header(":path").unwrap_or_default();
-            let path = ferry_protos::path::normalize(&raw);
-            let host = &self.host;
-            match config.match_route(&path, &|h| host.request_header(h)) {
-                Some(i) => i,
-                None => {
-                    return match config.protected_prefix(&path) {
-                        Some(prefix) => {
-                            let err = FerryError::NoRoute {
-                                path: raw,
-                                prefix: prefix.to_string(),
-                            };
-                            self.answer_named("", &err)
-                        }
-                        None => Action::Continue,
-                    };
-                }
-            }
+        let index = match self.select_route(&config) {
+            Ok(Some(i)) => i,
+            Ok(None) => return Action::Continue,
+            Err((route, e)) => return self.answer_named(&route, &e),
         };
         let route = &config.routes[index];
         if let Format::Header { .. } = &route.format {
             let count = |n: &str| names.iter().filter(|x| x.as_str() == n).count();
-            let parsed = header_mode::parse(|n| self.host.request_header(n), count, route);
+            let parsed = header::parse(|n| self.host.request_header(n), count, route);
             return match parsed {
                 Ok(r) => self.lookup(
                     &config,
@@ -155,28 +124,10 @@ impl<H: Host> HttpFilter<H> {
                 Err(e) => self.answer(route, &e),
             };
         }
-        let method = self.host.request_header(":method").unwrap_or_default();
-        if !BODY_METHODS.contains(&method.as_str()) {
-            // KServe's `GET /v1/models/NAME` and the like pass; a body they carry would reach
-            // the model unenriched, so one is refused.
-            if end_of_stream {
-                return Action::Continue;
-            }
-            return self.answer(route, &FerryError::UnexpectedBody { method });
-        }
-        if end_of_stream {
-            return self.answer(route, &FerryError::NoBody);
-        }
-        let declared = self
-            .host
-            .request_header("content-length")
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        if let Some(size) = declared.filter(|s| *s > u64::from(route.max_body_bytes)) {
-            let err = FerryError::BodyTooLarge {
-                limit: route.max_body_bytes,
-                size,
-            };
-            return self.answer(route, &err);
+        match self.body_expected(route, end_of_stream) {
+            Ok(true) => {}
+            Ok(false) => return Action::Continue,
+            Err(e) => return self.answer(route, &e),
         }
         // The body will change size; the right length is set again before resuming.
         self.host.set_request_header("content-length", None);
@@ -185,6 +136,68 @@ impl<H: Host> HttpFilter<H> {
             body_size: 0,
         };
         Action::Pause
+    }
+
+    /// The route this request takes, if any. An Envoy route that names a Ferry route in its
+    /// metadata selects it (looked at only when the snapshot has a route selected by name);
+    /// otherwise the routes' conditions do, on the normalised path. An unmatched path under a
+    /// protected prefix, or a name the snapshot lacks, is an error (with the route to name).
+    fn select_route(&self, config: &Config) -> Result<Option<usize>, (String, FerryError)> {
+        let named = if config.reads_route_metadata {
+            self.host.route_metadata("route")
+        } else {
+            None
+        };
+        if let Some(name) = named {
+            return match config.route_named(&name) {
+                Some(i) => Ok(Some(i)),
+                None => Err((name.clone(), FerryError::UnknownRoute { name })),
+            };
+        }
+        let raw = self.host.request_header(":path").unwrap_or_default();
+        let path = ferry_protos::path::normalize(&raw);
+        let host = &self.host;
+        if let Some(i) = config.match_route(&path, &|h| host.request_header(h)) {
+            return Ok(Some(i));
+        }
+        match config.protected_prefix(&path) {
+            Some(prefix) => Err((
+                String::new(),
+                FerryError::NoRoute {
+                    path: raw,
+                    prefix: prefix.to_string(),
+                },
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether a body route reads this request's body: POST, PUT and PATCH with a body within
+    /// the route's limit do; other methods without a body pass (KServe's `GET
+    /// /v1/models/NAME`); a body they carry would reach the model unenriched, so it is refused.
+    fn body_expected(&self, route: &Route, end_of_stream: bool) -> Result<bool, FerryError> {
+        let method = self.host.request_header(":method").unwrap_or_default();
+        if !BODY_METHODS.contains(&method.as_str()) {
+            return if end_of_stream {
+                Ok(false)
+            } else {
+                Err(FerryError::UnexpectedBody { method })
+            };
+        }
+        if end_of_stream {
+            return Err(FerryError::NoBody);
+        }
+        let declared = self
+            .host
+            .request_header("content-length")
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        match declared.filter(|s| *s > u64::from(route.max_body_bytes)) {
+            Some(size) => Err(FerryError::BodyTooLarge {
+                limit: route.max_body_bytes,
+                size,
+            }),
+            None => Ok(true),
+        }
     }
 
     pub fn on_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
@@ -222,6 +235,15 @@ impl<H: Host> HttpFilter<H> {
     /// buffered body is complete then, and the trailers wait with it while the vectors are
     /// fetched. A header-mode request's trailers wait while its reader call is out.
     pub fn on_request_trailers(&mut self) -> Action {
+        // A client's value under a name Ferry owns never goes on, in trailers either (an
+        // HTTP/2 upstream would receive them).
+        if let Some(config) = &self.config {
+            for name in self.host.request_trailer_names() {
+                if config.owns_header(&name) {
+                    self.host.remove_request_trailer(&name);
+                }
+            }
+        }
         match self.state {
             State::ReadingBody { route, body_size } => {
                 let Some(config) = self.config.clone() else {
@@ -299,7 +321,7 @@ impl<H: Host> HttpFilter<H> {
             }
             Err(detail) => {
                 let err = FerryError::DispatchFailed { detail };
-                self.reader_failed(route, body_size, &err, resume)
+                self.reader_failed(route, request, body_size, &err, resume)
             }
         }
     }
@@ -341,7 +363,10 @@ impl<H: Host> HttpFilter<H> {
         let fetched = match fetched {
             Ok(v) => v,
             Err(e) => {
-                self.reader_failed(route, p.body_size, &e, Resume::ByHostCall);
+                let Pending {
+                    request, body_size, ..
+                } = *p;
+                self.reader_failed(route, request, body_size, &e, Resume::ByHostCall);
                 return;
             }
         };
@@ -428,36 +453,44 @@ impl<H: Host> HttpFilter<H> {
     ) -> Action {
         match enrich::enrich(route, request, vectors, self.host.now_us()) {
             Ok(out) => {
-                if let Some(body) = &out.rewritten.body {
-                    self.host.replace_request_body(body_size, body);
-                    self.host
-                        .set_request_header("content-length", Some(&body.len().to_string()));
-                }
-                for (name, value) in &out.rewritten.headers {
-                    self.host.set_request_header(name, Some(value));
-                }
-                for (name, value) in &out.headers {
-                    self.host.set_request_header(name, Some(value));
-                }
-                self.summary = out.headers;
                 self.count(Metric::Enriched, 1);
                 self.count(Metric::EntitiesFound, out.found);
                 self.count(Metric::EntitiesMissing, out.missing);
                 self.count(Metric::EntitiesStale, out.stale);
-                self.state = State::Done;
-                if resume == Resume::ByHostCall {
-                    self.host.resume_request();
-                }
-                Action::Continue
+                self.forward(out, body_size, resume)
             }
             Err(e) => self.answer(route, &e),
         }
     }
 
-    /// A reader-side failure: fail closed (answer) or open (forward unenriched), per the route.
+    /// Sends the request on with what Ferry wrote: the new body, the features header(s) and
+    /// `x-ferry-*` (also told to the client on the response).
+    fn forward(&mut self, out: enrich::Enriched, body_size: usize, resume: Resume) -> Action {
+        if let Some(body) = &out.rewritten.body {
+            self.host.replace_request_body(body_size, body);
+            self.host
+                .set_request_header("content-length", Some(&body.len().to_string()));
+        }
+        for (name, value) in &out.rewritten.headers {
+            self.host.set_request_header(name, Some(value));
+        }
+        for (name, value) in &out.headers {
+            self.host.set_request_header(name, Some(value));
+        }
+        self.summary = out.headers;
+        self.state = State::Done;
+        if resume == Resume::ByHostCall {
+            self.host.resume_request();
+        }
+        Action::Continue
+    }
+
+    /// A reader-side failure: fail closed (answer) or open (forward with every feature null),
+    /// per the route.
     fn reader_failed(
         &mut self,
         route: &Route,
+        request: ParsedRequest,
         body_size: usize,
         err: &FerryError,
         resume: Resume,
@@ -474,24 +507,15 @@ impl<H: Host> HttpFilter<H> {
             self.count(Metric::ReaderTimeouts, 1);
         }
         // Only failures of the reader path may fail open; a bad vector is never forwarded.
-        match route.on_reader_error {
-            OnReaderError::Forward if err.is_reader_failure() => {
-                if !matches!(route.format, Format::Header { .. }) {
-                    self.host
-                        .set_request_header("content-length", Some(&body_size.to_string()));
-                }
-                self.summary = enrich::degraded_headers(route, err);
-                for (name, value) in &self.summary {
-                    self.host.set_request_header(name, Some(value));
-                }
+        if route.on_reader_error != OnReaderError::Forward || !err.is_reader_failure() {
+            return self.answer(route, err);
+        }
+        match enrich::degraded(route, request, err) {
+            Ok(out) => {
                 self.count(Metric::Degraded, 1);
-                self.state = State::Done;
-                if resume == Resume::ByHostCall {
-                    self.host.resume_request();
-                }
-                Action::Continue
+                self.forward(out, body_size, resume)
             }
-            _ => self.answer(route, err),
+            Err(e) => self.answer(route, &e),
         }
     }
 
@@ -698,15 +722,16 @@ mod tests {
             f.host().request_header("x-ferry-error"),
             Some("redis_unavailable".into())
         );
+        // Forwarded with every feature null: a client's value under a feature's name or
+        // `ferry` never goes on, even unenriched.
+        let body: serde_json::Value = serde_json::from_slice(&f.host().body.borrow()).unwrap();
         assert_eq!(
             f.host().request_header("content-length"),
-            Some(BODY.len().to_string())
+            Some(f.host().body.borrow().len().to_string())
         );
-        assert_eq!(
-            f.host().body.borrow().as_slice(),
-            BODY.as_bytes(),
-            "body untouched"
-        );
+        assert_eq!(body["instances"][0]["user_id"], "u1");
+        assert!(body["instances"][0]["profile__age"].is_null());
+        assert_eq!(body["ferry"]["statuses"][0]["profile__age"], "NOT_FOUND");
         f.on_response_headers();
         let told = f.host().response_headers.borrow().clone();
         assert!(
@@ -727,6 +752,25 @@ mod tests {
     }
 
     #[test]
+    fn a_degraded_forward_carries_no_forged_feature() {
+        let forged = r#"{"instances":[{"user_id":"u1","profile__age":99}],"ferry":{"forged":1}}"#;
+        let c =
+            route_with(|r| r.on_reader_error = pb::ReaderErrorPolicy::ReaderErrorForward as i32);
+        let mut f = filter(c, "POST", "/v1/models/fraud", forged);
+        f.on_request_headers(false);
+        f.on_request_body(forged.len(), true);
+        f.on_call_response(7, 0, 0); // the reader never answered
+        assert!(*f.host().resumed.borrow());
+        let body: serde_json::Value = serde_json::from_slice(&f.host().body.borrow()).unwrap();
+        assert!(body["instances"][0]["profile__age"].is_null(), "{body}");
+        assert_eq!(body["ferry"]["service"], "scoring");
+        assert_eq!(
+            f.host().request_header("x-ferry-status").as_deref(),
+            Some("degraded")
+        );
+    }
+
+    #[test]
     fn a_reader_refusal_is_never_failed_open() {
         let c =
             route_with(|r| r.on_reader_error = pb::ReaderErrorPolicy::ReaderErrorForward as i32);
@@ -739,6 +783,18 @@ mod tests {
         f.on_call_response(7, 2, 49);
         assert!(!*f.host().resumed.borrow(), "not forwarded");
         assert_eq!(sent(&f).0, 502);
+        assert_eq!(sent(&f).1["error"], "reader_rejected");
+
+        // A 4xx that is not the reader's JSON (another server at its address) neither.
+        let c =
+            route_with(|r| r.on_reader_error = pb::ReaderErrorPolicy::ReaderErrorForward as i32);
+        let mut f = filter(c, "POST", "/v1/models/fraud", BODY);
+        f.on_request_headers(false);
+        f.on_request_body(BODY.len(), true);
+        *f.host().call_status.borrow_mut() = Some(404);
+        *f.host().call_body.borrow_mut() = b"not here".to_vec();
+        f.on_call_response(7, 2, 8);
+        assert!(!*f.host().resumed.borrow(), "not forwarded");
         assert_eq!(sent(&f).1["error"], "reader_rejected");
     }
 
@@ -781,6 +837,16 @@ mod tests {
         assert!(*f.host().resumed.borrow());
         let body: serde_json::Value = serde_json::from_slice(&f.host().body.borrow()).unwrap();
         assert_eq!(body["instances"][0]["profile__age"], 30);
+
+        // Ferry's names are removed from trailers too; other trailers go on.
+        let mut f = filter(config(), "POST", "/other", BODY);
+        *f.host().trailers.borrow_mut() = vec![
+            ("x-ferry-status".into(), "ok".into()),
+            ("grpc-status".into(), "0".into()),
+        ];
+        f.on_request_headers(false);
+        assert_eq!(f.on_request_trailers(), Action::Continue);
+        assert_eq!(f.host().request_trailer_names(), ["grpc-status"]);
 
         // A bad body ending in trailers is answered, not forwarded.
         let mut f = filter(config(), "POST", "/v1/models/fraud:predict", "{oops");

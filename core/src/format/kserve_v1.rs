@@ -8,22 +8,27 @@
 
 use serde_json::{Map, Value as Json};
 
+use super::document::{self, shape, Spellings};
+use super::entity;
+use super::metadata::METADATA_FIELD;
 use crate::config::Route;
 use crate::error::FerryError;
-use crate::format::{self, shape, METADATA_FIELD};
 use crate::values;
 use crate::vector::{EntityFeatures, FeatureStatus};
 
 #[derive(Debug)]
 pub struct ParsedRequest {
     doc: Map<String, Json>,
+    /// How the client spelled numbers the reader respells (see `document`).
+    spellings: Spellings,
     body_len: usize,
     /// Canonical entity keys of each instance (one per route part), in order.
     pub keys: Vec<String>,
 }
 
 pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
-    let Json::Object(doc) = format::parse_json(body)? else {
+    let parsed = document::parse_json(body)?;
+    let Json::Object(doc) = parsed.json else {
         return Err(shape(
             "the body must be a JSON object with an \"instances\" array",
         ));
@@ -33,16 +38,17 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
         Some(_) => return Err(shape("\"instances\" must be an array of objects")),
         None => return Err(shape("the body has no \"instances\" array (KServe v1)")),
     };
-    format::check_count(instances.len(), route)?;
+    entity::check_count(instances.len(), route)?;
     let mut keys = Vec::with_capacity(instances.len() * route.parts.len());
     for (index, inst) in instances.iter().enumerate() {
         let Json::Object(inst) = inst else {
             return Err(shape(&format!("instances[{index}] must be a JSON object")));
         };
-        format::keys_of_object(inst, route, &format!("instances[{index}]"), &mut keys)?;
+        entity::keys_of_object(inst, route, &format!("instances[{index}]"), &mut keys)?;
     }
     Ok(ParsedRequest {
         doc,
+        spellings: parsed.spellings,
         body_len: body.len(),
         keys,
     })
@@ -73,7 +79,7 @@ pub fn rewrite(req: ParsedRequest, route: &Route, features: Vec<EntityFeatures>)
     out.push(b':');
     write_metadata(&mut out, route, &features);
     out.push(b'}');
-    out
+    req.spellings.restore(out)
 }
 
 fn write_value(out: &mut Vec<u8>, value: &Json) {

@@ -250,12 +250,15 @@ impl FerryError {
     }
 
     /// The JSON error body: `{"error": code, "message": ..., "route": ...}`.
+    /// `route` is omitted when the request matched none (e.g. `no_route`).
     pub fn body(&self, route: &str) -> Vec<u8> {
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "error": self.code(),
             "message": self.message(),
-            "route": route,
         });
+        if !route.is_empty() {
+            v["route"] = serde_json::Value::from(route);
+        }
         v.to_string().into_bytes()
     }
 }

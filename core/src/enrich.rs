@@ -94,13 +94,17 @@ pub fn check_reader_status(
         return Ok(());
     }
     let (code, detail) = reader_error(body);
+    use ferry_protos::reader_error::{REDIS_TIMEOUT, REDIS_UNAVAILABLE};
     Err(match (code.as_deref(), status) {
-        (Some("redis_unavailable"), _) => FerryError::RedisUnavailable { detail },
-        (Some("redis_timeout"), _) => FerryError::RedisTimeout { detail },
+        (Some(REDIS_UNAVAILABLE), _) => FerryError::RedisUnavailable { detail },
+        (Some(REDIS_TIMEOUT), _) => FerryError::RedisTimeout { detail },
         // The reader refused what the filter sent (malformed, over a limit): a Ferry bug or a
         // request the filter should have refused, never a reason to forward unenriched.
         (Some(_), 400..=499) => FerryError::ReaderRejected { status, detail },
         (Some(_), _) => FerryError::ReaderError { status, detail },
+        // A 4xx without the reader's JSON (e.g. another server at the reader's address) is a
+        // refusal too: only an unreachable or failing reader path may fail open.
+        (None, 400..=499) => FerryError::ReaderRejected { status, detail },
         (None, 504) => FerryError::ReaderTimeout {
             detail: format!("no answer within {timeout_ms} ms"),
         },
@@ -241,7 +245,35 @@ fn apply_defaults(route: &Route, features: &mut [EntityFeatures]) {
 }
 
 /// Headers for a request forwarded unenriched under `on_reader_error: forward`.
-pub fn degraded_headers(route: &Route, error: &FerryError) -> Vec<(&'static str, String)> {
+/// A request forwarded under `on_reader_error: forward` after a reader failure: every feature
+/// null (or the repo's default under `on_missing_entity: default`) with status NOT_FOUND, so
+/// nothing a client sent under Ferry's names goes on; `x-ferry-status: degraded` and
+/// `x-ferry-error` say why.
+pub fn degraded(
+    route: &Route,
+    req: ParsedRequest,
+    error: &FerryError,
+) -> Result<Enriched, FerryError> {
+    let entities = req.keys().len() / route.keys_per_entity();
+    let mut features: Vec<EntityFeatures> = (0..entities)
+        .map(|_| EntityFeatures {
+            values: vec![None; route.feature_count],
+            statuses: vec![FeatureStatus::NotFound; route.feature_count],
+        })
+        .collect();
+    if route.on_missing == OnMissing::Default {
+        apply_defaults(route, &mut features);
+    }
+    Ok(Enriched {
+        rewritten: format::rewrite(req, route, features)?,
+        headers: degraded_headers(route, error),
+        found: 0,
+        missing: 0,
+        stale: 0,
+    })
+}
+
+fn degraded_headers(route: &Route, error: &FerryError) -> Vec<(&'static str, String)> {
     vec![
         ("x-ferry-service", route.services_label.clone()),
         ("x-ferry-status", "degraded".to_string()),
@@ -283,7 +315,9 @@ mod tests {
 
     fn run(c: &Config, body: &str, vectors: Vec<Vec<u8>>) -> Result<(Json, Headers), FerryError> {
         let r = &c.routes[0];
-        let req: ParsedRequest = crate::kserve_v1::parse(body.as_bytes(), r).unwrap().into();
+        let req: ParsedRequest = crate::format::kserve_v1::parse(body.as_bytes(), r)
+            .unwrap()
+            .into();
         let n = req.keys().len();
         let e = enrich(r, req, &reader_vectors(&response(vectors), &[n])?, NOW)?;
         Ok((

@@ -177,7 +177,7 @@ mod tests {
     #[test]
     fn fresh_vector_is_present() {
         let c = config();
-        let f = decode(&fresh(FP), &c.routes[0].service, "u1", NOW).unwrap();
+        let f = decode(&fresh(FP), c.routes[0].service(), "u1", NOW).unwrap();
         assert_eq!(json_of(&f), vec![json!(42), json!(0.5), json!(7)]);
         assert!(f.statuses.iter().all(|s| *s == FeatureStatus::Present));
     }
@@ -200,7 +200,7 @@ mod tests {
                 (NOW - 2 * DAY_US, vec![Some(Kind::Int64Val(7))]),
             ],
         );
-        let f = decode(&bytes, &c.routes[0].service, "u1", NOW).unwrap();
+        let f = decode(&bytes, c.routes[0].service(), "u1", NOW).unwrap();
         assert_eq!(json_of(&f), vec![json!(42), json!(null), json!(null)]);
         assert_eq!(
             f.statuses,
@@ -225,7 +225,7 @@ mod tests {
                 (NOW, vec![Some(Kind::Int64Val(2))]),
             ],
         );
-        let f = decode(&bytes, &c.routes[0].service, "u1", NOW).unwrap();
+        let f = decode(&bytes, c.routes[0].service(), "u1", NOW).unwrap();
         assert_eq!(
             (&f.values[1], f.statuses[1]),
             (&None, FeatureStatus::NullValue)
@@ -245,7 +245,7 @@ mod tests {
                 (0, vec![]),
             ],
         );
-        let f = decode(&bytes, &c.routes[0].service, "u1", NOW).unwrap();
+        let f = decode(&bytes, c.routes[0].service(), "u1", NOW).unwrap();
         assert_eq!(f.statuses[2], FeatureStatus::NotFound);
         assert_eq!(f.values[2], None);
     }
@@ -253,7 +253,7 @@ mod tests {
     #[test]
     fn fingerprint_mismatch_is_an_error() {
         let c = config();
-        let e = decode(&fresh(FP + 1), &c.routes[0].service, "u1", NOW).unwrap_err();
+        let e = decode(&fresh(FP + 1), c.routes[0].service(), "u1", NOW).unwrap_err();
         assert!(matches!(e, FerryError::FingerprintMismatch { found, .. } if found == FP + 1));
         assert_eq!(e.status(), 502);
     }
@@ -261,7 +261,7 @@ mod tests {
     #[test]
     fn layout_and_type_mismatches_are_errors() {
         let c = config();
-        let s = &c.routes[0].service;
+        let s = c.routes[0].service();
         let one_view = vector(FP, vec![(NOW, vec![Some(Kind::Int64Val(1))])]);
         assert!(matches!(
             decode(&one_view, s, "u", NOW),

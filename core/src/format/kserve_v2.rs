@@ -8,9 +8,11 @@
 use ferry_protos::v1::ValueType;
 use serde_json::{json, Map, Value as Json};
 
-use crate::config::{Format, KeyKind, Route};
+use super::document::{self, shape};
+use super::entity;
+use super::metadata;
+use crate::config::{KeyKind, Route};
 use crate::error::FerryError;
-use crate::format::{self, shape};
 use crate::values;
 use crate::vector::EntityFeatures;
 
@@ -19,12 +21,15 @@ pub const PACKED_TENSOR: &str = "ferry_features";
 
 #[derive(Debug)]
 pub struct ParsedRequest {
+    /// How the client spelled numbers the reader respells (see `document`).
+    spellings: document::Spellings,
     doc: Map<String, Json>,
     pub keys: Vec<String>,
 }
 
 pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
-    let Json::Object(doc) = format::parse_json(body)? else {
+    let parsed = document::parse_json(body)?;
+    let Json::Object(doc) = parsed.json else {
         return Err(shape(
             "the body must be a JSON object with an \"inputs\" array (Open Inference Protocol)",
         ));
@@ -83,7 +88,11 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
             keys.push(pk[i].clone());
         }
     }
-    Ok(ParsedRequest { doc, keys })
+    Ok(ParsedRequest {
+        doc,
+        keys,
+        spellings: parsed.spellings,
+    })
 }
 
 /// The canonical ids of one entity tensor, checked against its datatype and shape.
@@ -119,7 +128,7 @@ fn id_column(
         [n] | [n, 1] => usize::try_from(*n).unwrap_or(usize::MAX),
         _ => return Err(bad(format!("shape must be [N] or [N, 1], got {dims:?}"))),
     };
-    format::check_count(n, route)?;
+    entity::check_count(n, route)?;
     let data = t
         .get("data")
         .and_then(Json::as_array)
@@ -138,7 +147,7 @@ fn id_column(
     flat.iter()
         .enumerate()
         .map(|(i, v)| {
-            format::entity_part(v, kind).map_err(|reason| FerryError::InvalidEntityId {
+            entity::entity_part(v, kind).map_err(|reason| FerryError::InvalidEntityId {
                 place: format!("input tensor '{name}'[{i}]"),
                 reason,
             })
@@ -178,56 +187,17 @@ fn as_number(v: &Json) -> Json {
 pub fn rewrite(
     mut req: ParsedRequest,
     route: &Route,
+    packed: bool,
     features: Vec<EntityFeatures>,
 ) -> Result<Vec<u8>, FerryError> {
-    let n = features.len();
-    let types: Vec<ValueType> = route.features().map(|f| f.value_type).collect();
-    let mut tensors = Vec::new();
-    if matches!(route.format, Format::KserveV2 { packed: true }) {
-        let data: Vec<Json> = features
-            .iter()
-            .flat_map(|f| f.values.iter().map(|v| as_number(&values::to_json(v))))
-            .collect();
-        tensors.push(json!({"name": PACKED_TENSOR, "shape": [n, types.len()], "datatype": "FP32", "data": data}));
+    let tensors = if packed {
+        vec![packed_tensor(route, &features)]
     } else {
-        for (j, (name, t)) in route.output_names.iter().zip(&types).enumerate() {
-            let column: Vec<Json> = features
-                .iter()
-                .map(|f| f.values.get(j).map_or(Json::Null, values::to_json))
-                .collect();
-            let column = column.iter();
-            let (shape, data) = if *t == ValueType::Float32List {
-                let lists: Vec<Option<&Vec<Json>>> = column.map(Json::as_array).collect();
-                let lengths: Vec<usize> = lists.iter().flatten().map(|l| l.len()).collect();
-                let d = lengths.first().copied().unwrap_or(0);
-                if let Some(other) = lengths.iter().find(|l| **l != d) {
-                    return Err(FerryError::BadVector {
-                        detail: format!(
-                            "feature '{name}' has lists of lengths {d} and {other} in one batch"
-                        ),
-                    });
-                }
-                let data: Vec<Json> = lists
-                    .into_iter()
-                    .flat_map(|l| l.cloned().unwrap_or_else(|| vec![json!(0.0); d]))
-                    .collect();
-                (json!([n, d]), data)
-            } else {
-                (
-                    json!([n]),
-                    column
-                        .map(|v| if v.is_null() { zero(*t) } else { v.clone() })
-                        .collect(),
-                )
-            };
-            tensors.push(
-                json!({"name": name, "shape": shape, "datatype": datatype(*t), "data": data}),
-            );
-        }
-    }
+        feature_tensors(route, &features)?
+    };
     let statuses: Vec<Json> = features
         .iter()
-        .map(|f| Json::Object(format::not_present(route, f)))
+        .map(|f| Json::Object(metadata::not_present(route, f)))
         .collect();
     if let Some(Json::Array(inputs)) = req.doc.get_mut("inputs") {
         let ours = |t: &Json| {
@@ -259,7 +229,58 @@ pub fn rewrite(
             Json::from(Json::Array(statuses).to_string()),
         );
     }
-    format::write_document(&Json::Object(req.doc))
+    document::write_document(&Json::Object(req.doc), req.spellings)
+}
+
+/// One FP32 tensor `[N, F]` of every entity's features (numbers only, nulls as 0).
+fn packed_tensor(route: &Route, features: &[EntityFeatures]) -> Json {
+    let data: Vec<Json> = features
+        .iter()
+        .flat_map(|f| f.values.iter().map(|v| as_number(&values::to_json(v))))
+        .collect();
+    json!({"name": PACKED_TENSOR, "shape": [features.len(), route.feature_count], "datatype": "FP32", "data": data})
+}
+
+/// One typed tensor per feature: `[N]`, or `[N, D]` for embeddings; nulls as the type's zero.
+fn feature_tensors(route: &Route, features: &[EntityFeatures]) -> Result<Vec<Json>, FerryError> {
+    let n = features.len();
+    let mut tensors = Vec::with_capacity(route.feature_count);
+    for (j, (name, f)) in route.output_names.iter().zip(route.features()).enumerate() {
+        let t = f.value_type;
+        let column: Vec<Json> = features
+            .iter()
+            .map(|f| f.values.get(j).map_or(Json::Null, values::to_json))
+            .collect();
+        let (shape, data) = if t == ValueType::Float32List {
+            embedding_column(name, &column)?
+        } else {
+            let data = column
+                .into_iter()
+                .map(|v| if v.is_null() { zero(t) } else { v })
+                .collect();
+            (json!([n]), data)
+        };
+        tensors.push(json!({"name": name, "shape": shape, "datatype": datatype(t), "data": data}));
+    }
+    Ok(tensors)
+}
+
+/// An embedding feature's column as `[N, D]` data: every list of one batch has the same
+/// length D; a null is D zeros.
+fn embedding_column(name: &str, column: &[Json]) -> Result<(Json, Vec<Json>), FerryError> {
+    let lists: Vec<Option<&Vec<Json>>> = column.iter().map(Json::as_array).collect();
+    let lengths: Vec<usize> = lists.iter().flatten().map(|l| l.len()).collect();
+    let d = lengths.first().copied().unwrap_or(0);
+    if let Some(other) = lengths.iter().find(|l| **l != d) {
+        return Err(FerryError::BadVector {
+            detail: format!("feature '{name}' has lists of lengths {d} and {other} in one batch"),
+        });
+    }
+    let data: Vec<Json> = lists
+        .into_iter()
+        .flat_map(|l| l.cloned().unwrap_or_else(|| vec![json!(0.0); d]))
+        .collect();
+    Ok((json!([column.len(), d]), data))
 }
 
 #[cfg(test)]
@@ -349,9 +370,11 @@ mod tests {
         let body = br#"{"id":"r1","inputs":[{"name":"user_id","shape":[2],"datatype":"BYTES","data":["u1","u2"]},
             {"name":"profile__age","shape":[2],"datatype":"INT64","data":[99,99]}]}"#;
         let req = parse(body, r).unwrap();
+        let packed = matches!(r.format, crate::config::Format::KserveV2 { packed: true });
         let out = rewrite(
             req,
             r,
+            packed,
             vec![
                 feats(json!(30), json!(0.5), json!(2)),
                 feats(Json::Null, Json::Null, json!(7)),
@@ -393,9 +416,11 @@ mod tests {
             r,
         )
         .unwrap();
+        let packed = matches!(r.format, crate::config::Format::KserveV2 { packed: true });
         let out = rewrite(
             req,
             r,
+            packed,
             vec![
                 feats(json!(30), json!(0.5), json!(2)),
                 feats(Json::Null, json!(1.5), json!(7)),
@@ -416,6 +441,6 @@ mod tests {
         s.routes[0].packed = true;
         s.services[0].views[1].features[0].r#type = pb::ValueType::String as i32;
         let e = Config::from_snapshot(s).unwrap_err();
-        assert!(e.0.contains("numeric features only"), "{}", e.0);
+        assert!(e.to_string().contains("is string, not numeric"), "{e}");
     }
 }

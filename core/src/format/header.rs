@@ -9,9 +9,10 @@ use serde_json::{Map, Value as Json};
 use base64::Engine;
 use prost::Message;
 
-use crate::config::{Format, HeaderEncoding, KeyKind, Route, RoutePart};
+use super::entity;
+use super::metadata;
+use crate::config::{HeaderEncoding, KeyKind, Route, RoutePart};
 use crate::error::FerryError;
-use crate::format;
 use crate::values;
 use crate::vector::{EntityFeatures, FeatureStatus};
 
@@ -62,7 +63,7 @@ fn key_from_headers(
                 .map(Json::from)
                 .unwrap_or(Json::String(raw)),
         };
-        let part = format::entity_part(&value, key.kind).map_err(|reason| {
+        let part = entity::entity_part(&value, key.kind).map_err(|reason| {
             FerryError::InvalidEntityId {
                 place: format!("header {name}"),
                 reason,
@@ -124,16 +125,9 @@ fn ascii_json(v: &Json) -> String {
 /// PRESENT.
 pub fn render(
     route: &Route,
+    (features_header, max_header_bytes, encoding): (&str, &u32, &HeaderEncoding),
     features: Vec<EntityFeatures>,
 ) -> Result<Vec<(String, String)>, FerryError> {
-    let Format::Header {
-        features_header,
-        max_header_bytes,
-        encoding,
-    } = &route.format
-    else {
-        return Ok(Vec::new());
-    };
     let Some(f) = features.into_iter().next() else {
         return Ok(Vec::new());
     };
@@ -145,9 +139,9 @@ pub fn render(
                 limit: *max_header_bytes,
             });
         }
-        return Ok(vec![(features_header.clone(), value)]);
+        return Ok(vec![(features_header.to_string(), value)]);
     }
-    let statuses = format::not_present(route, &f);
+    let statuses = metadata::not_present(route, &f);
     let values: Map<String, Json> = route
         .output_names
         .iter()
@@ -161,7 +155,7 @@ pub fn render(
             limit: *max_header_bytes,
         });
     }
-    let mut out = vec![(features_header.clone(), value)];
+    let mut out = vec![(features_header.to_string(), value)];
     if !statuses.is_empty() {
         out.push((
             STATUS_HEADER.to_string(),
@@ -174,6 +168,20 @@ pub fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Format;
+
+    /// `render` with the route's own options, as the dispatcher calls it.
+    fn render(r: &Route, f: Vec<EntityFeatures>) -> Result<Vec<(String, String)>, FerryError> {
+        let Format::Header {
+            features_header,
+            max_header_bytes,
+            encoding,
+        } = &r.format
+        else {
+            panic!("not a header route");
+        };
+        super::render(r, (features_header, max_header_bytes, encoding), f)
+    }
     use crate::config::fixture::snapshot;
     use crate::config::Config;
     use crate::vector::FeatureStatus;

@@ -1,0 +1,82 @@
+//! Entity ids in a request, for every format: the id rules (one definition with the reader's,
+//! `ferry_protos::key_part_problem`), the batch limit, and the keys of an object whose fields hold
+//! the join keys.
+
+use serde_json::{Map, Value as Json};
+
+use crate::config::{KeyKind, Route};
+use crate::error::FerryError;
+
+/// Refuses empty batches and batches over the route's limit.
+pub fn check_count(n: usize, route: &Route) -> Result<(), FerryError> {
+    if n == 0 {
+        return Err(FerryError::NoEntities);
+    }
+    if n > route.max_entities as usize {
+        return Err(FerryError::TooManyEntities {
+            limit: route.max_entities,
+            count: n,
+        });
+    }
+    Ok(())
+}
+
+/// The entity keys of one object whose fields hold the join keys (KServe v1 instances, JSON
+/// entity objects), one per route part, pushed onto `keys`; `place` names the object in
+/// errors (e.g. `instances[3]`).
+pub fn keys_of_object(
+    obj: &Map<String, Json>,
+    route: &Route,
+    place: &str,
+    keys: &mut Vec<String>,
+) -> Result<(), FerryError> {
+    for p in &route.parts {
+        let mut parts: Vec<String> = Vec::with_capacity(p.entity_fields.len());
+        for (field, key) in p.entity_fields.iter().zip(&p.service.entity_keys) {
+            let v = obj.get(field).ok_or_else(|| FerryError::MissingEntityId {
+                place: place.to_string(),
+                field: field.clone(),
+            })?;
+            let part = entity_part(v, key.kind).map_err(|reason| FerryError::InvalidEntityId {
+                place: format!("{place}.{field}"),
+                reason,
+            })?;
+            parts.push(part);
+        }
+        keys.push(ferry_protos::entity_key(&parts));
+    }
+    Ok(())
+}
+
+/// The canonical string form of one join key value, checked against its type and the id rules.
+pub fn entity_part(v: &Json, kind: KeyKind) -> Result<String, String> {
+    match (kind, v) {
+        (KeyKind::String, Json::String(s)) => {
+            // The rule the reader applies too: a client's id can never become a reader error.
+            if let Some(why) = ferry_protos::key_part_problem(s) {
+                return Err(why);
+            }
+            if s.contains(char::REPLACEMENT_CHARACTER) {
+                return Err("id is not valid UTF-8 (or holds U+FFFD)".into());
+            }
+            Ok(s.clone())
+        }
+        (KeyKind::Int64, Json::Number(n)) => n
+            .as_i64()
+            .map(|i| i.to_string())
+            .ok_or_else(|| format!("expected a 64-bit integer id, got {n}")),
+        (KeyKind::String, other) => Err(format!("expected a string id, got {}", type_name(other))),
+        (KeyKind::Int64, other) => Err(format!("expected an integer id, got {}", type_name(other))),
+    }
+}
+
+pub fn type_name(v: &Json) -> &'static str {
+    match v {
+        Json::Null => "null",
+        Json::Bool(_) => "a boolean",
+        Json::Number(_) => "a number",
+        Json::String(_) => "a string",
+        Json::Array(_) => "an array",
+        Json::Object(_) => "an object",
+    }
+}

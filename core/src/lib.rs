@@ -1,0 +1,24 @@
+//! Ferry's request logic, host-agnostic: plain Rust, unit-tested natively, shared by the
+//! proxy-wasm adapter (`ferry-filter`) and by the control plane (which validates every snapshot
+//! with [`config::Config::from_snapshot`] before Envoy sees it).
+//!
+//! - [`config`]: the registry snapshot as the filter uses it: validated once, pre-indexed.
+//! - [`format`]: the request formats (one module per `format:` word) and what they share.
+//! - [`vector`], [`values`]: decoding stored vectors, TTL and fingerprint checks, typed values.
+//! - [`enrich`]: the reader call and its answer, features per entity, the rewrite.
+//! - [`http_context`]: one request's state machine over the [`host::Host`] seam.
+//! - [`rules`]: a route's rules, each written once, for the filter and `ferry apply`.
+//! - [`near_cache`], [`metrics`], [`error`]: the near cache's layout, stats, and every error
+//!   with its status and code.
+
+pub mod config;
+pub mod enrich;
+pub mod error;
+pub mod format;
+pub mod host;
+pub mod http_context;
+pub mod metrics;
+pub mod near_cache;
+pub mod rules;
+pub mod values;
+pub mod vector;
