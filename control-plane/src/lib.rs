@@ -11,7 +11,8 @@
 //! - [`materialize`]: latest row per entity, vector encoding, pipelined writes into Redis.
 //! - [`envoy_config`]: renders the static Envoy bootstrap with the snapshot inlined.
 //! - [`envoy_xds`]: renders the xDS bootstrap (filter config from the control plane).
-//! - [`xds`]: the xDS protocol core (no I/O), resources, and the ADS/ECDS gRPC services.
+//! - [`xds`]: an xDS server as a library (protocol core without I/O, ADS/ECDS gRPC services)
+//!   over two interfaces the application implements: a snapshot source and callbacks.
 //! - [`serve`]: `ferry serve`, the control plane: current snapshot, HTTP API, repo watching.
 //! - [`push`]: the HTTP client `ferry apply --push` uses.
 

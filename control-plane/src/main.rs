@@ -14,9 +14,9 @@ use ferry::envoy_xds::{render_xds, XdsOptions};
 use ferry::materialize::{self, WriteOptions};
 use ferry::push;
 use ferry::repo::{self, scalars::format_ttl, Registry};
+use ferry::serve::resources::FilterOptions;
 use ferry::serve::{self, ServeOptions};
 use ferry::snapshot;
-use ferry::xds::resources::FilterOptions;
 
 /// Ferry: feature vectors injected into ML inference requests by Envoy.
 #[derive(Parser)]

@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{json, Value as Json};
 
+use super::resources::RESOURCE_TYPE;
 use super::state::State;
-use crate::xds::resources::ECDS_TYPE_URL;
 
 pub fn status_json(state: &State) -> Json {
     let current = state.current();
@@ -33,16 +33,16 @@ pub fn status_json(state: &State) -> Json {
         .streams()
         .into_iter()
         .map(|(id, info)| {
-            let ecds = info.types.get(ECDS_TYPE_URL);
-            let acked = ecds.and_then(|t| t.acked_version.clone());
-            let ok = version.is_some() && acked == version;
+            let ecds = info.types.get(&RESOURCE_TYPE);
+            let acked = info.acked();
+            let ok = info.converged_on(version.as_deref());
             converged &= ok;
             let types: serde_json::Map<String, Json> = info
                 .types
                 .iter()
                 .map(|(t, s)| {
                     (
-                        t.clone(),
+                        t.type_url().to_owned(),
                         json!({
                             "sent_version": s.sent_version,
                             "sent_nonce": s.sent_nonce,
@@ -57,8 +57,8 @@ pub fn status_json(state: &State) -> Json {
                 .collect();
             json!({
                 "stream": id,
-                "node": info.node_id,
-                "cluster": info.cluster,
+                "node": info.node.id,
+                "cluster": info.node.cluster,
                 "connected_ms": info.connected_ms,
                 "acked_version": acked,
                 "converged": ok,
@@ -140,13 +140,7 @@ pub fn metrics_text(state: &State) -> String {
     let streams = state.streams();
     let acked = streams
         .iter()
-        .filter(|(_, i)| {
-            version.is_some()
-                && i.types
-                    .get(ECDS_TYPE_URL)
-                    .and_then(|t| t.acked_version.clone())
-                    == version
-        })
+        .filter(|(_, i)| i.converged_on(version.as_deref()))
         .count();
     let _ = writeln!(
         out,
