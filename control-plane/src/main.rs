@@ -392,22 +392,17 @@ fn push_cmd(
     if materialize {
         let mut reg = load(repo)?;
         if let Some(url) = url {
-            let served = runtime.block_on(push::status(url))?;
-            let served: Vec<(String, String)> = served.body["snapshot"]["services"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|s| {
-                            (
-                                s["name"].as_str().unwrap_or("").to_owned(),
-                                s["fingerprint"].as_str().unwrap_or("").to_owned(),
-                            )
-                        })
-                        .collect()
-                })
+            let served = runtime
+                .block_on(push::status(url))
+                .context("asking the control plane which fingerprints it serves")?
+                .snapshot
+                .map(|s| s.services)
                 .unwrap_or_default();
             reg.services.retain(|s| {
-                !served.contains(&(s.name.clone(), ferry_protos::fingerprint_hex(s.fingerprint)))
+                let fingerprint = ferry_protos::fingerprint_hex(s.fingerprint);
+                !served
+                    .iter()
+                    .any(|c| c.name == s.name && c.fingerprint == fingerprint)
             });
         }
         // Routes refer to services by index; materializing needs only the services.
@@ -420,22 +415,18 @@ fn push_cmd(
     }
     let Some(url) = url else { return Ok(()) };
     let started = Instant::now();
-    let answer = runtime.block_on(push::push(url, token, snapshot::encode(&snap)))?;
+    let pushed = match runtime.block_on(push::push(url, token, snapshot::encode(&snap))) {
+        Ok(p) => p,
+        Err(push::PushError::Refused { status, message }) => {
+            anyhow::bail!("the control plane refused the snapshot (HTTP {status}): {message}")
+        }
+        Err(e) => return Err(e.into()),
+    };
     let ms = started.elapsed().as_secs_f64() * 1000.0;
-    if answer.status != 200 {
-        anyhow::bail!(
-            "the control plane refused the snapshot (HTTP {}): {}",
-            answer.status,
-            answer.body["message"]
-                .as_str()
-                .unwrap_or(&answer.body.to_string())
-        );
-    }
-    let changed = answer.body["changed"].as_bool().unwrap_or(false);
     println!(
         "pushed snapshot {} to {url} in {ms:.1} ms ({})",
-        answer.body["version"].as_str().unwrap_or("?"),
-        if changed {
+        pushed.version,
+        if pushed.changed {
             "now current"
         } else {
             "already current"

@@ -6,10 +6,13 @@
 //!   snapshot source and callbacks.
 //! - [`resources`]: the xDS resources built from a snapshot (the filter's ECDS config).
 //! - [`http`]: `/status`, `/metrics`, `/healthz`, `POST /v1/snapshot`.
-//! - [`status`]: the JSON and Prometheus renderings.
+//! - [`api`]: the HTTP API's wire types (server and client share them).
+//! - [`status`], [`metrics`]: the JSON and Prometheus renderings.
 //! - [`watch`]: polling the repo for changes.
 
+pub mod api;
 pub mod http;
+pub mod metrics;
 pub mod resources;
 pub mod state;
 pub mod status;
