@@ -141,7 +141,8 @@ struct ServeArgs {
     #[arg(long, default_value_t = 1024)]
     max_streams: usize,
     /// Tests only: honour `x-ferry-unchecked` on pushes, skipping validation, so that a
-    /// snapshot the filter refuses can reach Envoy.
+    /// snapshot the filter refuses can reach Envoy. Only in builds with `test-switches`.
+    #[cfg(feature = "test-switches")]
     #[arg(long, hide = true)]
     allow_invalid: bool,
 }
@@ -459,8 +460,9 @@ fn serve_cmd(args: ServeArgs) -> Result<()> {
         token: args.token.filter(|t| !t.is_empty()),
         watch_interval: (args.watch_interval_ms > 0)
             .then(|| std::time::Duration::from_millis(args.watch_interval_ms)),
-        allow_invalid: args.allow_invalid,
         max_streams: args.max_streams,
+        #[cfg(feature = "test-switches")]
+        allow_invalid: args.allow_invalid,
     };
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

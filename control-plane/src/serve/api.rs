@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// Path of the push endpoint.
 pub const PUSH_PATH: &str = "/v1/snapshot";
 /// Header that asks to skip the filter's validation on a push. Tests only: honoured only by a
-/// control plane started with `--allow-invalid`.
+/// `ferry` built with the `test-switches` feature and started with `--allow-invalid`.
 pub const UNCHECKED_HEADER: &str = "x-ferry-unchecked";
 
 /// `GET /status`.

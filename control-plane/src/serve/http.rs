@@ -17,7 +17,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use super::api::{ApiError, ErrorCode, Pushed, PUSH_PATH, UNCHECKED_HEADER};
-use super::state::{inc, Refused, State};
+use super::state::{inc, Offered, Refused, State};
 use super::{metrics, status};
 
 /// Largest snapshot accepted.
@@ -33,6 +33,10 @@ pub struct Api {
     pub state: Arc<State>,
     /// Pushes need `Authorization: Bearer <token>` when set.
     pub token: Option<String>,
+    /// Tests only (`--allow-invalid`): honour [`UNCHECKED_HEADER`] on pushes,
+    /// skipping validation, so that a snapshot the filter refuses can reach Envoy.
+    #[cfg(feature = "test-switches")]
+    pub allow_invalid: bool,
 }
 pub async fn serve(listener: TcpListener, api: Api, mut shutdown: watch::Receiver<bool>) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
@@ -157,7 +161,7 @@ async fn push(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
         }
     };
     let offered = match v1::Snapshot::decode(bytes.as_ref()) {
-        Ok(snap) => state.offer(snap, "push", unchecked),
+        Ok(snap) => api.offer(snap, unchecked),
         Err(e) => {
             let e = Refused::Undecodable(e.to_string());
             state.refuse("push", e.to_string());
@@ -202,5 +206,23 @@ async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<Full<Bytes>
         )),
         Ok(Err(e)) => Err(error(ErrorCode::BadRequest, e.to_string())),
         Err(_) => Err(error(ErrorCode::Timeout, "body not received in time")),
+    }
+}
+
+impl Api {
+    /// Offers a pushed snapshot; `unchecked` (the header) skips validation only when the
+    /// control plane runs with `--allow-invalid` (tests only).
+    #[cfg(feature = "test-switches")]
+    fn offer(&self, snap: v1::Snapshot, unchecked: bool) -> Result<Offered, Refused> {
+        if unchecked && self.allow_invalid {
+            self.state.offer_unvalidated(snap, "push")
+        } else {
+            self.state.offer(snap, "push")
+        }
+    }
+
+    #[cfg(not(feature = "test-switches"))]
+    fn offer(&self, snap: v1::Snapshot, _unchecked: bool) -> Result<Offered, Refused> {
+        self.state.offer(snap, "push")
     }
 }

@@ -43,21 +43,18 @@ pub struct ServeOptions {
     /// Repo polling interval; None = no watching.
     pub watch_interval: Option<Duration>,
     /// Accept snapshots the filter refuses when the push asks for it (tests only).
+    #[cfg(feature = "test-switches")]
     pub allow_invalid: bool,
     pub max_streams: usize,
 }
 
 /// Runs until SIGINT or SIGTERM.
 pub async fn run(opts: ServeOptions) -> Result<()> {
-    let state = Arc::new(State::new(
-        opts.filter.clone(),
-        opts.reader_cluster.clone(),
-        opts.allow_invalid,
-    ));
+    let state = Arc::new(State::new(opts.filter.clone(), opts.reader_cluster.clone()));
     let (hash, first) = watch::load(&opts.repo);
     let first = first.map_err(|e| anyhow::anyhow!("{e}"))?;
     state
-        .offer(first, "file", false)
+        .offer(first, "file")
         .map_err(|e| anyhow::anyhow!("{e}"))?;
 
     let xds_listener = TcpListener::bind(opts.xds_listen)
@@ -83,6 +80,8 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
     let api = http::Api {
         state: state.clone(),
         token: opts.token.clone(),
+        #[cfg(feature = "test-switches")]
+        allow_invalid: opts.allow_invalid,
     };
     tasks.push(tokio::spawn(http::serve(
         http_listener,

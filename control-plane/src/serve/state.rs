@@ -107,8 +107,6 @@ pub struct State {
     pub filter: FilterOptions,
     /// The reader cluster the bootstrap defines; a snapshot naming another is refused.
     pub reader_cluster: String,
-    /// Accept snapshots the filter would refuse (tests force a NACK this way). Never in prod.
-    pub allow_invalid: bool,
     current: watch::Sender<Option<Arc<Current>>>,
     /// stream id → what the xDS server last said about it.
     streams: Mutex<HashMap<u64, StreamInfo>>,
@@ -122,11 +120,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl State {
-    pub fn new(filter: FilterOptions, reader_cluster: String, allow_invalid: bool) -> State {
+    pub fn new(filter: FilterOptions, reader_cluster: String) -> State {
         State {
             filter,
             reader_cluster,
-            allow_invalid,
             current: watch::Sender::new(None),
             streams: Mutex::new(HashMap::new()),
             last_refused: Mutex::new(None),
@@ -139,19 +136,21 @@ impl State {
     }
 
     /// Validates exactly as the filter will (plus what the bootstrap fixes) and makes the
-    /// snapshot current. `unchecked` skips the filter's validation when `allow_invalid` is set.
-    pub fn offer(
+    /// snapshot current.
+    pub fn offer(&self, snap: v1::Snapshot, source: &'static str) -> Result<Offered, Refused> {
+        let checked = self.validate(&snap);
+        self.install(snap, source, checked)
+    }
+
+    /// Makes a snapshot current without the filter's validation, so a test can make Envoy
+    /// refuse one (`--allow-invalid`). Tests only.
+    #[cfg(feature = "test-switches")]
+    pub fn offer_unvalidated(
         &self,
         snap: v1::Snapshot,
         source: &'static str,
-        unchecked: bool,
     ) -> Result<Offered, Refused> {
-        let checked = if unchecked && self.allow_invalid {
-            Ok(())
-        } else {
-            self.validate(&snap)
-        };
-        self.install(snap, source, checked)
+        self.install(snap, source, Ok(()))
     }
 
     fn install(

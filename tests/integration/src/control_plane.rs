@@ -43,7 +43,8 @@ impl ControlPlane {
         while !crate::http::get_ok(self.http_port, "/healthz") {
             assert!(
                 self.proc.is_running(),
-                "the control plane exited:\n{}",
+                "the control plane exited (`serve --allow-invalid` needs the ferry of \
+                 `cargo build --workspace --bins`, built with the test-switches feature):\n{}",
                 self.proc.log_text()
             );
             assert!(
