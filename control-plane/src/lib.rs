@@ -11,8 +11,10 @@
 //! - [`materialize`]: latest row per entity, vector encoding, pipelined writes into Redis.
 //! - [`envoy_config`]: renders the static Envoy bootstrap with the snapshot inlined.
 //! - [`envoy_xds`]: renders the xDS bootstrap (filter config from the control plane).
-//! - [`xds`]: the xDS protocol core (no I/O), resources, and the ADS/ECDS gRPC services.
-//! - [`serve`]: `ferry serve`, the control plane: current snapshot, HTTP API, repo watching.
+//! - [`xds`]: an xDS server as a library (protocol core without I/O, ADS/ECDS gRPC services)
+//!   over two interfaces the application implements: a snapshot source and callbacks.
+//! - [`serve`]: `ferry serve`, the control plane: current snapshot (the xDS server's source and
+//!   callbacks), the filter's xDS resources, HTTP API and its wire types, repo watching.
 //! - [`push`]: the HTTP client `ferry apply --push` uses.
 
 pub mod envoy_config;

@@ -14,9 +14,9 @@ use ferry::envoy_xds::{render_xds, XdsOptions};
 use ferry::materialize::{self, WriteOptions};
 use ferry::push;
 use ferry::repo::{self, scalars::format_ttl, Registry};
+use ferry::serve::resources::FilterOptions;
 use ferry::serve::{self, ServeOptions};
 use ferry::snapshot;
-use ferry::xds::resources::FilterOptions;
 
 /// Ferry: feature vectors injected into ML inference requests by Envoy.
 #[derive(Parser)]
@@ -33,86 +33,95 @@ enum Command {
     /// With --push, the snapshot is sent to a running control plane (`ferry serve`), which
     /// hands it to every Envoy. With --materialize too, the services whose fingerprint the
     /// control plane does not serve yet are materialized first: the zero-downtime schema change.
-    Apply {
-        /// Feature repo folder (holding ferry.yaml).
-        repo: PathBuf,
-        /// Write the encoded snapshot (ferry.v1.Snapshot protobuf bytes) to this file.
-        #[arg(long)]
-        output: Option<PathBuf>,
-        /// Push the snapshot to this control plane (its HTTP address, e.g. http://127.0.0.1:8091).
-        #[arg(long, value_name = "URL")]
-        push: Option<String>,
-        /// Bearer token for --push, if the control plane requires one.
-        #[arg(long, env = "FERRY_PUSH_TOKEN", hide_env_values = true)]
-        token: Option<String>,
-        /// Before pushing, write the vectors of every service whose fingerprint is new to the
-        /// control plane (without --push: of every service).
-        #[arg(long)]
-        materialize: bool,
-        /// Redis URL (for --materialize).
-        #[arg(long, env = "FERRY_REDIS", default_value = "redis://127.0.0.1:6379")]
-        redis: String,
-        /// Expire materialized keys after this long (e.g. 7d); see `materialize --key-ttl`.
-        #[arg(long)]
-        key_ttl: Option<String>,
-    },
+    Apply(ApplyArgs),
     /// Run the control plane: serve the repo's snapshot to Envoy over xDS (ADS and ECDS),
     /// follow repo changes and pushes, and answer /status, /metrics and pushes over HTTP.
     Serve(ServeArgs),
     /// Write one vector per entity per FeatureService from the views' sources into Redis.
-    Materialize {
-        /// Feature repo folder (holding ferry.yaml).
-        repo: PathBuf,
-        /// Redis URL.
-        #[arg(long, env = "FERRY_REDIS", default_value = "redis://127.0.0.1:6379")]
-        redis: String,
-        /// SETs per pipelined round trip.
-        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
-        batch_size: u64,
-        /// Expire written keys after this long (e.g. 7d), so vectors of an old fingerprint
-        /// disappear by themselves; default: keys never expire.
-        #[arg(long)]
-        key_ttl: Option<String>,
-    },
+    Materialize(MaterializeArgs),
     /// Render a static Envoy bootstrap with the ferry filter and this repo's snapshot.
-    EnvoyConfig {
-        /// Feature repo folder (holding ferry.yaml).
-        repo: PathBuf,
-        /// The ferry filter's .wasm file (static mode; with --xds the control plane names it).
-        #[arg(long, required_unless_present = "xds")]
-        wasm: Option<PathBuf>,
-        /// Take the filter's configuration from the control plane (ECDS over ADS) instead of
-        /// inlining the snapshot.
-        #[arg(long)]
-        xds: bool,
-        /// The control plane's xDS address (with --xds).
-        #[arg(long, default_value = "127.0.0.1:18000")]
-        xds_address: std::net::SocketAddrV4,
-        /// This Envoy's node id (with --xds); default ferry-envoy-LISTEN_PORT.
-        #[arg(long)]
-        node_id: Option<String>,
-        /// With --xds: seconds to wait for the first snapshot before answering 500 (0 = forever).
-        #[arg(long, default_value_t = 60)]
-        initial_fetch_timeout: u32,
-        #[arg(long, default_value_t = 10000)]
-        listen_port: u16,
-        #[arg(long, default_value_t = 9901)]
-        admin_port: u16,
-        #[arg(long, default_value_t = 8090)]
-        reader_port: u16,
-        /// The reader cluster's protocol: http1 (HTTP/1.1 keep-alive) or http2 (h2c, prior
-        /// knowledge); the default is the measured choice (bench/README.md).
-        #[arg(long, value_enum, default_value_t = ReaderProtocol::default())]
-        reader_protocol: ReaderProtocol,
-        #[arg(long, default_value_t = 8080)]
-        model_port: u16,
-        /// Envoy's per-connection buffer limit; every route's max_body_bytes must fit in it.
-        #[arg(long, default_value_t = 8 * 1024 * 1024)]
-        buffer_limit_bytes: u64,
-        /// Write the config here instead of stdout.
-        #[arg(short, long)]
-        output: Option<PathBuf>,
-    },
+    EnvoyConfig(EnvoyConfigArgs),
+}
+
+#[derive(clap::Args)]
+struct ApplyArgs {
+    /// Feature repo folder (holding ferry.yaml).
+    repo: PathBuf,
+    /// Write the encoded snapshot (ferry.v1.Snapshot protobuf bytes) to this file.
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Push the snapshot to this control plane (its HTTP address, e.g. http://127.0.0.1:8091).
+    #[arg(long, value_name = "URL")]
+    push: Option<String>,
+    /// Bearer token for --push, if the control plane requires one.
+    #[arg(long, env = "FERRY_PUSH_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Before pushing, write the vectors of every service whose fingerprint is new to the
+    /// control plane (without --push: of every service).
+    #[arg(long)]
+    materialize: bool,
+    /// Redis URL (for --materialize).
+    #[arg(long, env = "FERRY_REDIS", default_value = "redis://127.0.0.1:6379")]
+    redis: String,
+    /// Expire materialized keys after this long (e.g. 7d); see `materialize --key-ttl`.
+    #[arg(long)]
+    key_ttl: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct MaterializeArgs {
+    /// Feature repo folder (holding ferry.yaml).
+    repo: PathBuf,
+    /// Redis URL.
+    #[arg(long, env = "FERRY_REDIS", default_value = "redis://127.0.0.1:6379")]
+    redis: String,
+    /// SETs per pipelined round trip.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    batch_size: u64,
+    /// Expire written keys after this long (e.g. 7d), so vectors of an old fingerprint
+    /// disappear by themselves; default: keys never expire.
+    #[arg(long)]
+    key_ttl: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct EnvoyConfigArgs {
+    /// Feature repo folder (holding ferry.yaml).
+    repo: PathBuf,
+    /// The ferry filter's .wasm file (static mode; with --xds the control plane names it).
+    #[arg(long, required_unless_present = "xds")]
+    wasm: Option<PathBuf>,
+    /// Take the filter's configuration from the control plane (ECDS over ADS) instead of
+    /// inlining the snapshot.
+    #[arg(long)]
+    xds: bool,
+    /// The control plane's xDS address (with --xds).
+    #[arg(long, default_value = "127.0.0.1:18000")]
+    xds_address: std::net::SocketAddrV4,
+    /// This Envoy's node id (with --xds); default ferry-envoy-LISTEN_PORT.
+    #[arg(long)]
+    node_id: Option<String>,
+    /// With --xds: seconds to wait for the first snapshot before answering 500 (0 = forever).
+    #[arg(long, default_value_t = 60)]
+    initial_fetch_timeout: u32,
+    #[arg(long, default_value_t = 10000)]
+    listen_port: u16,
+    #[arg(long, default_value_t = 9901)]
+    admin_port: u16,
+    #[arg(long, default_value_t = 8090)]
+    reader_port: u16,
+    /// The reader cluster's protocol: http1 (HTTP/1.1 keep-alive) or http2 (h2c, prior
+    /// knowledge); the default is the measured choice (bench/README.md).
+    #[arg(long, value_enum, default_value_t = ReaderProtocol::default())]
+    reader_protocol: ReaderProtocol,
+    #[arg(long, default_value_t = 8080)]
+    model_port: u16,
+    /// Envoy's per-connection buffer limit; every route's max_body_bytes must fit in it.
+    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    buffer_limit_bytes: u64,
+    /// Write the config here instead of stdout.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -141,7 +150,8 @@ struct ServeArgs {
     #[arg(long, default_value_t = 1024)]
     max_streams: usize,
     /// Tests only: honour `x-ferry-unchecked` on pushes, skipping validation, so that a
-    /// snapshot the filter refuses can reach Envoy.
+    /// snapshot the filter refuses can reach Envoy. Only in builds with `test-switches`.
+    #[cfg(feature = "test-switches")]
     #[arg(long, hide = true)]
     allow_invalid: bool,
 }
@@ -158,99 +168,76 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Apply {
-            repo,
-            output,
-            push,
-            token,
-            materialize,
-            redis,
-            key_ttl,
-        } => {
-            let snap = apply(&repo, output.as_deref())?;
-            if materialize || push.is_some() {
-                let mut opts = WriteOptions::new(redis);
-                opts.key_ttl_seconds = parse_key_ttl(key_ttl)?;
-                push_cmd(
-                    &repo,
-                    snap,
-                    push.as_deref(),
-                    token.as_deref(),
-                    materialize,
-                    &opts,
-                )?;
-            }
-            Ok(())
-        }
+        Command::Apply(args) => apply_cmd(args),
         Command::Serve(args) => serve_cmd(args),
-        Command::Materialize {
-            repo,
-            redis,
-            batch_size,
-            key_ttl,
-        } => {
-            let mut opts = WriteOptions::new(redis);
-            opts.batch_size = usize::try_from(batch_size)?;
-            opts.key_ttl_seconds = parse_key_ttl(key_ttl)?;
-            materialize_cmd(&load(&repo)?, &opts)
+        Command::Materialize(args) => {
+            let mut opts = WriteOptions::new(args.redis);
+            opts.batch_size = usize::try_from(args.batch_size)?;
+            opts.key_ttl_seconds = parse_key_ttl(args.key_ttl)?;
+            materialize_cmd(&load(&args.repo)?, &opts)
         }
-        Command::EnvoyConfig {
-            repo,
-            wasm,
-            xds,
-            xds_address,
-            node_id,
-            initial_fetch_timeout,
-            listen_port,
-            admin_port,
-            reader_port,
-            reader_protocol,
-            model_port,
-            buffer_limit_bytes,
-            output,
-        } => {
-            let reg = load(&repo)?;
-            let wasm_path = match &wasm {
-                Some(w) if !xds => {
-                    if !w.is_file() {
-                        eprintln!(
-                            "warning: {} does not exist (yet); Envoy needs it at start",
-                            w.display()
-                        );
-                    }
-                    envoy_config::absolute_wasm_path(w)?
-                }
-                _ => String::new(),
-            };
-            let opts = StaticOptions {
-                wasm_path,
-                listen_port,
-                admin_port,
-                reader_port,
-                model_port,
-                buffer_limit_bytes,
-                reader_protocol,
-            };
-            let text = if xds {
-                let x = XdsOptions {
-                    node_id: node_id.unwrap_or_else(|| format!("ferry-envoy-{listen_port}")),
-                    xds_host: xds_address.ip().to_string(),
-                    xds_port: xds_address.port(),
-                    initial_fetch_timeout_s: initial_fetch_timeout,
-                };
-                render_xds(&reg, &opts, &x)?
-            } else {
-                envoy_config::render_static(&reg, &opts)?
-            };
-            match output {
-                Some(p) => {
-                    std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?
-                }
-                None => print!("{text}"),
-            }
-            Ok(())
-        }
+        Command::EnvoyConfig(args) => envoy_config_cmd(args),
     }
+}
+
+fn apply_cmd(args: ApplyArgs) -> Result<()> {
+    let snap = apply(&args.repo, args.output.as_deref())?;
+    if args.materialize || args.push.is_some() {
+        let mut opts = WriteOptions::new(args.redis);
+        opts.key_ttl_seconds = parse_key_ttl(args.key_ttl)?;
+        push_cmd(
+            &args.repo,
+            snap,
+            args.push.as_deref(),
+            args.token.as_deref(),
+            args.materialize,
+            &opts,
+        )?;
+    }
+    Ok(())
+}
+
+fn envoy_config_cmd(args: EnvoyConfigArgs) -> Result<()> {
+    let reg = load(&args.repo)?;
+    let wasm_path = match &args.wasm {
+        Some(w) if !args.xds => {
+            if !w.is_file() {
+                eprintln!(
+                    "warning: {} does not exist (yet); Envoy needs it at start",
+                    w.display()
+                );
+            }
+            envoy_config::absolute_wasm_path(w)?
+        }
+        _ => String::new(),
+    };
+    let opts = StaticOptions {
+        wasm_path,
+        listen_port: args.listen_port,
+        admin_port: args.admin_port,
+        reader_port: args.reader_port,
+        model_port: args.model_port,
+        buffer_limit_bytes: args.buffer_limit_bytes,
+        reader_protocol: args.reader_protocol,
+    };
+    let text = if args.xds {
+        let x = XdsOptions {
+            node_id: args
+                .node_id
+                .unwrap_or_else(|| format!("ferry-envoy-{}", args.listen_port)),
+            xds_host: args.xds_address.ip().to_string(),
+            xds_port: args.xds_address.port(),
+            initial_fetch_timeout_s: args.initial_fetch_timeout,
+        };
+        render_xds(&reg, &opts, &x)?
+    } else {
+        envoy_config::render_static(&reg, &opts)?
+    };
+    match args.output {
+        Some(p) => std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?,
+        None => print!("{text}"),
+    }
+    Ok(())
 }
 
 fn load(repo: &Path) -> Result<Registry> {
@@ -392,22 +379,17 @@ fn push_cmd(
     if materialize {
         let mut reg = load(repo)?;
         if let Some(url) = url {
-            let served = runtime.block_on(push::status(url))?;
-            let served: Vec<(String, String)> = served.body["snapshot"]["services"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|s| {
-                            (
-                                s["name"].as_str().unwrap_or("").to_owned(),
-                                s["fingerprint"].as_str().unwrap_or("").to_owned(),
-                            )
-                        })
-                        .collect()
-                })
+            let served = runtime
+                .block_on(push::status(url))
+                .context("asking the control plane which fingerprints it serves")?
+                .snapshot
+                .map(|s| s.services)
                 .unwrap_or_default();
             reg.services.retain(|s| {
-                !served.contains(&(s.name.clone(), ferry_protos::fingerprint_hex(s.fingerprint)))
+                let fingerprint = ferry_protos::fingerprint_hex(s.fingerprint);
+                !served
+                    .iter()
+                    .any(|c| c.name == s.name && c.fingerprint == fingerprint)
             });
         }
         // Routes refer to services by index; materializing needs only the services.
@@ -420,22 +402,18 @@ fn push_cmd(
     }
     let Some(url) = url else { return Ok(()) };
     let started = Instant::now();
-    let answer = runtime.block_on(push::push(url, token, snapshot::encode(&snap)))?;
+    let pushed = match runtime.block_on(push::push(url, token, snapshot::encode(&snap))) {
+        Ok(p) => p,
+        Err(push::PushError::Refused { status, message }) => {
+            anyhow::bail!("the control plane refused the snapshot (HTTP {status}): {message}")
+        }
+        Err(e) => return Err(e.into()),
+    };
     let ms = started.elapsed().as_secs_f64() * 1000.0;
-    if answer.status != 200 {
-        anyhow::bail!(
-            "the control plane refused the snapshot (HTTP {}): {}",
-            answer.status,
-            answer.body["message"]
-                .as_str()
-                .unwrap_or(&answer.body.to_string())
-        );
-    }
-    let changed = answer.body["changed"].as_bool().unwrap_or(false);
     println!(
         "pushed snapshot {} to {url} in {ms:.1} ms ({})",
-        answer.body["version"].as_str().unwrap_or("?"),
-        if changed {
+        pushed.version,
+        if pushed.changed {
             "now current"
         } else {
             "already current"
@@ -468,8 +446,9 @@ fn serve_cmd(args: ServeArgs) -> Result<()> {
         token: args.token.filter(|t| !t.is_empty()),
         watch_interval: (args.watch_interval_ms > 0)
             .then(|| std::time::Duration::from_millis(args.watch_interval_ms)),
-        allow_invalid: args.allow_invalid,
         max_streams: args.max_streams,
+        #[cfg(feature = "test-switches")]
+        allow_invalid: args.allow_invalid,
     };
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

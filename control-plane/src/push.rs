@@ -1,6 +1,7 @@
 //! The client side of the control plane's HTTP API, for `ferry apply --push`: read `/status`
-//! (which fingerprints are served now) and `POST /v1/snapshot`. Plain HTTP/1.1 over loopback or
-//! a private network, one connection per call, every call bounded in time.
+//! (which fingerprints are served now) and `POST /v1/snapshot`, as the API's own wire types.
+//! Plain HTTP/1.1 over loopback or a private network, one connection per call, every call
+//! bounded in time.
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 
-use crate::serve::http::PUSH_PATH;
+use crate::serve::api::{ApiError, Pushed, Status, PUSH_PATH};
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -20,13 +21,21 @@ pub enum PushError {
     Io { url: String, reason: String },
     #[error("control plane at {0}: no answer within {CALL_TIMEOUT:?}")]
     Timeout(String),
+    /// The API answered with an error (its message, or the raw body when not the API's JSON).
+    #[error("HTTP {status}: {message}")]
+    Refused { status: u16, message: String },
+    #[error("control plane at {url}: unexpected answer to {path}: {reason}")]
+    Unexpected {
+        url: String,
+        path: &'static str,
+        reason: String,
+    },
 }
 
-/// An answer: status and JSON body (or the raw text under `"text"` when not JSON).
-#[derive(Debug)]
-pub struct Answer {
-    pub status: u16,
-    pub body: serde_json::Value,
+/// An answer: HTTP status and body.
+struct Answer {
+    status: u16,
+    body: Bytes,
 }
 
 /// `http://host:port[/]` → ("host:port").
@@ -44,7 +53,7 @@ fn authority(url: &str) -> Result<String, PushError> {
 async fn call(
     url: &str,
     method: &str,
-    path: &str,
+    path: &'static str,
     token: Option<&str>,
     body: Vec<u8>,
 ) -> Result<Answer, PushError> {
@@ -72,14 +81,12 @@ async fn call(
         let req = req.body(Full::new(Bytes::from(body))).map_err(|e| io(&e))?;
         let resp = sender.send_request(req).await.map_err(|e| io(&e))?;
         let status = resp.status().as_u16();
-        let bytes = resp
+        let body = resp
             .into_body()
             .collect()
             .await
             .map_err(|e| io(&e))?
             .to_bytes();
-        let body = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| serde_json::json!({"text": String::from_utf8_lossy(&bytes)}));
         Ok(Answer { status, body })
     };
     tokio::time::timeout(CALL_TIMEOUT, fut)
@@ -87,12 +94,39 @@ async fn call(
         .map_err(|_| PushError::Timeout(url.to_owned()))?
 }
 
-pub async fn status(url: &str) -> Result<Answer, PushError> {
-    call(url, "GET", "/status", None, Vec::new()).await
+/// Decodes a 200 answer as `T`; any other answer is the API's error.
+fn decode<T: serde::de::DeserializeOwned>(
+    url: &str,
+    path: &'static str,
+    answer: Answer,
+) -> Result<T, PushError> {
+    if answer.status != 200 {
+        let message = serde_json::from_slice::<ApiError>(&answer.body).map_or_else(
+            |_| String::from_utf8_lossy(&answer.body).into_owned(),
+            |e| e.message,
+        );
+        return Err(PushError::Refused {
+            status: answer.status,
+            message,
+        });
+    }
+    serde_json::from_slice(&answer.body).map_err(|e| PushError::Unexpected {
+        url: url.to_owned(),
+        path,
+        reason: e.to_string(),
+    })
 }
 
-pub async fn push(url: &str, token: Option<&str>, snapshot: Vec<u8>) -> Result<Answer, PushError> {
-    call(url, "POST", PUSH_PATH, token, snapshot).await
+/// `GET /status`.
+pub async fn status(url: &str) -> Result<Status, PushError> {
+    let answer = call(url, "GET", "/status", None, Vec::new()).await?;
+    decode(url, "/status", answer)
+}
+
+/// `POST /v1/snapshot`; a refusal is [`PushError::Refused`].
+pub async fn push(url: &str, token: Option<&str>, snapshot: Vec<u8>) -> Result<Pushed, PushError> {
+    let answer = call(url, "POST", PUSH_PATH, token, snapshot).await?;
+    decode(url, PUSH_PATH, answer)
 }
 
 #[cfg(test)]

@@ -234,3 +234,24 @@ fn envoy_config_renders_a_bootstrap_envoy_accepts() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The test-only switch exists only in builds with the `test-switches` feature (the workspace
+/// build the integration tests use); `ferry` built alone, as released, refuses it.
+#[cfg(not(feature = "test-switches"))]
+#[test]
+fn a_build_without_test_switches_has_no_allow_invalid() {
+    let repo = banking_repo(1);
+    let out = ferry(&[
+        "serve",
+        repo.path().to_str().unwrap(),
+        "--wasm",
+        "/nonexistent.wasm",
+        "--allow-invalid",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unexpected argument '--allow-invalid'"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -12,17 +12,14 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prost::Message as _;
-use serde_json::json;
+use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-use super::state::{inc, Refused, State};
-use super::status;
+use super::api::{ApiError, ErrorCode, Pushed, PUSH_PATH, UNCHECKED_HEADER};
+use super::state::{inc, Offered, Refused, State};
+use super::{metrics, status};
 
-/// Path of the push endpoint.
-pub const PUSH_PATH: &str = "/v1/snapshot";
-/// Header that asks to skip the filter's validation; honoured only with `--allow-invalid`.
-pub const UNCHECKED_HEADER: &str = "x-ferry-unchecked";
 /// Largest snapshot accepted.
 const MAX_BODY_BYTES: usize = 8 << 20;
 /// Connections served at once; more wait in the accept queue.
@@ -36,8 +33,11 @@ pub struct Api {
     pub state: Arc<State>,
     /// Pushes need `Authorization: Bearer <token>` when set.
     pub token: Option<String>,
+    /// Tests only (`--allow-invalid`): honour [`UNCHECKED_HEADER`] on pushes,
+    /// skipping validation, so that a snapshot the filter refuses can reach Envoy.
+    #[cfg(feature = "test-switches")]
+    pub allow_invalid: bool,
 }
-
 pub async fn serve(listener: TcpListener, api: Api, mut shutdown: watch::Receiver<bool>) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
@@ -74,8 +74,9 @@ pub async fn serve(listener: TcpListener, api: Api, mut shutdown: watch::Receive
     }
 }
 
-fn reply(status: StatusCode, body: serde_json::Value) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+fn reply(status: StatusCode, body: &impl Serialize) -> Response<Full<Bytes>> {
+    let text = serde_json::to_string(body).unwrap_or_default();
+    let mut r = Response::new(Full::new(Bytes::from(text)));
     *r.status_mut() = status;
     r.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
@@ -84,16 +85,32 @@ fn reply(status: StatusCode, body: serde_json::Value) -> Response<Full<Bytes>> {
     r
 }
 
-fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response<Full<Bytes>> {
-    reply(status, json!({"error": code, "message": message.into()}))
+fn error(code: ErrorCode, message: impl Into<String>) -> Response<Full<Bytes>> {
+    refusal(code, message, None)
+}
+
+/// An error answer; `current_version` on refused pushes.
+fn refusal(
+    code: ErrorCode,
+    message: impl Into<String>,
+    current_version: Option<String>,
+) -> Response<Full<Bytes>> {
+    let status =
+        StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = ApiError {
+        error: code,
+        message: message.into(),
+        current_version,
+    };
+    reply(status, &body)
 }
 
 async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
     match (req.method(), req.uri().path()) {
-        (&Method::GET, "/status") => reply(StatusCode::OK, status::status_json(&api.state)),
-        (&Method::GET, "/healthz") => reply(StatusCode::OK, json!({"ok": true})),
+        (&Method::GET, "/status") => reply(StatusCode::OK, &status::status(&api.state)),
+        (&Method::GET, "/healthz") => reply(StatusCode::OK, &serde_json::json!({"ok": true})),
         (&Method::GET, "/metrics") => {
-            let mut r = Response::new(Full::new(Bytes::from(status::metrics_text(&api.state))));
+            let mut r = Response::new(Full::new(Bytes::from(metrics::metrics_text(&api.state))));
             r.headers_mut().insert(
                 hyper::header::CONTENT_TYPE,
                 hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
@@ -102,15 +119,10 @@ async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
         }
         (&Method::POST, PUSH_PATH) => push(api, req).await,
         (_, "/status" | "/healthz" | "/metrics" | PUSH_PATH) => error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
+            ErrorCode::MethodNotAllowed,
             "GET /status, /metrics, /healthz; POST /v1/snapshot",
         ),
-        (_, path) => error(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            format!("no such endpoint: {path}"),
-        ),
+        (_, path) => error(ErrorCode::NotFound, format!("no such endpoint: {path}")),
     }
 }
 
@@ -136,75 +148,81 @@ async fn push(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
     if !authorized(api, &req) {
         inc(&state.metrics.push_unauthorized_total);
         return error(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
+            ErrorCode::Unauthorized,
             "this control plane needs `Authorization: Bearer <token>` (ferry apply --token or FERRY_PUSH_TOKEN)",
         );
     }
     let unchecked = req.headers().contains_key(UNCHECKED_HEADER);
-    let body = Limited::new(req.into_body(), MAX_BODY_BYTES);
-    let bytes = match tokio::time::timeout(READ_TIMEOUT, body.collect()).await {
-        Ok(Ok(b)) => b.to_bytes(),
-        Ok(Err(e)) => {
+    let bytes = match read_body(req).await {
+        Ok(b) => b,
+        Err(answer) => {
             inc(&state.metrics.push_rejected_total);
-            return if e.is::<http_body_util::LengthLimitError>() {
-                error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "too_large",
-                    format!("snapshots are limited to {MAX_BODY_BYTES} bytes"),
-                )
-            } else {
-                error(StatusCode::BAD_REQUEST, "bad_request", e.to_string())
-            };
-        }
-        Err(_) => {
-            inc(&state.metrics.push_rejected_total);
-            return error(
-                StatusCode::REQUEST_TIMEOUT,
-                "timeout",
-                "body not received in time",
-            );
+            return answer;
         }
     };
-    let refused = |status, e: &Refused| {
-        inc(&state.metrics.push_rejected_total);
-        tracing::warn!(error = %e, "pushed snapshot refused; the last good one stays");
-        let code = match e {
-            Refused::Undecodable(_) => "bad_snapshot",
-            Refused::Invalid(_) => "invalid_snapshot",
-        };
-        let current = state.current().map(|c| c.snapshot.version.clone());
-        reply(
-            status,
-            json!({"error": code, "message": e.to_string(), "current_version": current}),
-        )
-    };
-    let snap = match v1::Snapshot::decode(bytes.as_ref()) {
-        Ok(s) => s,
+    let offered = match v1::Snapshot::decode(bytes.as_ref()) {
+        Ok(snap) => api.offer(snap, unchecked),
         Err(e) => {
             let e = Refused::Undecodable(e.to_string());
             state.refuse("push", e.to_string());
-            return refused(StatusCode::BAD_REQUEST, &e);
+            Err(e)
         }
     };
-    match state.offer(snap, "push", unchecked) {
+    match offered {
         Ok(o) => {
             inc(&state.metrics.push_ok_total);
             let services = state
                 .current()
-                .map(|c| {
-                    c.snapshot
-                        .services
-                        .iter()
-                        .map(|s| json!({"name": s.name, "fingerprint": ferry_protos::fingerprint_hex(s.fingerprint)}))
-                        .collect::<Vec<_>>()
-                })
+                .map(|c| status::services(&c.snapshot))
                 .unwrap_or_default();
-            reply(
-                StatusCode::OK,
-                json!({"version": o.version, "changed": o.changed, "services": services}),
-            )
+            let body = Pushed {
+                version: o.version,
+                changed: o.changed,
+                services,
+            };
+            reply(StatusCode::OK, &body)
         }
-        Err(e) => refused(StatusCode::UNPROCESSABLE_ENTITY, &e),
+        Err(e) => {
+            inc(&state.metrics.push_rejected_total);
+            tracing::warn!(error = %e, "pushed snapshot refused; the last good one stays");
+            let code = match e {
+                Refused::Undecodable(_) => ErrorCode::BadSnapshot,
+                Refused::Invalid(_) => ErrorCode::InvalidSnapshot,
+            };
+            let current = state.current().map(|c| c.snapshot.version.clone());
+            refusal(code, e.to_string(), current)
+        }
+    }
+}
+
+/// The whole body, bounded in size and time; or the error answer.
+async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<Full<Bytes>>> {
+    let body = Limited::new(req.into_body(), MAX_BODY_BYTES);
+    match tokio::time::timeout(READ_TIMEOUT, body.collect()).await {
+        Ok(Ok(b)) => Ok(b.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(error(
+            ErrorCode::TooLarge,
+            format!("snapshots are limited to {MAX_BODY_BYTES} bytes"),
+        )),
+        Ok(Err(e)) => Err(error(ErrorCode::BadRequest, e.to_string())),
+        Err(_) => Err(error(ErrorCode::Timeout, "body not received in time")),
+    }
+}
+
+impl Api {
+    /// Offers a pushed snapshot; `unchecked` (the header) skips validation only when the
+    /// control plane runs with `--allow-invalid` (tests only).
+    #[cfg(feature = "test-switches")]
+    fn offer(&self, snap: v1::Snapshot, unchecked: bool) -> Result<Offered, Refused> {
+        if unchecked && self.allow_invalid {
+            self.state.offer_unvalidated(snap, "push")
+        } else {
+            self.state.offer(snap, "push")
+        }
+    }
+
+    #[cfg(not(feature = "test-switches"))]
+    fn offer(&self, snap: v1::Snapshot, _unchecked: bool) -> Result<Offered, Refused> {
+        self.state.offer(snap, "push")
     }
 }

@@ -2,12 +2,18 @@
 //! changes and pushes) served to every Envoy over xDS (ADS and ECDS), an HTTP API for status,
 //! metrics and pushes, and a graceful stop on SIGINT/SIGTERM.
 //!
-//! - [`state`]: the current snapshot, refusals, streams and counters.
+//! - [`state`]: the current snapshot, refusals, streams and counters; the xDS server's
+//!   snapshot source and callbacks.
+//! - [`resources`]: the xDS resources built from a snapshot (the filter's ECDS config).
 //! - [`http`]: `/status`, `/metrics`, `/healthz`, `POST /v1/snapshot`.
-//! - [`status`]: the JSON and Prometheus renderings.
+//! - [`api`]: the HTTP API's wire types (server and client share them).
+//! - [`status`], [`metrics`]: the JSON and Prometheus renderings.
 //! - [`watch`]: polling the repo for changes.
 
+pub mod api;
 pub mod http;
+pub mod metrics;
+pub mod resources;
 pub mod state;
 pub mod status;
 pub mod watch;
@@ -20,8 +26,8 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use tokio::net::TcpListener;
 
-use crate::xds::grpc::Xds;
-use crate::xds::resources::FilterOptions;
+use crate::xds::Xds;
+use resources::FilterOptions;
 use state::State;
 
 /// Everything `ferry serve` needs.
@@ -37,21 +43,18 @@ pub struct ServeOptions {
     /// Repo polling interval; None = no watching.
     pub watch_interval: Option<Duration>,
     /// Accept snapshots the filter refuses when the push asks for it (tests only).
+    #[cfg(feature = "test-switches")]
     pub allow_invalid: bool,
     pub max_streams: usize,
 }
 
 /// Runs until SIGINT or SIGTERM.
 pub async fn run(opts: ServeOptions) -> Result<()> {
-    let state = Arc::new(State::new(
-        opts.filter.clone(),
-        opts.reader_cluster.clone(),
-        opts.allow_invalid,
-    ));
+    let state = Arc::new(State::new(opts.filter.clone(), opts.reader_cluster.clone()));
     let (hash, first) = watch::load(&opts.repo);
     let first = first.map_err(|e| anyhow::anyhow!("{e}"))?;
     state
-        .offer(first, "file", false)
+        .offer(first, "file")
         .map_err(|e| anyhow::anyhow!("{e}"))?;
 
     let xds_listener = TcpListener::bind(opts.xds_listen)
@@ -68,44 +71,65 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
     );
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let xds = Xds::new(state.clone(), stop_rx.clone(), opts.max_streams);
-    let mut grpc_stop = stop_rx.clone();
-    let grpc = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .add_service(xds.ads())
-        .add_service(xds.ecds())
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(xds_listener),
-            async move {
-                let _ = grpc_stop.changed().await;
-            },
-        );
-    let grpc = tokio::spawn(grpc);
+    let mut tasks = vec![tokio::spawn(serve_xds(
+        state.clone(),
+        xds_listener,
+        stop_rx.clone(),
+        opts.max_streams,
+    ))];
     let api = http::Api {
         state: state.clone(),
         token: opts.token.clone(),
+        #[cfg(feature = "test-switches")]
+        allow_invalid: opts.allow_invalid,
     };
-    let http_task = tokio::spawn(http::serve(http_listener, api, stop_rx.clone()));
-    let watcher = opts.watch_interval.map(|every| {
-        tokio::spawn(watch::run(
+    tasks.push(tokio::spawn(http::serve(
+        http_listener,
+        api,
+        stop_rx.clone(),
+    )));
+    if let Some(every) = opts.watch_interval {
+        tasks.push(tokio::spawn(watch::run(
             state.clone(),
             opts.repo.clone(),
             every,
             hash,
             stop_rx.clone(),
-        ))
-    });
+        )));
+    }
 
     shutdown_signal().await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     let grace = Duration::from_secs(5);
-    let _ = tokio::time::timeout(grace, grpc).await;
-    let _ = tokio::time::timeout(grace, http_task).await;
-    if let Some(w) = watcher {
-        let _ = tokio::time::timeout(grace, w).await;
+    for task in tasks {
+        let _ = tokio::time::timeout(grace, task).await;
     }
     Ok(())
+}
+
+/// ADS and ECDS over gRPC, with `state` as the snapshot source and the callbacks.
+async fn serve_xds(
+    state: Arc<State>,
+    listener: TcpListener,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    max_streams: usize,
+) {
+    let xds = Xds::new(state.clone(), state, stop.clone(), max_streams);
+    let served = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .add_service(xds.ads())
+        .add_service(xds.ecds())
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            async move {
+                let _ = stop.changed().await;
+            },
+        )
+        .await;
+    if let Err(e) = served {
+        tracing::error!(error = %e, "xDS server failed");
+    }
 }
 
 async fn shutdown_signal() {

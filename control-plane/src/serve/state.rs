@@ -1,18 +1,22 @@
 //! The control plane's shared state: the one current snapshot (immutable, versioned, swapped
-//! whole), the refusal of the last bad one, every connected stream's protocol state, and the
-//! counters behind `/metrics`.
+//! whole), the refusal of the last bad one, every connected stream as the xDS server reports it,
+//! and the counters behind `/metrics`. It is the xDS server's [`SnapshotSource`] and
+//! [`Callbacks`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 use ferry_protos::v1;
 use tokio::sync::watch;
 
+use super::resources::{self, FilterOptions, RESOURCE_TYPE};
 use crate::snapshot;
-use crate::xds::protocol::{Nack, StreamState, XdsSnapshot};
-use crate::xds::resources::{self, FilterOptions};
+use crate::xds::{
+    Callbacks, Event, Node, ResourceType, SnapshotSource, Subscription, TypeState, XdsSnapshot,
+};
 
 /// The snapshot every Envoy should have.
 #[derive(Debug)]
@@ -33,7 +37,7 @@ pub enum Refused {
     Invalid(String),
 }
 
-/// A refusal as `/status` shows it.
+/// The last refusal, for `/status`.
 #[derive(Clone, Debug)]
 pub struct Refusal {
     pub source: &'static str,
@@ -49,15 +53,28 @@ pub struct Offered {
     pub changed: bool,
 }
 
-/// One connected stream as `/status` shows it.
+/// One connected stream, as the xDS server's callbacks describe it.
 #[derive(Clone, Debug, Default)]
 pub struct StreamInfo {
-    pub node_id: String,
-    pub cluster: String,
+    pub node: Node,
     pub connected_ms: u64,
-    /// Per type URL: the protocol state, plus when the last NACK came.
-    pub types: BTreeMap<String, crate::xds::protocol::TypeState>,
+    /// Per type: the protocol state, plus when the last NACK came.
+    pub types: BTreeMap<ResourceType, TypeState>,
     pub last_nack_ms: Option<u64>,
+}
+
+impl StreamInfo {
+    /// The filter config version this Envoy ACKed last.
+    pub fn acked(&self) -> Option<&str> {
+        self.types
+            .get(&RESOURCE_TYPE)
+            .and_then(|t| t.acked_version.as_deref())
+    }
+
+    /// Whether it ACKed `version` (false when there is none).
+    pub fn converged_on(&self, version: Option<&str>) -> bool {
+        version.is_some() && self.acked() == version
+    }
 }
 
 /// Counters for `/metrics`; each is monotonic unless named as a gauge.
@@ -90,14 +107,10 @@ pub struct State {
     pub filter: FilterOptions,
     /// The reader cluster the bootstrap defines; a snapshot naming another is refused.
     pub reader_cluster: String,
-    /// Accept snapshots the filter would refuse (tests force a NACK this way). Never in prod.
-    pub allow_invalid: bool,
     current: watch::Sender<Option<Arc<Current>>>,
+    /// stream id → what the xDS server last said about it.
     streams: Mutex<HashMap<u64, StreamInfo>>,
-    /// node id → (type URL, version) it refused: not resent when it reconnects.
-    rejected: Mutex<HashMap<String, Vec<(String, String)>>>,
     last_refused: Mutex<Option<Refusal>>,
-    next_stream: AtomicU64,
     pub metrics: Metrics,
 }
 
@@ -107,16 +120,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl State {
-    pub fn new(filter: FilterOptions, reader_cluster: String, allow_invalid: bool) -> State {
+    pub fn new(filter: FilterOptions, reader_cluster: String) -> State {
         State {
             filter,
             reader_cluster,
-            allow_invalid,
             current: watch::Sender::new(None),
             streams: Mutex::new(HashMap::new()),
-            rejected: Mutex::new(HashMap::new()),
             last_refused: Mutex::new(None),
-            next_stream: AtomicU64::new(1),
             metrics: Metrics::default(),
         }
     }
@@ -125,30 +135,32 @@ impl State {
         self.current.borrow().clone()
     }
 
-    pub fn subscribe(&self) -> watch::Receiver<Option<Arc<Current>>> {
-        self.current.subscribe()
+    /// Validates exactly as the filter will (plus what the bootstrap fixes) and makes the
+    /// snapshot current.
+    pub fn offer(&self, snap: v1::Snapshot, source: &'static str) -> Result<Offered, Refused> {
+        let checked = self.validate(&snap);
+        self.install(snap, source, checked)
     }
 
-    /// Validates exactly as the filter will (plus what the bootstrap fixes) and makes the
-    /// snapshot current. `unchecked` skips the filter's validation when `allow_invalid` is set.
-    pub fn offer(
+    /// Makes a snapshot current without the filter's validation, so a test can make Envoy
+    /// refuse one (`--allow-invalid`). Tests only.
+    #[cfg(feature = "test-switches")]
+    pub fn offer_unvalidated(
+        &self,
+        snap: v1::Snapshot,
+        source: &'static str,
+    ) -> Result<Offered, Refused> {
+        self.install(snap, source, Ok(()))
+    }
+
+    fn install(
         &self,
         mut snap: v1::Snapshot,
         source: &'static str,
-        unchecked: bool,
+        checked: Result<(), Refused>,
     ) -> Result<Offered, Refused> {
-        let checked = if unchecked && self.allow_invalid {
-            Ok(())
-        } else {
-            self.validate(&snap)
-        };
         if let Err(e) = checked {
-            inc(&self.metrics.snapshots_refused_total);
-            *lock(&self.last_refused) = Some(Refusal {
-                source,
-                error: e.to_string(),
-                at_ms: now_ms(),
-            });
+            self.refuse(source, e.to_string());
             return Err(e);
         }
         // The version is the content hash, whoever sent it.
@@ -203,71 +215,7 @@ impl State {
         lock(&self.last_refused).clone()
     }
 
-    /// A new stream: its id (also its nonce prefix).
-    pub fn open_stream(&self) -> u64 {
-        let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        inc(&self.metrics.streams_total);
-        lock(&self.streams).insert(
-            id,
-            StreamInfo {
-                connected_ms: now_ms(),
-                ..Default::default()
-            },
-        );
-        id
-    }
-
-    pub fn close_stream(&self, id: u64) {
-        lock(&self.streams).remove(&id);
-    }
-
-    /// Versions this node refused before, to seed a new stream.
-    pub fn rejected_by(&self, node_id: &str) -> Vec<(String, String)> {
-        lock(&self.rejected)
-            .get(node_id)
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    pub fn record_nack(&self, node_id: &str, type_url: &str, nack: &Nack) {
-        inc(&self.metrics.nacks_total);
-        let mut r = lock(&self.rejected);
-        let list = r.entry(node_id.to_owned()).or_default();
-        if !list
-            .iter()
-            .any(|(t, v)| t == type_url && *v == nack.version)
-        {
-            // Bounded: a node keeps its last 16 refusals.
-            if list.len() >= 16 {
-                list.remove(0);
-            }
-            list.push((type_url.to_owned(), nack.version.clone()));
-        }
-        drop(r);
-        tracing::warn!(node = node_id, type_url, version = %nack.version, error = %nack.error, "NACK");
-    }
-
-    /// Copies a stream's protocol state for `/status`.
-    pub fn update_stream(
-        &self,
-        id: u64,
-        node: Option<(&str, &str)>,
-        proto: &StreamState,
-        nacked_now: bool,
-    ) {
-        let mut streams = lock(&self.streams);
-        if let Some(info) = streams.get_mut(&id) {
-            if let Some((node_id, cluster)) = node {
-                node_id.clone_into(&mut info.node_id);
-                cluster.clone_into(&mut info.cluster);
-            }
-            info.types = proto.types.clone();
-            if nacked_now {
-                info.last_nack_ms = Some(now_ms());
-            }
-        }
-    }
-
+    /// Connected streams, oldest first.
     pub fn streams(&self) -> Vec<(u64, StreamInfo)> {
         let mut v: Vec<(u64, StreamInfo)> = lock(&self.streams)
             .iter()
@@ -275,5 +223,60 @@ impl State {
             .collect();
         v.sort_by_key(|(k, _)| *k);
         v
+    }
+}
+
+/// Every node gets the same snapshot: the current one.
+impl SnapshotSource for State {
+    fn snapshot(&self, _node: &Node) -> Option<Arc<XdsSnapshot>> {
+        self.current().map(|c| c.xds.clone())
+    }
+
+    fn subscribe(&self) -> Box<dyn Subscription> {
+        Box::new(self.current.subscribe())
+    }
+}
+
+/// Keeps the stream table `/status` shows and the xDS counters of `/metrics`.
+impl Callbacks for State {
+    fn on_stream_open(&self, stream: u64) {
+        inc(&self.metrics.streams_total);
+        lock(&self.streams).insert(
+            stream,
+            StreamInfo {
+                connected_ms: now_ms(),
+                ..Default::default()
+            },
+        );
+    }
+
+    fn on_event(&self, stream: u64, _node: &Node, event: &Event) {
+        match event {
+            Event::Ack { .. } => inc(&self.metrics.acks_total),
+            Event::Nack { .. } => {
+                inc(&self.metrics.nacks_total);
+                if let Some(info) = lock(&self.streams).get_mut(&stream) {
+                    info.last_nack_ms = Some(now_ms());
+                }
+            }
+            Event::StaleNonce { .. } => inc(&self.metrics.stale_nonces_total),
+            Event::Withheld { .. } => inc(&self.metrics.withheld_total),
+            Event::Subscribed { .. } | Event::NoTypeUrl | Event::UnknownType { .. } => {}
+        }
+    }
+
+    fn on_stream_state(&self, stream: u64, node: &Node, types: &BTreeMap<ResourceType, TypeState>) {
+        if let Some(info) = lock(&self.streams).get_mut(&stream) {
+            info.node.clone_from(node);
+            info.types.clone_from(types);
+        }
+    }
+
+    fn on_response(&self, _stream: u64, _node: &Node, _response: &DiscoveryResponse) {
+        inc(&self.metrics.responses_total);
+    }
+
+    fn on_stream_closed(&self, stream: u64) {
+        lock(&self.streams).remove(&stream);
     }
 }

@@ -1,168 +1,97 @@
-//! What `/status` (JSON) and `/metrics` (Prometheus text) say about the control plane: the
-//! current snapshot with its services and fingerprints, every connected Envoy with the version
-//! it ACKed and its last NACK, and whether they all converged.
+//! What `/status` says about the control plane (as [`api::Status`]): the current snapshot with
+//! its services and fingerprints, every connected Envoy with the version it ACKed and its last
+//! NACK, and whether they all converged.
 
-use std::fmt::Write as _;
-use std::sync::atomic::Ordering;
+use ferry_protos::v1;
 
-use serde_json::{json, Value as Json};
+use super::api::{self, NodeStatus, ServiceStatus, SnapshotStatus, Status, TypeStatus};
+use super::state::{Current, State, StreamInfo};
+use crate::xds::TypeState;
 
-use super::state::State;
-use crate::xds::resources::ECDS_TYPE_URL;
-
-pub fn status_json(state: &State) -> Json {
+pub fn status(state: &State) -> Status {
     let current = state.current();
-    let version = current.as_ref().map(|c| c.snapshot.version.clone());
-    let snapshot = current.as_ref().map(|c| {
-        json!({
-            "version": c.snapshot.version,
-            "project": c.snapshot.project,
-            "source": c.source,
-            "since_ms": c.since_ms,
-            "services": c.snapshot.services.iter().map(|s| json!({
-                "name": s.name,
-                "fingerprint": ferry_protos::fingerprint_hex(s.fingerprint),
-            })).collect::<Vec<_>>(),
-            "routes": c.snapshot.routes.iter().map(|r| json!({
-                "name": r.name, "service": r.service,
-            })).collect::<Vec<_>>(),
-        })
-    });
-    let mut converged = true;
-    let nodes: Vec<Json> = state
+    let version = current.as_ref().map(|c| c.snapshot.version.as_str());
+    let nodes: Vec<NodeStatus> = state
         .streams()
         .into_iter()
-        .map(|(id, info)| {
-            let ecds = info.types.get(ECDS_TYPE_URL);
-            let acked = ecds.and_then(|t| t.acked_version.clone());
-            let ok = version.is_some() && acked == version;
-            converged &= ok;
-            let types: serde_json::Map<String, Json> = info
-                .types
-                .iter()
-                .map(|(t, s)| {
-                    (
-                        t.clone(),
-                        json!({
-                            "sent_version": s.sent_version,
-                            "sent_nonce": s.sent_nonce,
-                            "acked_version": s.acked_version,
-                            "responses_sent": s.responses_sent,
-                            "last_nack": s.last_nack.as_ref().map(|n| json!({
-                                "version": n.version, "error": n.error,
-                            })),
-                        }),
-                    )
-                })
-                .collect();
-            json!({
-                "stream": id,
-                "node": info.node_id,
-                "cluster": info.cluster,
-                "connected_ms": info.connected_ms,
-                "acked_version": acked,
-                "converged": ok,
-                "last_nack": ecds.and_then(|t| t.last_nack.as_ref()).map(|n| json!({
-                    "version": n.version, "error": n.error, "at_ms": info.last_nack_ms,
-                })),
-                "types": types,
-            })
-        })
+        .map(|(id, info)| node_status(id, &info, version))
         .collect();
-    json!({
-        "snapshot": snapshot,
-        "last_refused": state.last_refused().map(|r| json!({
-            "source": r.source, "error": r.error, "at_ms": r.at_ms,
-        })),
-        "nodes": nodes,
-        "converged": converged && version.is_some(),
-    })
+    Status {
+        snapshot: current.as_deref().map(snapshot_status),
+        last_refused: state.last_refused().map(|r| api::LastRefused {
+            source: r.source.to_owned(),
+            error: r.error,
+            at_ms: r.at_ms,
+        }),
+        converged: version.is_some() && nodes.iter().all(|n| n.converged),
+        nodes,
+    }
 }
 
-pub fn metrics_text(state: &State) -> String {
-    let m = &state.metrics;
-    let mut out = String::new();
-    let mut counter = |name: &str, help: &str, v: u64| {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-        );
-    };
-    let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-    counter(
-        "ferry_xds_streams_total",
-        "xDS streams opened.",
-        get(&m.streams_total),
-    );
-    counter(
-        "ferry_xds_responses_total",
-        "DiscoveryResponses sent.",
-        get(&m.responses_total),
-    );
-    counter("ferry_xds_acks_total", "ACKs received.", get(&m.acks_total));
-    counter(
-        "ferry_xds_nacks_total",
-        "NACKs received.",
-        get(&m.nacks_total),
-    );
-    counter(
-        "ferry_xds_stale_nonces_total",
-        "Requests answering an old nonce (ignored).",
-        get(&m.stale_nonces_total),
-    );
-    counter(
-        "ferry_xds_withheld_total",
-        "Times a version a node refused was not resent.",
-        get(&m.withheld_total),
-    );
-    counter(
-        "ferry_snapshot_updates_total",
-        "Snapshots made current.",
-        get(&m.snapshot_updates_total),
-    );
-    counter(
-        "ferry_snapshots_refused_total",
-        "Snapshots refused by validation (pushed or read from the repo).",
-        get(&m.snapshots_refused_total),
-    );
-    let _ = writeln!(
-        out,
-        "# HELP ferry_push_requests_total Snapshot pushes by outcome.\n# TYPE ferry_push_requests_total counter\n\
-         ferry_push_requests_total{{outcome=\"accepted\"}} {}\n\
-         ferry_push_requests_total{{outcome=\"unauthorized\"}} {}\n\
-         ferry_push_requests_total{{outcome=\"rejected\"}} {}",
-        get(&m.push_ok_total),
-        get(&m.push_unauthorized_total),
-        get(&m.push_rejected_total)
-    );
-    let current = state.current();
-    let version = current.as_ref().map(|c| c.snapshot.version.clone());
-    let streams = state.streams();
-    let acked = streams
+/// The services of a snapshot with their fingerprints (also the push API's answer).
+pub fn services(snapshot: &v1::Snapshot) -> Vec<ServiceStatus> {
+    snapshot
+        .services
         .iter()
-        .filter(|(_, i)| {
-            version.is_some()
-                && i.types
-                    .get(ECDS_TYPE_URL)
-                    .and_then(|t| t.acked_version.clone())
-                    == version
+        .map(|s| ServiceStatus {
+            name: s.name.clone(),
+            fingerprint: ferry_protos::fingerprint_hex(s.fingerprint),
         })
-        .count();
-    let _ = writeln!(
-        out,
-        "# HELP ferry_xds_connected_streams Connected xDS streams.\n# TYPE ferry_xds_connected_streams gauge\n\
-         ferry_xds_connected_streams {}\n\
-         # HELP ferry_xds_streams_acked_current Streams whose Envoy ACKed the current snapshot.\n\
-         # TYPE ferry_xds_streams_acked_current gauge\nferry_xds_streams_acked_current {acked}",
-        streams.len()
-    );
-    if let Some(c) = current {
-        let _ = writeln!(
-            out,
-            "# HELP ferry_snapshot_info The current snapshot.\n# TYPE ferry_snapshot_info gauge\n\
-             ferry_snapshot_info{{version=\"{}\",project=\"{}\",source=\"{}\"}} 1",
-            c.snapshot.version, c.snapshot.project, c.source
-        );
+        .collect()
+}
+
+fn snapshot_status(c: &Current) -> SnapshotStatus {
+    SnapshotStatus {
+        version: c.snapshot.version.clone(),
+        project: c.snapshot.project.clone(),
+        source: c.source.to_owned(),
+        since_ms: c.since_ms,
+        services: services(&c.snapshot),
+        routes: c
+            .snapshot
+            .routes
+            .iter()
+            .map(|r| api::RouteStatus {
+                name: r.name.clone(),
+                service: r.service.clone(),
+            })
+            .collect(),
     }
-    out
+}
+
+fn node_status(id: u64, info: &StreamInfo, version: Option<&str>) -> NodeStatus {
+    let served = info.types.get(&super::resources::RESOURCE_TYPE);
+    NodeStatus {
+        stream: id,
+        node: info.node.id.clone(),
+        cluster: info.node.cluster.clone(),
+        connected_ms: info.connected_ms,
+        acked_version: info.acked().map(str::to_owned),
+        converged: info.converged_on(version),
+        last_nack: served
+            .and_then(|t| t.last_nack.as_ref())
+            .map(|n| api::NodeNack {
+                version: n.version.clone(),
+                error: n.error.clone(),
+                at_ms: info.last_nack_ms,
+            }),
+        types: info
+            .types
+            .iter()
+            .map(|(t, s)| (t.type_url().to_owned(), type_status(s)))
+            .collect(),
+    }
+}
+
+fn type_status(s: &TypeState) -> TypeStatus {
+    TypeStatus {
+        sent_version: s.sent_version.clone(),
+        sent_nonce: s.sent_nonce.clone(),
+        acked_version: s.acked_version.clone(),
+        responses_sent: s.responses_sent,
+        last_nack: s.last_nack.as_ref().map(|n| api::Nack {
+            version: n.version.clone(),
+            error: n.error.clone(),
+        }),
+    }
 }

@@ -79,7 +79,7 @@ pub async fn run(
                 state.refuse("file", e);
             }
             Ok(snap) => {
-                if let Err(e) = state.offer(snap, "file", false) {
+                if let Err(e) = state.offer(snap, "file") {
                     tracing::error!(error = %e, "repo change refused; the last good snapshot stays");
                 }
             }

@@ -1,6 +1,8 @@
-//! The gRPC side: ADS and ECDS (state of the world) over tonic. Each stream is a task that
-//! feeds requests and snapshot changes to its [`StreamState`] and writes back what it returns.
+//! The gRPC side: ADS and ECDS (state of the world) over tonic. Each stream is a task
+//! ([`super::stream`]) over its own [`StreamState`]; this file only admits streams and names
+//! what each service may serve.
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
@@ -16,9 +18,12 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::protocol::{Event, StreamState};
-use super::resources::ECDS_TYPE_URL;
-use crate::serve::state::{inc, State};
+use super::callbacks::Callbacks;
+use super::protocol::StreamState;
+use super::refusals::Refusals;
+use super::resource_type::ResourceType;
+use super::source::SnapshotSource;
+use super::stream::{self, Shared};
 
 /// Responses queued per stream before the stream task waits for Envoy to read.
 const STREAM_QUEUE: usize = 8;
@@ -27,22 +32,46 @@ const MAX_REQUEST_BYTES: usize = 4 << 20;
 
 type Responses = ReceiverStream<Result<DiscoveryResponse, Status>>;
 
-/// Both discovery services over one shared [`State`].
+/// Both discovery services over one snapshot source and one set of callbacks.
 #[derive(Clone)]
 pub struct Xds {
-    state: Arc<State>,
+    shared: Shared,
     /// Flips to true on shutdown: every stream ends.
     shutdown: watch::Receiver<bool>,
     /// Bound on concurrent streams.
     max_streams: usize,
+    /// Streams running now.
+    open: Arc<AtomicUsize>,
+    /// The next stream's id (its nonce prefix); ids are never reused.
+    next_id: Arc<AtomicU64>,
+}
+
+/// Holds one of the `max_streams` places until its stream's task ends.
+struct Admitted(Arc<AtomicUsize>);
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Xds {
-    pub fn new(state: Arc<State>, shutdown: watch::Receiver<bool>, max_streams: usize) -> Xds {
+    pub fn new(
+        source: Arc<dyn SnapshotSource>,
+        callbacks: Arc<dyn Callbacks>,
+        shutdown: watch::Receiver<bool>,
+        max_streams: usize,
+    ) -> Xds {
         Xds {
-            state,
+            shared: Shared {
+                source,
+                callbacks,
+                refusals: Arc::new(Refusals::default()),
+            },
             shutdown,
             max_streams,
+            open: Arc::new(AtomicUsize::new(0)),
+            next_id: Arc::new(AtomicU64::new(1)),
         }
     }
 
@@ -56,105 +85,37 @@ impl Xds {
             .max_decoding_message_size(MAX_REQUEST_BYTES)
     }
 
+    fn admit(&self) -> Option<Admitted> {
+        let before = self.open.fetch_add(1, Ordering::Relaxed);
+        let admitted = Admitted(self.open.clone());
+        (before < self.max_streams).then_some(admitted)
+    }
+
+    /// Starts a stream serving `allowed` types (None = any, ADS).
     fn start(
         &self,
         inbound: Streaming<DiscoveryRequest>,
-        allowed: Option<Vec<String>>,
+        allowed: Option<Vec<ResourceType>>,
     ) -> Result<Response<Responses>, Status> {
-        if self.state.streams().len() >= self.max_streams {
-            return Err(Status::resource_exhausted("too many xDS streams"));
-        }
+        let admitted = self
+            .admit()
+            .ok_or_else(|| Status::resource_exhausted("too many xDS streams"))?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-        let state = self.state.clone();
-        let shutdown = self.shutdown.clone();
-        tokio::spawn(run_stream(state, inbound, tx, allowed, shutdown));
+        let task = stream::run(
+            self.shared.clone(),
+            id,
+            StreamState::new(id, allowed),
+            inbound,
+            tx,
+            self.shutdown.clone(),
+        );
+        tokio::spawn(async move {
+            task.await;
+            drop(admitted);
+        });
         Ok(Response::new(ReceiverStream::new(rx)))
     }
-}
-
-async fn run_stream(
-    state: Arc<State>,
-    mut inbound: Streaming<DiscoveryRequest>,
-    tx: mpsc::Sender<Result<DiscoveryResponse, Status>>,
-    allowed: Option<Vec<String>>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let id = state.open_stream();
-    let mut proto = StreamState::new(id, allowed);
-    let mut updates = state.subscribe();
-    updates.borrow_and_update();
-    let mut node: Option<(String, String)> = None;
-    tracing::debug!(stream = id, "xDS stream opened");
-    loop {
-        let out = tokio::select! {
-            msg = inbound.message() => match msg {
-                Ok(Some(req)) => {
-                    if node.is_none() {
-                        if let Some(n) = &req.node {
-                            tracing::info!(stream = id, node = %n.id, "Envoy connected");
-                            for (t, v) in state.rejected_by(&n.id) {
-                                proto.remember_rejected(&t, &v);
-                            }
-                            node = Some((n.id.clone(), n.cluster.clone()));
-                        }
-                    }
-                    let current = state.current().map(|c| c.xds.clone());
-                    proto.on_request(&req, current.as_ref())
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::debug!(stream = id, error = %e, "xDS stream ended");
-                    break;
-                }
-            },
-            changed = updates.changed() => {
-                if changed.is_err() {
-                    break;
-                }
-                let current = updates.borrow_and_update().clone();
-                match current {
-                    Some(c) => proto.on_snapshot(&c.xds),
-                    None => continue,
-                }
-            }
-            _ = shutdown.changed() => break,
-        };
-        let node_id = node.as_ref().map_or("", |(n, _)| n.as_str());
-        let mut nacked = false;
-        for e in &out.events {
-            match e {
-                Event::Ack { version, .. } => {
-                    inc(&state.metrics.acks_total);
-                    tracing::info!(node = node_id, %version, "ACK");
-                }
-                Event::Nack { type_url, nack } => {
-                    nacked = true;
-                    state.record_nack(node_id, type_url, nack);
-                }
-                Event::StaleNonce { .. } => inc(&state.metrics.stale_nonces_total),
-                Event::Withheld { version, .. } => {
-                    inc(&state.metrics.withheld_total);
-                    tracing::info!(node = node_id, %version, "not resending a version this node refused");
-                }
-                Event::Subscribed { .. } | Event::NoTypeUrl => {}
-            }
-        }
-        state.update_stream(
-            id,
-            node.as_ref().map(|(n, c)| (n.as_str(), c.as_str())),
-            &proto,
-            nacked,
-        );
-        for r in out.responses {
-            inc(&state.metrics.responses_total);
-            tracing::debug!(node = node_id, version = %r.version_info, nonce = %r.nonce, "sending");
-            if tx.send(Ok(r)).await.is_err() {
-                break;
-            }
-        }
-    }
-    state.close_stream(id);
-    tracing::debug!(stream = id, "xDS stream closed");
 }
 
 #[tonic::async_trait]
@@ -188,7 +149,10 @@ impl ExtensionConfigDiscoveryService for Xds {
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Responses>, Status> {
-        self.start(request.into_inner(), Some(vec![ECDS_TYPE_URL.to_owned()]))
+        self.start(
+            request.into_inner(),
+            Some(vec![ResourceType::ExtensionConfig]),
+        )
     }
 
     async fn delta_extension_configs(

@@ -1,6 +1,24 @@
-//! xDS for Envoy: the protocol core (no I/O), the resources built from a snapshot, and the
-//! tonic services (ADS and ECDS) that move messages.
+//! An xDS server as a library, in go-control-plane's shape: the application implements
+//! [`SnapshotSource`] (what each Envoy should have, and when that changes) and [`Callbacks`]
+//! (what happened on each stream); the server moves messages and keeps the protocol. Nothing
+//! here knows what the resources mean.
+//!
+//! - [`resource_type`]: the resource types and their type URLs (the one table of them).
+//! - [`protocol`]: one stream's state-of-the-world protocol, without I/O (unit tested).
+//! - [`source`], [`callbacks`]: the interfaces the application implements.
+//! - `refusals`: what each node NACKed, remembered across its streams.
+//! - [`grpc`]: the ADS and ECDS tonic services; `stream`: one stream's task.
 
+pub mod callbacks;
 pub mod grpc;
 pub mod protocol;
-pub mod resources;
+mod refusals;
+pub mod resource_type;
+pub mod source;
+mod stream;
+
+pub use callbacks::Callbacks;
+pub use grpc::Xds;
+pub use protocol::{Event, Nack, Resource, TypeState, XdsSnapshot};
+pub use resource_type::ResourceType;
+pub use source::{Node, SnapshotSource, Subscription};

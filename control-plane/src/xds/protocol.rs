@@ -2,7 +2,7 @@
 //! `DiscoveryRequest` (or a new snapshot) and says which responses to send and what happened
 //! (ACK, NACK, stale nonce). The gRPC layer only moves messages; tests drive this directly.
 //!
-//! Per type URL it tracks the last sent version and nonce and the last ACKed version. A NACK
+//! Per resource type it tracks the last sent version and nonce and the last ACKed version. A NACK
 //! (a request answering our latest nonce with an `error_detail`) is recorded and the rejected
 //! version is never sent again on this stream: only a snapshot with another version is. A
 //! request answering an older nonce is stale (Envoy will answer the newer response too) and is
@@ -14,6 +14,8 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use envoy_types::pb::google::protobuf::Any;
 
+use super::resource_type::ResourceType;
+
 /// One named resource of a snapshot, already packed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Resource {
@@ -21,11 +23,11 @@ pub struct Resource {
     pub body: Any,
 }
 
-/// An immutable, versioned set of resources per type URL: what every Envoy should have.
+/// An immutable, versioned set of resources per type: what an Envoy should have.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct XdsSnapshot {
     pub version: String,
-    pub resources: BTreeMap<String, Vec<Resource>>,
+    pub resources: BTreeMap<ResourceType, Vec<Resource>>,
 }
 
 /// The rejection Envoy sent for a version.
@@ -36,7 +38,7 @@ pub struct Nack {
     pub error: String,
 }
 
-/// What this stream knows about one type URL.
+/// What this stream knows about one resource type.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TypeState {
     /// Resource names Envoy asked for; empty = all (wildcard).
@@ -54,29 +56,30 @@ pub struct TypeState {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// First request for a type on this stream (or a re-subscription without a nonce).
-    Subscribed {
-        type_url: String,
-    },
+    Subscribed { resource_type: ResourceType },
     Ack {
-        type_url: String,
+        resource_type: ResourceType,
         version: String,
     },
+    /// Envoy refused what we sent; `nack.error` is its `error_detail`.
     Nack {
-        type_url: String,
+        resource_type: ResourceType,
         nack: Nack,
     },
     /// Answers a nonce that is not our latest: ignored.
     StaleNonce {
-        type_url: String,
+        resource_type: ResourceType,
         nonce: String,
     },
     /// The current snapshot was refused before by this node: not sent again.
     Withheld {
-        type_url: String,
+        resource_type: ResourceType,
         version: String,
     },
     /// A request without a type URL: ignored.
     NoTypeUrl,
+    /// A request for a type URL this server does not know: ignored.
+    UnknownType { type_url: String },
 }
 
 /// Responses to send (in order) and what happened.
@@ -86,19 +89,19 @@ pub struct Outcome {
     pub events: Vec<Event>,
 }
 
-/// One xDS stream (one Envoy connection), possibly carrying several type URLs (ADS).
+/// One xDS stream (one Envoy connection), possibly carrying several types (ADS).
 #[derive(Debug)]
 pub struct StreamState {
     /// Prefix of this stream's nonces, so a nonce from another stream is never "ours".
     id: u64,
     next_nonce: u64,
-    /// Type URLs this stream may serve; None = any (ADS).
-    allowed: Option<Vec<String>>,
-    pub types: BTreeMap<String, TypeState>,
+    /// Types this stream may serve; None = any (ADS).
+    allowed: Option<Vec<ResourceType>>,
+    pub types: BTreeMap<ResourceType, TypeState>,
 }
 
 impl StreamState {
-    pub fn new(id: u64, allowed: Option<Vec<String>>) -> StreamState {
+    pub fn new(id: u64, allowed: Option<Vec<ResourceType>>) -> StreamState {
         StreamState {
             id,
             next_nonce: 0,
@@ -108,9 +111,9 @@ impl StreamState {
     }
 
     /// Seeds a version this node refused on an earlier stream, so a reconnect does not resend it.
-    pub fn remember_rejected(&mut self, type_url: &str, version: &str) {
+    pub fn remember_rejected(&mut self, resource_type: ResourceType, version: &str) {
         self.types
-            .entry(type_url.to_owned())
+            .entry(resource_type)
             .or_default()
             .rejected
             .insert(version.to_owned());
@@ -127,24 +130,25 @@ impl StreamState {
             out.events.push(Event::NoTypeUrl);
             return out;
         }
-        if let Some(allowed) = &self.allowed {
-            if !allowed.contains(&req.type_url) {
-                // Nothing of that type will ever be served here: answer nothing.
-                out.events.push(Event::Subscribed {
-                    type_url: req.type_url.clone(),
-                });
-                self.types.entry(req.type_url.clone()).or_default();
-                return out;
-            }
+        let Some(resource_type) = ResourceType::from_type_url(&req.type_url) else {
+            out.events.push(Event::UnknownType {
+                type_url: req.type_url.clone(),
+            });
+            return out;
+        };
+        if !self.serves(resource_type) {
+            // Nothing of that type will ever be served here: answer nothing.
+            out.events.push(Event::Subscribed { resource_type });
+            self.types.entry(resource_type).or_default();
+            return out;
         }
-        let type_url = req.type_url.clone();
-        let state = self.types.entry(type_url.clone()).or_default();
+        let state = self.types.entry(resource_type).or_default();
         let names_changed = state.subscribed != req.resource_names;
 
         if !req.response_nonce.is_empty() {
             if state.sent_nonce.as_deref() != Some(req.response_nonce.as_str()) {
                 out.events.push(Event::StaleNonce {
-                    type_url,
+                    resource_type,
                     nonce: req.response_nonce.clone(),
                 });
                 return out;
@@ -158,14 +162,14 @@ impl StreamState {
                     state.rejected.insert(nack.version.clone());
                     state.last_nack = Some(nack.clone());
                     out.events.push(Event::Nack {
-                        type_url: type_url.clone(),
+                        resource_type,
                         nack,
                     });
                 }
                 None => {
                     state.acked_version = Some(req.version_info.clone());
                     out.events.push(Event::Ack {
-                        type_url: type_url.clone(),
+                        resource_type,
                         version: req.version_info.clone(),
                     });
                 }
@@ -173,55 +177,53 @@ impl StreamState {
             state.subscribed = req.resource_names.clone();
             // An ACK or NACK needs no answer, unless Envoy now asks for other resources.
             if names_changed {
-                self.send_current(&type_url, current, true, &mut out);
+                self.send_current(resource_type, current, true, &mut out);
             }
             return out;
         }
 
         // No nonce: the stream's first request for this type (also after a reconnect).
         state.subscribed = req.resource_names.clone();
-        out.events.push(Event::Subscribed {
-            type_url: type_url.clone(),
-        });
-        self.send_current(&type_url, current, true, &mut out);
+        out.events.push(Event::Subscribed { resource_type });
+        self.send_current(resource_type, current, true, &mut out);
         out
     }
 
     /// A new snapshot became current: the responses to push to this stream.
     pub fn on_snapshot(&mut self, current: &Arc<XdsSnapshot>) -> Outcome {
         let mut out = Outcome::default();
-        let subscribed: Vec<String> = self.types.keys().cloned().collect();
-        for type_url in subscribed {
-            if self.serves(&type_url) {
-                self.send_current(&type_url, Some(current), false, &mut out);
+        let subscribed: Vec<ResourceType> = self.types.keys().copied().collect();
+        for resource_type in subscribed {
+            if self.serves(resource_type) {
+                self.send_current(resource_type, Some(current), false, &mut out);
             }
         }
         out
     }
 
-    fn serves(&self, type_url: &str) -> bool {
+    fn serves(&self, resource_type: ResourceType) -> bool {
         self.allowed
             .as_ref()
-            .is_none_or(|a| a.iter().any(|t| t == type_url))
+            .is_none_or(|a| a.contains(&resource_type))
     }
 
-    /// Sends the current snapshot's resources of `type_url` unless Envoy refused that version,
-    /// or (when not `force`) it was already sent.
+    /// Sends the current snapshot's resources of `resource_type` unless Envoy refused that
+    /// version, or (when not `force`) it was already sent.
     fn send_current(
         &mut self,
-        type_url: &str,
+        resource_type: ResourceType,
         current: Option<&Arc<XdsSnapshot>>,
         force: bool,
         out: &mut Outcome,
     ) {
         let Some(snap) = current else { return };
-        let Some(state) = self.types.get_mut(type_url) else {
+        let Some(state) = self.types.get_mut(&resource_type) else {
             return;
         };
         if state.rejected.contains(&snap.version) {
             if state.sent_version.as_deref() != Some(snap.version.as_str()) || force {
                 out.events.push(Event::Withheld {
-                    type_url: type_url.to_owned(),
+                    resource_type,
                     version: snap.version.clone(),
                 });
             }
@@ -230,7 +232,7 @@ impl StreamState {
         if !force && state.sent_version.as_deref() == Some(snap.version.as_str()) {
             return;
         }
-        let Some(all) = snap.resources.get(type_url) else {
+        let Some(all) = snap.resources.get(&resource_type) else {
             return;
         };
         let resources: Vec<Any> = all
@@ -250,7 +252,7 @@ impl StreamState {
         out.responses.push(DiscoveryResponse {
             version_info: snap.version.clone(),
             resources,
-            type_url: type_url.to_owned(),
+            type_url: resource_type.type_url().to_owned(),
             nonce,
             ..Default::default()
         });

@@ -3,13 +3,15 @@
 use super::*;
 use envoy_types::pb::google::rpc::Status;
 
-const ECDS: &str = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig";
-const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+const ECDS_TYPE: ResourceType = ResourceType::ExtensionConfig;
+/// What Envoy writes in requests.
+const ECDS: &str = ECDS_TYPE.type_url();
+const CDS: &str = ResourceType::Cluster.type_url();
 
 fn snap(version: &str) -> Arc<XdsSnapshot> {
     let mut resources = BTreeMap::new();
     resources.insert(
-        ECDS.to_owned(),
+        ECDS_TYPE,
         vec![Resource {
             name: "ferry".into(),
             body: Any {
@@ -62,7 +64,7 @@ fn first_request_gets_the_current_snapshot_and_ack_is_recorded() {
     assert_eq!(
         out.events,
         [Event::Subscribed {
-            type_url: ECDS.into()
+            resource_type: ECDS_TYPE
         }]
     );
 
@@ -71,11 +73,11 @@ fn first_request_gets_the_current_snapshot_and_ack_is_recorded() {
     assert_eq!(
         out.events,
         [Event::Ack {
-            type_url: ECDS.into(),
+            resource_type: ECDS_TYPE,
             version: "v1".into()
         }]
     );
-    let t = &s.types[ECDS];
+    let t = &s.types[&ECDS_TYPE];
     assert_eq!(t.acked_version.as_deref(), Some("v1"));
     assert_eq!(t.sent_version.as_deref(), Some("v1"));
     assert_eq!(t.responses_sent, 1);
@@ -101,7 +103,7 @@ fn new_snapshot_is_pushed_once_and_the_same_version_is_not_resent() {
     );
     assert!(s.on_snapshot(&snap("v2")).responses.is_empty());
     s.on_request(&req("v2", "1-2", None), Some(&snap("v2")));
-    assert_eq!(s.types[ECDS].acked_version.as_deref(), Some("v2"));
+    assert_eq!(s.types[&ECDS_TYPE].acked_version.as_deref(), Some("v2"));
 }
 
 #[test]
@@ -123,11 +125,11 @@ fn nack_is_recorded_and_the_rejected_version_is_not_resent() {
     assert_eq!(
         out.events,
         [Event::Nack {
-            type_url: ECDS.into(),
+            resource_type: ECDS_TYPE,
             nack: nack.clone()
         }]
     );
-    let t = &s.types[ECDS];
+    let t = &s.types[&ECDS_TYPE];
     assert_eq!(t.acked_version.as_deref(), Some("v1"), "last good stays");
     assert_eq!(t.last_nack.as_ref(), Some(&nack));
 
@@ -136,7 +138,7 @@ fn nack_is_recorded_and_the_rejected_version_is_not_resent() {
     let out = s.on_request(&req("v1", "", None), Some(&bad));
     assert!(out.responses.is_empty());
     assert!(out.events.contains(&Event::Withheld {
-        type_url: ECDS.into(),
+        resource_type: ECDS_TYPE,
         version: "bad".into()
     }));
 
@@ -144,7 +146,7 @@ fn nack_is_recorded_and_the_rejected_version_is_not_resent() {
     let out = s.on_snapshot(&snap("v3"));
     assert_eq!(one(&out).version_info, "v3");
     s.on_request(&req("v3", &one(&out).nonce.clone(), None), None);
-    assert_eq!(s.types[ECDS].acked_version.as_deref(), Some("v3"));
+    assert_eq!(s.types[&ECDS_TYPE].acked_version.as_deref(), Some("v3"));
 }
 
 #[test]
@@ -157,23 +159,23 @@ fn stale_nonces_are_ignored() {
     assert_eq!(
         out.events,
         [Event::StaleNonce {
-            type_url: ECDS.into(),
+            resource_type: ECDS_TYPE,
             nonce: "1-1".into()
         }]
     );
     assert_eq!(
-        s.types[ECDS].acked_version, None,
+        s.types[&ECDS_TYPE].acked_version, None,
         "a stale ACK is not an ACK"
     );
     // A stale NACK is not a NACK either.
     let out = s.on_request(&req("", "1-1", Some("old")), Some(&snap("v2")));
     assert!(matches!(out.events[0], Event::StaleNonce { .. }));
-    assert_eq!(s.types[ECDS].last_nack, None);
+    assert_eq!(s.types[&ECDS_TYPE].last_nack, None);
     // A nonce from another stream is never ours.
     let out = s.on_request(&req("v2", "9-2", None), Some(&snap("v2")));
     assert!(matches!(out.events[0], Event::StaleNonce { .. }));
     s.on_request(&req("v2", "1-2", None), Some(&snap("v2")));
-    assert_eq!(s.types[ECDS].acked_version.as_deref(), Some("v2"));
+    assert_eq!(s.types[&ECDS_TYPE].acked_version.as_deref(), Some("v2"));
 }
 
 #[test]
@@ -182,11 +184,11 @@ fn reconnect_gets_the_current_snapshot_but_not_one_this_node_refused() {
     let mut s = StreamState::new(2, None);
     let out = s.on_request(&req("v1", "", None), Some(&snap("v2")));
     assert_eq!(one(&out).version_info, "v2");
-    assert_eq!(s.types[ECDS].acked_version, None, "only ACKs count");
+    assert_eq!(s.types[&ECDS_TYPE].acked_version, None, "only ACKs count");
 
     // The node refused "bad" on its previous stream: seeded, then withheld.
     let mut s = StreamState::new(3, None);
-    s.remember_rejected(ECDS, "bad");
+    s.remember_rejected(ECDS_TYPE, "bad");
     let out = s.on_request(&req("v1", "", None), Some(&snap("bad")));
     assert!(out.responses.is_empty());
     let out = s.on_snapshot(&snap("v4"));
@@ -196,7 +198,7 @@ fn reconnect_gets_the_current_snapshot_but_not_one_this_node_refused() {
 #[test]
 fn only_requested_resources_and_allowed_types_are_served() {
     // ECDS service: one type only.
-    let mut s = StreamState::new(1, Some(vec![ECDS.into()]));
+    let mut s = StreamState::new(1, Some(vec![ECDS_TYPE]));
     let mut r = req("", "", None);
     r.type_url = CDS.into();
     assert!(s.on_request(&r, Some(&snap("v1"))).responses.is_empty());
@@ -217,6 +219,17 @@ fn only_requested_resources_and_allowed_types_are_served() {
         s.on_request(&r, Some(&snap("v1"))).events,
         [Event::NoTypeUrl]
     );
+    // A type this server does not know: ignored, not tracked.
+    r.type_url = "type.googleapis.com/google.protobuf.Empty".into();
+    let out = s.on_request(&r, Some(&snap("v1")));
+    assert!(out.responses.is_empty());
+    assert_eq!(
+        out.events,
+        [Event::UnknownType {
+            type_url: r.type_url.clone()
+        }]
+    );
+    assert_eq!(s.types.keys().collect::<Vec<_>>(), [&ECDS_TYPE]);
 }
 
 #[test]

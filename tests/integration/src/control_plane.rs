@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value as Json;
+pub use ferry::serve::api::Status;
 
 use crate::http::raw;
-use crate::process::{free_port, wait_until, Proc};
+use crate::process::{free_port, Proc};
 use crate::{bin, wasm};
 
 /// The push token every test control plane requires.
@@ -27,7 +27,7 @@ impl ControlPlane {
     /// `--allow-invalid` (so a test can force a snapshot the filter refuses).
     pub fn start(dir: &Path, repo: &Path) -> ControlPlane {
         let (xds_port, http_port) = (free_port(), free_port());
-        let cp = ControlPlane {
+        let mut cp = ControlPlane {
             proc: spawn(dir, repo, xds_port, http_port),
             xds_port,
             http_port,
@@ -38,13 +38,21 @@ impl ControlPlane {
         cp
     }
 
-    fn wait_healthy(&self) {
-        let port = self.http_port;
-        wait_until(
-            Duration::from_secs(10),
-            || crate::http::get_ok(port, "/healthz"),
-            "control plane /healthz",
-        );
+    fn wait_healthy(&mut self) {
+        let start = std::time::Instant::now();
+        while !crate::http::get_ok(self.http_port, "/healthz") {
+            assert!(
+                self.proc.is_running(),
+                "the control plane exited (`serve --allow-invalid` needs the ferry of \
+                 `cargo build --workspace --bins`, built with the test-switches feature):\n{}",
+                self.proc.log_text()
+            );
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "timed out after 10 s waiting for control plane /healthz"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// (Re)starts the process on the same ports.
@@ -59,10 +67,10 @@ impl ControlPlane {
     }
 
     /// GET /status.
-    pub fn status(&self) -> Json {
+    pub fn status(&self) -> Status {
         let (code, body) = self.request("GET", "/status", &[], b"");
         assert_eq!(code, 200, "{body}");
-        serde_json::from_str(&body).expect("status is JSON")
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("not a Status ({e}): {body}"))
     }
 
     pub fn metrics(&self) -> String {
@@ -71,10 +79,7 @@ impl ControlPlane {
 
     /// The current snapshot's version.
     pub fn version(&self) -> String {
-        self.status()["snapshot"]["version"]
-            .as_str()
-            .expect("a current snapshot")
-            .to_owned()
+        self.status().snapshot.expect("a current snapshot").version
     }
 
     /// One request over a fresh connection: (status, body).
@@ -108,18 +113,20 @@ impl ControlPlane {
     }
 
     /// Waits until every connected node ACKed `version` (and `nodes` are connected).
-    pub fn wait_converged(&self, version: &str, nodes: usize, limit: Duration) -> Json {
-        let mut last = Json::Null;
+    pub fn wait_converged(&self, version: &str, nodes: usize, limit: Duration) -> Status {
         let start = std::time::Instant::now();
-        while start.elapsed() < limit {
-            last = self.status();
-            let n = last["nodes"].as_array().map_or(0, Vec::len);
-            if n == nodes && last["converged"] == true && last["snapshot"]["version"] == version {
+        loop {
+            let last = self.status();
+            let on = last.snapshot.as_ref().map(|s| s.version.as_str());
+            if last.nodes.len() == nodes && last.converged && on == Some(version) {
                 return last;
             }
+            assert!(
+                start.elapsed() < limit,
+                "not converged on {version} with {nodes} node(s) in {limit:?}: {last:?}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("not converged on {version} with {nodes} node(s) in {limit:?}: {last}");
     }
 }
 

@@ -232,5 +232,5 @@ async fn the_docker_bootstrap_enriches_a_request() {
 
     // The control plane sees the compose Envoy under its node id, on the current snapshot.
     let status = cp.wait_converged(&cp.version(), 1, Duration::from_secs(10));
-    assert_eq!(status["nodes"][0]["node"], NODE_ID, "{status}");
+    assert_eq!(status.nodes[0].node, NODE_ID, "{status:?}");
 }

@@ -1,9 +1,11 @@
 //! Issue #3 end to end: Envoy takes the filter config from a real `ferry serve` process (ECDS
 //! over ADS); real Redis, reader and model. Snapshots change hot, without an Envoy restart.
 
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use ferry::serve::api::{ApiError, ErrorCode, Pushed, Status, PUSH_PATH, UNCHECKED_HEADER};
 use ferry_integration_tests::control_plane::TOKEN;
 use ferry_integration_tests::http::{post, Response};
 use ferry_integration_tests::{bin, envoy_bin, example_repo, run, ControlPlane, Options, Stack};
@@ -133,18 +135,13 @@ async fn hot_update_reaches_two_envoys_without_a_restart() {
         served.as_secs_f64() * 1e3
     );
     let status = cp.wait_converged(&v2_version, 2, Duration::from_secs(15));
-    let nodes: Vec<&str> = status["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["node"].as_str().unwrap())
-        .collect();
+    let nodes: Vec<&str> = status.nodes.iter().map(|n| n.node.as_str()).collect();
     assert!(
         nodes.contains(&"envoy-a") && nodes.contains(&"envoy-b"),
-        "{status}"
+        "{status:?}"
     );
     assert_eq!(
-        status["snapshot"]["services"][0]["name"],
+        status.snapshot.as_ref().unwrap().services[0].name,
         "realtime_scoring"
     );
     for port in [stack.listen_port, second.listen_port] {
@@ -187,48 +184,48 @@ fn pushes_are_authenticated_validated_and_bad_repos_refused() {
 
     // Token missing or wrong: 401 JSON, nothing changes.
     for headers in [vec![], vec![("authorization", "Bearer nope")]] {
-        let (code, text) = cp.request("POST", "/v1/snapshot", &headers, &bytes);
+        let (code, text) = cp.request("POST", PUSH_PATH, &headers, &bytes);
         assert_eq!(code, 401, "{text}");
-        assert_eq!(
-            serde_json::from_str::<Json>(&text).unwrap()["error"],
-            "unauthorized"
-        );
+        assert_eq!(api_error(&text).error, ErrorCode::Unauthorized);
     }
     let auth = format!("Bearer {TOKEN}");
     let ok = [("authorization", auth.as_str())];
-    let (code, text) = cp.request("POST", "/v1/snapshot", &ok, &bytes);
+    let (code, text) = cp.request("POST", PUSH_PATH, &ok, &bytes);
     assert_eq!(code, 200, "{text}");
-    let v: Json = serde_json::from_str(&text).unwrap();
-    assert_eq!(
-        (v["version"].as_str(), v["changed"].as_bool()),
-        (Some(good.as_str()), Some(false))
-    );
+    let v: Pushed = serde_json::from_str(&text).unwrap();
+    assert_eq!((v.version.as_str(), v.changed), (good.as_str(), false));
 
     // Not a snapshot: 400. A snapshot the filter would refuse: 422 naming the problem.
-    let (code, text) = cp.request("POST", "/v1/snapshot", &ok, b"\xff\xff\xff");
+    let (code, text) = cp.request("POST", PUSH_PATH, &ok, b"\xff\xff\xff");
     assert_eq!(code, 400, "{text}");
-    assert_eq!(
-        serde_json::from_str::<Json>(&text).unwrap()["error"],
-        "bad_snapshot"
-    );
+    assert_eq!(api_error(&text).error, ErrorCode::BadSnapshot);
     let invalid = invalid_snapshot();
-    let (code, text) = cp.request("POST", "/v1/snapshot", &ok, &invalid);
+    let (code, text) = cp.request("POST", PUSH_PATH, &ok, &invalid);
     assert_eq!(code, 422, "{text}");
-    let v: Json = serde_json::from_str(&text).unwrap();
-    assert_eq!(v["error"], "invalid_snapshot");
-    assert!(
-        v["message"]
-            .as_str()
-            .unwrap()
-            .contains("unknown service 'nope'"),
-        "{v}"
-    );
+    let v = api_error(&text);
+    assert_eq!(v.error, ErrorCode::InvalidSnapshot);
+    assert!(v.message.contains("unknown service 'nope'"), "{v:?}");
     assert_eq!(cp.version(), good, "the last good snapshot stays");
-    assert!(cp.status()["last_refused"]["error"]
-        .as_str()
-        .unwrap()
-        .contains("unknown service"));
+    assert!(last_refused(&cp.status()).contains("unknown service"));
 
+    bad_repos_are_refused_and_new_fingerprints_held_back(&cp, &repo);
+
+    // The xDS bootstrap is a valid Envoy config.
+    let config = dir.path().join("xds.yaml");
+    run(Command::new(bin("ferry"))
+        .args(["envoy-config"])
+        .arg(&repo)
+        .args(["--xds", "-o"])
+        .arg(&config));
+    let out = run(Command::new(envoy_bin())
+        .args(["--mode", "validate", "-c"])
+        .arg(&config));
+    assert!(out.contains("OK"), "{out}");
+}
+
+/// The repo's changes, by the CLI and by the control plane's watcher.
+fn bad_repos_are_refused_and_new_fingerprints_held_back(cp: &ControlPlane, repo: &Path) {
+    let good = cp.version();
     // An invalid repo is refused by the CLI before anything is pushed.
     let path = repo.join("ferry.yaml");
     let yaml = std::fs::read_to_string(&path).unwrap();
@@ -238,7 +235,7 @@ fn pushes_are_authenticated_validated_and_bad_repos_refused() {
     )
     .unwrap();
     let url = cp.url();
-    let out = ferry(&["apply", "--push", &url, "--token", TOKEN], &repo);
+    let out = ferry(&["apply", "--push", &url, "--token", TOKEN], repo);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("nope"), "{err}");
@@ -258,23 +255,17 @@ fn pushes_are_authenticated_validated_and_bad_repos_refused() {
     std::fs::write(&path, v1(yaml.replace("ttl: 30d", "ttl: 31d"))).unwrap();
     std::thread::sleep(Duration::from_millis(800));
     assert_eq!(cp.version(), ttl_version);
-    let refused = cp.status()["last_refused"]["error"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let refused = last_refused(&cp.status());
     assert!(refused.contains("materialized"), "{refused}");
+}
 
-    // The xDS bootstrap is a valid Envoy config.
-    let config = dir.path().join("xds.yaml");
-    run(Command::new(bin("ferry"))
-        .args(["envoy-config"])
-        .arg(&repo)
-        .args(["--xds", "-o"])
-        .arg(&config));
-    let out = run(Command::new(envoy_bin())
-        .args(["--mode", "validate", "-c"])
-        .arg(&config));
-    assert!(out.contains("OK"), "{out}");
+fn api_error(text: &str) -> ApiError {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not an API error ({e}): {text}"))
+}
+
+fn last_refused(status: &Status) -> String {
+    let refused = status.last_refused.as_ref();
+    refused.expect("a refusal").error.clone()
 }
 
 /// A decodable ferry.v1.Snapshot that the filter refuses: a route naming an unknown service.
@@ -309,43 +300,35 @@ async fn refused_snapshot_is_nacked_reported_and_not_resent() {
     let auth = format!("Bearer {TOKEN}");
     let (code, text) = cp.request(
         "POST",
-        "/v1/snapshot",
-        &[("authorization", &auth), ("x-ferry-unchecked", "1")],
+        PUSH_PATH,
+        &[("authorization", &auth), (UNCHECKED_HEADER, "1")],
         &invalid_snapshot(),
     );
     assert_eq!(code, 200, "{text}");
-    let bad: Json = serde_json::from_str(&text).unwrap();
-    let bad = bad["version"].as_str().unwrap().to_owned();
+    let bad = serde_json::from_str::<Pushed>(&text).unwrap().version;
     let start = Instant::now();
-    let node = loop {
+    let (node, nack) = loop {
         let s = cp.status();
-        let node = s["nodes"][0].clone();
-        if node["last_nack"]["version"] == bad.as_str() {
-            break node;
+        let node = s.nodes[0].clone();
+        match &node.last_nack {
+            Some(nack) if nack.version == bad => break (node.clone(), nack.clone()),
+            _ => {}
         }
-        assert!(start.elapsed() < Duration::from_secs(10), "no NACK: {s}");
+        assert!(start.elapsed() < Duration::from_secs(10), "no NACK: {s:?}");
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(
-        node["acked_version"],
-        good.as_str(),
+        node.acked_version.as_deref(),
+        Some(good.as_str()),
         "Envoy keeps the last good one"
     );
-    assert!(
-        !node["last_nack"]["error"].as_str().unwrap().is_empty(),
-        "{node}"
-    );
-    assert_eq!(node["converged"], false);
+    assert!(!nack.error.is_empty(), "{node:?}");
+    assert!(!node.converged);
 
     // Not re-sent in a loop: the response count stays put.
-    let sent = |s: &Json| {
-        s["nodes"][0]["types"]
-            .as_object()
-            .unwrap()
-            .values()
-            .next()
-            .unwrap()["responses_sent"]
-            .clone()
+    let sent = |s: &Status| {
+        let types = &s.nodes[0].types;
+        types.values().next().unwrap().responses_sent
     };
     let before = sent(&cp.status());
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -395,16 +378,19 @@ async fn envoy_keeps_serving_without_the_control_plane_and_catches_up() {
     assert!(has_embedding(&resp));
 }
 
+/// The first service's fingerprint in the current snapshot.
+fn fingerprint(status: &Status) -> String {
+    let snapshot = status.snapshot.as_ref().expect("a current snapshot");
+    snapshot.services[0].fingerprint.clone()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schema_change_under_steady_load_has_no_error_and_no_mix() {
     let stack = xds_stack(300);
     let cp = stack.cp();
     let v1_version = cp.version();
     cp.wait_converged(&v1_version, 1, Duration::from_secs(15));
-    let fp_v1 = cp.status()["snapshot"]["services"][0]["fingerprint"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let fp_v1 = fingerprint(&cp.status());
 
     // The load: one request every 20 ms for 20 s, each of 3 users, over keep-alive connections.
     let port = stack.listen_port;
@@ -433,10 +419,7 @@ async fn schema_change_under_steady_load_has_no_error_and_no_mix() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     set_repo(&stack, |y| y.replace(NO_EMBEDDING, ALL_VIEWS));
     let v2_version = tokio::task::block_in_place(|| push(&stack, true));
-    let fp_v2 = cp.status()["snapshot"]["services"][0]["fingerprint"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let fp_v2 = fingerprint(&cp.status());
     assert_ne!(fp_v1, fp_v2);
     tokio::time::sleep(Duration::from_secs(7)).await;
     set_repo(&stack, |y| y.replace(ALL_VIEWS, NO_EMBEDDING));

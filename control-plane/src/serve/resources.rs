@@ -12,17 +12,15 @@ use envoy_types::pb::envoy::extensions::filters::http::wasm::v3::Wasm;
 use envoy_types::pb::envoy::extensions::wasm::v3::{
     plugin_config, FailurePolicy, PluginConfig, VmConfig,
 };
-use envoy_types::pb::google::protobuf::{Any, BoolValue, BytesValue};
+use envoy_types::pb::google::protobuf::{BoolValue, BytesValue};
+use envoy_types::util::pack_any;
 use ferry_protos::v1;
 use prost::Message as _;
 
-use super::protocol::{Resource, XdsSnapshot};
+use crate::xds::{Resource, ResourceType, XdsSnapshot};
 
-/// Type URL of ECDS resources.
-pub const ECDS_TYPE_URL: &str = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig";
-/// Type URL of the ferry filter's config (the bootstrap's `config_discovery.type_urls`).
-pub const WASM_TYPE_URL: &str = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm";
-const BYTES_VALUE_TYPE_URL: &str = "type.googleapis.com/google.protobuf.BytesValue";
+/// The one type ferry serves: its filter's config, over ECDS.
+pub const RESOURCE_TYPE: ResourceType = ResourceType::ExtensionConfig;
 
 /// What stays the same across snapshots.
 #[derive(Clone, Debug)]
@@ -38,14 +36,12 @@ pub fn wasm_filter(snapshot: &v1::Snapshot, opts: &FilterOptions) -> Wasm {
     let configuration = BytesValue {
         value: snapshot.encode_to_vec(),
     };
+    // Packed with the messages' own type URLs (`prost::Name`).
     Wasm {
         config: Some(PluginConfig {
             name: opts.filter_name.clone(),
             root_id: "ferry".into(),
-            configuration: Some(Any {
-                type_url: BYTES_VALUE_TYPE_URL.into(),
-                value: configuration.encode_to_vec(),
-            }),
+            configuration: Some(pack_any(configuration)),
             // A crashed VM is reloaded (~1 s) instead of failing every request forever.
             failure_policy: FailurePolicy::FailReload as i32,
             // The filter replaces headers after reading the body.
@@ -70,20 +66,14 @@ pub fn wasm_filter(snapshot: &v1::Snapshot, opts: &FilterOptions) -> Wasm {
 pub fn build(snapshot: &v1::Snapshot, opts: &FilterOptions) -> XdsSnapshot {
     let ext = TypedExtensionConfig {
         name: opts.filter_name.clone(),
-        typed_config: Some(Any {
-            type_url: WASM_TYPE_URL.into(),
-            value: wasm_filter(snapshot, opts).encode_to_vec(),
-        }),
+        typed_config: Some(pack_any(wasm_filter(snapshot, opts))),
     };
     let mut resources = BTreeMap::new();
     resources.insert(
-        ECDS_TYPE_URL.to_owned(),
+        RESOURCE_TYPE,
         vec![Resource {
             name: opts.filter_name.clone(),
-            body: Any {
-                type_url: ECDS_TYPE_URL.into(),
-                value: ext.encode_to_vec(),
-            },
+            body: pack_any(ext),
         }],
     );
     XdsSnapshot {
@@ -107,11 +97,14 @@ mod tests {
         };
         let x = build(&snap, &opts);
         assert_eq!(x.version, snap.version);
-        let r = &x.resources[ECDS_TYPE_URL][0];
+        let r = &x.resources[&RESOURCE_TYPE][0];
         assert_eq!(r.name, "ferry");
+        assert_eq!(r.body.type_url, RESOURCE_TYPE.type_url());
         let ext = TypedExtensionConfig::decode(r.body.value.as_slice()).unwrap();
         let any = ext.typed_config.unwrap();
-        assert_eq!(any.type_url, WASM_TYPE_URL);
+        // What the bootstrap's `config_discovery.type_urls` names.
+        let type_urls = format!("type_urls: [\"{}\"]", any.type_url);
+        assert!(crate::envoy_xds::XDS_TEMPLATE.contains(&type_urls));
         let cfg = Wasm::decode(any.value.as_slice()).unwrap().config.unwrap();
         assert_eq!(cfg.failure_policy, FailurePolicy::FailReload as i32);
         assert_eq!(

@@ -1,0 +1,170 @@
+//! The HTTP API's wire types: what `/status`, `POST /v1/snapshot` and every error answer carry.
+//! The server writes them ([`super::http`]), `ferry apply --push` ([`crate::push`]) and the
+//! integration tests read them back: one definition for both ends, so a field cannot drift.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Path of the push endpoint.
+pub const PUSH_PATH: &str = "/v1/snapshot";
+/// Header that asks to skip the filter's validation on a push. Tests only: honoured only by a
+/// `ferry` built with the `test-switches` feature and started with `--allow-invalid`.
+pub const UNCHECKED_HEADER: &str = "x-ferry-unchecked";
+
+/// `GET /status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// The current snapshot; None before the first.
+    pub snapshot: Option<SnapshotStatus>,
+    /// The last snapshot refused (pushed, or read from the repo); the last good one stayed.
+    pub last_refused: Option<LastRefused>,
+    /// Every connected stream, oldest first.
+    pub nodes: Vec<NodeStatus>,
+    /// There is a current snapshot and every connected node ACKed it.
+    pub converged: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotStatus {
+    pub version: String,
+    pub project: String,
+    /// `file` (the served repo) or `push` (this API).
+    pub source: String,
+    pub since_ms: u64,
+    pub services: Vec<ServiceStatus>,
+    pub routes: Vec<RouteStatus>,
+}
+
+/// A FeatureService as served: its fingerprint pins the vector layout in Redis.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceStatus {
+    pub name: String,
+    /// 16 hex digits, as in the Redis keys.
+    pub fingerprint: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteStatus {
+    pub name: String,
+    pub service: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastRefused {
+    /// `file` or `push`.
+    pub source: String,
+    pub error: String,
+    pub at_ms: u64,
+}
+
+/// One connected xDS stream (one Envoy, or one of its connections).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    pub stream: u64,
+    /// Envoy's node id; empty until its first request names it.
+    pub node: String,
+    pub cluster: String,
+    pub connected_ms: u64,
+    /// The filter config version this Envoy ACKed last.
+    pub acked_version: Option<String>,
+    /// It ACKed the current snapshot.
+    pub converged: bool,
+    /// Its last refusal of the filter config.
+    pub last_nack: Option<NodeNack>,
+    /// The protocol state per type URL this stream asked for.
+    pub types: BTreeMap<String, TypeStatus>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeNack {
+    /// The version Envoy refused.
+    pub version: String,
+    /// Envoy's `error_detail`.
+    pub error: String,
+    pub at_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TypeStatus {
+    pub sent_version: Option<String>,
+    pub sent_nonce: Option<String>,
+    pub acked_version: Option<String>,
+    pub responses_sent: u64,
+    pub last_nack: Option<Nack>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Nack {
+    pub version: String,
+    pub error: String,
+}
+
+/// `POST /v1/snapshot` accepted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pushed {
+    /// The snapshot's content version (the control plane's, whatever the pusher wrote).
+    pub version: String,
+    /// False when it was already the current snapshot.
+    pub changed: bool,
+    pub services: Vec<ServiceStatus>,
+}
+
+/// Every answer that is not a success.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiError {
+    pub error: ErrorCode,
+    pub message: String,
+    /// On a refused push: the snapshot that stays current.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_version: Option<String>,
+}
+
+/// The API's error codes and their HTTP statuses: the one table of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Missing or wrong bearer token.
+    Unauthorized,
+    /// Not a `ferry.v1.Snapshot`.
+    BadSnapshot,
+    /// A snapshot the filter (or the bootstrap) refuses.
+    InvalidSnapshot,
+    TooLarge,
+    BadRequest,
+    /// The body did not arrive in time.
+    Timeout,
+    MethodNotAllowed,
+    NotFound,
+}
+
+impl ErrorCode {
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::Unauthorized => 401,
+            ErrorCode::BadSnapshot | ErrorCode::BadRequest => 400,
+            ErrorCode::InvalidSnapshot => 422,
+            ErrorCode::TooLarge => 413,
+            ErrorCode::Timeout => 408,
+            ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::NotFound => 404,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_are_the_snake_case_words() {
+        let e = ApiError {
+            error: ErrorCode::MethodNotAllowed,
+            message: "m".into(),
+            current_version: None,
+        };
+        let text = serde_json::to_string(&e).unwrap();
+        assert_eq!(text, r#"{"error":"method_not_allowed","message":"m"}"#);
+        assert_eq!(serde_json::from_str::<ApiError>(&text).unwrap(), e);
+    }
+}

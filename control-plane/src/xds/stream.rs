@@ -1,0 +1,152 @@
+//! One stream's task: feeds Envoy's requests and the source's changes to the stream's
+//! [`StreamState`], tells the callbacks what happened, and writes back what it returns.
+
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use tokio::sync::{mpsc, watch};
+use tonic::{Status, Streaming};
+
+use super::callbacks::Callbacks;
+use super::protocol::{Event, Outcome, StreamState};
+use super::refusals::Refusals;
+use super::source::{Node, SnapshotSource};
+
+/// Where a stream's responses go (tonic reads the other end).
+pub(super) type Outbound = mpsc::Sender<Result<DiscoveryResponse, Status>>;
+
+/// What a stream task works with, shared by every stream of one server.
+#[derive(Clone)]
+pub(super) struct Shared {
+    pub source: Arc<dyn SnapshotSource>,
+    pub callbacks: Arc<dyn Callbacks>,
+    pub refusals: Arc<Refusals>,
+}
+
+struct Stream {
+    id: u64,
+    shared: Shared,
+    /// Default (empty id) until a request names the node.
+    node: Node,
+    proto: StreamState,
+}
+
+/// Runs one stream until Envoy leaves, the source is gone, or shutdown.
+pub(super) async fn run(
+    shared: Shared,
+    id: u64,
+    proto: StreamState,
+    mut inbound: Streaming<DiscoveryRequest>,
+    tx: Outbound,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    shared.callbacks.on_stream_open(id);
+    tracing::debug!(stream = id, "xDS stream opened");
+    let mut changes = shared.source.subscribe();
+    let mut s = Stream {
+        id,
+        shared,
+        node: Node::default(),
+        proto,
+    };
+    loop {
+        let out = tokio::select! {
+            msg = inbound.message() => match msg {
+                Ok(Some(req)) => s.on_request(&req),
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(stream = id, error = %e, "xDS stream ended");
+                    break;
+                }
+            },
+            changed = changes.changed() => {
+                if !changed {
+                    break;
+                }
+                match s.on_change() {
+                    Some(out) => out,
+                    None => continue,
+                }
+            }
+            _ = shutdown.changed() => break,
+        };
+        s.observe(&out);
+        if !s.send(out, &tx).await {
+            break;
+        }
+    }
+    s.shared.callbacks.on_stream_closed(id);
+    tracing::debug!(stream = id, "xDS stream closed");
+}
+
+impl Stream {
+    fn on_request(&mut self, req: &DiscoveryRequest) -> Outcome {
+        if self.node.id.is_empty() {
+            if let Some(n) = &req.node {
+                self.identify(&n.id, &n.cluster);
+            }
+        }
+        let current = self.shared.source.snapshot(&self.node);
+        self.proto.on_request(req, current.as_ref())
+    }
+
+    /// The first request naming the node: what it refused before is not sent again.
+    fn identify(&mut self, id: &str, cluster: &str) {
+        tracing::info!(stream = self.id, node = %id, "Envoy connected");
+        for (t, v) in self.shared.refusals.of(id) {
+            self.proto.remember_rejected(t, &v);
+        }
+        self.node = Node {
+            id: id.to_owned(),
+            cluster: cluster.to_owned(),
+        };
+    }
+
+    /// The source changed: what to push (None when it has no snapshot for this node).
+    fn on_change(&mut self) -> Option<Outcome> {
+        let current = self.shared.source.snapshot(&self.node)?;
+        Some(self.proto.on_snapshot(&current))
+    }
+
+    /// Logs and remembers what happened, then tells the callbacks.
+    fn observe(&self, out: &Outcome) {
+        let node = self.node.id.as_str();
+        for e in &out.events {
+            match e {
+                Event::Ack { version, .. } => tracing::info!(node, %version, "ACK"),
+                Event::Nack {
+                    resource_type,
+                    nack,
+                } => {
+                    self.shared
+                        .refusals
+                        .record(node, *resource_type, &nack.version);
+                    tracing::warn!(node, type_url = %resource_type, version = %nack.version, error = %nack.error, "NACK");
+                }
+                Event::Withheld { version, .. } => {
+                    tracing::info!(node, %version, "not resending a version this node refused");
+                }
+                Event::Subscribed { .. }
+                | Event::StaleNonce { .. }
+                | Event::NoTypeUrl
+                | Event::UnknownType { .. } => {}
+            }
+            self.shared.callbacks.on_event(self.id, &self.node, e);
+        }
+        self.shared
+            .callbacks
+            .on_stream_state(self.id, &self.node, &self.proto.types);
+    }
+
+    /// Sends the responses in order; false when Envoy is gone.
+    async fn send(&self, out: Outcome, tx: &Outbound) -> bool {
+        for r in out.responses {
+            self.shared.callbacks.on_response(self.id, &self.node, &r);
+            tracing::debug!(node = %self.node.id, version = %r.version_info, nonce = %r.nonce, "sending");
+            if tx.send(Ok(r)).await.is_err() {
+                return false;
+            }
+        }
+        true
+    }
+}
