@@ -292,21 +292,11 @@ impl Stack {
 /// and generated data anchored now.
 pub fn example_repo(dir: &Path, opts: &Options, edit: impl FnOnce(String) -> String) -> PathBuf {
     let repo = dir.join("repo");
-    std::fs::create_dir_all(&repo).expect("mkdir");
-    let example = root().join("examples/banking");
-    let mut yaml = std::fs::read_to_string(example.join("ferry.yaml")).expect("example ferry.yaml");
-    yaml.push_str(opts.extra_routes);
-    std::fs::write(repo.join("ferry.yaml"), edit(yaml)).expect("write ferry.yaml");
-    run(Command::new("python3")
-        .arg(example.join("generate_data.py"))
-        .args([
-            "--entities",
-            &opts.entities.unwrap_or(10_000).to_string(),
-            "--anchor",
-            &now_rfc3339(),
-            "--out",
-        ])
-        .arg(repo.join("data")));
+    let entities = opts.entities.unwrap_or(10_000);
+    ferry_test_support::example::banking_repo(&repo, entities, &now_rfc3339(), |mut yaml| {
+        yaml.push_str(opts.extra_routes);
+        edit(yaml)
+    });
     repo
 }
 

@@ -7,7 +7,8 @@
 //! - [`vector`]: stored vectors, as `ferry materialize` writes them to Redis;
 //! - [`reader`]: the reader's request and answer;
 //! - [`redis`]: a throwaway `redis-server` on a free loopback port;
-//! - [`ports`]: free loopback ports.
+//! - [`ports`]: free loopback ports;
+//! - [`example`]: the banking example as a feature repo with generated data.
 //!
 //! It depends on `ferry-protos` only (not on `ferry-core`, which dev-depends on it): a test
 //! that needs the filter's typed `Config` builds it from [`snapshot::snapshot`].
@@ -15,6 +16,7 @@
 // A fixture that cannot be built is a broken test: panicking with the reason is its job.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod example;
 pub mod ports;
 pub mod reader;
 pub mod redis;
