@@ -10,67 +10,44 @@ use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criteri
 use ferry_core::config::{Config, Route};
 use ferry_core::format::kserve_v1;
 use ferry_core::{enrich, vector};
-use ferry_protos::v1 as pb;
-use prost::Message;
+use ferry_protos::v1::{self as pb, value::Kind};
+use ferry_test_support::snapshot::{self as fixture, feature, prefix};
 
 const FINGERPRINT: u64 = 0x5eed_f00d_0bad_cafe;
 const NOW_US: i64 = 1_795_000_000_000_000;
 const BATCHES: [usize; 3] = [1, 10, 100];
 
 fn view(name: &str, prefix: &str, t: pb::ValueType) -> pb::ServiceView {
-    pb::ServiceView {
-        name: name.into(),
-        ttl_seconds: 7 * 86_400,
-        features: (0..10)
-            .map(|i| pb::Feature {
-                name: format!("{prefix}_{i}"),
-                r#type: t as i32,
-                ..Default::default()
-            })
-            .collect(),
-    }
+    let features = (0..10)
+        .map(|i| feature(&format!("{prefix}_{i}"), t, None))
+        .collect();
+    fixture::view(name, 7 * fixture::DAY, features)
 }
 
+/// The standard fixture's `scoring` service (keyed by `user_id`) with the benchmark's layout,
+/// and a KServe v1 route to it with room for the largest batch.
 fn config() -> Config {
     use pb::ValueType as T;
     let snapshot = pb::Snapshot {
         project: "bench".into(),
         version: "bench".into(),
-        reader_cluster: "ferry_reader".into(),
-        reader_authority: "ferry-reader".into(),
         services: vec![pb::FeatureService {
-            name: "scoring".into(),
             fingerprint: FINGERPRINT,
-            entity_keys: vec![pb::EntityKey {
-                entity: "user".into(),
-                join_key: "user_id".into(),
-                r#type: T::String as i32,
-            }],
             views: vec![
                 view("user_activity", "count", T::Int64),
                 view("user_attrs", "attr", T::String),
                 view("user_stats", "amount", T::Float32),
             ],
+            ..fixture::scoring()
         }],
         routes: vec![pb::Route {
-            name: "scoring".into(),
-            r#match: Some(pb::RouteMatch {
-                path_prefix: "/v1/models/scoring".into(),
-                ..Default::default()
-            }),
-            service: "scoring".into(),
-            format: pb::Format::KserveV1 as i32,
-            entity_fields: vec!["user_id".into()],
-            feature_names: pb::FeatureNames::Full as i32,
-            on_missing_entity: pb::MissingEntityPolicy::MissingReject as i32,
-            on_stale: pb::StalePolicy::StaleNull as i32,
-            on_reader_error: pb::ReaderErrorPolicy::ReaderErrorReject as i32,
+            r#match: prefix("/v1/models/scoring"),
             max_body_bytes: 1 << 20,
             max_entities: 1000,
             reader_timeout_ms: 200,
-            ..Default::default()
+            ..fixture::route("scoring", "scoring", pb::Format::KserveV1, &["user_id"])
         }],
-        ..Default::default()
+        ..fixture::snapshot()
     };
     match Config::from_snapshot(snapshot) {
         Ok(c) => c,
@@ -80,29 +57,19 @@ fn config() -> Config {
 
 /// One entity's stored vector, as `ferry materialize` writes it.
 fn stored_vector(i: usize) -> Vec<u8> {
-    use pb::value::Kind;
-    let values = |f: &dyn Fn(usize) -> Kind| -> Vec<pb::Value> {
-        (0..10).map(|j| pb::Value { kind: Some(f(j)) }).collect()
-    };
+    let values = |f: &dyn Fn(usize) -> Kind| (0..10).map(|j| Some(f(j))).collect();
     let t = NOW_US - 3_600_000_000;
-    pb::StoredVector {
-        fingerprint: FINGERPRINT,
-        views: vec![
-            pb::ViewValues {
-                event_time_us: t,
-                values: values(&|j| Kind::Int64Val((i * 31 + j) as i64)),
-            },
-            pb::ViewValues {
-                event_time_us: t,
-                values: values(&|j| Kind::StringVal(["gold", "DE", "mobile_app"][j % 3].into())),
-            },
-            pb::ViewValues {
-                event_time_us: t,
-                values: values(&|j| Kind::FloatVal(i as f32 * 0.5 + j as f32)),
-            },
+    ferry_test_support::vector::vector(
+        FINGERPRINT,
+        vec![
+            (t, values(&|j| Kind::Int64Val((i * 31 + j) as i64))),
+            (
+                t,
+                values(&|j| Kind::StringVal(["gold", "DE", "mobile_app"][j % 3].into())),
+            ),
+            (t, values(&|j| Kind::FloatVal(i as f32 * 0.5 + j as f32))),
         ],
-    }
-    .encode_to_vec()
+    )
 }
 
 fn request(batch: usize) -> Vec<u8> {
@@ -120,12 +87,7 @@ fn request(batch: usize) -> Vec<u8> {
 }
 
 fn reader_answer(batch: usize) -> Vec<u8> {
-    pb::VectorResponse {
-        results: vec![pb::LookupResult {
-            vectors: (0..batch).map(stored_vector).collect(),
-        }],
-    }
-    .encode_to_vec()
+    ferry_test_support::reader::response((0..batch).map(stored_vector).collect())
 }
 
 fn route(config: &Config) -> &Route {

@@ -8,10 +8,11 @@ mod common;
 use std::collections::HashMap;
 use std::path::Path;
 
-use common::{banking_repo, ferry, stderr, stdout, RedisServer};
+use common::{banking_repo, ferry, stderr, stdout};
 use ferry::sources::cell::{parse_timestamp_us, parse_value};
 use ferry::types::FeatureType;
 use ferry_protos::v1::{Snapshot, StoredVector, ValueType, ViewValues};
+use ferry_test_support::redis::RedisServer;
 use prost::Message as _;
 
 const USERS: u32 = 500;
@@ -213,11 +214,7 @@ async fn materialized_vectors_match_the_csv() {
 #[test]
 fn unreachable_redis_is_a_clear_error() {
     let repo = banking_repo(20);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = ferry_test_support::ports::free_port();
     let url = format!("redis://127.0.0.1:{port}");
     let out = ferry(&[
         "materialize",

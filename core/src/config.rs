@@ -740,92 +740,19 @@ fn policies(r: &pb::Route) -> Result<(OnMissing, OnStale, OnReaderError), String
     Ok((on_missing, on_stale, on_reader_error))
 }
 
-/// A small valid snapshot for the unit tests of every module.
+/// The standard snapshot of ferry-test-support as the filter holds it, for the unit tests of
+/// every module.
 #[cfg(test)]
 pub mod fixture {
     use super::*;
-
-    pub const FP: u64 = 0x1234_5678_9abc_def0;
-    pub const DAY: i64 = 86_400;
-
-    fn feature(name: &str, t: pb::ValueType, default: Option<pb::value::Kind>) -> pb::Feature {
-        pb::Feature {
-            name: name.into(),
-            r#type: t as i32,
-            default_value: default.map(|k| pb::Value { kind: Some(k) }),
-        }
-    }
-
-    pub fn snapshot() -> pb::Snapshot {
-        use pb::ValueType as T;
-        pb::Snapshot {
-            project: "banking".into(),
-            version: "v1".into(),
-            reader_cluster: "ferry_reader".into(),
-            reader_authority: "ferry-reader".into(),
-            near_cache_max_bytes: 64 << 20,
-            protected_paths: vec!["/v1/models/".into()],
-            services: vec![pb::FeatureService {
-                name: "scoring".into(),
-                fingerprint: FP,
-                entity_keys: vec![pb::EntityKey {
-                    entity: "user".into(),
-                    join_key: "user_id".into(),
-                    r#type: T::String as i32,
-                }],
-                views: vec![
-                    pb::ServiceView {
-                        name: "profile".into(),
-                        ttl_seconds: 0,
-                        features: vec![
-                            feature("age", T::Int64, Some(pb::value::Kind::Int64Val(-1))),
-                            feature("score", T::Float32, None),
-                        ],
-                    },
-                    pb::ServiceView {
-                        name: "txn".into(),
-                        ttl_seconds: DAY,
-                        features: vec![feature("count", T::Int64, None)],
-                    },
-                ],
-            }],
-            routes: vec![pb::Route {
-                name: "fraud".into(),
-                r#match: Some(pb::RouteMatch {
-                    path_prefix: "/v1/models/fraud".into(),
-                    path_exact: String::new(),
-                    ..Default::default()
-                }),
-                service: "scoring".into(),
-                format: pb::Format::KserveV1 as i32,
-                entity_fields: vec!["user_id".into()],
-                feature_names: pb::FeatureNames::Full as i32,
-                on_missing_entity: pb::MissingEntityPolicy::MissingReject as i32,
-                on_stale: pb::StalePolicy::StaleNull as i32,
-                on_reader_error: pb::ReaderErrorPolicy::ReaderErrorReject as i32,
-                max_body_bytes: 4096,
-                max_entities: 10,
-                reader_timeout_ms: 100,
-                cache_max_age_ms: 0,
-                packed: false,
-                entity_pointer: String::new(),
-                inject_pointer: String::new(),
-                features_header: String::new(),
-                max_header_bytes: 0,
-                extra_services: vec![],
-                features_encoding: 0,
-            }],
-        }
-    }
+    pub use ferry_test_support::snapshot::{snapshot, DAY, FP};
 
     pub fn config() -> Config {
         Config::from_snapshot(snapshot()).unwrap()
     }
 
     pub fn route_with(f: impl FnOnce(&mut pb::Route)) -> Config {
-        let mut s = snapshot();
-        f(&mut s.routes[0]);
-        Config::from_snapshot(s).unwrap()
+        Config::from_snapshot(ferry_test_support::snapshot::route_with(f)).unwrap()
     }
 }
 

@@ -285,30 +285,13 @@ fn degraded_headers(route: &Route, error: &FerryError) -> Vec<(&'static str, Str
 mod tests {
     use super::*;
     use crate::config::fixture::{config, route_with, FP};
-    use crate::vector::testing::vector;
-    use ferry_protos::v1::{self as pb, value::Kind, LookupResult};
+    use ferry_protos::v1::{self as pb, value::Kind};
+    use ferry_test_support::reader::response;
+    use ferry_test_support::vector::{scoring, vector, NOW_US as NOW};
     use serde_json::json;
 
-    const NOW: i64 = 1_800_000_000_000_000;
-
     fn good(age: i64) -> Vec<u8> {
-        vector(
-            FP,
-            vec![
-                (
-                    NOW,
-                    vec![Some(Kind::Int64Val(age)), Some(Kind::FloatVal(0.25))],
-                ),
-                (NOW, vec![Some(Kind::Int64Val(9))]),
-            ],
-        )
-    }
-
-    fn response(vectors: Vec<Vec<u8>>) -> Vec<u8> {
-        VectorResponse {
-            results: vec![LookupResult { vectors }],
-        }
-        .encode_to_vec()
+        scoring(NOW, Some(age), Some(0.25), Some(9))
     }
 
     type Headers = Vec<(&'static str, String)>;

@@ -544,12 +544,12 @@ mod tests {
     use super::*;
     use crate::config::fixture::{config, route_with, FP};
     use crate::host::testing::FakeHost;
-    use crate::vector::testing::vector;
-    use ferry_protos::v1::{self as pb, value::Kind, LookupResult, VectorResponse};
+    use ferry_protos::v1::{self as pb, value::Kind};
+    use ferry_test_support::snapshot::{header_format, with_merchant, MERCHANT_FP};
+    use ferry_test_support::vector::{vector, NOW_US as NOW};
+    use ferry_test_support::{reader, vector as vectors};
     use prost::Message;
     use std::collections::HashMap;
-
-    const NOW: i64 = 1_800_000_000_000_000;
 
     fn filter(c: Config, method: &str, path: &str, body: &str) -> HttpFilter<FakeHost> {
         let host = FakeHost {
@@ -572,10 +572,7 @@ mod tests {
 
     fn reader_ok(f: &HttpFilter<FakeHost>, vectors: Vec<Vec<u8>>) {
         *f.host().call_status.borrow_mut() = Some(200);
-        *f.host().call_body.borrow_mut() = VectorResponse {
-            results: vec![LookupResult { vectors }],
-        }
-        .encode_to_vec();
+        *f.host().call_body.borrow_mut() = reader::response(vectors);
     }
 
     fn sent(f: &HttpFilter<FakeHost>) -> (u16, serde_json::Value) {
@@ -908,8 +905,7 @@ mod tests {
             path_prefix: "/hdr".into(),
             ..Default::default()
         });
-        h.format = pb::Format::Header as i32;
-        h.entity_fields = vec!["x-user-id".into()];
+        header_format(&mut h);
         h.features_header = "x-features".into();
         s.routes.push(h);
         let c = Config::from_snapshot(s).unwrap();
@@ -939,16 +935,7 @@ mod tests {
     }
 
     fn good_vector(age: i64) -> Vec<u8> {
-        vector(
-            FP,
-            vec![
-                (
-                    NOW,
-                    vec![Some(Kind::Int64Val(age)), Some(Kind::FloatVal(1.5))],
-                ),
-                (NOW, vec![Some(Kind::Int64Val(2))]),
-            ],
-        )
+        vectors::scoring(NOW, Some(age), Some(1.5), Some(2))
     }
 
     /// A new stream at `now_us` on the same shared data (the near cache) as `prev`'s.
@@ -1101,10 +1088,7 @@ mod tests {
 
     #[test]
     fn header_mode_enriches_a_get_without_touching_its_body() {
-        let c = route_with(|r| {
-            r.format = pb::Format::Header as i32;
-            r.entity_fields = vec!["x-user-id".into()];
-        });
+        let c = route_with(header_format);
         let mut f = filter(c, "GET", "/v1/models/fraud", "");
         f.host().set_request_header("x-user-id", Some("u1"));
         f.host()
@@ -1129,10 +1113,7 @@ mod tests {
         );
         assert_eq!(f.host().request_header("x-ferry-status"), Some("ok".into()));
 
-        let c = route_with(|r| {
-            r.format = pb::Format::Header as i32;
-            r.entity_fields = vec!["x-user-id".into()];
-        });
+        let c = route_with(header_format);
         let mut f = filter(c, "GET", "/v1/models/fraud", "");
         assert_eq!(f.on_request_headers(true), Action::Pause);
         assert_eq!(sent(&f).0, 400, "no id header");
@@ -1140,10 +1121,7 @@ mod tests {
 
     #[test]
     fn header_mode_holds_a_body_and_trailers_until_the_features_are_written() {
-        let c = route_with(|r| {
-            r.format = pb::Format::Header as i32;
-            r.entity_fields = vec!["x-user-id".into()];
-        });
+        let c = route_with(header_format);
         let mut f = filter(c, "POST", "/v1/models/fraud", "\0\0\0\0\x05hello");
         f.host().set_request_header("x-user-id", Some("u1"));
         assert_eq!(f.on_request_headers(false), Action::Pause);
@@ -1218,43 +1196,17 @@ mod tests {
         );
     }
 
-    const FP2: u64 = 0x0fed_cba9_8765_4321;
-
     /// The fixture route, also enriching from a merchant-keyed service.
     fn two_services(cache_max_age_ms: u32) -> Config {
-        let mut s = crate::config::fixture::snapshot();
-        s.services.push(pb::FeatureService {
-            name: "merchant".into(),
-            fingerprint: FP2,
-            entity_keys: vec![pb::EntityKey {
-                entity: "merchant".into(),
-                join_key: "merchant_id".into(),
-                r#type: pb::ValueType::String as i32,
-            }],
-            views: vec![pb::ServiceView {
-                name: "mprofile".into(),
-                ttl_seconds: 0,
-                features: vec![pb::Feature {
-                    name: "risk".into(),
-                    r#type: pb::ValueType::Float32 as i32,
-                    default_value: None,
-                }],
-            }],
-        });
-        let r = &mut s.routes[0];
-        r.extra_services = vec![pb::ExtraService {
-            service: "merchant".into(),
-            entity_fields: vec!["merchant_id".into()],
-        }];
-        r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32;
-        r.cache_max_age_ms = cache_max_age_ms;
+        let mut s = with_merchant(pb::ValueType::String);
+        s.routes[0].cache_max_age_ms = cache_max_age_ms;
         Config::from_snapshot(s).unwrap()
     }
 
     const PAIR_BODY: &str = r#"{"instances":[{"user_id":"u1","merchant_id":"m1"},{"user_id":"u2","merchant_id":"m2"}]}"#;
 
     fn merchant_vector(risk: f32) -> Vec<u8> {
-        vector(FP2, vec![(NOW, vec![Some(Kind::FloatVal(risk))])])
+        vectors::merchant(NOW, risk)
     }
 
     #[test]
@@ -1274,21 +1226,18 @@ mod tests {
             lookups,
             [
                 ("scoring", FP, vec!["u1".to_string(), "u2".to_string()]),
-                ("merchant", FP2, vec!["m1".to_string(), "m2".to_string()]),
+                (
+                    "merchant",
+                    MERCHANT_FP,
+                    vec!["m1".to_string(), "m2".to_string()]
+                ),
             ]
         );
         *f.host().call_status.borrow_mut() = Some(200);
-        *f.host().call_body.borrow_mut() = VectorResponse {
-            results: vec![
-                LookupResult {
-                    vectors: vec![good_vector(30), good_vector(40)],
-                },
-                LookupResult {
-                    vectors: vec![merchant_vector(0.25), Vec::new()],
-                },
-            ],
-        }
-        .encode_to_vec();
+        *f.host().call_body.borrow_mut() = reader::responses(vec![
+            vec![good_vector(30), good_vector(40)],
+            vec![merchant_vector(0.25), Vec::new()],
+        ]);
         let n = f.host().call_body.borrow().len();
         f.on_call_response(7, 3, n);
         assert!(*f.host().resumed.borrow(), "{:?}", f.host().sent.borrow());
@@ -1336,17 +1285,10 @@ mod tests {
         f.on_request_headers(false);
         f.on_request_body(PAIR_BODY.len(), true);
         *f.host().call_status.borrow_mut() = Some(200);
-        *f.host().call_body.borrow_mut() = VectorResponse {
-            results: vec![
-                LookupResult {
-                    vectors: vec![good_vector(30), good_vector(40)],
-                },
-                LookupResult {
-                    vectors: vec![merchant_vector(0.25), merchant_vector(0.5)],
-                },
-            ],
-        }
-        .encode_to_vec();
+        *f.host().call_body.borrow_mut() = reader::responses(vec![
+            vec![good_vector(30), good_vector(40)],
+            vec![merchant_vector(0.25), merchant_vector(0.5)],
+        ]);
         let n = f.host().call_body.borrow().len();
         f.on_call_response(7, 3, n);
         // Same users, one new merchant: only that merchant is asked for.
@@ -1360,12 +1302,7 @@ mod tests {
         assert_eq!(req.lookups[0].service, "merchant");
         assert_eq!(req.lookups[0].entity_keys, ["m9"]);
         *g.host().call_status.borrow_mut() = Some(200);
-        *g.host().call_body.borrow_mut() = VectorResponse {
-            results: vec![LookupResult {
-                vectors: vec![merchant_vector(0.75)],
-            }],
-        }
-        .encode_to_vec();
+        *g.host().call_body.borrow_mut() = reader::response(vec![merchant_vector(0.75)]);
         let n = g.host().call_body.borrow().len();
         g.on_call_response(7, 3, n);
         let out: serde_json::Value = serde_json::from_slice(&g.host().body.borrow()).unwrap();

@@ -125,37 +125,14 @@ pub fn decode(
     Ok(out)
 }
 
-/// Builders of stored vectors for tests of this crate.
-#[cfg(test)]
-pub mod testing {
-    use ferry_protos::v1::{value::Kind, StoredVector, Value, ViewValues};
-    use prost::Message;
-
-    pub fn vector(fp: u64, views: Vec<(i64, Vec<Option<Kind>>)>) -> Vec<u8> {
-        StoredVector {
-            fingerprint: fp,
-            views: views
-                .into_iter()
-                .map(|(t, vals)| ViewValues {
-                    event_time_us: t,
-                    values: vals.into_iter().map(|kind| Value { kind }).collect(),
-                })
-                .collect(),
-        }
-        .encode_to_vec()
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::testing::vector;
     use super::*;
-    use crate::config::fixture::{config, DAY, FP};
+    use crate::config::fixture::{config, FP};
     use ferry_protos::v1::value::Kind;
+    use ferry_test_support::snapshot::DAY_US;
+    use ferry_test_support::vector::{vector, NOW_US as NOW};
     use serde_json::{json, Value as Json};
-
-    const NOW: i64 = 1_800_000_000_000_000;
-    const DAY_US: i64 = DAY * 1_000_000;
 
     fn json_of(f: &EntityFeatures) -> Vec<Json> {
         f.values.iter().map(values::to_json).collect()

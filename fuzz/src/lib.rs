@@ -17,37 +17,14 @@ use ferry_core::config::{Config, Route};
 use ferry_core::error::FerryError;
 use ferry_core::vector::{EntityFeatures, FeatureStatus};
 use ferry_protos::v1::{self as pb, value::Kind, ValueType};
+use ferry_test_support::snapshot::{self as fixture, feature, key, view};
 use serde_json::Value as Json;
 
-pub const FP: u64 = 0x1234_5678_9abc_def0;
+pub use ferry_test_support::snapshot::FP;
+/// The clock the targets judge TTLs at: 2027-01-15T08:00:00Z.
+pub use ferry_test_support::vector::NOW_US;
 pub const FP_NUMERIC: u64 = 0x0fed_cba9_8765_4321;
 pub const FP_PAIR: u64 = 0x1111_2222_3333_4444;
-/// The clock the targets judge TTLs at: 2027-01-15T08:00:00Z.
-pub const NOW_US: i64 = 1_800_000_000_000_000;
-
-fn feature(name: &str, t: ValueType, default: Option<Kind>) -> pb::Feature {
-    pb::Feature {
-        name: name.into(),
-        r#type: t as i32,
-        default_value: default.map(|k| pb::Value { kind: Some(k) }),
-    }
-}
-
-fn view(name: &str, ttl_seconds: i64, features: Vec<pb::Feature>) -> pb::ServiceView {
-    pb::ServiceView {
-        name: name.into(),
-        ttl_seconds,
-        features,
-    }
-}
-
-fn key(join_key: &str, t: ValueType) -> pb::EntityKey {
-    pb::EntityKey {
-        entity: join_key.trim_end_matches("_id").into(),
-        join_key: join_key.into(),
-        r#type: t as i32,
-    }
-}
 
 /// Protected prefix of the snapshot, under which every route lives.
 pub const PROTECTED: &str = "/protected/";
@@ -55,23 +32,10 @@ pub const PROTECTED: &str = "/protected/";
 /// A route on `/protected/NAME/`, strict policies, generous limits.
 pub fn route(name: &str, service: &str, format: pb::Format, fields: &[&str]) -> pb::Route {
     pb::Route {
-        name: name.into(),
-        r#match: Some(pb::RouteMatch {
-            path_prefix: format!("{PROTECTED}{name}/"),
-            path_exact: String::new(),
-            ..Default::default()
-        }),
-        service: service.into(),
-        format: format as i32,
-        entity_fields: fields.iter().map(|f| f.to_string()).collect(),
-        feature_names: pb::FeatureNames::Full as i32,
-        on_missing_entity: pb::MissingEntityPolicy::MissingReject as i32,
-        on_stale: pb::StalePolicy::StaleNull as i32,
-        on_reader_error: pb::ReaderErrorPolicy::ReaderErrorReject as i32,
+        r#match: fixture::prefix(&format!("{PROTECTED}{name}/")),
         max_body_bytes: 1 << 20,
         max_entities: 64,
-        reader_timeout_ms: 100,
-        ..Default::default()
+        ..fixture::route(name, service, format, fields)
     }
 }
 
@@ -83,39 +47,24 @@ pub fn route(name: &str, service: &str, format: pb::Format, fields: &[&str]) -> 
 /// KServe v1). Every route is under the protected prefix.
 pub fn snapshot() -> pb::Snapshot {
     use ValueType as T;
-    let scoring = pb::FeatureService {
-        name: "scoring".into(),
-        fingerprint: FP,
-        entity_keys: vec![key("user_id", T::String)],
-        views: vec![
-            view(
-                "profile",
-                0,
-                vec![
-                    feature("age", T::Int64, Some(Kind::Int64Val(-1))),
-                    feature("score", T::Float32, None),
-                    feature("tier", T::String, Some(Kind::StringVal("none".into()))),
-                    feature("verified", T::Bool, None),
-                ],
-            ),
-            view(
-                "txn",
-                86_400,
-                vec![
-                    feature("count", T::Int32, None),
-                    feature("sum", T::Float64, None),
-                ],
-            ),
-            view(
-                "user_embedding",
-                0,
-                vec![
-                    feature("embedding", T::Float32List, None),
-                    feature("raw", T::Bytes, None),
-                ],
-            ),
+    // The standard `scoring` with a feature of every other value type (its `count` is the
+    // int32 one).
+    let mut scoring = fixture::scoring();
+    scoring.views[0].features.extend([
+        feature("tier", T::String, Some(Kind::StringVal("none".into()))),
+        feature("verified", T::Bool, None),
+    ]);
+    let txn = &mut scoring.views[1];
+    txn.features[0].r#type = T::Int32 as i32;
+    txn.features.push(feature("sum", T::Float64, None));
+    scoring.views.push(view(
+        "user_embedding",
+        0,
+        vec![
+            feature("embedding", T::Float32List, None),
+            feature("raw", T::Bytes, None),
         ],
-    };
+    ));
     let numeric = pb::FeatureService {
         name: "numeric".into(),
         fingerprint: FP_NUMERIC,
@@ -218,13 +167,11 @@ pub fn snapshot() -> pb::Snapshot {
     }
     pb::Snapshot {
         project: "fuzz".into(),
-        version: "v1".into(),
-        reader_cluster: "ferry_reader".into(),
-        reader_authority: "ferry-reader".into(),
         near_cache_max_bytes: 1 << 20,
         protected_paths: vec![PROTECTED.into()],
         services: vec![scoring, numeric, pair],
         routes,
+        ..fixture::snapshot()
     }
 }
 

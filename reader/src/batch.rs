@@ -155,21 +155,7 @@ fn estimate_bytes(request: &VectorRequest) -> usize {
 mod tests {
     use super::*;
     use ferry_protos::limits::{MAX_JOIN_KEYS, MAX_KEY_PART_BYTES};
-    use ferry_protos::v1::Lookup;
-
-    fn request(project: &str, lookups: &[(&str, u64, &[&str])]) -> VectorRequest {
-        VectorRequest {
-            project: project.into(),
-            lookups: lookups
-                .iter()
-                .map(|(service, fingerprint, keys)| Lookup {
-                    service: (*service).into(),
-                    fingerprint: *fingerprint,
-                    entity_keys: keys.iter().map(|k| (*k).into()).collect(),
-                })
-                .collect(),
-        }
-    }
+    use ferry_test_support::reader::request;
 
     fn args(batch: &Batch) -> Vec<String> {
         batch

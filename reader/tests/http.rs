@@ -24,8 +24,9 @@ async fn setup(config: impl FnOnce(&mut Config)) -> (RedisServer, ReaderServer) 
 }
 
 async fn seed(redis: &RedisServer) {
-    redis
-        .set(&[
+    set(
+        redis,
+        &[
             (redis_key("bank", "scoring", 0xab, "u1"), b"vec-u1".to_vec()),
             (redis_key("bank", "scoring", 0xab, "u3"), b"vec-u3".to_vec()),
             (
@@ -37,8 +38,9 @@ async fn seed(redis: &RedisServer) {
                 redis_key("bank", "scoring", 0xac, "u2"),
                 b"old-schema".to_vec(),
             ),
-        ])
-        .await;
+        ],
+    )
+    .await;
 }
 
 fn two_lookups() -> ferry_protos::v1::VectorRequest {
@@ -309,7 +311,7 @@ async fn a_slow_redis_is_504_redis_timeout() {
     let client = http1_client();
     let url = reader.url(READER_PATH);
     assert_two_lookups(&post(&client, &url, &two_lookups()).await);
-    let mut admin = redis.connection().await;
+    let mut admin = connection(&redis).await;
     redis::cmd("CLIENT")
         .arg("PAUSE")
         .arg(400)

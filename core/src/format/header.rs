@@ -182,18 +182,18 @@ mod tests {
         };
         super::render(r, (features_header, max_header_bytes, encoding), f)
     }
-    use crate::config::fixture::snapshot;
+    use crate::config::fixture::route_with;
     use crate::config::Config;
     use crate::vector::FeatureStatus;
     use ferry_protos::v1 as pb;
+    use ferry_test_support::snapshot::header_format;
     use serde_json::json;
 
     fn header_route(limit: u32) -> Config {
-        let mut s = snapshot();
-        s.routes[0].format = pb::Format::Header as i32;
-        s.routes[0].entity_fields = vec!["x-user-id".into()];
-        s.routes[0].max_header_bytes = limit;
-        Config::from_snapshot(s).unwrap()
+        route_with(|r| {
+            header_format(r);
+            r.max_header_bytes = limit;
+        })
     }
 
     #[test]
@@ -268,12 +268,10 @@ mod tests {
 
     #[test]
     fn features_can_be_a_base64_protobuf() {
-        let mut snap = snapshot();
-        let r = &mut snap.routes[0];
-        r.format = pb::Format::Header as i32;
-        r.entity_fields = vec!["x-user-id".into()];
-        r.features_encoding = pb::FeaturesEncoding::ProtobufBase64 as i32;
-        let c = Config::from_snapshot(snap).unwrap();
+        let c = route_with(|r| {
+            header_format(r);
+            r.features_encoding = pb::FeaturesEncoding::ProtobufBase64 as i32;
+        });
         let r = &c.routes[0];
         let f = EntityFeatures {
             values: crate::values::fvs(&[json!(1), json!("é\r\n"), Json::Null]),
@@ -312,13 +310,11 @@ mod tests {
             ]
         );
 
-        let mut snap = snapshot();
-        let r = &mut snap.routes[0];
-        r.format = pb::Format::Header as i32;
-        r.entity_fields = vec!["x-user-id".into()];
-        r.features_encoding = pb::FeaturesEncoding::ProtobufBase64 as i32;
-        r.max_header_bytes = 16;
-        let c = Config::from_snapshot(snap).unwrap();
+        let c = route_with(|r| {
+            header_format(r);
+            r.features_encoding = pb::FeaturesEncoding::ProtobufBase64 as i32;
+            r.max_header_bytes = 16;
+        });
         let f = EntityFeatures {
             values: crate::values::fvs(&[json!(1), json!(2), json!(3)]),
             statuses: vec![FeatureStatus::Present; 3],

@@ -1,19 +1,17 @@
-//! Test harness: a real `redis-server` on a free loopback port (killed on drop), the reader on
-//! `127.0.0.1:0`, and a small real HTTP client.
+//! Test harness: a real `redis-server` (ferry-test-support's) and a client to seed it, the reader
+//! on `127.0.0.1:0`, and a small real HTTP client.
 
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener as StdListener, TcpStream};
+use std::net::SocketAddr;
 use std::pin::Pin;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
-use ferry_protos::v1::{Lookup, VectorRequest, VectorResponse};
+use ferry_protos::v1::{VectorRequest, VectorResponse};
 use ferry_reader::{Config, Reader};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame};
@@ -25,97 +23,28 @@ use prost::Message;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-/// A throwaway Redis: no persistence, its own temp dir, killed on drop.
-pub struct RedisServer {
-    pub port: u16,
-    dir: tempfile::TempDir,
-    child: Option<Child>,
-}
+pub use ferry_test_support::reader::request;
+pub use ferry_test_support::redis::RedisServer;
 
-impl RedisServer {
-    pub fn start() -> Self {
-        let port = StdListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut server = Self {
-            port,
-            dir: tempfile::tempdir().unwrap(),
-            child: None,
-        };
-        server.restart();
-        server
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    /// (Re)starts Redis on the same port and waits until it answers PING.
-    pub fn restart(&mut self) {
-        self.stop();
-        let child = Command::new("/usr/bin/redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .current_dir(self.dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed at /usr/bin/redis-server");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.answers_ping() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("redis-server on port {} did not come up", self.port);
-    }
-
-    pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    fn answers_ping(&self) -> bool {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-        let mut buf = [0u8; 7];
-        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
-    }
-
-    /// Writes raw values under raw keys.
-    pub async fn set(&self, pairs: &[(String, Vec<u8>)]) {
-        let mut conn = self.connection().await;
-        for (k, v) in pairs {
-            redis::cmd("SET")
-                .arg(k)
-                .arg(v.as_slice())
-                .query_async::<()>(&mut conn)
-                .await
-                .unwrap();
-        }
-    }
-
-    pub async fn connection(&self) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(self.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
+/// Writes raw values under raw keys.
+pub async fn set(redis: &RedisServer, pairs: &[(String, Vec<u8>)]) {
+    let mut conn = connection(redis).await;
+    for (k, v) in pairs {
+        redis::cmd("SET")
+            .arg(k)
+            .arg(v.as_slice())
+            .query_async::<()>(&mut conn)
             .await
-            .unwrap()
+            .unwrap();
     }
 }
 
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.stop();
-    }
+pub async fn connection(redis: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
 }
 
 /// The reader served inside the test, on 127.0.0.1:0.
@@ -225,20 +154,6 @@ pub async fn get(client: &HttpClient, url: &str) -> Answer {
 
 pub async fn post(client: &HttpClient, url: &str, request: &VectorRequest) -> Answer {
     send(client, Method::POST, url, request.encode_to_vec()).await
-}
-
-pub fn request(project: &str, lookups: &[(&str, u64, &[&str])]) -> VectorRequest {
-    VectorRequest {
-        project: project.into(),
-        lookups: lookups
-            .iter()
-            .map(|(service, fingerprint, keys)| Lookup {
-                service: (*service).into(),
-                fingerprint: *fingerprint,
-                entity_keys: keys.iter().map(|k| (*k).to_string()).collect(),
-            })
-            .collect(),
-    }
 }
 
 /// A body sent in chunks with no declared length (chunked transfer encoding on HTTP/1.1).

@@ -14,6 +14,7 @@ use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use control_plane::ControlPlane;
+pub use ferry_test_support::redis::RedisServer;
 pub use process::{free_port, Proc};
 
 pub fn root() -> PathBuf {
@@ -81,39 +82,6 @@ pub fn now_rfc3339() -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-pub struct Redis {
-    pub port: u16,
-    pub proc: Proc,
-}
-
-impl Redis {
-    pub fn start(dir: &Path, port: u16) -> Redis {
-        let mut cmd = Command::new("redis-server");
-        cmd.args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .current_dir(dir);
-        let proc = Proc::start("redis", cmd, dir);
-        process::wait_until(
-            Duration::from_secs(10),
-            || process::redis_ping(port),
-            "redis PING",
-        );
-        Redis { port, proc }
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-}
-
 /// What to change in the example repo for one test.
 #[derive(Default)]
 pub struct Options {
@@ -126,7 +94,7 @@ pub struct Options {
 pub struct Stack {
     pub dir: tempfile::TempDir,
     pub repo: PathBuf,
-    pub redis: Redis,
+    pub redis: RedisServer,
     pub reader: Proc,
     pub reader_port: u16,
     pub model: Proc,
@@ -162,7 +130,7 @@ impl Stack {
         let dir = tempfile::tempdir().expect("tempdir");
         let repo = example_repo(dir.path(), &opts, edit);
 
-        let redis = Redis::start(dir.path(), free_port());
+        let redis = RedisServer::start();
         run(Command::new(bin("ferry"))
             .arg("materialize")
             .arg(&repo)
@@ -312,7 +280,7 @@ impl Stack {
     }
 
     pub fn restart_redis(&mut self) {
-        self.redis = Redis::start(self.dir.path(), self.redis.port);
+        self.redis.restart();
     }
 
     /// The example data as written by the generator: latest row per user per view.
@@ -325,21 +293,11 @@ impl Stack {
 /// and generated data anchored now.
 pub fn example_repo(dir: &Path, opts: &Options, edit: impl FnOnce(String) -> String) -> PathBuf {
     let repo = dir.join("repo");
-    std::fs::create_dir_all(&repo).expect("mkdir");
-    let example = root().join("examples/banking");
-    let mut yaml = std::fs::read_to_string(example.join("ferry.yaml")).expect("example ferry.yaml");
-    yaml.push_str(opts.extra_routes);
-    std::fs::write(repo.join("ferry.yaml"), edit(yaml)).expect("write ferry.yaml");
-    run(Command::new("python3")
-        .arg(example.join("generate_data.py"))
-        .args([
-            "--entities",
-            &opts.entities.unwrap_or(10_000).to_string(),
-            "--anchor",
-            &now_rfc3339(),
-            "--out",
-        ])
-        .arg(repo.join("data")));
+    let entities = opts.entities.unwrap_or(10_000);
+    ferry_test_support::example::banking_repo(&repo, entities, &now_rfc3339(), |mut yaml| {
+        yaml.push_str(opts.extra_routes);
+        edit(yaml)
+    });
     repo
 }
 

@@ -1,10 +1,11 @@
 //! Child processes that die with the test, and small waits on loopback.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+pub use ferry_test_support::ports::free_port;
 
 /// A child process, killed on drop. Its output goes to `<dir>/<name>.log`.
 pub struct Proc {
@@ -59,26 +60,8 @@ impl Drop for Proc {
     }
 }
 
-/// A port that was free a moment ago (bind :0, read it, release it).
-pub fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().expect("addr").port()
-}
-
 pub fn tcp_open(port: u16) -> bool {
     TcpStream::connect(("127.0.0.1", port)).is_ok()
-}
-
-pub fn redis_ping(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    let mut buf = [0u8; 16];
-    s.write_all(b"PING\r\n").is_ok()
-        && s.read(&mut buf)
-            .map(|n| buf[..n].starts_with(b"+PONG"))
-            .unwrap_or(false)
 }
 
 pub fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool, what: &str) {

@@ -12,7 +12,7 @@ use ferry_integration_tests::data::{same, Source, VIEWS};
 use ferry_integration_tests::http::{get_ok, post};
 use ferry_integration_tests::process::{tcp_open, wait_until};
 use ferry_integration_tests::{
-    bin, envoy_bin, example_repo, free_port, root, run, ControlPlane, Options, Proc, Redis,
+    bin, envoy_bin, example_repo, free_port, root, run, ControlPlane, Options, Proc, RedisServer,
 };
 use serde_json::json;
 
@@ -154,7 +154,7 @@ async fn the_docker_bootstrap_enriches_a_request() {
         },
         |y| y,
     );
-    let redis = Redis::start(dir.path(), free_port());
+    let redis = RedisServer::start();
     // What the compose `init` service runs (after generating the data).
     run(Command::new(bin("ferry"))
         .arg("apply")

@@ -362,7 +362,7 @@ async fn reader_down_fails_closed_or_open_and_recovers() {
 async fn redis_down_is_a_503_and_recovery_needs_no_restart() {
     let mut stack = stack(100);
     let users = vec![user(2)];
-    stack.redis.proc.kill();
+    stack.redis.stop();
     let (s, code, _) = error_of(&post(stack.listen_port, STRICT, instances(&users)).await);
     assert_eq!((s, code.as_str()), (503, "redis_unavailable"));
 

@@ -5,10 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../../../fuzz/src/lib.rs"]
-#[allow(dead_code)]
-mod ferry_fuzz;
-
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 

@@ -4,6 +4,7 @@
 //! model. Policies: `format_policies`.
 
 use ferry_protos::v1 as pb;
+use ferry_test_support::snapshot::{header_format, key, prefix};
 use ferry_wasm_host::{Action, Host, Stream};
 use serde_json::{json, Value as Json};
 
@@ -13,13 +14,8 @@ pub const HEADER_PATH: &str = "/grpc/fraud.Scorer/Score";
 
 /// The fixture's route in header mode on `/grpc/fraud`, id in `x-user-id`.
 pub fn header_route(r: &mut pb::Route) {
-    r.format = pb::Format::Header as i32;
-    r.r#match = Some(pb::RouteMatch {
-        path_prefix: "/grpc/fraud".into(),
-        path_exact: String::new(),
-        ..Default::default()
-    });
-    r.entity_fields = vec!["x-user-id".into()];
+    header_format(r);
+    r.r#match = prefix("/grpc/fraud");
 }
 
 pub fn get_headers(extra: &[(&str, &[u8])]) -> Vec<(String, Vec<u8>)> {
@@ -149,11 +145,9 @@ fn header_mode_enriches_any_method_and_leaves_the_body_alone() {
 #[test]
 fn header_mode_int64_and_composite_ids_from_headers() {
     let mut snap = snapshot_with(header_route);
-    snap.services[0].entity_keys.push(pb::EntityKey {
-        entity: "merchant".into(),
-        join_key: "merchant_id".into(),
-        r#type: pb::ValueType::Int64 as i32,
-    });
+    snap.services[0]
+        .entity_keys
+        .push(key("merchant_id", pb::ValueType::Int64));
     snap.routes[0].entity_fields = vec!["x-user-id".into(), "x-merchant".into()];
     let host = host_with(&snap);
     let sep = ferry_protos::ENTITY_KEY_SEPARATOR;

@@ -4,6 +4,7 @@
 //! the metadata goes to the document's `ferry` field. Policies: `format_policies`.
 
 use ferry_protos::v1 as pb;
+use ferry_test_support::snapshot::key;
 use ferry_wasm_host::{Action, Host, Stream};
 use prost::Message;
 use serde_json::{json, Value as Json};
@@ -170,11 +171,9 @@ fn json_array_at_the_root_is_enriched_without_metadata() {
 #[test]
 fn json_composite_entity_keys_from_two_fields() {
     let mut snap = snapshot_with(json_route("/users", "/features"));
-    snap.services[0].entity_keys.push(pb::EntityKey {
-        entity: "merchant".into(),
-        join_key: "merchant_id".into(),
-        r#type: pb::ValueType::Int64 as i32,
-    });
+    snap.services[0]
+        .entity_keys
+        .push(key("merchant_id", pb::ValueType::Int64));
     snap.routes[0].entity_fields = vec!["uid".into(), "merchant".into()];
     let host = host_with(&snap);
     let body = json!({"users": [{"uid": "u1", "merchant": 42}, {"uid": "u2", "merchant": -7}]});

@@ -4,6 +4,8 @@
 
 use base64::Engine;
 use ferry_protos::v1::{self as pb, value::Kind};
+use ferry_test_support::snapshot::with_merchant;
+use ferry_test_support::{reader, vector};
 use ferry_wasm_host::Action;
 use prost::Message;
 
@@ -106,34 +108,9 @@ fn routes_are_chosen_by_host_header_and_route_metadata() {
     assert_clean(&host);
 }
 
-const FP2: u64 = 0x0fed_cba9_8765_4321;
-
 #[test]
 fn one_reader_call_serves_two_services() {
-    let mut snap = snapshot();
-    snap.services.push(pb::FeatureService {
-        name: "merchant".into(),
-        fingerprint: FP2,
-        entity_keys: vec![pb::EntityKey {
-            entity: "merchant".into(),
-            join_key: "merchant_id".into(),
-            r#type: pb::ValueType::Int64 as i32,
-        }],
-        views: vec![pb::ServiceView {
-            name: "mprofile".into(),
-            ttl_seconds: 0,
-            features: vec![pb::Feature {
-                name: "risk".into(),
-                r#type: pb::ValueType::Float32 as i32,
-                default_value: None,
-            }],
-        }],
-    });
-    snap.routes[0].extra_services = vec![pb::ExtraService {
-        service: "merchant".into(),
-        entity_fields: vec!["merchant_id".into()],
-    }];
-    snap.routes[0].on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32;
+    let snap = with_merchant(pb::ValueType::Int64);
     let host = host_with(&snap);
     let s = host.stream();
     let body =
@@ -159,18 +136,11 @@ fn one_reader_call_serves_two_services() {
             ),
         ]
     );
-    let merchant = vector(FP2, vec![(NOW_US, vec![Some(Kind::FloatVal(0.5))])]);
-    let answer = pb::VectorResponse {
-        results: vec![
-            pb::LookupResult {
-                vectors: vec![good_vector(30, NOW_US), Vec::new()],
-            },
-            pb::LookupResult {
-                vectors: vec![merchant, Vec::new()],
-            },
-        ],
-    };
-    s.call_response(call.token, &[(":status", "200")], &answer.encode_to_vec());
+    let answer = reader::responses(vec![
+        vec![good_vector(30, NOW_US), Vec::new()],
+        vec![vector::merchant(NOW_US, 0.5), Vec::new()],
+    ]);
+    s.call_response(call.token, &[(":status", "200")], &answer);
     assert!(s.resumed(), "log:\n{}", host.log_text());
     let out = body_json(&s);
     let i = &out["instances"];

@@ -1,0 +1,24 @@
+//! Ferry's test fixtures, written once for the unit tests of every crate, the ABI tests, the
+//! benches and the fuzz targets. Each module builds one kind of thing:
+//!
+//! - [`snapshot`]: registry snapshots (`ferry_protos::v1::Snapshot`) the filter accepts: the
+//!   standard `scoring` service and `fraud` route, a merchant-keyed second service, builders
+//!   for crates that need more services or routes;
+//! - [`vector`]: stored vectors, as `ferry materialize` writes them to Redis;
+//! - [`reader`]: the reader's request and answer;
+//! - [`redis`]: a throwaway `redis-server` on a free loopback port;
+//! - [`ports`]: free loopback ports;
+//! - [`example`]: the banking example as a feature repo with generated data.
+//!
+//! It depends on `ferry-protos` only (not on `ferry-core`, which dev-depends on it): a test
+//! that needs the filter's typed `Config` builds it from [`snapshot::snapshot`].
+
+// A fixture that cannot be built is a broken test: panicking with the reason is its job.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod example;
+pub mod ports;
+pub mod reader;
+pub mod redis;
+pub mod snapshot;
+pub mod vector;
