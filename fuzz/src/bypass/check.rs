@@ -297,57 +297,6 @@ pub fn check_enriched_body(route: &Route, want: &Expected, doc: &Json) {
     }
 }
 
-/// The Ferry-owned places present in a body Ferry did not enrich (there must be none).
-pub fn owned_places(route: &Route, doc: &Json) -> Vec<String> {
-    let mut out = Vec::new();
-    let names = |obj: &Json, at: &str, out: &mut Vec<String>| {
-        for name in &route.output_names {
-            if let Some(v) = obj.get(name) {
-                out.push(format!("{at}.{name} = {v}"));
-            }
-        }
-    };
-    match &route.format {
-        Format::KserveV1 => {
-            if let Some(Json::Array(instances)) = doc.get("instances") {
-                for (i, inst) in instances.iter().enumerate() {
-                    names(inst, &format!("instances[{i}]"), &mut out);
-                }
-            }
-        }
-        Format::KserveV2 { .. } => {
-            if let Some(Json::Array(inputs)) = doc.get("inputs") {
-                for t in inputs {
-                    let name = t["name"].as_str().unwrap_or("");
-                    if name == PACKED_TENSOR || route.output_names.iter().any(|o| o == name) {
-                        out.push(format!("input tensor {name} = {}", t["data"]));
-                    }
-                }
-            }
-            for p in ["ferry_service", "ferry_fingerprint", "ferry_statuses"] {
-                if let Some(v) = doc["parameters"].get(p) {
-                    out.push(format!("parameters.{p} = {v}"));
-                }
-            }
-            return out;
-        }
-        Format::Json { inject_pointer, .. } => {
-            for (i, obj) in json_entities(route, doc).into_iter().enumerate() {
-                if inject_pointer.is_empty() {
-                    names(obj, &format!("entity {i}"), &mut out);
-                } else if let Some(v) = obj.pointer(inject_pointer) {
-                    out.push(format!("entity {i}'s {inject_pointer} = {v}"));
-                }
-            }
-        }
-        Format::Header { .. } => return out,
-    }
-    if let Some(v) = doc.get("ferry") {
-        out.push(format!("ferry = {v}"));
-    }
-    out
-}
-
 /// One id as the filter turns it into a key part (strings as they are, integers in decimal).
 fn id_text(v: &Json, int: bool) -> String {
     match (v, int) {

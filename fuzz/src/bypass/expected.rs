@@ -102,6 +102,28 @@ pub fn expected(route: &Route, answer: &Answer) -> Result<Expected, String> {
     })
 }
 
+/// What a degraded forward (`on_reader_error: forward` after a reader failure) writes for
+/// `entities` entities: every feature null, or its default under `on_missing_entity: default`,
+/// each NOT_FOUND.
+pub fn degraded(route: &Route, entities: usize) -> Expected {
+    let value = |f: &ferry_core::config::Feature| match route.on_missing {
+        OnMissing::Default => f.default.clone(),
+        _ => None,
+    };
+    let entities = (0..entities)
+        .map(|_| Entity {
+            values: route.features().map(value).collect(),
+            statuses: vec![FeatureStatus::NotFound; route.feature_count],
+        })
+        .collect();
+    Expected {
+        entities,
+        keys: 0,
+        missing: 0,
+        stale: 0,
+    }
+}
+
 fn number(f: f64) -> Json {
     serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number)
 }

@@ -253,21 +253,6 @@ impl<'a> Run<'a> {
     }
 }
 
-/// Filter bugs this target found, reported and not fixed yet. While a flag is true the check
-/// it names is skipped, so that the target can look for other bugs; the input that shows it is
-/// in fuzz/regressions/bypass/. Set it to false once the filter is fixed.
-mod known {
-    /// `on_reader_error: forward` forwards the client's body as it came: whatever the client
-    /// put under the route's feature names (and `ferry`) reaches the model, beside
-    /// `x-ferry-status: degraded` (regressions/bypass/degraded_forward_keeps_forged_fields).
-    pub const DEGRADED_BODY_KEEPS_CLIENT_FIELDS: bool = true;
-    /// A 4xx from the reader cluster without the reader's JSON error (Envoy's own 400/413/431,
-    /// a proxy in between) is `reader_error`, a reader failure, and `on_reader_error: forward`
-    /// forwards the request; only a 4xx with the reader's code is `reader_rejected`
-    /// (regressions/bypass/reader_4xx_without_code_fails_open).
-    pub const READER_4XX_WITHOUT_CODE_FAILS_OPEN: bool = true;
-}
-
 /// A scenario in words, to read a crash report.
 fn context(sc: &Scenario) -> String {
     format!(

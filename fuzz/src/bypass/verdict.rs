@@ -9,7 +9,7 @@ use super::check::{self, assert_owned_headers, owned_header, Headers};
 use super::expected;
 use super::reader::Answer;
 use super::scenario::{Expect, ReaderPlan};
-use super::{known, Delivered, Run, BODY_METHODS, READER_FAILURES};
+use super::{Delivered, Run, BODY_METHODS, READER_FAILURES};
 
 impl Run<'_> {
     pub(super) fn check(&self) {
@@ -115,10 +115,8 @@ impl Run<'_> {
                 Ok(want) => self.check_enriched(r, &want, answer),
             },
             Some(Delivered::Failure(plan)) => {
-                let known = known::READER_4XX_WITHOUT_CODE_FAILS_OPEN
-                    && matches!(plan, ReaderPlan::Status(400..=499, None));
                 assert!(
-                    plan.may_fail_open() || known,
+                    plan.may_fail_open(),
                     "forwarded after the reader's {plan:?} (a refusal or an unusable answer)"
                 );
                 assert!(
@@ -176,6 +174,8 @@ impl Run<'_> {
         assert_owned_headers(self.config, &self.up.headers, &summary, &checked);
     }
 
+    /// Forwarded under `on_reader_error: forward` after a reader failure: every feature null
+    /// (or its default) with NOT_FOUND, never what the client sent under Ferry's names.
     fn check_degraded(&self, r: usize) {
         let route = &self.config.routes[r];
         let code = self
@@ -189,26 +189,40 @@ impl Run<'_> {
             READER_FAILURES.contains(&code.as_str()),
             "x-ferry-error {code:?}"
         );
-        let want = vec![
+        let summary = vec![
             ("x-ferry-service".to_string(), route.services_label.clone()),
             ("x-ferry-status".to_string(), "degraded".to_string()),
             ("x-ferry-error".to_string(), code),
         ];
-        assert_owned_headers(self.config, &self.up.headers, &want, &[]);
-        if matches!(route.format, Format::Header { .. }) {
+        let Format::Header {
+            features_header,
+            encoding,
+            ..
+        } = &route.format
+        else {
+            assert_owned_headers(self.config, &self.up.headers, &summary, &[]);
+            self.assert_content_length();
+            let doc = check::parse_body(&self.up.body);
+            let seen = check::model_keys(route, &self.up.headers, &doc);
+            let want = expected::degraded(route, seen.len() / route.keys_per_entity());
+            check::check_enriched_body(route, &want, &doc);
             return;
+        };
+        let want = expected::degraded(route, 1);
+        let features = |v: &str| check::check_features_header(route, &want, v);
+        let statuses = want.entities[0].statuses(route);
+        let status = |v: &str| {
+            let got: Json = serde_json::from_str(v).unwrap_or(Json::Null);
+            assert!(
+                expected::same(&got, &statuses),
+                "{STATUS_HEADER}: {v}, want {statuses}"
+            );
+        };
+        let mut checked: Vec<check::ValueCheck<'_>> = vec![(features_header, &features)];
+        if *encoding == HeaderEncoding::Json {
+            checked.push((STATUS_HEADER, &status));
         }
-        self.assert_content_length();
-        let doc: Json = serde_json::from_slice(&self.up.body).unwrap_or(Json::Null);
-        let forged = check::owned_places(route, &doc);
-        if !forged.is_empty() && known::DEGRADED_BODY_KEEPS_CLIENT_FIELDS {
-            return;
-        }
-        assert!(
-            forged.is_empty(),
-            "forwarded unenriched ({}) with the client's values under Ferry's names: {forged:?}",
-            route.name
-        );
+        assert_owned_headers(self.config, &self.up.headers, &summary, &checked);
     }
 
     pub(super) fn outcome(&self) -> String {
