@@ -45,6 +45,8 @@ pub fn expected(route: &Route, answer: &Answer) -> Result<Expected, String> {
     let mut entities = Vec::with_capacity(n);
     let (mut missing, mut stale) = (0, 0);
     let mut refuse = None;
+    // Entity j is the j-th key of every lookup (one lookup per service of the route).
+    #[allow(clippy::needless_range_loop)]
     for j in 0..n {
         let mut e = Entity {
             values: Vec::new(),
