@@ -11,7 +11,7 @@ pub mod process;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use control_plane::ControlPlane;
 pub use ferry_test_support::redis::RedisServer;
@@ -164,7 +164,7 @@ impl Stack {
         };
         run(&mut cmd);
         let envoy = start_envoy(dir.path(), &envoy_config, "envoy");
-        let stack = Stack {
+        let mut stack = Stack {
             dir,
             repo,
             redis,
@@ -178,21 +178,16 @@ impl Stack {
             envoy_config,
             control_plane,
         };
-        process::wait_until(
-            Duration::from_secs(15),
-            || http::get_ok(stack.admin_port, "/ready"),
-            "envoy /ready",
-        );
-        process::wait_until(
-            Duration::from_secs(10),
-            || http::get_ok(stack.reader_port, "/healthz"),
-            "reader /healthz",
-        );
-        process::wait_until(
-            Duration::from_secs(10),
-            || process::tcp_open(model_port),
-            "demo model",
-        );
+        let (admin, reader) = (stack.admin_port, stack.reader_port);
+        stack
+            .envoy
+            .wait_ready(|| http::get_ok(admin, "/ready"), "envoy /ready");
+        stack
+            .reader
+            .wait_ready(|| http::get_ok(reader, "/healthz"), "reader /healthz");
+        stack
+            .model
+            .wait_ready(|| process::tcp_open(model_port), "demo model");
         stack
     }
 
@@ -220,12 +215,8 @@ impl Stack {
             .args(["--model-port", &self.model_port.to_string()])
             .arg("-o")
             .arg(&config));
-        let proc = start_envoy(self.dir.path(), &config, "envoy-b");
-        process::wait_until(
-            Duration::from_secs(15),
-            || http::get_ok(admin_port, "/ready"),
-            "second envoy /ready",
-        );
+        let mut proc = start_envoy(self.dir.path(), &config, "envoy-b");
+        proc.wait_ready(|| http::get_ok(admin_port, "/ready"), "second envoy /ready");
         Envoy {
             proc,
             listen_port,
@@ -252,12 +243,8 @@ impl Stack {
             .arg(&config));
         let yaml = std::fs::read_to_string(&config).expect("read envoy config");
         std::fs::write(&config, edit(yaml)).expect("write envoy config");
-        let proc = start_envoy(self.dir.path(), &config, "envoy-edited");
-        process::wait_until(
-            Duration::from_secs(15),
-            || http::get_ok(admin_port, "/ready"),
-            "edited envoy /ready",
-        );
+        let mut proc = start_envoy(self.dir.path(), &config, "envoy-edited");
+        proc.wait_ready(|| http::get_ok(admin_port, "/ready"), "edited envoy /ready");
         Envoy {
             proc,
             listen_port,
@@ -272,11 +259,9 @@ impl Stack {
 
     pub fn restart_reader(&mut self) {
         self.reader = start_reader(self.dir.path(), self.reader_port, &self.redis.url());
-        process::wait_until(
-            Duration::from_secs(10),
-            || http::get_ok(self.reader_port, "/healthz"),
-            "reader /healthz",
-        );
+        let port = self.reader_port;
+        self.reader
+            .wait_ready(|| http::get_ok(port, "/healthz"), "reader /healthz");
     }
 
     pub fn restart_redis(&mut self) {

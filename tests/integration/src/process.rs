@@ -52,7 +52,33 @@ impl Proc {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// Waits up to [`STARTUP`] for `ready`, failing at once (with the log) if the process exits.
+    /// On a loaded 2-core machine an Envoy compiling the filter can take well over 15 s.
+    pub fn wait_ready(&mut self, mut ready: impl FnMut() -> bool, what: &str) {
+        let start = Instant::now();
+        loop {
+            if ready() {
+                return;
+            }
+            if !self.is_running() {
+                panic!("{} exited before {what}:\n{}", self.name, self.log_text());
+            }
+            if start.elapsed() >= STARTUP {
+                panic!(
+                    "timed out after {STARTUP:?} waiting for {what}; {} log:\n{}",
+                    self.name,
+                    self.log_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
+
+/// How long a started process may take to become ready. A bound, not a measurement: waits end
+/// as soon as the process answers.
+pub const STARTUP: Duration = Duration::from_secs(90);
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -62,15 +88,4 @@ impl Drop for Proc {
 
 pub fn tcp_open(port: u16) -> bool {
     TcpStream::connect(("127.0.0.1", port)).is_ok()
-}
-
-pub fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool, what: &str) {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("timed out after {limit:?} waiting for {what}");
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ferry_integration_tests::data::{same, Source, VIEWS};
 use ferry_integration_tests::http::{get_ok, post};
-use ferry_integration_tests::process::{tcp_open, wait_until};
+use ferry_integration_tests::process::tcp_open;
 use ferry_integration_tests::{
     bin, envoy_bin, example_repo, free_port, root, run, ControlPlane, Options, Proc, RedisServer,
 };
@@ -166,10 +166,10 @@ async fn the_docker_bootstrap_enriches_a_request() {
     let mut cmd = Command::new(bin("ferry-reader"));
     cmd.args(["--listen", &format!("127.0.0.1:{reader_port}")])
         .env("FERRY_REDIS", redis.url());
-    let _reader = Proc::start("reader", cmd, dir.path());
+    let mut reader = Proc::start("reader", cmd, dir.path());
     let mut cmd = Command::new(bin("ferry-demo-model"));
     cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-    let _model = Proc::start("model", cmd, dir.path());
+    let mut model = Proc::start("model", cmd, dir.path());
     let cp = ControlPlane::start(dir.path(), &repo);
 
     let (listen_port, admin_port) = (free_port(), free_port());
@@ -189,21 +189,13 @@ async fn the_docker_bootstrap_enriches_a_request() {
     cmd.arg("-c")
         .arg(&path)
         .args(["--disable-hot-restart", "--log-level", "warn"]);
-    let envoy = Proc::start("envoy", cmd, dir.path());
-    wait_until(
-        Duration::from_secs(10),
-        || get_ok(reader_port, "/healthz") && tcp_open(model_port),
-        "reader and model",
+    let mut envoy = Proc::start("envoy", cmd, dir.path());
+    reader.wait_ready(|| get_ok(reader_port, "/healthz"), "reader /healthz");
+    model.wait_ready(|| tcp_open(model_port), "demo model");
+    envoy.wait_ready(
+        || get_ok(admin_port, "/ready"),
+        "the docker bootstrap's Envoy /ready",
     );
-    let ready = std::time::Instant::now();
-    while !get_ok(admin_port, "/ready") {
-        assert!(
-            ready.elapsed() < Duration::from_secs(15),
-            "the docker bootstrap's Envoy is not ready after 15 s; its log:\n{}",
-            envoy.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 
     let body = json!({"instances": [{"user_id": "u000001", "amount": 120.5}]}).to_string();
     let resp = post(listen_port, "/v1/models/fraud:predict", body).await;
