@@ -6,108 +6,97 @@ use std::fmt::Write;
 /// How many entity ids an error message lists before it only counts the rest.
 const MAX_IDS_IN_MESSAGE: usize = 10;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum FerryError {
     /// A matched route got a request without a body.
+    #[error("this route enriches request bodies, but the request has none")]
     NoBody,
-    BodyTooLarge {
-        limit: u32,
-        size: u64,
-    },
+    #[error("request body is {size} bytes, over this route's limit of {limit} bytes")]
+    BodyTooLarge { limit: u32, size: u64 },
+    #[error("request body is not valid JSON: {0}")]
     MalformedJson(String),
     /// Valid JSON, but not the shape the route's format expects.
+    #[error("{0}")]
     BadShape(String),
     /// `place` names the entity (e.g. `instances[3]`); `field` the missing join key.
-    MissingEntityId {
-        place: String,
-        field: String,
-    },
+    #[error("{place} has no entity id field '{field}'")]
+    MissingEntityId { place: String, field: String },
     /// `place` names the id (e.g. `instances[3].user_id`).
-    InvalidEntityId {
-        place: String,
-        reason: String,
-    },
+    #[error("{place}: {reason}")]
+    InvalidEntityId { place: String, reason: String },
     /// KServe v2: no input tensor holds this join key.
-    MissingEntityTensor {
-        name: String,
-    },
+    #[error("no input tensor named '{name}' (it must hold the entity ids)")]
+    MissingEntityTensor { name: String },
+    #[error("the request has no entities to enrich")]
     NoEntities,
-    TooManyEntities {
-        limit: u32,
-        count: usize,
-    },
+    #[error("request has {count} entities, over this route's limit of {limit}")]
+    TooManyEntities { limit: u32, count: usize },
     /// `on_missing_entity: reject` and some entities have no vector.
-    EntitiesNotFound {
-        ids: Vec<String>,
-    },
+    #[error("no features for {}: {}", entities(.ids.len()), list(.ids))]
+    EntitiesNotFound { ids: Vec<String> },
     /// `on_stale: reject` and some entities have a view older than its TTL.
-    StaleFeatures {
-        ids: Vec<String>,
-    },
+    #[error("features older than their view's ttl for {}: {}", entities(.ids.len()), list(.ids))]
+    StaleFeatures { ids: Vec<String> },
     /// The reader could not be reached or reset the call (Envoy's own 503, or no response).
-    ReaderUnavailable {
-        detail: String,
-    },
+    #[error("feature reader unavailable: {detail}")]
+    ReaderUnavailable { detail: String },
     /// Envoy gave up waiting for the reader (its 504).
-    ReaderTimeout {
-        detail: String,
-    },
+    #[error("feature reader timed out: {detail}")]
+    ReaderTimeout { detail: String },
     /// The reader is up but Redis is not (the reader's `redis_unavailable`).
-    RedisUnavailable {
-        detail: String,
-    },
+    #[error("feature store (Redis) unavailable: {detail}")]
+    RedisUnavailable { detail: String },
     /// Redis did not answer the reader in time (the reader's `redis_timeout`).
-    RedisTimeout {
-        detail: String,
-    },
+    #[error("feature store (Redis) timed out: {detail}")]
+    RedisTimeout { detail: String },
     /// The reader refused the call or failed otherwise.
-    ReaderError {
-        status: u16,
-        detail: String,
-    },
+    #[error("feature reader answered {status}: {detail}")]
+    ReaderError { status: u16, detail: String },
     /// The reader's answer could not be used (undecodable, wrong count, corrupt vector).
-    BadVector {
-        detail: String,
-    },
+    #[error("unusable feature vector: {detail}")]
+    BadVector { detail: String },
     /// A stored vector carries another fingerprint than the snapshot's: never used.
+    #[error(
+        "vector for entity '{entity}' has fingerprint {}, the snapshot expects {}",
+        ferry_protos::fingerprint_hex(*.found),
+        ferry_protos::fingerprint_hex(*.expected)
+    )]
     FingerprintMismatch {
         entity: String,
         expected: u64,
         found: u64,
     },
     /// Header mode: the features header would be over the route's bound.
-    FeaturesTooLarge {
-        size: usize,
-        limit: u32,
-    },
+    #[error("the features take {size} bytes, over this route's header limit of {limit} bytes")]
+    FeaturesTooLarge { size: usize, limit: u32 },
     /// The call to the reader could not even be dispatched (e.g. unknown cluster).
-    DispatchFailed {
-        detail: String,
-    },
+    #[error("could not call the feature reader: {detail}")]
+    DispatchFailed { detail: String },
     /// The Envoy route's metadata names a Ferry route the snapshot does not have.
-    UnknownRoute {
-        name: String,
-    },
+    #[error(
+        "the Envoy route names Ferry route '{name}' (metadata.filter_metadata.ferry.route), \
+         which the current registry snapshot does not have"
+    )]
+    UnknownRoute { name: String },
     /// The path lies under a protected prefix but matches no route.
-    NoRoute {
-        path: String,
-        prefix: String,
-    },
+    #[error(
+        "path '{path}' is under the protected prefix '{prefix}' but matches no Ferry route; \
+         requests there are never forwarded unenriched"
+    )]
+    NoRoute { path: String, prefix: String },
     /// The entity id is given twice (two id headers, two id tensors): the model might read the
     /// other one.
-    DuplicateEntityId {
-        field: String,
-    },
+    #[error("entity id '{field}' is given more than once; send it exactly once")]
+    DuplicateEntityId { field: String },
     /// A body on a body route, sent with a method other than POST, PUT or PATCH.
-    UnexpectedBody {
-        method: String,
-    },
+    #[error(
+        "this route enriches POST, PUT and PATCH bodies; a {method} request with a body is refused"
+    )]
+    UnexpectedBody { method: String },
     /// The reader refused the call as malformed or too large (its 4xx): never the client's
     /// doing, so never failed open.
-    ReaderRejected {
-        status: u16,
-        detail: String,
-    },
+    #[error("feature reader refused the call ({status}): {detail}")]
+    ReaderRejected { status: u16, detail: String },
 }
 
 impl FerryError {
@@ -164,89 +153,9 @@ impl FerryError {
         )
     }
 
+    /// The message of the JSON body (the Display text, kept beside each variant above).
     pub fn message(&self) -> String {
-        match self {
-            FerryError::NoBody => {
-                "this route enriches request bodies, but the request has none".into()
-            }
-            FerryError::BodyTooLarge { limit, size } => {
-                format!("request body is {size} bytes, over this route's limit of {limit} bytes")
-            }
-            FerryError::MalformedJson(e) => format!("request body is not valid JSON: {e}"),
-            FerryError::BadShape(e) => e.clone(),
-            FerryError::MissingEntityId { place, field } => {
-                format!("{place} has no entity id field '{field}'")
-            }
-            FerryError::InvalidEntityId { place, reason } => format!("{place}: {reason}"),
-            FerryError::MissingEntityTensor { name } => {
-                format!("no input tensor named '{name}' (it must hold the entity ids)")
-            }
-            FerryError::NoEntities => "the request has no entities to enrich".into(),
-            FerryError::TooManyEntities { limit, count } => {
-                format!("request has {count} entities, over this route's limit of {limit}")
-            }
-            FerryError::EntitiesNotFound { ids } => {
-                format!(
-                    "no features for {} entit{}: {}",
-                    ids.len(),
-                    plural(ids.len()),
-                    list(ids)
-                )
-            }
-            FerryError::StaleFeatures { ids } => format!(
-                "features older than their view's ttl for {} entit{}: {}",
-                ids.len(),
-                plural(ids.len()),
-                list(ids)
-            ),
-            FerryError::ReaderUnavailable { detail } => {
-                format!("feature reader unavailable: {detail}")
-            }
-            FerryError::ReaderTimeout { detail } => format!("feature reader timed out: {detail}"),
-            FerryError::RedisUnavailable { detail } => {
-                format!("feature store (Redis) unavailable: {detail}")
-            }
-            FerryError::RedisTimeout { detail } => {
-                format!("feature store (Redis) timed out: {detail}")
-            }
-            FerryError::ReaderError { status, detail } => {
-                format!("feature reader answered {status}: {detail}")
-            }
-            FerryError::BadVector { detail } => format!("unusable feature vector: {detail}"),
-            FerryError::FingerprintMismatch {
-                entity,
-                expected,
-                found,
-            } => format!(
-                "vector for entity '{entity}' has fingerprint {}, the snapshot expects {}",
-                ferry_protos::fingerprint_hex(*found),
-                ferry_protos::fingerprint_hex(*expected)
-            ),
-            FerryError::FeaturesTooLarge { size, limit } => format!(
-                "the features take {size} bytes, over this route's header limit of {limit} bytes"
-            ),
-            FerryError::DispatchFailed { detail } => {
-                format!("could not call the feature reader: {detail}")
-            }
-            FerryError::UnknownRoute { name } => format!(
-                "the Envoy route names Ferry route '{name}' (metadata.filter_metadata.ferry.route), \
-                 which the current registry snapshot does not have"
-            ),
-            FerryError::NoRoute { path, prefix } => format!(
-                "path '{path}' is under the protected prefix '{prefix}' but matches no Ferry \
-                 route; requests there are never forwarded unenriched"
-            ),
-            FerryError::DuplicateEntityId { field } => format!(
-                "entity id '{field}' is given more than once; send it exactly once"
-            ),
-            FerryError::UnexpectedBody { method } => format!(
-                "this route enriches POST, PUT and PATCH bodies; a {method} request with a body \
-                 is refused"
-            ),
-            FerryError::ReaderRejected { status, detail } => {
-                format!("feature reader refused the call ({status}): {detail}")
-            }
-        }
+        self.to_string()
     }
 
     /// The JSON error body: `{"error": code, "message": ..., "route": ...}`.
@@ -263,19 +172,12 @@ impl FerryError {
     }
 }
 
-impl std::fmt::Display for FerryError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message())
-    }
-}
-
-impl std::error::Error for FerryError {}
-
-fn plural(n: usize) -> &'static str {
+/// "1 entity", "2 entities".
+fn entities(n: usize) -> String {
     if n == 1 {
-        "y"
+        "1 entity".to_owned()
     } else {
-        "ies"
+        format!("{n} entities")
     }
 }
 
