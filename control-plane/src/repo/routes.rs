@@ -132,29 +132,13 @@ pub(super) fn route(
     let matcher = matcher(rr, name, path, issues);
     let (service, extra_services) = services_of(rr, path, service_seen, issues);
     let format = format_of(rr, path, issues);
-    let features_encoding = word(
-        issues,
-        path,
-        "features_encoding",
-        &rr.features_encoding,
-        &[
-            ("json", FeaturesEncoding::Json),
-            ("protobuf", FeaturesEncoding::ProtobufBase64),
-        ],
-    );
+    let (feature_names, features_encoding) = naming(rr, path, issues);
     let features_header =
         rules::features_header(rr.features_header.as_deref()).unwrap_or_else(|e| {
             issues.add(path, e);
             rules::DEFAULT_FEATURES_HEADER.to_owned()
         });
     let entity_fields = entity_fields_of(&rr.entity, path, issues);
-    let feature_names = word(
-        issues,
-        path,
-        "feature_names",
-        &rr.feature_names,
-        &[("full", FeatureNames::Full), ("short", FeatureNames::Short)],
-    );
     let parts: Vec<(&FeatureService, &Vec<String>)> = service
         .map(|s| (&services[s], &entity_fields))
         .into_iter()
@@ -167,12 +151,6 @@ pub(super) fn route(
     let packed = rr.packed.unwrap_or(false);
     check_features(&parts, views, packed, feature_names, path, issues);
     let (on_missing_entity, on_stale, on_reader_error) = policies(rr, path, issues);
-    let bounded = |issues: &mut Issues, b: &rules::Bound, v: Option<u64>| {
-        b.repo_value(v).unwrap_or_else(|e| {
-            issues.add(path, e);
-            b.default
-        })
-    };
     let route = Route {
         name: name.to_owned(),
         matcher,
@@ -184,22 +162,58 @@ pub(super) fn route(
         on_missing_entity,
         on_stale,
         on_reader_error,
-        max_body_bytes: bounded(issues, &rules::MAX_BODY_BYTES, rr.max_body_bytes),
-        max_entities: bounded(issues, &rules::MAX_ENTITIES, rr.max_entities),
-        reader_timeout_ms: bounded(issues, &rules::READER_TIMEOUT_MS, rr.reader_timeout_ms),
+        max_body_bytes: bounded(&rules::MAX_BODY_BYTES, rr.max_body_bytes, path, issues),
+        max_entities: bounded(&rules::MAX_ENTITIES, rr.max_entities, path, issues),
+        reader_timeout_ms: bounded(
+            &rules::READER_TIMEOUT_MS,
+            rr.reader_timeout_ms,
+            path,
+            issues,
+        ),
         packed,
         features_header,
         features_encoding,
-        max_header_bytes: bounded(issues, &rules::MAX_HEADER_BYTES, rr.max_header_bytes),
+        max_header_bytes: bounded(&rules::MAX_HEADER_BYTES, rr.max_header_bytes, path, issues),
         entity_pointer: rr.entity_pointer.clone().unwrap_or_default(),
         inject_pointer: rr.inject_pointer.clone().unwrap_or_default(),
-        cache_max_age_ms: bounded(issues, &rules::CACHE_MAX_AGE_MS, rr.cache_max_age_ms),
+        cache_max_age_ms: bounded(&rules::CACHE_MAX_AGE_MS, rr.cache_max_age_ms, path, issues),
     };
     // One reader call looks up every entity once per service: it must fit the reader's batch.
     if let Err(e) = rules::keys_per_call(route.max_entities, 1 + route.extra_services.len()) {
         issues.add(path, e);
     }
     route
+}
+
+/// How features are named (`feature_names`) and, in header mode, encoded.
+fn naming(rr: &RawRoute, path: &str, issues: &mut Issues) -> (FeatureNames, FeaturesEncoding) {
+    let names = word(
+        issues,
+        path,
+        "feature_names",
+        &rr.feature_names,
+        &[("full", FeatureNames::Full), ("short", FeatureNames::Short)],
+    );
+    let encoding = word(
+        issues,
+        path,
+        "features_encoding",
+        &rr.features_encoding,
+        &[
+            ("json", FeaturesEncoding::Json),
+            ("protobuf", FeaturesEncoding::ProtobufBase64),
+        ],
+    );
+    (names, encoding)
+}
+
+/// A bounded number (body size, entities, timeouts...): the repo's value if in bounds, else the
+/// default with an issue naming the bound.
+fn bounded(b: &rules::Bound, value: Option<u64>, path: &str, issues: &mut Issues) -> u32 {
+    b.repo_value(value).unwrap_or_else(|e| {
+        issues.add(path, e);
+        b.default
+    })
 }
 
 /// The route's conditions: a path (normalised, as requests are matched), a host, headers.
