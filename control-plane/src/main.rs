@@ -299,7 +299,7 @@ fn apply(repo: &Path, output: Option<&Path>) -> Result<ferry_protos::v1::Snapsho
                 .map(|s| reg.services[s].name.as_str())
                 .collect::<Vec<_>>()
                 .join(" + "),
-            r.format.as_str_name().to_ascii_lowercase(),
+            r.format.word(),
             r.entity_fields.join(", "),
             r.feature_names.as_str_name().to_ascii_lowercase(),
             policy(r.on_missing_entity.as_str_name()),

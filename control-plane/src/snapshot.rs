@@ -85,11 +85,10 @@ fn service(reg: &Registry, s: &FeatureService) -> v1::FeatureService {
 }
 
 fn route(reg: &Registry, r: &Route) -> v1::Route {
-    v1::Route {
+    let mut route = v1::Route {
         name: r.name.clone(),
         r#match: Some(route_match(&r.matcher)),
         service: reg.services[r.service].name.clone(),
-        format: r.format as i32,
         entity_fields: r.entity_fields.clone(),
         feature_names: r.feature_names as i32,
         on_missing_entity: r.on_missing_entity as i32,
@@ -99,12 +98,6 @@ fn route(reg: &Registry, r: &Route) -> v1::Route {
         max_entities: r.max_entities,
         reader_timeout_ms: r.reader_timeout_ms,
         cache_max_age_ms: r.cache_max_age_ms,
-        packed: r.packed,
-        entity_pointer: r.entity_pointer.clone(),
-        inject_pointer: r.inject_pointer.clone(),
-        features_header: r.features_header.clone(),
-        features_encoding: r.features_encoding as i32,
-        max_header_bytes: r.max_header_bytes,
         extra_services: r
             .extra_services
             .iter()
@@ -113,7 +106,10 @@ fn route(reg: &Registry, r: &Route) -> v1::Route {
                 entity_fields: e.entity_fields.clone(),
             })
             .collect(),
-    }
+        ..Default::default()
+    };
+    r.format.write_to(&mut route);
+    route
 }
 
 /// First 16 hex digits of SHA-256 over the snapshot encoded with an empty version.

@@ -113,6 +113,51 @@ pub enum Format {
     },
 }
 
+impl Format {
+    /// The word `ferry.yaml` names this format by.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Format::KserveV1 => "kserve_v1",
+            Format::KserveV2 { .. } => "kserve_v2",
+            Format::Json { .. } => "json",
+            Format::Header { .. } => "header",
+        }
+    }
+
+    /// Writes the format and its options into a snapshot route: the inverse of how
+    /// `Config::from_snapshot` reads them (`route_format`).
+    pub fn write_to(&self, r: &mut pb::Route) {
+        match self {
+            Format::KserveV1 => r.format = pb::Format::KserveV1 as i32,
+            Format::KserveV2 { packed } => {
+                r.format = pb::Format::KserveV2 as i32;
+                r.packed = *packed;
+            }
+            Format::Json {
+                entity_pointer,
+                inject_pointer,
+            } => {
+                r.format = pb::Format::Json as i32;
+                r.entity_pointer.clone_from(entity_pointer);
+                r.inject_pointer.clone_from(inject_pointer);
+            }
+            Format::Header {
+                features_header,
+                max_header_bytes,
+                encoding,
+            } => {
+                r.format = pb::Format::Header as i32;
+                r.features_header.clone_from(features_header);
+                r.max_header_bytes = *max_header_bytes;
+                r.features_encoding = match encoding {
+                    HeaderEncoding::Json => pb::FeaturesEncoding::Json,
+                    HeaderEncoding::ProtobufBase64 => pb::FeaturesEncoding::ProtobufBase64,
+                } as i32;
+            }
+        }
+    }
+}
+
 /// How header mode writes the features header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeaderEncoding {
@@ -760,6 +805,27 @@ pub mod fixture {
 mod tests {
     use super::fixture::*;
     use super::*;
+
+    #[test]
+    fn a_format_written_to_a_snapshot_route_reads_back_the_same() {
+        for format in [
+            Format::KserveV1,
+            Format::KserveV2 { packed: true },
+            Format::Json {
+                entity_pointer: "/rows".into(),
+                inject_pointer: "/features".into(),
+            },
+            Format::Header {
+                features_header: "x-my-features".into(),
+                max_header_bytes: 4096,
+                encoding: HeaderEncoding::ProtobufBase64,
+            },
+        ] {
+            let mut r = pb::Route::default();
+            format.write_to(&mut r);
+            assert_eq!(route_format(&r, &[]), Ok(format.clone()), "{}", format.word());
+        }
+    }
 
     #[test]
     fn valid_snapshot_is_indexed() {

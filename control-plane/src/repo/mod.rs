@@ -10,10 +10,7 @@ mod validate;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use ferry_protos::v1::{
-    FeatureNames, FeaturesEncoding, Format, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy,
-    Value,
-};
+use ferry_protos::v1::{FeatureNames, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy, Value};
 
 use crate::sources::SourceFormat;
 use crate::types::{FeatureType, KeyType};
@@ -174,7 +171,8 @@ pub struct Route {
     pub extra_services: Vec<ExtraService>,
     /// Index into `Registry::services`.
     pub service: usize,
-    pub format: Format,
+    /// The request format with its own options (the filter's model, one shape for both).
+    pub format: ferry_core::config::Format,
     /// Request field per join key, in the service's key order.
     pub entity_fields: Vec<String>,
     pub feature_names: FeatureNames,
@@ -186,15 +184,6 @@ pub struct Route {
     pub reader_timeout_ms: u32,
     /// Near cache maximum age; 0 = the route does not use the near cache.
     pub cache_max_age_ms: u32,
-    /// kserve_v2 only: one packed FP32 tensor.
-    pub packed: bool,
-    /// json only: where the entities are, and where their features go.
-    pub entity_pointer: String,
-    pub inject_pointer: String,
-    /// header only: where the features go, and how large they may be.
-    pub features_header: String,
-    pub features_encoding: FeaturesEncoding,
-    pub max_header_bytes: u32,
 }
 
 #[derive(Clone, Debug)]

@@ -3,9 +3,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use ferry_protos::v1::{
-    FeatureNames, FeaturesEncoding, Format, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy,
-};
+use ferry_core::config::{Format, HeaderEncoding};
+use ferry_protos::v1::{FeatureNames, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy};
 
 use super::raw::{RawEntityRef, RawHeaderMatch, RawRoute};
 use super::validate::Issues;
@@ -132,12 +131,13 @@ pub(super) fn route(
     let matcher = matcher(rr, name, path, issues);
     let (service, extra_services) = services_of(rr, path, service_seen, issues);
     let format = format_of(rr, path, issues);
-    let (feature_names, features_encoding) = naming(rr, path, issues);
-    let features_header =
-        rules::features_header(rr.features_header.as_deref()).unwrap_or_else(|e| {
-            issues.add(path, e);
-            rules::DEFAULT_FEATURES_HEADER.to_owned()
-        });
+    let feature_names = word(
+        issues,
+        path,
+        "feature_names",
+        &rr.feature_names,
+        &[("full", FeatureNames::Full), ("short", FeatureNames::Short)],
+    );
     let entity_fields = entity_fields_of(&rr.entity, path, issues);
     let parts: Vec<(&FeatureService, &Vec<String>)> = service
         .map(|s| (&services[s], &entity_fields))
@@ -148,7 +148,7 @@ pub(super) fn route(
                 .map(|e| (&services[e.service], &e.entity_fields)),
         )
         .collect();
-    let packed = rr.packed.unwrap_or(false);
+    let packed = matches!(format, Format::KserveV2 { packed: true });
     check_features(&parts, views, packed, feature_names, path, issues);
     let (on_missing_entity, on_stale, on_reader_error) = policies(rr, path, issues);
     let route = Route {
@@ -170,12 +170,6 @@ pub(super) fn route(
             path,
             issues,
         ),
-        packed,
-        features_header,
-        features_encoding,
-        max_header_bytes: bounded(&rules::MAX_HEADER_BYTES, rr.max_header_bytes, path, issues),
-        entity_pointer: rr.entity_pointer.clone().unwrap_or_default(),
-        inject_pointer: rr.inject_pointer.clone().unwrap_or_default(),
         cache_max_age_ms: bounded(&rules::CACHE_MAX_AGE_MS, rr.cache_max_age_ms, path, issues),
     };
     // One reader call looks up every entity once per service: it must fit the reader's batch.
@@ -183,28 +177,6 @@ pub(super) fn route(
         issues.add(path, e);
     }
     route
-}
-
-/// How features are named (`feature_names`) and, in header mode, encoded.
-fn naming(rr: &RawRoute, path: &str, issues: &mut Issues) -> (FeatureNames, FeaturesEncoding) {
-    let names = word(
-        issues,
-        path,
-        "feature_names",
-        &rr.feature_names,
-        &[("full", FeatureNames::Full), ("short", FeatureNames::Short)],
-    );
-    let encoding = word(
-        issues,
-        path,
-        "features_encoding",
-        &rr.features_encoding,
-        &[
-            ("json", FeaturesEncoding::Json),
-            ("protobuf", FeaturesEncoding::ProtobufBase64),
-        ],
-    );
-    (names, encoding)
 }
 
 /// A bounded number (body size, entities, timeouts...): the repo's value if in bounds, else the
@@ -287,13 +259,36 @@ fn services_of(
     (service, extra_services)
 }
 
-/// The format, and that only its own options are set (JSON pointers checked here).
+/// The format with its own options, and that only its own options are set.
 fn format_of(rr: &RawRoute, path: &str, issues: &mut Issues) -> Format {
     let format = match rr.format.as_str() {
         "kserve_v1" => Format::KserveV1,
-        "kserve_v2" => Format::KserveV2,
-        "json" => Format::Json,
-        "header" => Format::Header,
+        "kserve_v2" => Format::KserveV2 {
+            packed: rr.packed.unwrap_or(false),
+        },
+        "json" => Format::Json {
+            entity_pointer: json_pointer("entity_pointer", &rr.entity_pointer, path, issues),
+            inject_pointer: json_pointer("inject_pointer", &rr.inject_pointer, path, issues),
+        },
+        "header" => Format::Header {
+            features_header: rules::features_header(rr.features_header.as_deref()).unwrap_or_else(
+                |e| {
+                    issues.add(path, e);
+                    rules::DEFAULT_FEATURES_HEADER.to_owned()
+                },
+            ),
+            max_header_bytes: bounded(&rules::MAX_HEADER_BYTES, rr.max_header_bytes, path, issues),
+            encoding: word(
+                issues,
+                path,
+                "features_encoding",
+                &rr.features_encoding,
+                &[
+                    ("json", HeaderEncoding::Json),
+                    ("protobuf", HeaderEncoding::ProtobufBase64),
+                ],
+            ),
+        },
         f => {
             issues.add(
                 path,
@@ -304,27 +299,20 @@ fn format_of(rr: &RawRoute, path: &str, issues: &mut Issues) -> Format {
             Format::KserveV1
         }
     };
-    if rr.packed.is_some() && format != Format::KserveV2 {
+    let word = format.word();
+    if rr.packed.is_some() && word != "kserve_v2" {
         issues.add(path, "packed applies to format kserve_v2 only");
     }
-    if (rr.entity_pointer.is_some() || rr.inject_pointer.is_some()) && format != Format::Json {
+    if (rr.entity_pointer.is_some() || rr.inject_pointer.is_some()) && word != "json" {
         issues.add(
             path,
             "entity_pointer and inject_pointer apply to format json only",
         );
     }
-    for (what, p) in [
-        ("entity_pointer", &rr.entity_pointer),
-        ("inject_pointer", &rr.inject_pointer),
-    ] {
-        if let Err(e) = rules::json_pointer(what, p.as_deref().unwrap_or("")) {
-            issues.add(path, e);
-        }
-    }
     if (rr.features_header.is_some()
         || rr.max_header_bytes.is_some()
         || rr.features_encoding.is_some())
-        && format != Format::Header
+        && word != "header"
     {
         issues.add(
             path,
@@ -332,6 +320,15 @@ fn format_of(rr: &RawRoute, path: &str, issues: &mut Issues) -> Format {
         );
     }
     format
+}
+
+/// A JSON pointer option (empty when absent), checked by the filter's own rule.
+fn json_pointer(what: &str, p: &Option<String>, path: &str, issues: &mut Issues) -> String {
+    let p = p.clone().unwrap_or_default();
+    if let Err(e) = rules::json_pointer(what, &p) {
+        issues.add(path, e);
+    }
+    p
 }
 
 fn policies(
