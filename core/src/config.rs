@@ -823,7 +823,12 @@ mod tests {
         ] {
             let mut r = pb::Route::default();
             format.write_to(&mut r);
-            assert_eq!(route_format(&r, &[]), Ok(format.clone()), "{}", format.word());
+            assert_eq!(
+                route_format(&r, &[]),
+                Ok(format.clone()),
+                "{}",
+                format.word()
+            );
         }
     }
 

@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value as Json;
 
-use crate::data::{KeyedView, Kind, Source, VIEWS};
+use crate::data::{same, KeyedView, Kind, Source, VIEWS};
 use crate::{bin, run, Stack};
 
 pub const DAY: f64 = 86_400.0;
@@ -73,6 +73,17 @@ fn now() -> f64 {
         .duration_since(UNIX_EPOCH)
         .expect("clock")
         .as_secs_f64()
+}
+
+/// What the store holds for `feature` of a keyed `view` at `key`, by the filter's TTL rule:
+/// the value (null unless PRESENT) and the status.
+pub fn judge_keyed(
+    view: &KeyedView,
+    feature: &str,
+    key: &[&str],
+    ttl: f64,
+) -> (Json, &'static str) {
+    judged(view.event_time(key), view.value(feature, key), ttl)
 }
 
 /// The value and status of one feature given its row's event time and source value, by the
@@ -148,6 +159,69 @@ impl Store {
                     .collect()
             }
             (s, e) => panic!("{e:?} is not an entity of {s:?}"),
+        }
+    }
+
+    /// Checks a `kserve_v1` body the model received for `entities` (one instance each, in
+    /// order) on a route of `service` with full names: the ids are the client's, every
+    /// feature's value and status (`ferry.statuses`, PRESENT when absent) is what the store
+    /// holds. Returns the status counts.
+    pub fn check_instances(
+        &self,
+        service: Service,
+        body: &Json,
+        entities: &[Entity],
+    ) -> BTreeMap<&'static str, usize> {
+        let mut counts = BTreeMap::new();
+        for (i, entity) in entities.iter().enumerate() {
+            let inst = &body["instances"][i];
+            match entity {
+                Entity::User(u) => assert_eq!(inst["user_id"].as_str(), Some(u.as_str())),
+                Entity::Pair { merchant, user } => assert_eq!(
+                    (inst["merchant_id"].as_i64(), inst["user_id"].as_str()),
+                    (Some(*merchant), Some(user.as_str())),
+                    "instance {i}: the client's ids, in order"
+                ),
+            }
+            for f in self.features(service, entity) {
+                let got = &inst[&f.name];
+                let status = body["ferry"]["statuses"][i]
+                    .get(&f.name)
+                    .and_then(Json::as_str)
+                    .unwrap_or("PRESENT");
+                assert_eq!(status, f.status, "{entity:?} {}", f.name);
+                assert!(
+                    same(got, &f.value, f.kind),
+                    "{entity:?} {}: model got {got}, source has {}",
+                    f.name,
+                    f.value
+                );
+                *counts.entry(f.status).or_insert(0) += 1;
+            }
+        }
+        counts
+    }
+
+    /// Checks a body forwarded degraded (`on_reader_error: forward`) for `users`: every feature
+    /// of `realtime_scoring` null and NOT_FOUND, whatever the client sent under its name.
+    pub fn check_degraded(&self, body: &Json, users: &[String]) {
+        for (i, u) in users.iter().enumerate() {
+            let inst = &body["instances"][i];
+            assert_eq!(inst["user_id"].as_str(), Some(u.as_str()), "{body}");
+            for f in self.features(Service::RealtimeScoring, &Entity::User(u.clone())) {
+                assert!(
+                    inst[&f.name].is_null(),
+                    "{u} {}: degraded but {}",
+                    f.name,
+                    inst[&f.name]
+                );
+                assert_eq!(
+                    body["ferry"]["statuses"][i][&f.name].as_str(),
+                    Some("NOT_FOUND"),
+                    "{u} {}",
+                    f.name
+                );
+            }
         }
     }
 

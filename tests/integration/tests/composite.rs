@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ferry_integration_tests::data::{same, KeyedView, Kind};
+use ferry_integration_tests::expected::{judge_keyed, Entity, Service, Store};
 use ferry_integration_tests::http::{post, Conn, Response};
 use ferry_integration_tests::{Options, Stack};
 use serde_json::{json, Value as Json};
@@ -75,51 +76,23 @@ fn instances(pairs: &[Pair]) -> String {
     json!({ "instances": v }).to_string()
 }
 
-/// What the source says the model should receive for `key` and `feature` of `view`: the value
-/// and its status, with the filter's TTL rule (older than `ttl` seconds: null, OUTSIDE_MAX_AGE).
-fn expected(view: &KeyedView, feature: &str, key: &[&str], ttl: f64) -> (Json, &'static str) {
-    match (view.event_time(key), view.value(feature, key)) {
-        (None, _) => (Json::Null, "NOT_FOUND"),
-        (Some(t), _) if now() - t > ttl => (Json::Null, "OUTSIDE_MAX_AGE"),
-        (Some(_), Some(Json::Null)) => (Json::Null, "NULL_VALUE"),
-        (Some(_), Some(v)) => (v, "PRESENT"),
-        (Some(_), None) => unreachable!(),
-    }
-}
-
 /// Checks every feature of every instance the model received on a kserve_v1 route of
 /// user_merchant_scoring against the source; returns the status counts.
-fn check_pairs(src: &KeyedView, resp: &Response, pairs: &[Pair]) -> BTreeMap<&'static str, usize> {
+fn check_pairs(stack: &Stack, resp: &Response, pairs: &[Pair]) -> BTreeMap<&'static str, usize> {
     assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
     let body = resp.json();
     assert_eq!(body["ferry"]["service"], "user_merchant_scoring");
-    let mut counts = BTreeMap::new();
-    for (i, (m, u)) in pairs.iter().enumerate() {
-        let inst = &body["instances"][i];
-        assert_eq!(
-            (&inst["merchant_id"], &inst["user_id"], &inst["amount"]),
-            (&json!(m), &json!(u), &json!(10.5)),
-            "instance {i}: the client's fields are kept, in order"
-        );
-        let m = m.to_string();
-        let key = [m.as_str(), u.as_str()];
-        for (feature, kind) in src.features {
-            let name = format!("user_merchant__{feature}");
-            let got = &inst[&name];
-            let status = body["ferry"]["statuses"][i]
-                .get(&name)
-                .and_then(Json::as_str)
-                .unwrap_or("PRESENT");
-            let (want, want_status) = expected(src, feature, &key, PAIR_TTL);
-            assert_eq!(status, want_status, "({m}, {u}) {name}");
-            assert!(
-                same(got, &want, *kind),
-                "({m}, {u}) {name}: model got {got}, source has {want}"
-            );
-            *counts.entry(want_status).or_insert(0) += 1;
-        }
+    for inst in body["instances"].as_array().expect("instances") {
+        assert_eq!(inst["amount"], json!(10.5), "the client's fields are kept");
     }
-    counts
+    let entities: Vec<Entity> = pairs
+        .iter()
+        .map(|(merchant, user)| Entity::Pair {
+            merchant: *merchant,
+            user: user.clone(),
+        })
+        .collect();
+    Store::load(stack).check_instances(Service::UserMerchantScoring, &body, &entities)
 }
 
 fn error_of(resp: &Response) -> (u16, String, String) {
@@ -168,7 +141,7 @@ async fn composite_route_enriches_present_pairs_and_nulls_absent_ones() {
     pairs.push(absent[1].clone());
 
     let resp = post(stack.listen_port, PAIR, instances(&pairs)).await;
-    let counts = check_pairs(&src, &resp, &pairs);
+    let counts = check_pairs(&stack, &resp, &pairs);
     assert_eq!(
         counts,
         BTreeMap::from([("NOT_FOUND", 6), ("OUTSIDE_MAX_AGE", 3), ("PRESENT", 57)])
@@ -197,7 +170,7 @@ async fn composite_route_enriches_present_pairs_and_nulls_absent_ones() {
     let mut body: Json = serde_json::from_str(&instances(&fresh)).unwrap();
     body["instances"][0]["user_merchant__txn_count_30d"] = json!(999_999);
     let resp = post(stack.listen_port, PAIR, body.to_string()).await;
-    let counts = check_pairs(&src, &resp, &fresh);
+    let counts = check_pairs(&stack, &resp, &fresh);
     assert_eq!(counts, BTreeMap::from([("PRESENT", 3 * fresh.len())]));
     assert_eq!(resp.upstream_headers()["x-ferry-status"], "ok");
 }
@@ -213,7 +186,7 @@ async fn composite_ids_follow_the_key_types_and_the_strict_policy() {
     let p = stack.listen_port;
 
     let resp = post(p, "/t/pair-strict", instances(std::slice::from_ref(&known))).await;
-    check_pairs(&src, &resp, std::slice::from_ref(&known));
+    check_pairs(&stack, &resp, std::slice::from_ref(&known));
 
     // The same ids as the wrong JSON types: merchant_id is int64, user_id a string.
     let cases = [
@@ -307,7 +280,7 @@ async fn composite_keys_in_kserve_v2_and_header_mode_and_the_merchant_service() 
             (&json!(datatype), &json!([3]))
         );
         for (i, (m, u)) in pairs.iter().enumerate() {
-            let (want, want_status) = expected(&src, feature, &[&m.to_string(), u], PAIR_TTL);
+            let (want, want_status) = judge_keyed(&src, feature, &[&m.to_string(), u], PAIR_TTL);
             let status = statuses[i]
                 .get(&name)
                 .and_then(Json::as_str)
@@ -363,7 +336,7 @@ async fn composite_keys_in_kserve_v2_and_header_mode_and_the_merchant_service() 
     let features: Json = serde_json::from_str(up["x-ferry-features"].as_str().unwrap()).unwrap();
     assert_eq!(features.as_object().unwrap().len(), 3, "{features}");
     for (feature, kind) in src.features {
-        let (want, _) = expected(&src, feature, &[&m, u], PAIR_TTL);
+        let (want, _) = judge_keyed(&src, feature, &[&m, u], PAIR_TTL);
         let got = &features[&format!("user_merchant__{feature}")];
         assert!(same(got, &want, *kind), "{feature}: {got} vs {want}");
     }
@@ -394,7 +367,7 @@ async fn composite_keys_in_kserve_v2_and_header_mode_and_the_merchant_service() 
         let key = m.to_string();
         for (feature, kind) in profiles.features {
             let name = format!("merchant_profile__{feature}");
-            let (want, want_status) = expected(&profiles, feature, &[&key], 90.0 * 86_400.0);
+            let (want, want_status) = judge_keyed(&profiles, feature, &[&key], 90.0 * 86_400.0);
             let status = v["ferry"]["statuses"][i]
                 .get(&name)
                 .and_then(Json::as_str)
@@ -484,7 +457,7 @@ async fn one_route_enriches_from_three_services_in_one_call() {
         ] {
             for (feature, kind) in src.features {
                 let name = format!("{view}__{feature}");
-                let (want, want_status) = expected(src, feature, &key, ttl);
+                let (want, want_status) = judge_keyed(src, feature, &key, ttl);
                 assert_eq!(status_of(i, &name), want_status, "{key:?} {name}");
                 assert!(same(&inst[&name], &want, *kind), "{key:?} {name}");
             }

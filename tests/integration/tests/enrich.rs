@@ -1,16 +1,13 @@
 //! Issue #2 end to end: real Envoy running the built filter, real Redis, the reader and the
 //! demo model, each test on its own stack and ports.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use ferry_integration_tests::data::{same, VIEWS};
+use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::{post, raw, Conn, Response};
 use ferry_integration_tests::{envoy_bin, run, Options, Stack};
 use serde_json::{json, Value as Json};
 
 const STRICT: &str = "/v1/models/fraud:predict";
 const LENIENT: &str = "/v1/models/fraud-lenient:predict";
-const DAY: f64 = 86_400.0;
 
 /// Routes the tests add to the example repo (they come after the example's own, so their paths
 /// must not start with /v1/models/fraud).
@@ -49,22 +46,6 @@ fn stack(entities: usize) -> Stack {
     })
 }
 
-fn ttl(view: &str) -> f64 {
-    match view {
-        "user_profile" => 365.0 * DAY,
-        "transactions" => DAY,
-        "user_embedding" => 30.0 * DAY,
-        v => panic!("unknown view {v}"),
-    }
-}
-
-fn now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-}
-
 fn instances(users: &[String]) -> String {
     let v: Vec<Json> = users
         .iter()
@@ -83,42 +64,14 @@ fn check_against_source(
     stack: &Stack,
     resp: &Response,
     users: &[String],
-) -> std::collections::BTreeMap<String, usize> {
+) -> std::collections::BTreeMap<&'static str, usize> {
     assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
-    let src = stack.source();
     let body = resp.json();
-    let now = now();
-    let mut counts = std::collections::BTreeMap::new();
-    for (i, u) in users.iter().enumerate() {
-        let inst = &body["instances"][i];
-        assert_eq!(inst["user_id"], json!(u));
+    for inst in body["instances"].as_array().expect("instances") {
         assert_eq!(inst["amount"], json!(10.5), "client fields are kept");
-        for (view, features) in VIEWS {
-            for (feature, kind) in *features {
-                let name = format!("{view}__{feature}");
-                let got = &inst[&name];
-                let status = body["ferry"]["statuses"][i]
-                    .get(&name)
-                    .and_then(Json::as_str)
-                    .unwrap_or("PRESENT");
-                let (want_value, want_status) =
-                    match (src.event_time(view, u), src.value(view, feature, u)) {
-                        (None, _) => (Json::Null, "NOT_FOUND"),
-                        (Some(t), _) if now - t > ttl(view) => (Json::Null, "OUTSIDE_MAX_AGE"),
-                        (Some(_), Some(Json::Null)) => (Json::Null, "NULL_VALUE"),
-                        (Some(_), Some(v)) => (v, "PRESENT"),
-                        (Some(_), None) => unreachable!(),
-                    };
-                assert_eq!(status, want_status, "{u} {name}");
-                assert!(
-                    same(got, &want_value, *kind),
-                    "{u} {name}: model got {got}, source has {want_value}"
-                );
-                *counts.entry(want_status.to_string()).or_insert(0) += 1;
-            }
-        }
     }
-    counts
+    let users: Vec<Entity> = users.iter().cloned().map(Entity::User).collect();
+    Store::load(stack).check_instances(Service::RealtimeScoring, &body, &users)
 }
 
 fn error_of(resp: &Response) -> (u16, String, String) {
