@@ -49,6 +49,11 @@ impl Proc {
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
+    /// The process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
