@@ -21,8 +21,8 @@ pub struct RedisArgs {
     )]
     pub url: String,
 
-    /// The URL names Redis Cluster nodes: slots are discovered from them, and a batch whose
-    /// keys live on several shards is read from all of them in parallel.
+    /// The URL names Redis Cluster nodes: the slots are discovered from them, and a batch whose
+    /// keys live on several shards goes to all of them in parallel.
     #[arg(long = "redis-cluster", env = "FERRY_REDIS_CLUSTER")]
     pub cluster: bool,
 
