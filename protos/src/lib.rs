@@ -49,6 +49,8 @@ pub mod reader_error {
     pub const REDIS_UNAVAILABLE: &str = "redis_unavailable";
     pub const REDIS_TIMEOUT: &str = "redis_timeout";
     pub const INTERNAL: &str = "internal";
+    /// `/readyz` only: a service's vectors at a fingerprint are not (all) written yet.
+    pub const NOT_READY: &str = "not_ready";
 }
 
 /// Content type of reader requests and responses.
@@ -121,6 +123,16 @@ pub fn redis_key(project: &str, service: &str, fingerprint: u64, entity_key: &st
     )
 }
 
+/// The key `ferry materialize` writes once every vector of a service at a fingerprint is in Redis:
+/// the reader's `/readyz` looks for it. Outside the `ferry:` vector key space, so that no entity
+/// key can ever name it.
+pub fn ready_key(project: &str, service: &str, fingerprint: u64) -> String {
+    format!(
+        "ferry-ready:{project}:{service}:{}",
+        fingerprint_hex(fingerprint)
+    )
+}
+
 /// A name usable as a project, service, view or feature name: it appears inside Redis keys and
 /// JSON field names, so it is kept to `[A-Za-z0-9_-]`, 1..=128 characters, not starting with '-'.
 pub fn is_valid_name(name: &str) -> bool {
@@ -159,6 +171,10 @@ mod tests {
         assert_eq!(
             redis_key("banking", "scoring", 0xab, "u1"),
             "ferry:banking:scoring:00000000000000ab:u1"
+        );
+        assert_eq!(
+            ready_key("banking", "scoring", 0xab),
+            "ferry-ready:banking:scoring:00000000000000ab"
         );
     }
 

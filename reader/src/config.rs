@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use ferry_protos::limits::{MAX_KEYS_PER_CALL, MAX_READER_REQUEST_BYTES};
+use ferry_redis::RedisArgs;
 
 /// Command line of `ferry-reader`. Each limit exists so that one client cannot make the reader
 /// (or Redis behind it) do unbounded work.
@@ -20,9 +21,9 @@ pub struct Config {
     #[arg(long, env = "FERRY_READER_LISTEN", default_value = "127.0.0.1:8090")]
     pub listen: SocketAddr,
 
-    /// Redis URL, e.g. redis://127.0.0.1:6379 or redis://:password@host:6379/0.
-    #[arg(long, env = "FERRY_REDIS", default_value = "redis://127.0.0.1:6379")]
-    pub redis: String,
+    /// Where Redis is: one URL or a Cluster, TLS, credentials (shared with `ferry materialize`).
+    #[command(flatten)]
+    pub redis: RedisArgs,
 
     /// Most entity keys accepted in one request, summed over its lookups; more is 413. At
     /// least `ferry_protos::limits::MAX_KEYS_PER_CALL`, the most `ferry apply` lets a route ask
@@ -39,7 +40,8 @@ pub struct Config {
     pub max_body_bytes: u64,
 
     /// Budget of one Redis call, in milliseconds, including any wait for a (re)connection.
-    /// A call over budget is answered 504.
+    /// A call over budget is answered 504; a connection that has answered nothing for a second
+    /// (or this budget, if longer) while calls miss their budget is replaced by a new one.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
     pub redis_timeout_ms: u64,
 
@@ -59,7 +61,7 @@ impl Config {
     pub fn with_redis(redis: impl Into<String>) -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8090)),
-            redis: redis.into(),
+            redis: RedisArgs::with_url(redis),
             max_batch: MAX_KEYS_PER_CALL,
             max_body_bytes: MAX_READER_REQUEST_BYTES,
             redis_timeout_ms: 50,

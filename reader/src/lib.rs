@@ -7,8 +7,11 @@
 //! - [`service`]: routes requests, bounds concurrency and body size, answers the endpoints.
 //! - [`batch`]: validates a `VectorRequest`, builds its single `MGET`, cuts the answer back into
 //!   one result per lookup.
-//! - [`store`]: Redis behind one multiplexed self-healing connection, deadlines, error
-//!   classification, the up/down state.
+//! - [`store`]: Redis (one server or a Cluster, see `ferry-redis`) behind one multiplexed
+//!   self-healing connection, deadlines, silent connections replaced, error classification, the
+//!   up/down state.
+//! - [`health`]: `/healthz` (Redis reachable, cached a second) and `/readyz` (and the vectors
+//!   of the asked services written).
 //! - [`metrics`]: counters and the Prometheus text of `GET /metrics`.
 //! - [`error`]: every failure and its HTTP status and JSON body.
 //! - [`config`]: the command line.
@@ -16,6 +19,7 @@
 pub mod batch;
 pub mod config;
 pub mod error;
+pub mod health;
 pub mod metrics;
 pub mod server;
 pub mod service;

@@ -14,6 +14,8 @@ pub enum Route {
     Vectors,
     /// `GET /healthz`.
     Healthz,
+    /// `GET /readyz`.
+    Readyz,
     /// `GET /metrics`.
     Metrics,
     /// Anything else (404s, mostly).
@@ -21,12 +23,19 @@ pub enum Route {
 }
 
 impl Route {
-    const ALL: [Route; 4] = [Route::Vectors, Route::Healthz, Route::Metrics, Route::Other];
+    const ALL: [Route; 5] = [
+        Route::Vectors,
+        Route::Healthz,
+        Route::Readyz,
+        Route::Metrics,
+        Route::Other,
+    ];
 
     fn label(self) -> &'static str {
         match self {
             Route::Vectors => "vectors",
             Route::Healthz => "healthz",
+            Route::Readyz => "readyz",
             Route::Metrics => "metrics",
             Route::Other => "other",
         }

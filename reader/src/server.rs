@@ -28,9 +28,9 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    /// The Redis URL is malformed.
-    #[error("invalid redis URL: {0}")]
-    Redis(#[from] redis::RedisError),
+    /// The Redis flags cannot be used (malformed URL, unreadable CA file, ...).
+    #[error("{0}")]
+    Redis(#[from] ferry_redis::SetupError),
 }
 
 /// Binds `--listen` and serves until `shutdown` completes.

@@ -1,5 +1,5 @@
-//! The HTTP face of the reader: routing, bounded body reading, and the three endpoints
-//! (`POST /v1/vectors`, `GET /healthz`, `GET /metrics`). Transport-agnostic: `server` feeds it
+//! The HTTP face of the reader: routing, bounded body reading, and the endpoints
+//! (`POST /v1/vectors`, `GET /healthz`, `GET /readyz`, `GET /metrics`). Transport-agnostic: `server` feeds it
 //! requests from HTTP/1.1 and h2c connections alike.
 
 use std::sync::Arc;
@@ -10,14 +10,15 @@ use ferry_protos::{PROTOBUF_CONTENT_TYPE, READER_PATH};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Body;
 use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Method, Request, Response};
 use prost::Message;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::batch::Batch;
 use crate::config::Config;
-use crate::error::{json_response, ReaderError};
+use crate::error::ReaderError;
+use crate::health::Health;
 use crate::metrics::{Metrics, Route};
 use crate::store::Store;
 
@@ -30,6 +31,8 @@ const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Reader {
     /// Redis behind one multiplexed, self-healing connection.
     store: Store,
+    /// `/healthz` and `/readyz`, with the cached reachability of Redis.
+    health: Health,
     /// The reader's counters, also read by `/metrics`.
     metrics: Arc<Metrics>,
     /// One permit per `/v1/vectors` request in progress (`--max-concurrency`). It is taken
@@ -46,11 +49,13 @@ pub struct Reader {
 
 impl Reader {
     /// Builds the reader from its configuration. Does not connect to Redis yet (see `Store`);
-    /// fails only on a malformed Redis URL.
-    pub fn new(config: &Config) -> Result<Self, redis::RedisError> {
+    /// fails only on unusable Redis flags (malformed URL, unreadable CA file, ...).
+    pub fn new(config: &Config) -> Result<Self, ferry_redis::SetupError> {
         let metrics = Arc::new(Metrics::default());
+        let target = config.redis.target()?;
         Ok(Self {
-            store: Store::new(&config.redis, config.redis_timeout(), metrics.clone())?,
+            store: Store::new(target, config.redis_timeout(), metrics.clone())?,
+            health: Health::default(),
             metrics,
             permits: Semaphore::new(config.max_concurrency as usize),
             max_concurrency: config.max_concurrency,
@@ -79,13 +84,21 @@ impl Reader {
         let route = match request.uri().path() {
             READER_PATH => Route::Vectors,
             "/healthz" => Route::Healthz,
+            "/readyz" => Route::Readyz,
             "/metrics" => Route::Metrics,
             _ => Route::Other,
         };
         let result = match route {
             Route::Vectors => self.vectors(request).await,
             Route::Healthz => match allow(&request, Method::GET) {
-                Ok(()) => Ok(self.healthz().await),
+                Ok(()) => Ok(self.health.healthz(&self.store).await),
+                Err(e) => Err(e),
+            },
+            Route::Readyz => match allow(&request, Method::GET) {
+                Ok(()) => {
+                    let query = request.uri().query();
+                    self.health.readyz(&self.store, query).await
+                }
                 Err(e) => Err(e),
             },
             Route::Metrics => allow(&request, Method::GET).map(|()| self.metrics_text()),
@@ -164,25 +177,6 @@ impl Reader {
                 "request body not received within {} s",
                 BODY_READ_TIMEOUT.as_secs()
             ))),
-        }
-    }
-
-    /// `GET /healthz`: 200 if Redis answers a `PING` within the timeout, else 503.
-    async fn healthz(&self) -> Response<Full<Bytes>> {
-        match self.store.ping().await {
-            Ok(()) => json_response(
-                StatusCode::OK,
-                &serde_json::json!({ "status": "ok", "redis": "up" }),
-            ),
-            Err(e) => json_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &serde_json::json!({
-                    "status": "unavailable",
-                    "redis": "down",
-                    "error": e.code(),
-                    "message": e.to_string(),
-                }),
-            ),
         }
     }
 

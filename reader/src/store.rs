@@ -1,12 +1,13 @@
-//! Redis access: one multiplexed connection shared by every request that reconnects by itself, a
-//! deadline on every call, errors classified as transient or not, and an up/down state that is
+//! Redis access: one multiplexed self-healing connection (or a Cluster connection) shared by
+//! every request, a deadline on every call, a connection that stays silent past its deadlines
+//! replaced by a new one, errors classified as transient or not, and an up/down state that is
 //! logged when it flips rather than on every failed request.
 
-use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use ferry_redis::{Connection, SetupError, Target, Timeouts};
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 use tokio::time::Instant;
 
@@ -22,15 +23,34 @@ const DOWN: u8 = 2;
 /// requests stop waiting at their deadline while the attempt carries on.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// One connection and when it last proved alive.
+#[derive(Debug)]
+struct Link {
+    /// Multiplexed: used by all requests at once (a clone is an `Arc` clone).
+    conn: Connection,
+    /// When it last answered anything, in ms since `Store::epoch` (starts at its creation).
+    heard_ms: AtomicU64,
+}
+
 /// The reader's view of Redis.
 #[derive(Debug)]
 pub struct Store {
-    /// Multiplexed connection used by all requests at once (a clone is an `Arc` clone). After an
-    /// I/O error it reconnects in the background: no per-request connection, no pool.
-    conn: ConnectionManager,
+    /// The connection in use. A connection whose socket stays open while Redis answers nothing
+    /// (host crash, partition, a frozen proxy) never fails with an I/O error, so redis-rs never
+    /// reconnects it; the store swaps in a new one instead (see `replace_if_silent`).
+    link: RwLock<Arc<Link>>,
+    /// Where and how to connect, for new links.
+    target: Target,
+    /// Connect and response timeouts of every link.
+    timeouts: Timeouts,
     /// Budget of one call, including any wait for a (re)connection.
     timeout: Duration,
-    /// Where Redis lives, for logs (the URL itself may carry a password).
+    /// A link that missed a deadline and has answered nothing for this long is replaced: at
+    /// least a connection attempt's own timeout, so a slow but healthy handshake can finish.
+    silence_limit: Duration,
+    /// Origin of the links' `heard_ms`.
+    epoch: Instant,
+    /// Where Redis lives, for logs, without credentials.
     addr: String,
     /// `UNKNOWN`, `UP` or `DOWN`, as last observed; only changes are logged.
     state: AtomicU8,
@@ -41,21 +61,31 @@ pub struct Store {
 impl Store {
     /// Prepares the connection without connecting: the reader starts (and answers 503) while
     /// Redis is away, and connects on first use.
-    pub fn new(url: &str, timeout: Duration, metrics: Arc<Metrics>) -> Result<Self, RedisError> {
-        let client = redis::Client::open(url)?;
-        let addr = client.get_connection_info().addr().to_string();
-        let config = ConnectionManagerConfig::new()
-            // One attempt per reconnect: while Redis is down each failed call fails fast (503)
-            // and the next call tries again, instead of requests queueing behind a backoff.
-            .set_number_of_retries(0)
-            .set_connection_timeout(Some(CONNECT_TIMEOUT.max(timeout)))
-            // The deadline is enforced per call below; a second timer per command buys nothing.
-            .set_response_timeout(None);
-        let conn = ConnectionManager::new_lazy_with_config(client, config)?;
+    pub fn new(
+        target: Target,
+        timeout: Duration,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, SetupError> {
+        let connect = CONNECT_TIMEOUT.max(timeout);
+        // redis-rs's own response timeout frees a command's slot on a silent connection; the
+        // call's deadline below is what the client sees.
+        let timeouts = Timeouts {
+            connect,
+            response: Some(timeout),
+        };
+        let epoch = Instant::now();
+        let link = Link {
+            conn: target.connect_lazy(timeouts)?,
+            heard_ms: AtomicU64::new(0),
+        };
         Ok(Self {
-            conn,
+            link: RwLock::new(Arc::new(link)),
+            addr: target.to_string(),
+            target,
+            timeouts,
             timeout,
-            addr,
+            silence_limit: connect,
+            epoch,
             state: AtomicU8::new(UNKNOWN),
             metrics,
         })
@@ -89,7 +119,8 @@ impl Store {
     /// One command under the deadline; records the outcome in the health state and metrics.
     async fn call(&self, command: &redis::Cmd) -> Result<Value, ReaderError> {
         let deadline = Instant::now() + self.timeout;
-        let mut conn = self.conn.clone();
+        let link = self.current();
+        let mut conn = link.conn.clone();
         let outcome = tokio::time::timeout_at(deadline, async {
             match command.query_async::<Value>(&mut conn).await {
                 // A connection that died while idle is only noticed on use, and the manager is
@@ -104,11 +135,18 @@ impl Store {
         .await;
         match outcome {
             Ok(Ok(value)) => {
+                self.heard(&link);
                 self.mark_up();
                 Ok(value)
             }
             Ok(Err(e)) => {
                 let kind = classify(&e);
+                if kind == RedisErrorKind::Timeout {
+                    self.replace_if_silent(&link);
+                } else if e.kind() != ErrorKind::Io {
+                    // Redis itself answered (an error reply): the connection is alive.
+                    self.heard(&link);
+                }
                 self.mark_down(kind, &e.to_string());
                 Err(match kind {
                     RedisErrorKind::Timeout => ReaderError::RedisTimeout(self.timeout_ms()),
@@ -118,9 +156,63 @@ impl Store {
                 })
             }
             Err(_elapsed) => {
+                self.replace_if_silent(&link);
                 self.mark_down(RedisErrorKind::Timeout, "deadline passed");
                 Err(ReaderError::RedisTimeout(self.timeout_ms()))
             }
+        }
+    }
+
+    /// The link in use (an `Arc` clone under a read lock held for no longer than that).
+    fn current(&self) -> Arc<Link> {
+        match self.link.read() {
+            Ok(link) => link.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Records that `link` answered. Written at most every 10 ms, so that concurrent requests do
+    /// not all write one shared cache line.
+    fn heard(&self, link: &Link) {
+        let now = self.now_ms();
+        if now.saturating_sub(link.heard_ms.load(Relaxed)) >= 10 {
+            link.heard_ms.store(now, Relaxed);
+        }
+    }
+
+    /// After a missed deadline: if `link` is still the one in use and has answered nothing for
+    /// `silence_limit`, a new (lazy) connection takes its place. Calls in flight on the old one
+    /// finish or time out on it; it closes when the last of them lets go. Slow answers on a live
+    /// connection do not trigger this, since any answer resets the silence.
+    fn replace_if_silent(&self, link: &Arc<Link>) {
+        let silent_ms = self.now_ms().saturating_sub(link.heard_ms.load(Relaxed));
+        if u128::from(silent_ms) < self.silence_limit.as_millis() {
+            return;
+        }
+        let Ok(mut current) = self.link.write() else {
+            return;
+        };
+        // Another request may have replaced it already.
+        if !Arc::ptr_eq(&current, link) {
+            return;
+        }
+        match self.target.connect_lazy(self.timeouts) {
+            Ok(conn) => {
+                tracing::warn!(
+                    redis = %self.addr, silent_ms,
+                    "redis connection silent past its deadlines; replacing it"
+                );
+                *current = Arc::new(Link {
+                    conn,
+                    heard_ms: AtomicU64::new(self.now_ms()),
+                });
+            }
+            // Cannot happen: the same target built the first link.
+            Err(e) => tracing::error!(error = %e, "cannot build a new redis connection"),
         }
     }
 
@@ -200,12 +292,10 @@ mod tests {
     async fn an_unreachable_redis_is_unavailable_and_flips_the_state_once() {
         // Port 1 on loopback: nothing listens there, so the connect is refused at once.
         let metrics = Arc::new(Metrics::default());
-        let store = Store::new(
-            "redis://127.0.0.1:1",
-            Duration::from_millis(500),
-            metrics.clone(),
-        )
-        .unwrap();
+        let target = ferry_redis::RedisArgs::with_url("redis://127.0.0.1:1")
+            .target()
+            .unwrap();
+        let store = Store::new(target, Duration::from_millis(500), metrics.clone()).unwrap();
         for _ in 0..2 {
             let err = store.ping().await.unwrap_err();
             assert_eq!(err.code(), "redis_unavailable", "{err}");
@@ -215,10 +305,5 @@ mod tests {
         assert!(metrics
             .render(false)
             .contains("ferry_reader_redis_errors_total{kind=\"unavailable\"} 2"));
-    }
-
-    #[test]
-    fn a_malformed_url_is_refused_at_startup() {
-        assert!(Store::new("http://x", Duration::from_millis(1), Arc::default()).is_err());
     }
 }

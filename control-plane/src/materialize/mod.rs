@@ -2,6 +2,7 @@
 //! in Redis. Each view's source is read once (views in parallel) keeping the latest row per
 //! entity; each service's vectors are then encoded and written in pipelined batches.
 
+mod connection;
 pub mod vector;
 mod writer;
 
@@ -13,7 +14,8 @@ use crate::repo::{FeatureService, Registry};
 use crate::sources::{load_latest, LatestRows, SourceError, ViewSpec};
 use crate::types::{FeatureType, KeyType};
 
-pub use writer::{connect, WriteOptions};
+pub use connection::connect;
+pub use writer::WriteOptions;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MaterializeError {
@@ -23,6 +25,9 @@ pub enum MaterializeError {
         #[source]
         source: SourceError,
     },
+    #[error(transparent)]
+    RedisSetup(#[from] ferry_redis::SetupError),
+    /// `url` is shown without credentials.
     #[error("redis {url}: {source}")]
     Connect {
         url: String,
@@ -192,7 +197,7 @@ pub async fn run(
     opts: &WriteOptions,
     progress: &ProgressBar,
 ) -> Result<Vec<ServiceSummary>, MaterializeError> {
-    let conn = connect(&opts.redis_url).await?;
+    let conn = connect(&opts.redis).await?;
     let per_service: Vec<Vec<&str>> = reg
         .services
         .iter()
@@ -202,10 +207,16 @@ pub async fn run(
     let mut out = Vec::with_capacity(reg.services.len());
     for (service, entities) in reg.services.iter().zip(&per_service) {
         progress.set_message(service.name.clone());
-        out.push(
+        let summary =
             writer::write_service(reg, service, tables, entities, conn.clone(), opts, progress)
-                .await?,
-        );
+                .await?;
+        connection::mark_ready(&conn, &reg.project, &summary, opts.key_ttl_seconds)
+            .await
+            .map_err(|source| MaterializeError::Write {
+                service: service.name.clone(),
+                source,
+            })?;
+        out.push(summary);
     }
     progress.finish_and_clear();
     Ok(out)

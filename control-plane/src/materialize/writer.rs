@@ -2,20 +2,20 @@
 //! entity when keys expire), a few batches in flight over one multiplexed connection so encoding
 //! overlaps the network.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use ferry_redis::{Connection, RedisArgs};
 use indicatif::ProgressBar;
-use redis::aio::MultiplexedConnection;
-use redis::AsyncConnectionConfig;
 use tokio::task::JoinSet;
 
-use super::{parts_for, vector, MaterializeError, ServiceSummary, Tables};
+use super::{connection, parts_for, vector, MaterializeError, ServiceSummary, Tables};
 use crate::repo::{FeatureService, Registry};
 
 /// How vectors are written.
 #[derive(Clone, Debug)]
 pub struct WriteOptions {
-    pub redis_url: String,
+    /// Where Redis is (one server or a Cluster) and how to connect.
+    pub redis: RedisArgs,
     /// Entities per batch (one round trip each).
     pub batch_size: usize,
     /// Pipelines in flight at once; more hides latency, at the cost of memory.
@@ -27,32 +27,17 @@ pub struct WriteOptions {
 
 impl WriteOptions {
     pub fn new(redis_url: impl Into<String>) -> Self {
+        Self::with_redis(RedisArgs::with_url(redis_url))
+    }
+
+    pub fn with_redis(redis: RedisArgs) -> Self {
         WriteOptions {
-            redis_url: redis_url.into(),
+            redis,
             batch_size: 1000,
             in_flight: 4,
             key_ttl_seconds: None,
         }
     }
-}
-
-/// A bulk write may legitimately take longer than the client's default 500 ms per response.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-pub async fn connect(url: &str) -> Result<MultiplexedConnection, MaterializeError> {
-    let err = |source| MaterializeError::Connect {
-        url: url.to_owned(),
-        source,
-    };
-    let client = redis::Client::open(url).map_err(err)?;
-    let config = AsyncConnectionConfig::new()
-        .set_response_timeout(Some(RESPONSE_TIMEOUT))
-        .set_connection_timeout(Some(CONNECT_TIMEOUT));
-    client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-        .map_err(err)
 }
 
 type Batch = Result<u64, redis::RedisError>;
@@ -62,7 +47,7 @@ pub(super) async fn write_service(
     service: &FeatureService,
     tables: &Tables,
     entities: &[&str],
-    conn: MultiplexedConnection,
+    conn: Connection,
     opts: &WriteOptions,
     progress: &ProgressBar,
 ) -> Result<ServiceSummary, MaterializeError> {
@@ -111,9 +96,9 @@ pub(super) async fn write_service(
         while in_flight.len() >= opts.in_flight.max(1) {
             finish_one(&mut in_flight, progress).await.map_err(fail)?;
         }
-        let mut c = conn.clone();
+        let c = conn.clone();
         let n = chunk.len() as u64;
-        in_flight.spawn(async move { pipe.exec_async(&mut c).await.map(|()| n) });
+        in_flight.spawn(async move { connection::exec(&c, pipe).await.map(|()| n) });
     }
     while !in_flight.is_empty() {
         finish_one(&mut in_flight, progress).await.map_err(fail)?;

@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use control_plane::ControlPlane;
-pub use ferry_test_support::redis::RedisServer;
+pub use ferry_test_support::redis::{RedisCluster, RedisServer};
 pub use process::{free_port, Proc};
 
 pub fn root() -> PathBuf {
@@ -94,7 +94,10 @@ pub struct Options {
 pub struct Stack {
     pub dir: tempfile::TempDir,
     pub repo: PathBuf,
+    /// The stack's Redis; left empty when `redis_cluster` is used instead.
     pub redis: RedisServer,
+    /// With [`Stack::start_on_redis_cluster`]: the Cluster `ferry materialize` and the reader use.
+    pub redis_cluster: Option<RedisCluster>,
     pub reader: Proc,
     pub reader_port: u16,
     pub model: Proc,
@@ -117,27 +120,40 @@ pub struct Envoy {
 
 impl Stack {
     pub fn start(opts: Options) -> Stack {
-        Stack::start_with(opts, |y| y, false)
+        Stack::start_with(opts, |y| y, false, false)
+    }
+
+    /// The same stack on a three-master Redis Cluster: `ferry materialize` writes into it and
+    /// the reader reads from it (`--redis-cluster`).
+    pub fn start_on_redis_cluster(opts: Options) -> Stack {
+        Stack::start_with(opts, |y| y, false, true)
     }
 
     /// The same stack, but Envoy takes the filter config from a `ferry serve` process (ECDS over
     /// ADS). `edit` rewrites the repo's ferry.yaml before anything reads it.
     pub fn start_xds(opts: Options, edit: impl FnOnce(String) -> String) -> Stack {
-        Stack::start_with(opts, edit, true)
+        Stack::start_with(opts, edit, true, false)
     }
 
-    fn start_with(opts: Options, edit: impl FnOnce(String) -> String, xds: bool) -> Stack {
+    fn start_with(
+        opts: Options,
+        edit: impl FnOnce(String) -> String,
+        xds: bool,
+        cluster: bool,
+    ) -> Stack {
         let dir = tempfile::tempdir().expect("tempdir");
         let repo = example_repo(dir.path(), &opts, edit);
 
         let redis = RedisServer::start();
+        let redis_cluster = cluster.then(RedisCluster::start);
+        let redis_flags = redis_flags(&redis, redis_cluster.as_ref());
         run(Command::new(bin("ferry"))
             .arg("materialize")
             .arg(&repo)
-            .args(["--redis", &redis.url()]));
+            .args(&redis_flags));
 
         let reader_port = free_port();
-        let reader = start_reader(dir.path(), reader_port, &redis.url());
+        let reader = start_reader(dir.path(), reader_port, &redis_flags);
         let model_port = free_port();
         let mut cmd = Command::new(bin("ferry-demo-model"));
         cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
@@ -168,6 +184,7 @@ impl Stack {
             dir,
             repo,
             redis,
+            redis_cluster,
             reader,
             reader_port,
             model,
@@ -258,7 +275,8 @@ impl Stack {
     }
 
     pub fn restart_reader(&mut self) {
-        self.reader = start_reader(self.dir.path(), self.reader_port, &self.redis.url());
+        let flags = redis_flags(&self.redis, self.redis_cluster.as_ref());
+        self.reader = start_reader(self.dir.path(), self.reader_port, &flags);
         let port = self.reader_port;
         self.reader
             .wait_ready(|| http::get_ok(port, "/healthz"), "reader /healthz");
@@ -294,13 +312,17 @@ fn start_envoy(dir: &Path, config: &Path, name: &'static str) -> Proc {
     Proc::start(name, cmd, dir)
 }
 
-fn start_reader(dir: &Path, port: u16, redis_url: &str) -> Proc {
+/// The Redis flags of `ferry materialize` and the reader: the Cluster's seeds if there is one.
+fn redis_flags(redis: &RedisServer, cluster: Option<&RedisCluster>) -> Vec<String> {
+    match cluster {
+        Some(c) => vec!["--redis".into(), c.urls(), "--redis-cluster".into()],
+        None => vec!["--redis".into(), redis.url()],
+    }
+}
+
+fn start_reader(dir: &Path, port: u16, redis_flags: &[String]) -> Proc {
     let mut cmd = Command::new(bin("ferry-reader"));
-    cmd.args([
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--redis",
-        redis_url,
-    ]);
+    cmd.args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(redis_flags);
     Proc::start("reader", cmd, dir)
 }

@@ -6,7 +6,9 @@
 //!   for crates that need more services or routes;
 //! - [`vector`]: stored vectors, as `ferry materialize` writes them to Redis;
 //! - [`reader`]: the reader's request and answer;
-//! - [`redis`]: a throwaway `redis-server` on a free loopback port;
+//! - [`redis`]: a throwaway `redis-server` on a free loopback port (plain, TLS, password, or a
+//!   three-master Cluster);
+//! - [`proxy`]: a TCP proxy that can freeze, to play a Redis that went silent;
 //! - [`ports`]: free loopback ports;
 //! - [`example`]: the banking example as a feature repo with generated data.
 //!
@@ -18,6 +20,7 @@
 
 pub mod example;
 pub mod ports;
+pub mod proxy;
 pub mod reader;
 pub mod redis;
 pub mod snapshot;
