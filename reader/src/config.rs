@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::Parser;
 use ferry_protos::limits::{MAX_KEYS_PER_CALL, MAX_READER_REQUEST_BYTES};
 use ferry_redis::RedisArgs;
+use tokio::sync::Semaphore;
 
 /// Command line of `ferry-reader`. Each limit exists so that one client cannot make the reader
 /// (or Redis behind it) do unbounded work.
@@ -49,6 +50,11 @@ pub struct Config {
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_concurrency: u32,
 
+    /// Bytes of request bodies held at once while they are read, over every connection;
+    /// further bytes wait. At least `--max-body-bytes` (one largest request always fits).
+    #[arg(long, default_value_t = 256 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_body_memory: u64,
+
     /// Tokio worker threads: 0 = one per core (tokio's default), 1 = a single-threaded
     /// runtime (no hand-offs between threads: the request task and Redis' connection task
     /// run on the same one).
@@ -66,8 +72,18 @@ impl Config {
             max_body_bytes: MAX_READER_REQUEST_BYTES,
             redis_timeout_ms: 50,
             max_concurrency: 256,
+            max_body_memory: 256 << 20,
             threads: 0,
         }
+    }
+
+    /// The body memory budget in bytes: `--max-body-memory`, raised to `--max-body-bytes` so
+    /// the largest request allowed can always be read.
+    pub fn body_memory(&self) -> usize {
+        let bytes = self.max_body_memory.max(self.max_body_bytes);
+        usize::try_from(bytes)
+            .unwrap_or(usize::MAX)
+            .min(Semaphore::MAX_PERMITS)
     }
 
     /// The runtime `--threads` asks for.

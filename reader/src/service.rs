@@ -5,14 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use ferry_protos::{PROTOBUF_CONTENT_TYPE, READER_PATH};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Body;
 use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request, Response};
 use prost::Message;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
 use crate::batch::Batch;
@@ -39,6 +39,10 @@ pub struct Reader {
     /// before the body is read, so body memory is bounded by `max_concurrency * max_body_bytes`
     /// and Redis never sees more than that many batches at once; further requests wait.
     permits: Semaphore,
+    /// Bytes of request bodies being read, one permit per byte (`--max-body-memory`), taken
+    /// as the bytes arrive: reading bodies never holds a Redis slot, and body memory stays
+    /// bounded however many connections upload at once.
+    body_memory: Semaphore,
     /// `--max-concurrency`, kept for the HTTP/2 stream limit.
     max_concurrency: u32,
     /// `--max-batch`: entity keys per request.
@@ -58,6 +62,7 @@ impl Reader {
             health: Health::default(),
             metrics,
             permits: Semaphore::new(config.max_concurrency as usize),
+            body_memory: Semaphore::new(config.body_memory()),
             max_concurrency: config.max_concurrency,
             max_batch: config.max_batch,
             max_body_bytes: config.max_body_bytes,
@@ -125,12 +130,14 @@ impl Reader {
         B::Error: std::error::Error + Send + Sync + 'static,
     {
         allow(&request, Method::POST)?;
+        // The body first, charged to the memory budget as its bytes arrive; the Redis slot only
+        // once it is all here, so clients that send slowly cannot keep it from the others.
+        let (body, _memory) = self.read_body(request).await?;
         let _permit = self
             .permits
             .acquire()
             .await
             .map_err(|_| ReaderError::Internal("concurrency semaphore closed".into()))?;
-        let body = self.read_body(request).await?;
         let batch = Batch::decode(body, self.max_batch)?;
         let values = match batch.command() {
             Some(command) => self.store.mget(command).await?,
@@ -147,8 +154,13 @@ impl Reader {
     }
 
     /// Reads the body, refusing it up front when its declared length is over the limit and
-    /// capping what is read when no length was declared (HTTP/2, chunked).
-    async fn read_body<B>(&self, request: Request<B>) -> Result<impl Buf, ReaderError>
+    /// capping what is read when no length was declared (HTTP/2, chunked). Each chunk is
+    /// charged to the body memory budget when it arrives (what is returned holds the charge):
+    /// a client that announces a large body and sends a few bytes holds a few bytes of it.
+    async fn read_body<B>(
+        &self,
+        request: Request<B>,
+    ) -> Result<(impl Buf, Option<SemaphorePermit<'_>>), ReaderError>
     where
         B: Body,
         B::Error: std::error::Error + Send + Sync + 'static,
@@ -166,9 +178,30 @@ impl Reader {
         }
         let limit = usize::try_from(self.max_body_bytes).unwrap_or(usize::MAX);
         let body = Limited::new(request.into_body(), limit);
-        match tokio::time::timeout(BODY_READ_TIMEOUT, body.collect()).await {
-            // Aggregated, not flattened: prost decodes from the chunks as they came.
-            Ok(Ok(collected)) => Ok(collected.aggregate()),
+        tokio::pin!(body);
+        let mut chunks = BytesMut::new();
+        let mut charge: Option<SemaphorePermit<'_>> = None;
+        let read = async {
+            while let Some(frame) = body.frame().await {
+                let Ok(data) = frame?.into_data() else {
+                    continue; // trailers carry nothing the reader reads
+                };
+                let bytes = u32::try_from(data.remaining()).unwrap_or(u32::MAX);
+                let permit = self
+                    .body_memory
+                    .acquire_many(bytes)
+                    .await
+                    .map_err(|_| "body memory semaphore closed")?;
+                match charge.as_mut() {
+                    Some(held) => held.merge(permit),
+                    None => charge = Some(permit),
+                }
+                chunks.put(data);
+            }
+            Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+        };
+        match tokio::time::timeout(BODY_READ_TIMEOUT, read).await {
+            Ok(Ok(())) => Ok((chunks.freeze(), charge)),
             Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large),
             Ok(Err(e)) => Err(ReaderError::BadRequest(format!(
                 "could not read the request body: {e}"
