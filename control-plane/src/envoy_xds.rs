@@ -176,7 +176,10 @@ mod tests {
         let a = default_node_id(10000);
         let b = default_node_id(10000);
         assert_ne!(a, b, "two Envoys rendered by the same command");
-        assert!(a.starts_with("ferry-envoy-") && a.contains("-10000-"), "{a}");
+        assert!(
+            a.starts_with("ferry-envoy-") && a.contains("-10000-"),
+            "{a}"
+        );
         x.node_id = a.clone();
         let text = render_xds(&reg.unwrap(), &s, &x).unwrap();
         assert!(text.contains(&format!("id: \"{a}\"")));

@@ -53,7 +53,9 @@ struct Header {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PersistError {
-    #[error("state directory {path}: {reason} (choose another with --state-dir or FERRY_STATE_DIR)")]
+    #[error(
+        "state directory {path}: {reason} (choose another with --state-dir or FERRY_STATE_DIR)"
+    )]
     Dir { path: String, reason: String },
     #[error("writing the state file {path}: {reason}")]
     Write { path: String, reason: String },
@@ -133,7 +135,9 @@ impl StateDir {
         drop(f);
         std::fs::rename(&tmp, &path).map_err(err)?;
         // The rename itself is durable only once the directory is.
-        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(err)
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(err)
     }
 }
 
@@ -160,7 +164,8 @@ fn decode(bytes: &[u8]) -> Result<Saved, String> {
         .iter()
         .position(|b| *b == b'\n')
         .ok_or("no header line")?;
-    let header: Header = serde_json::from_slice(&bytes[..nl]).map_err(|e| format!("header: {e}"))?;
+    let header: Header =
+        serde_json::from_slice(&bytes[..nl]).map_err(|e| format!("header: {e}"))?;
     if header.format != FORMAT {
         return Err(format!("format '{}', expected '{FORMAT}'", header.format));
     }
@@ -273,6 +278,9 @@ mod tests {
         let file = dir.path().join("a-file");
         std::fs::write(&file, b"").unwrap();
         let e = StateDir::open(&file.join("state")).unwrap_err().to_string();
-        assert!(e.contains("a-file/state") && e.contains("--state-dir"), "{e}");
+        assert!(
+            e.contains("a-file/state") && e.contains("--state-dir"),
+            "{e}"
+        );
     }
 }

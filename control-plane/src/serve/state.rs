@@ -158,7 +158,11 @@ impl State {
         self.validate(&snap)?;
         snap.version = snapshot::content_version(&snap);
         let version = snap.version.clone();
-        let source = if saved.source == "push" { "push" } else { "file" };
+        let source = if saved.source == "push" {
+            "push"
+        } else {
+            "file"
+        };
         let xds = Arc::new(resources::build(&snap, &self.filter));
         self.current.send_replace(Some(Arc::new(Current {
             snapshot: snap,

@@ -166,3 +166,81 @@ async fn settle(
         last = hash;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envoy_config::TEMPLATE_READER_CLUSTER;
+    use crate::serve::resources::FilterOptions;
+    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+    use std::os::unix::fs::symlink;
+
+    fn state() -> Arc<State> {
+        let filter = FilterOptions {
+            filter_name: "ferry".into(),
+            wasm_path: "/ferry.wasm".into(),
+        };
+        Arc::new(State::new(filter, TEMPLATE_READER_CLUSTER.into(), None))
+    }
+
+    /// A Kubernetes ConfigMap volume: `ferry.yaml` → `..data/ferry.yaml`, `..data` → a
+    /// timestamped folder; an update writes a new folder and renames a new `..data` link over
+    /// the old one.
+    fn configmap_version(repo: &Path, name: &str, yaml: &str) {
+        let dir = repo.join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join(REPO_FILE), yaml).unwrap();
+        let tmp = repo.join("..data_tmp");
+        symlink(name, &tmp).unwrap();
+        std::fs::rename(&tmp, repo.join("..data")).unwrap();
+    }
+
+    /// Waits up to 5 s for `done`.
+    async fn until(done: impl Fn() -> bool) {
+        for _ in 0..200 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_configmap_symlink_swap_is_followed_and_a_broken_file_never_applied() {
+        let (repo, _) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let root = repo.path();
+        std::fs::remove_file(root.join(REPO_FILE)).unwrap();
+        configmap_version(root, "..v1", ORDER_YAML);
+        symlink("..data/ferry.yaml", root.join(REPO_FILE)).unwrap();
+        let state = state();
+        let (hash, first) = load(root);
+        assert_eq!(
+            apply(&state, hash, first.clone()),
+            Applied::Current(first.unwrap().version)
+        );
+        let (stop, stopped) = watch::channel(false);
+        let every = Watch {
+            interval: Duration::from_millis(20),
+            debounce: Duration::from_millis(50),
+        };
+        let task = tokio::spawn(run(state.clone(), root.to_owned(), every, hash, stopped));
+        let version = || state.current().unwrap().snapshot.version.clone();
+        let v1 = version();
+        // A version that does not validate: refused, reported, the last good one stays.
+        configmap_version(
+            root,
+            "..v2",
+            &ORDER_YAML.replace("service: pair", "service: nope"),
+        );
+        until(|| state.last_refused().is_some()).await;
+        assert!(state.last_refused().unwrap().error.contains("nope"));
+        assert_eq!(version(), v1);
+        // A good one (a TTL change): applied through the swapped link.
+        configmap_version(root, "..v3", &ORDER_YAML.replace("ttl: 2h", "ttl: 3h"));
+        until(|| version() != v1).await;
+        assert_eq!(version(), load(root).1.unwrap().version);
+        assert_ne!(version(), v1);
+        stop.send(true).unwrap();
+        task.await.unwrap();
+    }
+}

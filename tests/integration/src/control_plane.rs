@@ -132,7 +132,14 @@ impl ControlPlane {
         let mut cmd = Command::new(bin("ferry"));
         cmd.arg("apply")
             .arg(repo)
-            .args(["--push", &self.url(), "--token", TOKEN, "--redis", redis_url])
+            .args([
+                "--push",
+                &self.url(),
+                "--token",
+                TOKEN,
+                "--redis",
+                redis_url,
+            ])
             .env_remove("FERRY_PUSH_TOKEN");
         if materialize {
             cmd.arg("--materialize");
@@ -146,14 +153,22 @@ impl ControlPlane {
     }
 
     /// Waits until `/status` satisfies `done`, up to `limit`; returns that status.
-    pub fn wait_status(&self, what: &str, limit: Duration, done: impl Fn(&Status) -> bool) -> Status {
+    pub fn wait_status(
+        &self,
+        what: &str,
+        limit: Duration,
+        done: impl Fn(&Status) -> bool,
+    ) -> Status {
         let start = std::time::Instant::now();
         loop {
             let last = self.status();
             if done(&last) {
                 return last;
             }
-            assert!(start.elapsed() < limit, "{what}: not within {limit:?}: {last:?}");
+            assert!(
+                start.elapsed() < limit,
+                "{what}: not within {limit:?}: {last:?}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }

@@ -336,7 +336,8 @@ async fn refused_snapshot_is_nacked_reported_and_not_resent() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn envoy_keeps_serving_without_the_control_plane_and_a_restart_holds_back_a_new_fingerprint() {
+async fn envoy_keeps_serving_without_the_control_plane_and_a_restart_holds_back_a_new_fingerprint()
+{
     let mut stack = xds_stack(100);
     let good = stack.cp().version();
     stack.cp().wait_converged(&good, 1, Duration::from_secs(15));
@@ -361,7 +362,10 @@ async fn envoy_keeps_serving_without_the_control_plane_and_a_restart_holds_back_
     let refused = last_refused(&status);
     assert!(refused.contains("materialized"), "held back: {refused}");
     let resp = post(stack.listen_port, STRICT, body(&["u000003"])).await;
-    assert!(!has_embedding(&resp), "v2 not served before its vectors exist");
+    assert!(
+        !has_embedding(&resp),
+        "v2 not served before its vectors exist"
+    );
 
     // Its vectors written and pushed (the one command), Envoy catches up.
     let v2 = push(&stack, true);

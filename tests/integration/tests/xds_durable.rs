@@ -105,7 +105,10 @@ impl CwdEnvoy {
             .arg("envoy-config")
             .arg(&stack.repo)
             .arg("--xds")
-            .args(["--xds-address", &format!("127.0.0.1:{}", stack.cp().xds_port)])
+            .args([
+                "--xds-address",
+                &format!("127.0.0.1:{}", stack.cp().xds_port),
+            ])
             .args(["--listen-port", &listen_port.to_string()])
             .args(["--admin-port", &admin_port.to_string()])
             .args(["--reader-port", &stack.reader_port.to_string()])
@@ -171,7 +174,9 @@ async fn one_envoys_nack_keeps_the_version_from_that_envoy_only() {
     let v2 = cp.apply_push(&stack.repo, &stack.redis.url(), true);
     let status = cp.wait_status("X NACKs v2 and Y ACKs it", WAIT, |s| {
         let on = |n: &str| s.nodes.iter().find(|s| s.node == n).cloned();
-        on(&x.node).and_then(|n| n.last_nack).is_some_and(|k| k.version == v2)
+        on(&x.node)
+            .and_then(|n| n.last_nack)
+            .is_some_and(|k| k.version == v2)
             && on(&y.node).is_some_and(|n| n.converged)
     });
     for n in &status.nodes {
@@ -203,7 +208,10 @@ async fn one_envoys_nack_keeps_the_version_from_that_envoy_only() {
     let sharing: Vec<_> = status.nodes.iter().filter(|n| n.shares_node_id).collect();
     assert_eq!(sharing.len(), 2, "X and Z share an id: {status:?}");
     assert!(enriched_with_embedding(z.listen_port).await, "Z on v2");
-    assert!(!enriched_with_embedding(x.listen_port).await, "X still on v1");
+    assert!(
+        !enriched_with_embedding(x.listen_port).await,
+        "X still on v1"
+    );
 }
 
 #[test]
@@ -252,7 +260,11 @@ fn a_half_written_ferry_yaml_is_not_applied_and_a_renamed_one_is() {
     cp.wait_status("the complete file applied", WAIT, |s| {
         s.snapshot.as_ref().unwrap().version == complete_version
     });
-    assert_eq!(updates(), before + 1, "only the complete file became current");
+    assert_eq!(
+        updates(),
+        before + 1,
+        "only the complete file became current"
+    );
     assert_ne!(complete_version, first);
 
     // Replaced by a rename (as editors and ConfigMap updates do): followed.
