@@ -51,7 +51,10 @@ ENVOY_ARGS=(--listen-port "$LISTEN_PORT" --admin-port "$ADMIN_PORT" --reader-por
   --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy.yaml")
 if [ "$MODE" = xds ]; then
   echo "== starting the control plane: xDS 127.0.0.1:$XDS_PORT, HTTP http://127.0.0.1:$CP_PORT"
-  start control-plane "$BIN/ferry" serve "$REPO" --wasm "$WASM" \
+  # A fresh state directory: the demo's Redis starts empty, so last run's pushed snapshot
+  # (restored from the state directory otherwise) is not wanted.
+  rm -rf "$RUN_DIR/cp-state"
+  start control-plane "$BIN/ferry" serve "$REPO" --wasm "$WASM" --state-dir "$RUN_DIR/cp-state" \
     --xds-listen "127.0.0.1:$XDS_PORT" --http-listen "127.0.0.1:$CP_PORT"
   wait_for control-plane "http://127.0.0.1:$CP_PORT/healthz"
   "$BIN/ferry" envoy-config "$REPO" --xds --xds-address "127.0.0.1:$XDS_PORT" "${ENVOY_ARGS[@]}"

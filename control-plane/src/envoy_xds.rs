@@ -23,6 +23,39 @@ pub struct XdsOptions {
     pub initial_fetch_timeout_s: u32,
 }
 
+/// The node id of a bootstrap rendered without `--node-id`: `ferry-envoy-HOST-PORT-RANDOM`.
+/// Unique per rendering, because the control plane remembers NACKs per node id: Envoys that
+/// share one could not be told apart. The random part makes two renderings differ; an Envoy
+/// run from a bootstrap file shared by several (replicas) needs Envoy's `--service-node` to
+/// tell them apart, which overrides this id.
+pub fn default_node_id(listen_port: u16) -> String {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default();
+    let host: String = host
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(48)
+        .collect();
+    // RandomState is seeded from the OS per process; the time and pid part it per call.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    let random = h.finish() & 0xffff_ffff;
+    if host.is_empty() {
+        format!("ferry-envoy-{listen_port}-{random:08x}")
+    } else {
+        format!("ferry-envoy-{host}-{listen_port}-{random:08x}")
+    }
+}
+
 /// Renders the xDS bootstrap. `opts.wasm_path` is unused: the control plane names the .wasm.
 pub fn render_xds(
     reg: &Registry,
@@ -134,6 +167,22 @@ mod tests {
                     .starts_with("http2_protocol_options:")
             );
         }
+    }
+
+    #[test]
+    fn default_node_ids_differ_per_rendering_and_are_accepted() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let (s, mut x) = opts();
+        let a = default_node_id(10000);
+        let b = default_node_id(10000);
+        assert_ne!(a, b, "two Envoys rendered by the same command");
+        assert!(
+            a.starts_with("ferry-envoy-") && a.contains("-10000-"),
+            "{a}"
+        );
+        x.node_id = a.clone();
+        let text = render_xds(&reg.unwrap(), &s, &x).unwrap();
+        assert!(text.contains(&format!("id: \"{a}\"")));
     }
 
     #[test]

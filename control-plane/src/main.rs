@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use ferry::envoy_config::{self, ReaderProtocol, StaticOptions};
-use ferry::envoy_xds::{render_xds, XdsOptions};
+use ferry::envoy_xds::{default_node_id, render_xds, XdsOptions};
 use ferry::materialize::{self, WriteOptions};
 use ferry::push;
 use ferry::repo::{self, scalars::format_ttl, Registry};
@@ -98,7 +98,9 @@ struct EnvoyConfigArgs {
     /// The control plane's xDS address (with --xds).
     #[arg(long, default_value = "127.0.0.1:18000")]
     xds_address: std::net::SocketAddrV4,
-    /// This Envoy's node id (with --xds); default ferry-envoy-LISTEN_PORT.
+    /// This Envoy's node id (with --xds), one per Envoy; default ferry-envoy-HOST-PORT-RANDOM
+    /// (unique per rendering). Envoys sharing one bootstrap file: start each with Envoy's
+    /// --service-node, which overrides it.
     #[arg(long)]
     node_id: Option<String>,
     /// With --xds: seconds to wait for the first snapshot before answering 500 (0 = forever).
@@ -143,6 +145,14 @@ struct ServeArgs {
     /// How often to check ferry.yaml for changes, in milliseconds (0 = do not watch).
     #[arg(long, default_value_t = 1000)]
     watch_interval_ms: u64,
+    /// How long a changed ferry.yaml must stay unchanged before it is applied, in
+    /// milliseconds (so a half-written file is not).
+    #[arg(long, default_value_t = 500)]
+    watch_debounce_ms: u64,
+    /// Where the current snapshot is saved on every change and restored from at start
+    /// (default: REPO/.ferry). Must be writable.
+    #[arg(long, env = "FERRY_STATE_DIR")]
+    state_dir: Option<PathBuf>,
     /// The HTTP filter's name in the bootstrap (the ECDS resource name).
     #[arg(long, default_value = "ferry")]
     filter_name: String,
@@ -224,7 +234,7 @@ fn envoy_config_cmd(args: EnvoyConfigArgs) -> Result<()> {
         let x = XdsOptions {
             node_id: args
                 .node_id
-                .unwrap_or_else(|| format!("ferry-envoy-{}", args.listen_port)),
+                .unwrap_or_else(|| default_node_id(args.listen_port)),
             xds_host: args.xds_address.ip().to_string(),
             xds_port: args.xds_address.port(),
             initial_fetch_timeout_s: args.initial_fetch_timeout,
@@ -434,7 +444,11 @@ fn serve_cmd(args: ServeArgs) -> Result<()> {
     if !args.wasm.is_file() {
         tracing::warn!(wasm = %args.wasm.display(), "the .wasm does not exist (yet); Envoy needs it");
     }
+    let state_dir = args
+        .state_dir
+        .unwrap_or_else(|| args.repo.join(serve::persist::DEFAULT_STATE_DIR));
     let opts = ServeOptions {
+        state_dir,
         repo: args.repo,
         xds_listen: args.xds_listen,
         http_listen: args.http_listen,
@@ -444,8 +458,10 @@ fn serve_cmd(args: ServeArgs) -> Result<()> {
         },
         reader_cluster: envoy_config::TEMPLATE_READER_CLUSTER.to_owned(),
         token: args.token.filter(|t| !t.is_empty()),
-        watch_interval: (args.watch_interval_ms > 0)
-            .then(|| std::time::Duration::from_millis(args.watch_interval_ms)),
+        watch: (args.watch_interval_ms > 0).then(|| serve::watch::Watch {
+            interval: std::time::Duration::from_millis(args.watch_interval_ms),
+            debounce: std::time::Duration::from_millis(args.watch_debounce_ms),
+        }),
         max_streams: args.max_streams,
         #[cfg(feature = "test-switches")]
         allow_invalid: args.allow_invalid,

@@ -31,7 +31,12 @@ pub struct SnapshotStatus {
     pub project: String,
     /// `file` (the served repo) or `push` (this API).
     pub source: String,
+    /// When it was accepted (a restored snapshot keeps the time it was first accepted).
     pub since_ms: u64,
+    /// The state file it was restored from when `ferry serve` started; None when this
+    /// process accepted it.
+    #[serde(default)]
+    pub restored_from: Option<String>,
     pub services: Vec<ServiceStatus>,
     pub routes: Vec<RouteStatus>,
 }
@@ -72,6 +77,10 @@ pub struct NodeStatus {
     pub converged: bool,
     /// Its last refusal of the filter config.
     pub last_nack: Option<NodeNack>,
+    /// Another connected stream has the same node id: two Envoys given one id (a bootstrap
+    /// shared without `--service-node`), whose NACKs the control plane cannot tell apart.
+    #[serde(default)]
+    pub shares_node_id: bool,
     /// The protocol state per type URL this stream asked for.
     pub types: BTreeMap<String, TypeStatus>,
 }
@@ -136,6 +145,8 @@ pub enum ErrorCode {
     Timeout,
     MethodNotAllowed,
     NotFound,
+    /// Valid, but the state directory could not save it: not made current.
+    StateNotSaved,
 }
 
 impl ErrorCode {
@@ -148,6 +159,7 @@ impl ErrorCode {
             ErrorCode::Timeout => 408,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::NotFound => 404,
+            ErrorCode::StateNotSaved => 500,
         }
     }
 }

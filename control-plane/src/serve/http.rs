@@ -188,6 +188,7 @@ async fn push(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
             let code = match e {
                 Refused::Undecodable(_) => ErrorCode::BadSnapshot,
                 Refused::Invalid(_) => ErrorCode::InvalidSnapshot,
+                Refused::NotSaved(_) => ErrorCode::StateNotSaved,
             };
             let current = state.current().map(|c| c.snapshot.version.clone());
             refusal(code, e.to_string(), current)

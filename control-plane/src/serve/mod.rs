@@ -8,12 +8,16 @@
 //! - [`http`]: `/status`, `/metrics`, `/healthz`, `POST /v1/snapshot`.
 //! - [`api`]: the HTTP API's wire types (server and client share them).
 //! - [`status`], [`metrics`]: the JSON and Prometheus renderings.
-//! - [`watch`]: polling the repo for changes.
+//! - [`watch`]: polling the repo for changes, and the hold-back rule for them.
+//! - [`persist`]: the state directory, where every accepted snapshot is saved.
+//! - [`startup`]: what is served first (the saved snapshot, or the repo).
 
 pub mod api;
 pub mod http;
 pub mod metrics;
+pub mod persist;
 pub mod resources;
+pub mod startup;
 pub mod state;
 pub mod status;
 pub mod watch;
@@ -40,8 +44,10 @@ pub struct ServeOptions {
     pub reader_cluster: String,
     /// Bearer token for pushes; None = pushes need no token.
     pub token: Option<String>,
-    /// Repo polling interval; None = no watching.
-    pub watch_interval: Option<Duration>,
+    /// Where the current snapshot is saved, and restored from at start.
+    pub state_dir: PathBuf,
+    /// Repo polling; None = no watching.
+    pub watch: Option<watch::Watch>,
     /// Accept snapshots the filter refuses when the push asks for it (tests only).
     #[cfg(feature = "test-switches")]
     pub allow_invalid: bool,
@@ -50,12 +56,13 @@ pub struct ServeOptions {
 
 /// Runs until SIGINT or SIGTERM.
 pub async fn run(opts: ServeOptions) -> Result<()> {
-    let state = Arc::new(State::new(opts.filter.clone(), opts.reader_cluster.clone()));
-    let (hash, first) = watch::load(&opts.repo);
-    let first = first.map_err(|e| anyhow::anyhow!("{e}"))?;
-    state
-        .offer(first, "file")
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let store = persist::StateDir::open(&opts.state_dir)?;
+    let state = Arc::new(State::new(
+        opts.filter.clone(),
+        opts.reader_cluster.clone(),
+        Some(store.clone()),
+    ));
+    let hash = startup::first_snapshot(&state, &store, &opts.repo)?;
 
     let xds_listener = TcpListener::bind(opts.xds_listen)
         .await
@@ -88,7 +95,7 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         api,
         stop_rx.clone(),
     )));
-    if let Some(every) = opts.watch_interval {
+    if let Some(every) = opts.watch {
         tasks.push(tokio::spawn(watch::run(
             state.clone(),
             opts.repo.clone(),

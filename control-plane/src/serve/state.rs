@@ -12,6 +12,7 @@ use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 use ferry_protos::v1;
 use tokio::sync::watch;
 
+use super::persist::{self, Saved, StateDir};
 use super::resources::{self, FilterOptions, RESOURCE_TYPE};
 use crate::snapshot;
 use crate::xds::{
@@ -25,7 +26,10 @@ pub struct Current {
     pub xds: Arc<XdsSnapshot>,
     /// Where it came from: `file` (the served repo) or `push` (the HTTP API).
     pub source: &'static str,
+    /// When it was accepted (by this process, or by the one that saved it).
     pub since_ms: u64,
+    /// The state file it was restored from at start; None when accepted by this process.
+    pub restored_from: Option<String>,
 }
 
 /// Why a snapshot was refused; the last good one stays.
@@ -35,6 +39,10 @@ pub enum Refused {
     Undecodable(String),
     #[error("{0}")]
     Invalid(String),
+    /// Valid, but it could not be saved in the state directory: not made current, since a
+    /// restart would roll it back.
+    #[error("{0}")]
+    NotSaved(String),
 }
 
 /// The last refusal, for `/status`.
@@ -111,6 +119,11 @@ pub struct State {
     /// stream id → what the xDS server last said about it.
     streams: Mutex<HashMap<u64, StreamInfo>>,
     last_refused: Mutex<Option<Refusal>>,
+    /// Where every accepted snapshot is saved before it is served; None = not saved (tests).
+    store: Option<StateDir>,
+    /// SHA-256 of the `ferry.yaml` content last read (by the watcher or at start), saved with
+    /// each snapshot so a restart can tell whether the file changed since.
+    repo_seen: Mutex<Option<[u8; 32]>>,
     pub metrics: Metrics,
 }
 
@@ -120,15 +133,45 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl State {
-    pub fn new(filter: FilterOptions, reader_cluster: String) -> State {
+    pub fn new(filter: FilterOptions, reader_cluster: String, store: Option<StateDir>) -> State {
         State {
             filter,
             reader_cluster,
             current: watch::Sender::new(None),
             streams: Mutex::new(HashMap::new()),
             last_refused: Mutex::new(None),
+            store,
+            repo_seen: Mutex::new(None),
             metrics: Metrics::default(),
         }
+    }
+
+    /// Records the `ferry.yaml` content just read; saved with the next accepted snapshot.
+    pub fn saw_repo(&self, hash: Option<[u8; 32]>) {
+        *lock(&self.repo_seen) = hash;
+    }
+
+    /// Makes a snapshot saved by an earlier run current again, validated as any other (a
+    /// `ferry` upgrade may have changed what the filter accepts).
+    pub fn restore(&self, saved: Saved, from: String) -> Result<String, Refused> {
+        let mut snap = saved.snapshot;
+        self.validate(&snap)?;
+        snap.version = snapshot::content_version(&snap);
+        let version = snap.version.clone();
+        let source = if saved.source == "push" {
+            "push"
+        } else {
+            "file"
+        };
+        let xds = Arc::new(resources::build(&snap, &self.filter));
+        self.current.send_replace(Some(Arc::new(Current {
+            snapshot: snap,
+            xds,
+            source,
+            since_ms: saved.accepted_ms,
+            restored_from: Some(from),
+        })));
+        Ok(version)
     }
 
     pub fn current(&self) -> Option<Arc<Current>> {
@@ -176,17 +219,40 @@ impl State {
             });
         }
         let xds = Arc::new(resources::build(&snap, &self.filter));
+        let since_ms = now_ms();
+        if let Err(e) = self.save(&snap, source, since_ms) {
+            self.refuse(source, e.to_string());
+            return Err(e);
+        }
         self.current.send_replace(Some(Arc::new(Current {
             snapshot: snap,
             xds,
             source,
-            since_ms: now_ms(),
+            since_ms,
+            restored_from: None,
         })));
         inc(&self.metrics.snapshot_updates_total);
         tracing::info!(%version, source, "snapshot is now current");
         Ok(Offered {
             version,
             changed: true,
+        })
+    }
+
+    /// Saves a snapshot about to become current (before any Envoy can see it).
+    fn save(&self, snap: &v1::Snapshot, source: &str, accepted_ms: u64) -> Result<(), Refused> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let saved = Saved {
+            snapshot: snap.clone(),
+            source: source.to_owned(),
+            accepted_ms,
+            repo_sha256: lock(&self.repo_seen).map(|h| persist::hex(&h)),
+        };
+        store.save(&saved).map_err(|e| {
+            tracing::error!(error = %e, "snapshot not saved, so not made current");
+            Refused::NotSaved(e.to_string())
         })
     }
 
@@ -266,7 +332,19 @@ impl Callbacks for State {
     }
 
     fn on_stream_state(&self, stream: u64, node: &Node, types: &BTreeMap<ResourceType, TypeState>) {
-        if let Some(info) = lock(&self.streams).get_mut(&stream) {
+        let mut streams = lock(&self.streams);
+        let named_now = streams
+            .get(&stream)
+            .is_some_and(|i| i.node.id.is_empty() && !node.id.is_empty());
+        if named_now && streams.values().any(|i| i.node.id == node.id) {
+            tracing::warn!(
+                node = %node.id,
+                "two connected Envoys share this node id: give each its own (ferry envoy-config \
+                 --node-id, or Envoy's --service-node), or one's NACK can hold a version back \
+                 from the other"
+            );
+        }
+        if let Some(info) = streams.get_mut(&stream) {
             info.node.clone_from(node);
             info.types.clone_from(types);
         }

@@ -11,11 +11,17 @@ use crate::xds::TypeState;
 pub fn status(state: &State) -> Status {
     let current = state.current();
     let version = current.as_ref().map(|c| c.snapshot.version.as_str());
-    let nodes: Vec<NodeStatus> = state
-        .streams()
-        .into_iter()
-        .map(|(id, info)| node_status(id, &info, version))
+    let streams = state.streams();
+    let mut nodes: Vec<NodeStatus> = streams
+        .iter()
+        .map(|(id, info)| node_status(*id, info, version))
         .collect();
+    for n in &mut nodes {
+        n.shares_node_id = !n.node.is_empty()
+            && streams
+                .iter()
+                .any(|(id, i)| *id != n.stream && i.node.id == n.node);
+    }
     Status {
         snapshot: current.as_deref().map(snapshot_status),
         last_refused: state.last_refused().map(|r| api::LastRefused {
@@ -46,6 +52,7 @@ fn snapshot_status(c: &Current) -> SnapshotStatus {
         project: c.snapshot.project.clone(),
         source: c.source.to_owned(),
         since_ms: c.since_ms,
+        restored_from: c.restored_from.clone(),
         services: services(&c.snapshot),
         routes: c
             .snapshot
@@ -68,6 +75,7 @@ fn node_status(id: u64, info: &StreamInfo, version: Option<&str>) -> NodeStatus 
         connected_ms: info.connected_ms,
         acked_version: info.acked().map(str::to_owned),
         converged: info.converged_on(version),
+        shares_node_id: false,
         last_nack: served
             .and_then(|t| t.last_nack.as_ref())
             .map(|n| api::NodeNack {

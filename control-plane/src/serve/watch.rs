@@ -1,9 +1,16 @@
-//! Watches the served repo: polls `ferry.yaml` and, when its content changes, validates the repo
-//! and offers the new snapshot. Polling (not inotify) keeps it portable and bounded: one small
-//! read per interval. A change of fingerprint is held back (it needs vectors materialized
-//! first, which `ferry apply --materialize --push` does); everything else goes out at once.
+//! Watches the served repo: polls `ferry.yaml` and, when its content changes and then stays the
+//! same for the debounce time, validates the repo and offers the new snapshot. Polling (not
+//! inotify) keeps it portable and bounded: one small read per interval. It reads the file by
+//! path each time, so a file replaced by a rename (editors) or a symlink swap (a Kubernetes
+//! ConfigMap's `..data`) is followed, never a stale inode; a half-written file is not applied
+//! unless its writer pauses longer than the debounce time, and a file that does not parse or
+//! validate never is (the last good snapshot stays; `/status` shows the error).
+//!
+//! The hold-back rule lives here ([`apply`]), for the watcher and for the start alike: a change
+//! of fingerprint is held back (it needs vectors materialized first, which `ferry apply
+//! --materialize --push` does); everything else goes out at once.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,48 +52,195 @@ fn same_fingerprints(state: &State, snap: &ferry_protos::v1::Snapshot) -> bool {
     })
 }
 
+/// What one content of `ferry.yaml` did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// Current now (or already was).
+    Current(String),
+    /// A new fingerprint: not served until pushed after materializing.
+    HeldBack,
+    /// Unreadable, invalid, or not saved: the last good snapshot stays.
+    Refused(String),
+}
+
+const HELD_BACK: &str = "ferry.yaml changed a FeatureService's fingerprint (or added a service): \
+    its vectors must be materialized before Envoy switches, so this change is not applied from \
+    the file; run `ferry apply REPO --materialize --push URL`";
+
+/// Applies one read of `ferry.yaml` (from [`load`]) to the state, under the hold-back rule.
+pub fn apply(
+    state: &State,
+    hash: Option<[u8; 32]>,
+    result: Result<ferry_protos::v1::Snapshot, String>,
+) -> Applied {
+    state.saw_repo(hash);
+    match result {
+        Ok(snap) if !same_fingerprints(state, &snap) => {
+            tracing::error!(error = HELD_BACK, "repo change held back");
+            state.refuse("file", HELD_BACK.to_owned());
+            Applied::HeldBack
+        }
+        Ok(snap) => match state.offer(snap, "file") {
+            Ok(o) => Applied::Current(o.version),
+            Err(e) => {
+                tracing::error!(error = %e, "repo change refused; the last good snapshot stays");
+                Applied::Refused(e.to_string())
+            }
+        },
+        Err(e) => {
+            tracing::error!(error = %e, "repo change refused; the last good snapshot stays");
+            state.refuse("file", e.clone());
+            Applied::Refused(e)
+        }
+    }
+}
+
+/// How the watcher polls.
+#[derive(Clone, Copy, Debug)]
+pub struct Watch {
+    pub interval: Duration,
+    /// How long the file must stay unchanged before it is read as a change.
+    pub debounce: Duration,
+}
+
+type Read = (Option<[u8; 32]>, Result<ferry_protos::v1::Snapshot, String>);
+
+async fn read(root: &Path) -> Option<Read> {
+    let r = root.to_owned();
+    tokio::task::spawn_blocking(move || load(&r)).await.ok()
+}
+
 /// Polls until shutdown. `seen` is the hash of the content already loaded at start.
 pub async fn run(
     state: Arc<State>,
     root: PathBuf,
-    interval: Duration,
+    every: Watch,
     mut seen: Option<[u8; 32]>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut tick = tokio::time::interval(interval);
+    let mut tick = tokio::time::interval(every.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = shutdown.changed() => return,
         }
-        let r = root.clone();
-        let Ok((hash, result)) = tokio::task::spawn_blocking(move || load(&r)).await else {
+        let Some((hash, _)) = read(&root).await else {
             continue;
         };
+        // Unreadable (e.g. between an unlink and a create) or unchanged: nothing to do.
         if hash.is_none() || hash == seen {
             continue;
         }
-        seen = hash;
-        match result {
-            Ok(snap) if !same_fingerprints(&state, &snap) => {
-                let e = String::from(
-                    "ferry.yaml changed a FeatureService's fingerprint (or added a service): its \
-                     vectors must be materialized before Envoy switches, so this change is not \
-                     applied from the file; run `ferry apply REPO --materialize --push URL`",
-                );
-                tracing::error!(error = %e, "repo change held back");
-                state.refuse("file", e);
-            }
-            Ok(snap) => {
-                if let Err(e) = state.offer(snap, "file") {
-                    tracing::error!(error = %e, "repo change refused; the last good snapshot stays");
-                }
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "repo change refused; the last good snapshot stays");
-                state.refuse("file", e);
-            }
+        let Some((hash, result)) = settle(&root, hash, every.debounce, &mut shutdown).await else {
+            return;
+        };
+        if hash == seen {
+            continue;
         }
+        seen = hash;
+        apply(&state, hash, result);
+    }
+}
+
+/// Waits until `ferry.yaml` reads the same twice `debounce` apart, and returns that read;
+/// None on shutdown.
+async fn settle(
+    root: &Path,
+    mut last: Option<[u8; 32]>,
+    debounce: Duration,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<Read> {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(debounce) => {}
+            _ = shutdown.changed() => return None,
+        }
+        let Some((hash, result)) = read(root).await else {
+            continue;
+        };
+        if hash.is_some() && hash == last {
+            return Some((hash, result));
+        }
+        tracing::debug!("ferry.yaml still changing; waiting for it to settle");
+        last = hash;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envoy_config::TEMPLATE_READER_CLUSTER;
+    use crate::serve::resources::FilterOptions;
+    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+    use std::os::unix::fs::symlink;
+
+    fn state() -> Arc<State> {
+        let filter = FilterOptions {
+            filter_name: "ferry".into(),
+            wasm_path: "/ferry.wasm".into(),
+        };
+        Arc::new(State::new(filter, TEMPLATE_READER_CLUSTER.into(), None))
+    }
+
+    /// A Kubernetes ConfigMap volume: `ferry.yaml` → `..data/ferry.yaml`, `..data` → a
+    /// timestamped folder; an update writes a new folder and renames a new `..data` link over
+    /// the old one.
+    fn configmap_version(repo: &Path, name: &str, yaml: &str) {
+        let dir = repo.join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join(REPO_FILE), yaml).unwrap();
+        let tmp = repo.join("..data_tmp");
+        symlink(name, &tmp).unwrap();
+        std::fs::rename(&tmp, repo.join("..data")).unwrap();
+    }
+
+    /// Waits up to 5 s for `done`.
+    async fn until(done: impl Fn() -> bool) {
+        for _ in 0..200 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_configmap_symlink_swap_is_followed_and_a_broken_file_never_applied() {
+        let (repo, _) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let root = repo.path();
+        std::fs::remove_file(root.join(REPO_FILE)).unwrap();
+        configmap_version(root, "..v1", ORDER_YAML);
+        symlink("..data/ferry.yaml", root.join(REPO_FILE)).unwrap();
+        let state = state();
+        let (hash, first) = load(root);
+        assert_eq!(
+            apply(&state, hash, first.clone()),
+            Applied::Current(first.unwrap().version)
+        );
+        let (stop, stopped) = watch::channel(false);
+        let every = Watch {
+            interval: Duration::from_millis(20),
+            debounce: Duration::from_millis(50),
+        };
+        let task = tokio::spawn(run(state.clone(), root.to_owned(), every, hash, stopped));
+        let version = || state.current().unwrap().snapshot.version.clone();
+        let v1 = version();
+        // A version that does not validate: refused, reported, the last good one stays.
+        configmap_version(
+            root,
+            "..v2",
+            &ORDER_YAML.replace("service: pair", "service: nope"),
+        );
+        until(|| state.last_refused().is_some()).await;
+        assert!(state.last_refused().unwrap().error.contains("nope"));
+        assert_eq!(version(), v1);
+        // A good one (a TTL change): applied through the swapped link.
+        configmap_version(root, "..v3", &ORDER_YAML.replace("ttl: 2h", "ttl: 3h"));
+        until(|| version() != v1).await;
+        assert_eq!(version(), load(root).1.unwrap().version);
+        assert_ne!(version(), v1);
+        stop.send(true).unwrap();
+        task.await.unwrap();
     }
 }

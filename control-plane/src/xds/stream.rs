@@ -10,6 +10,7 @@ use tonic::{Status, Streaming};
 use super::callbacks::Callbacks;
 use super::protocol::{Event, Outcome, StreamState};
 use super::refusals::Refusals;
+use super::resource_type::ResourceType;
 use super::source::{Node, SnapshotSource};
 
 /// Where a stream's responses go (tonic reads the other end).
@@ -86,20 +87,40 @@ impl Stream {
                 self.identify(&n.id, &n.cluster);
             }
         }
+        self.seed(req);
         let current = self.shared.source.snapshot(&self.node);
         self.proto.on_request(req, current.as_ref())
     }
 
-    /// The first request naming the node: what it refused before is not sent again.
+    /// The first request naming the node.
     fn identify(&mut self, id: &str, cluster: &str) {
         tracing::info!(stream = self.id, node = %id, "Envoy connected");
-        for (t, v) in self.shared.refusals.of(id) {
-            self.proto.remember_rejected(t, &v);
-        }
         self.node = Node {
             id: id.to_owned(),
             cluster: cluster.to_owned(),
         };
+    }
+
+    /// On the stream's first request for a type: what this node refused before is not sent
+    /// again, if the request names a version. Envoy names the version it holds when it
+    /// reconnects (the same process, which would refuse again); a fresh Envoy names none and
+    /// starts clean: it may be one restarted with its .wasm fixed, or another Envoy that was
+    /// given the same node id.
+    fn seed(&mut self, req: &DiscoveryRequest) {
+        let Some(t) = ResourceType::from_type_url(&req.type_url) else {
+            return;
+        };
+        if !req.response_nonce.is_empty()
+            || req.version_info.is_empty()
+            || self.proto.types.contains_key(&t)
+        {
+            return;
+        }
+        for (rt, v) in self.shared.refusals.of(&self.node.id) {
+            if rt == t {
+                self.proto.remember_rejected(t, &v);
+            }
+        }
     }
 
     /// The source changed: what to push (None when it has no snapshot for this node).
@@ -113,7 +134,13 @@ impl Stream {
         let node = self.node.id.as_str();
         for e in &out.events {
             match e {
-                Event::Ack { version, .. } => tracing::info!(node, %version, "ACK"),
+                Event::Ack {
+                    resource_type,
+                    version,
+                } => {
+                    self.shared.refusals.forget(node, *resource_type, version);
+                    tracing::info!(node, %version, "ACK");
+                }
                 Event::Nack {
                     resource_type,
                     nack,

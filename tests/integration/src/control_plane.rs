@@ -20,19 +20,27 @@ pub struct ControlPlane {
     pub http_port: u16,
     repo: PathBuf,
     dir: PathBuf,
+    /// The .wasm path it names to Envoy.
+    wasm: PathBuf,
 }
 
 impl ControlPlane {
     /// Starts `ferry serve REPO` with a token, a fast repo watch and the test-only
     /// `--allow-invalid` (so a test can force a snapshot the filter refuses).
     pub fn start(dir: &Path, repo: &Path) -> ControlPlane {
+        ControlPlane::start_with_wasm(dir, repo, &wasm())
+    }
+
+    /// The same, naming `wasm` as the filter's path to Envoy (which need not exist here).
+    pub fn start_with_wasm(dir: &Path, repo: &Path, wasm: &Path) -> ControlPlane {
         let (xds_port, http_port) = (free_port(), free_port());
         let mut cp = ControlPlane {
-            proc: spawn(dir, repo, xds_port, http_port),
+            proc: spawn(dir, repo, wasm, xds_port, http_port),
             xds_port,
             http_port,
             repo: repo.to_owned(),
             dir: dir.to_owned(),
+            wasm: wasm.to_owned(),
         };
         cp.wait_healthy();
         cp
@@ -48,11 +56,24 @@ impl ControlPlane {
         );
     }
 
-    /// (Re)starts the process on the same ports.
+    /// (Re)starts the process on the same ports (and the same state directory, the default
+    /// REPO/.ferry).
     pub fn restart(&mut self) {
         self.proc.kill();
-        self.proc = spawn(&self.dir, &self.repo, self.xds_port, self.http_port);
+        self.proc = spawn(
+            &self.dir,
+            &self.repo,
+            &self.wasm,
+            self.xds_port,
+            self.http_port,
+        );
         self.wait_healthy();
+    }
+
+    /// Restarts it naming another .wasm path to Envoy.
+    pub fn restart_with_wasm(&mut self, wasm: &Path) {
+        wasm.clone_into(&mut self.wasm);
+        self.restart();
     }
 
     pub fn url(&self) -> String {
@@ -105,6 +126,53 @@ impl ControlPlane {
         (code, body)
     }
 
+    /// `ferry apply REPO --push` to this control plane (with `--materialize`: the new
+    /// fingerprints' vectors first, into `redis_url`); returns the version pushed.
+    pub fn apply_push(&self, repo: &Path, redis_url: &str, materialize: bool) -> String {
+        let mut cmd = Command::new(bin("ferry"));
+        cmd.arg("apply")
+            .arg(repo)
+            .args([
+                "--push",
+                &self.url(),
+                "--token",
+                TOKEN,
+                "--redis",
+                redis_url,
+            ])
+            .env_remove("FERRY_PUSH_TOKEN");
+        if materialize {
+            cmd.arg("--materialize");
+        }
+        let text = crate::run(&mut cmd);
+        text.lines()
+            .find_map(|l| l.strip_prefix("pushed snapshot "))
+            .and_then(|l| l.split(' ').next())
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_owned()
+    }
+
+    /// Waits until `/status` satisfies `done`, up to `limit`; returns that status.
+    pub fn wait_status(
+        &self,
+        what: &str,
+        limit: Duration,
+        done: impl Fn(&Status) -> bool,
+    ) -> Status {
+        let start = std::time::Instant::now();
+        loop {
+            let last = self.status();
+            if done(&last) {
+                return last;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "{what}: not within {limit:?}: {last:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Waits until every connected node ACKed `version` (and `nodes` are connected).
     pub fn wait_converged(&self, version: &str, nodes: usize, limit: Duration) -> Status {
         let start = std::time::Instant::now();
@@ -123,12 +191,12 @@ impl ControlPlane {
     }
 }
 
-fn spawn(dir: &Path, repo: &Path, xds_port: u16, http_port: u16) -> Proc {
+fn spawn(dir: &Path, repo: &Path, wasm: &Path, xds_port: u16, http_port: u16) -> Proc {
     let mut cmd = Command::new(bin("ferry"));
     cmd.arg("serve")
         .arg(repo)
         .arg("--wasm")
-        .arg(wasm())
+        .arg(wasm)
         .args(["--xds-listen", &format!("127.0.0.1:{xds_port}")])
         .args(["--http-listen", &format!("127.0.0.1:{http_port}")])
         .args([

@@ -79,22 +79,9 @@ fn has_embedding(resp: &Response) -> bool {
 
 /// Pushes the repo as it is now; returns the new version.
 fn push(stack: &Stack, materialize: bool) -> String {
-    let cp = stack.cp();
-    let redis = stack.redis.url();
-    let url = cp.url();
-    let mut args = vec!["apply", "--push", &url, "--token", TOKEN, "--redis", &redis];
-    if materialize {
-        args.push("--materialize");
-    }
-    let out = ferry(&args, &stack.repo);
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{text}");
-    text.lines()
-        .find_map(|l| l.strip_prefix("pushed snapshot "))
-        .and_then(|l| l.split(' ').next())
-        .unwrap_or_else(|| panic!("{text}"))
-        .to_owned()
+    stack
+        .cp()
+        .apply_push(&stack.repo, &stack.redis.url(), materialize)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -349,7 +336,8 @@ async fn refused_snapshot_is_nacked_reported_and_not_resent() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn envoy_keeps_serving_without_the_control_plane_and_catches_up() {
+async fn envoy_keeps_serving_without_the_control_plane_and_a_restart_holds_back_a_new_fingerprint()
+{
     let mut stack = xds_stack(100);
     let good = stack.cp().version();
     stack.cp().wait_converged(&good, 1, Duration::from_secs(15));
@@ -361,17 +349,26 @@ async fn envoy_keeps_serving_without_the_control_plane_and_catches_up() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    // While it is away the repo moves to v2 (materialized); the restarted control plane serves
-    // it and Envoy, reconnecting by itself, receives it.
+    // While it is away the repo moves to v2, a new fingerprint whose vectors are not written
+    // yet. The restarted control plane restores v1 (saved in its state directory) and holds
+    // v2 back, as its file watcher would have: Envoy, reconnecting by itself, stays on v1.
     set_repo(&stack, |y| y.replace(NO_EMBEDDING, ALL_VIEWS));
-    run(Command::new(bin("ferry"))
-        .arg("materialize")
-        .arg(&stack.repo)
-        .args(["--redis", &stack.redis.url()]));
     let resp = post(stack.listen_port, STRICT, body(&["u000003"])).await;
     assert!(!has_embedding(&resp), "still v1 while away");
     stack.control_plane.as_mut().unwrap().restart();
-    let v2 = stack.cp().version();
+    let status = stack.cp().wait_converged(&good, 1, Duration::from_secs(15));
+    let snapshot = status.snapshot.as_ref().unwrap();
+    assert!(snapshot.restored_from.is_some(), "{status:?}");
+    let refused = last_refused(&status);
+    assert!(refused.contains("materialized"), "held back: {refused}");
+    let resp = post(stack.listen_port, STRICT, body(&["u000003"])).await;
+    assert!(
+        !has_embedding(&resp),
+        "v2 not served before its vectors exist"
+    );
+
+    // Its vectors written and pushed (the one command), Envoy catches up.
+    let v2 = push(&stack, true);
     assert_ne!(v2, good);
     stack.cp().wait_converged(&v2, 1, Duration::from_secs(15));
     let resp = post(stack.listen_port, STRICT, body(&["u000003"])).await;
