@@ -390,12 +390,12 @@ async fn control_plane_killed_and_restarted_under_load() {
 async fn a_corrupt_vector_fails_only_its_requests() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let mut stack = stack();
-    let keys = redis_cli(&stack, &["--scan", "--pattern", "*u000007"]);
-    let key = keys
-        .lines()
-        .next()
-        .expect("u000007 has a vector")
-        .to_string();
+    // realtime_scoring's vector of u000007 (user_merchant_scoring's keys end in it too).
+    let store = Store::load(&stack);
+    let fingerprint = store.fingerprint(Service::RealtimeScoring);
+    let fingerprint = u64::from_str_radix(fingerprint, 16).expect("a hex fingerprint");
+    let key = ferry_protos::redis_key("banking", "realtime_scoring", fingerprint, "u000007");
+    assert_eq!(redis_cli(&stack, &["EXISTS", &key]).trim(), "1", "{key}");
     let repo = stack.repo.clone();
     let url = stack.redis.url();
     let r = under_load(
