@@ -9,6 +9,12 @@ use base64::Engine as _;
 use crate::repo::Registry;
 use crate::snapshot;
 
+pub mod redis_proxy;
+pub mod upstream;
+
+pub use redis_proxy::RedisProxyOptions;
+pub use upstream::{Discovery, Upstream};
+
 /// The bootstrap template, embedded at build time.
 pub const STATIC_TEMPLATE: &str = include_str!("../../envoy/static.yaml.tmpl");
 
@@ -39,6 +45,8 @@ pub enum EnvoyConfigError {
     WasmPath(String),
     #[error("{0} {1:?} may only hold letters, digits and - _ . :")]
     Field(&'static str, String),
+    #[error("--redis-proxy-port needs at least one --redis-upstream")]
+    NoRedisUpstream,
 }
 
 /// The HTTP protocol of the `ferry_reader` cluster, i.e. of the filter's dispatched calls. The
@@ -67,22 +75,61 @@ impl ReaderProtocol {
     }
 }
 
-/// The ports and paths of a static deployment.
+/// The ports, upstreams and paths of a deployment (static or xDS).
 #[derive(Clone, Debug)]
 pub struct StaticOptions {
     /// Path of the filter's .wasm, as Envoy will open it (made absolute by the caller).
     pub wasm_path: String,
     pub listen_port: u16,
     pub admin_port: u16,
-    pub reader_port: u16,
-    pub model_port: u16,
+    /// The reader: an IP (STATIC) or a host name (STRICT_DNS).
+    pub reader: Upstream,
+    /// The model: an IP (STATIC) or a host name (LOGICAL_DNS).
+    pub model: Upstream,
     pub buffer_limit_bytes: u64,
     /// The reader cluster's protocol.
     pub reader_protocol: ReaderProtocol,
+    /// An extra listener proxying Redis (`--redis-proxy-port`), if wanted.
+    pub redis_proxy: Option<RedisProxyOptions>,
+}
+
+impl StaticOptions {
+    /// The placeholders both bootstraps share: the listener, the reader and model clusters, and
+    /// the optional Redis proxy.
+    pub(crate) fn common_values(&self) -> Result<Vec<(&'static str, String)>, EnvoyConfigError> {
+        let (listeners, clusters) = match &self.redis_proxy {
+            Some(r) => redis_proxy::render(r)?,
+            None => (String::new(), String::new()),
+        };
+        Ok(vec![
+            ("ADMIN_PORT", self.admin_port.to_string()),
+            ("LISTEN_PORT", self.listen_port.to_string()),
+            ("BUFFER_LIMIT_BYTES", self.buffer_limit_bytes.to_string()),
+            (
+                "READER_CLUSTER_TYPE",
+                self.reader.cluster_type(Discovery::Strict).to_owned(),
+            ),
+            ("READER_HOST", self.reader.yaml_host()),
+            ("READER_PORT", self.reader.port.to_string()),
+            (
+                "READER_HTTP_OPTIONS",
+                self.reader_protocol.envoy_field().to_owned(),
+            ),
+            (
+                "MODEL_CLUSTER_TYPE",
+                self.model.cluster_type(Discovery::Logical).to_owned(),
+            ),
+            ("MODEL_HOST", self.model.yaml_host()),
+            ("MODEL_PORT", self.model.port.to_string()),
+            ("EXTRA_LISTENERS", listeners),
+            ("EXTRA_CLUSTERS", clusters),
+        ])
+    }
 }
 
 /// Fills `{{NAME}}` placeholders; an unknown or unclosed placeholder is an error. YAML comment
-/// lines are documentation (the template's header mentions `{{NAME}}`) and are copied as is.
+/// lines are documentation (the template's header mentions `{{NAME}}`) and are copied as is. A
+/// line that is only a placeholder whose value is empty (an optional block left out) is dropped.
 pub fn render_template(
     template: &str,
     values: &[(&str, String)],
@@ -90,7 +137,14 @@ pub fn render_template(
     let mut out = String::with_capacity(template.len() + 1024);
     let mut offset = 0;
     for line in template.split_inclusive('\n') {
-        if line.trim_start().starts_with('#') {
+        let empty_block = line
+            .trim_end()
+            .strip_prefix("{{")
+            .and_then(|l| l.strip_suffix("}}"))
+            .is_some_and(|name| values.iter().any(|(n, v)| *n == name && v.is_empty()));
+        if empty_block {
+            // An optional block left out: no blank line in its place.
+        } else if line.trim_start().starts_with('#') {
             out.push_str(line);
         } else {
             render_line(line, offset, values, &mut out)?;
@@ -161,22 +215,10 @@ pub fn render_static(reg: &Registry, opts: &StaticOptions) -> Result<String, Env
     }
     let snap = snapshot::build(reg);
     let b64 = base64::engine::general_purpose::STANDARD.encode(snapshot::encode(&snap));
-    render_template(
-        STATIC_TEMPLATE,
-        &[
-            ("ADMIN_PORT", opts.admin_port.to_string()),
-            ("LISTEN_PORT", opts.listen_port.to_string()),
-            ("BUFFER_LIMIT_BYTES", opts.buffer_limit_bytes.to_string()),
-            ("WASM_PATH", opts.wasm_path.clone()),
-            ("SNAPSHOT_BASE64", b64),
-            ("READER_PORT", opts.reader_port.to_string()),
-            (
-                "READER_HTTP_OPTIONS",
-                opts.reader_protocol.envoy_field().to_owned(),
-            ),
-            ("MODEL_PORT", opts.model_port.to_string()),
-        ],
-    )
+    let mut values = opts.common_values()?;
+    values.push(("WASM_PATH", opts.wasm_path.clone()));
+    values.push(("SNAPSHOT_BASE64", b64));
+    render_template(STATIC_TEMPLATE, &values)
 }
 
 /// Makes a wasm path absolute without requiring it to exist yet (Envoy opens it relative to its
@@ -209,6 +251,12 @@ mod tests {
             render_template("# about {{NAME}}\nv: {{A}}\n", &vals).unwrap(),
             "# about {{NAME}}\nv: 1\n"
         );
+        // A line holding only a placeholder whose value is empty disappears with it.
+        let vals = [("A", "1".to_owned()), ("OPT", String::new())];
+        assert_eq!(
+            render_template("a: {{A}}\n{{OPT}}\nb: {{OPT}}x\n", &vals).unwrap(),
+            "a: 1\nb: x\n"
+        );
         assert_eq!(
             EnvoyConfigError::Unfilled("C".into()).to_string(),
             "template placeholder {{C}} has no value"
@@ -228,10 +276,11 @@ pub(crate) mod render_tests {
             wasm_path: "/opt/ferry/ferry_filter.wasm".into(),
             listen_port: 10000,
             admin_port: 9901,
-            reader_port: 8090,
-            model_port: 8080,
+            reader: Upstream::loopback(8090),
+            model: Upstream::loopback(8080),
             buffer_limit_bytes: 8 << 20,
             reader_protocol: ReaderProtocol::default(),
+            redis_proxy: None,
         }
     }
 
@@ -294,16 +343,112 @@ pub(crate) mod render_tests {
         assert_path_hardening(&render_static(&reg.unwrap(), &opts()).unwrap());
     }
 
-    /// The `explicit_http_config` of one cluster of a rendered bootstrap: the line after it.
-    pub(crate) fn cluster_protocol(text: &str, cluster: &str) -> String {
+    /// One cluster (or listener) of a rendered bootstrap, from its `- name:` line to the next.
+    pub(crate) fn cluster_block<'a>(text: &'a str, cluster: &str) -> &'a str {
         let start = text
             .find(&format!("  - name: {cluster}\n"))
             .unwrap_or_else(|| panic!("no cluster {cluster}"));
         let rest = &text[start..];
-        let end = rest[4..].find("\n  - name: ").map_or(rest.len(), |e| e + 4);
-        let mut lines = rest[..end].lines();
+        let end = rest[4..]
+            .find("\n  - name: ")
+            .or_else(|| rest[4..].find("\n  clusters:"))
+            .map_or(rest.len(), |e| e + 4);
+        &rest[..end]
+    }
+
+    /// The `explicit_http_config` of one cluster of a rendered bootstrap: the line after it.
+    pub(crate) fn cluster_protocol(text: &str, cluster: &str) -> String {
+        let mut lines = cluster_block(text, cluster).lines();
         lines.find(|l| l.trim() == "explicit_http_config:");
         lines.next().unwrap_or_default().trim().to_owned()
+    }
+
+    /// The config lines (comments left out) of one cluster, trimmed.
+    pub(crate) fn cluster_lines<'a>(text: &'a str, cluster: &str) -> Vec<&'a str> {
+        cluster_block(text, cluster)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.starts_with('#'))
+            .collect()
+    }
+
+    #[test]
+    fn ips_render_static_clusters_and_host_names_dns_ones() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let reg = reg.unwrap();
+        let mut o = opts();
+        let text = render_static(&reg, &o).unwrap();
+        let reader = cluster_lines(&text, "ferry_reader");
+        assert!(reader.contains(&"type: STATIC"), "{reader:?}");
+        assert!(reader.contains(&"socket_address: {address: 127.0.0.1, port_value: 8090}"));
+        assert!(cluster_lines(&text, "model").contains(&"type: STATIC"));
+        assert!(
+            !text.contains("\n\n"),
+            "no blank line where the Redis proxy would go"
+        );
+        assert!(!text.contains("ferry_redis"));
+
+        o.reader = "ferry-reader.ml.svc.cluster.local:8090".parse().unwrap();
+        o.model = "model:9000".parse().unwrap();
+        let text = render_static(&reg, &o).unwrap();
+        let reader = cluster_lines(&text, "ferry_reader");
+        assert!(reader.contains(&"type: STRICT_DNS"), "{reader:?}");
+        assert!(reader.contains(
+            &"socket_address: {address: ferry-reader.ml.svc.cluster.local, port_value: 8090}"
+        ));
+        let model = cluster_lines(&text, "model");
+        assert!(model.contains(&"type: LOGICAL_DNS"), "{model:?}");
+        assert!(model.contains(&"socket_address: {address: model, port_value: 9000}"));
+    }
+
+    #[test]
+    fn the_reader_is_health_checked_and_only_unseen_model_calls_are_retried() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let text = render_static(&reg.unwrap(), &opts()).unwrap();
+        let reader = cluster_lines(&text, "ferry_reader");
+        for line in [
+            "health_checks:",
+            "path: /healthz",
+            "expected_statuses: [{start: 200, end: 201}]",
+            "no_traffic_interval: 2s",
+            "unhealthy_threshold: 3",
+            "outlier_detection:",
+            "consecutive_gateway_failure: 3",
+            "enforcing_consecutive_gateway_failure: 100",
+            "max_ejection_percent: 50",
+        ] {
+            assert!(
+                reader.contains(&line),
+                "reader cluster lacks {line:?}: {reader:#?}"
+            );
+        }
+        // Envoy would not apply it to dispatch_http_call: none is rendered, none pretended.
+        assert!(!text.contains("retry_budget"));
+        let retries: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("retry_on:"))
+            .collect();
+        assert_eq!(retries, ["retry_on: connect-failure,refused-stream"]);
+    }
+
+    #[test]
+    fn the_redis_proxy_adds_a_listener_and_a_cluster() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let mut o = opts();
+        o.redis_proxy = Some(RedisProxyOptions {
+            listen_port: 6380,
+            upstreams: vec![Upstream::loopback(6379)],
+            redis_cluster: false,
+        });
+        let text = render_static(&reg.unwrap(), &o).unwrap();
+        let listeners =
+            &text[text.find("  listeners:").unwrap()..text.find("  clusters:").unwrap()];
+        assert!(listeners.contains("  - name: ferry_redis\n"));
+        assert!(listeners.contains("envoy.filters.network.redis_proxy"));
+        let clusters = &text[text.find("  clusters:").unwrap()..];
+        assert!(clusters.contains("  - name: ferry_redis\n"));
+        assert!(clusters.ends_with("port_value: 6379}\n"), "{clusters}");
     }
 
     #[test]
