@@ -10,7 +10,7 @@ use std::time::Instant;
 use indicatif::ProgressBar;
 
 use crate::repo::{FeatureService, Registry};
-use crate::sources::{load_latest, LatestRows, SourceError, ViewSpec};
+use crate::sources::{load_latest, LatestRows, SourceError, TimestampRules, ViewSpec};
 use crate::types::{FeatureType, KeyType};
 
 pub use writer::{connect, WriteOptions};
@@ -93,6 +93,8 @@ pub fn load_tables(reg: &Registry) -> Result<Tables, MaterializeError> {
             used[sv.view] = true;
         }
     }
+    // One "now" for every view: the future check means the same for all of them.
+    let now_us = TimestampRules::now(None).now_us;
     let results: Vec<(usize, Loaded)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..reg.views.len())
             .filter(|&i| used[i])
@@ -110,6 +112,10 @@ pub fn load_tables(reg: &Registry) -> Result<Tables, MaterializeError> {
                         file: &view.source.file,
                         format: view.source.format,
                         timestamp_field: &view.source.timestamp_field,
+                        timestamps: TimestampRules {
+                            declared: view.source.timestamp_unit,
+                            now_us,
+                        },
                         keys: &keys,
                         features: &features,
                     });
@@ -221,9 +227,25 @@ mod tests {
         Value { kind: Some(kind) }
     }
 
+    /// 2026-01-01T00:00:00Z in epoch seconds.
+    const JAN_1: i64 = 1_767_225_600;
+
+    /// ORDER_FILES with alpha's integer epochs believable (an integer before 2000 is refused as
+    /// a unit mistake): u1's row at JAN_1 wins over the one a day before.
+    fn files() -> [(&'static str, &'static str); 2] {
+        [
+            ORDER_FILES[0],
+            (
+                "data/alpha.csv",
+                "merchant_id,user_id,ts,a,b,c\n7,u1,1767225600,\"[1, 2]\",x,3\n\
+                 7,u1,1767139200,\"[9]\",old,1\n9,u3,1767225600,[],y,4\n",
+            ),
+        ]
+    }
+
     #[test]
     fn vectors_take_the_latest_row_and_leave_missing_views_empty() {
-        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let (_dir, reg) = load_repo(ORDER_YAML, &files());
         let reg = reg.unwrap();
         let tables = load_tables(&reg).unwrap();
         let service = &reg.services[0];
@@ -239,8 +261,8 @@ mod tests {
         vector::encode_into(service.fingerprint, &parts, &mut bytes);
         let got = vector::decode(&bytes).unwrap();
         assert_eq!(got.fingerprint, service.fingerprint);
-        // alpha (a, c) then zeta (z1, z2); alpha's row at ts=100 wins over ts=50.
-        assert_eq!(got.views[0].event_time_us, 100_000_000);
+        // alpha (a, c) then zeta (z1, z2); alpha's latest row wins.
+        assert_eq!(got.views[0].event_time_us, JAN_1 * 1_000_000);
         assert_eq!(
             got.views[0].values,
             [

@@ -166,6 +166,7 @@ fn reads_typed_columns_and_keeps_the_latest_row() {
         file: &path,
         format: SourceFormat::Parquet,
         timestamp_field: "event_timestamp",
+        timestamps: crate::sources::TimestampRules::now(None),
         keys: &keys,
         features: &features,
     })
@@ -204,7 +205,8 @@ fn integer_keys_nanosecond_and_epoch_second_timestamps() {
     let features = [("n".to_owned(), FeatureType::Int64)];
     for (ts_type, raw, want_us) in [
         ("int64 ts (TIMESTAMP(NANOS,true))", 5_000_001_999, 5_000_001),
-        ("int64 ts", 7, 7_000_000),
+        // An integer epoch (no timestamp type): its unit detected, seconds here.
+        ("int64 ts", 1_795_255_200, 1_795_255_200_000_000),
         ("int64 ts (TIMESTAMP(MILLIS,true))", 9, 9_000),
     ] {
         let path = dir.path().join("k.parquet");
@@ -224,6 +226,7 @@ fn integer_keys_nanosecond_and_epoch_second_timestamps() {
             file: &path,
             format: SourceFormat::Parquet,
             timestamp_field: "ts",
+            timestamps: crate::sources::TimestampRules::now(None),
             keys: &keys,
             features: &features,
         })
@@ -242,7 +245,7 @@ fn wrong_types_are_errors_not_panics() {
         message,
         vec![
             Leaf::Bytes(vec!["a"], None),
-            Leaf::I64(vec![1], None),
+            Leaf::I64(vec![1_700_000_000], None),
             Leaf::I32(vec![5], None),
             Leaf::Bytes(vec!["x"], None),
         ],
@@ -254,6 +257,7 @@ fn wrong_types_are_errors_not_panics() {
             file: &path,
             format: SourceFormat::Parquet,
             timestamp_field: "ts",
+            timestamps: crate::sources::TimestampRules::now(None),
             keys: &keys,
             features: &features,
         })
@@ -290,6 +294,7 @@ fn try_load(
         file: path,
         format: SourceFormat::Parquet,
         timestamp_field: "ts",
+        timestamps: crate::sources::TimestampRules::now(None),
         keys,
         features,
     })
@@ -486,7 +491,7 @@ fn other_integer_timestamp_and_list_spellings() {
         message,
         vec![
             Leaf::I64(vec![7, 8], None),
-            Leaf::Bytes(vec!["2026-11-21T10:00:00Z", "5"], None),
+            Leaf::Bytes(vec!["2026-11-21T10:00:00Z", "1700000000"], None),
             Leaf::I96(vec![t96], Some(vec![1, 0])),
             Leaf::I32(vec![2], Some(vec![0, 1])),
             Leaf::I32(vec![255, 3], None),
@@ -502,7 +507,7 @@ fn other_integer_timestamp_and_list_spellings() {
     ];
     let got = load(&path, &keys, &features);
     assert_eq!(got.rows["7"].event_time_us, 1_795_255_200_000_000);
-    assert_eq!(got.rows["8"].event_time_us, 5_000_000);
+    assert_eq!(got.rows["8"].event_time_us, 1_700_000_000_000_000);
     assert_eq!(
         got.rows["7"].values(),
         [
@@ -527,6 +532,7 @@ fn other_integer_timestamp_and_list_spellings() {
             file: &path,
             format: SourceFormat::Parquet,
             timestamp_field: column,
+            timestamps: crate::sources::TimestampRules::now(None),
             keys: &spec_keys,
             features: &[],
         });
@@ -571,7 +577,7 @@ fn bad_cells_and_shapes_are_errors_that_name_them() {
         message,
         vec![
             Leaf::Bytes(vec!["a", "b"], None),
-            Leaf::I64(vec![1, 2], None),
+            Leaf::I64(vec![1_700_000_001, 1_700_000_002], None),
             // [1.0], then [null, 2.0]
             Leaf::F32List(vec![1.0, 2.0], vec![3, 2, 3], vec![0, 0, 1]),
             Leaf::Owned(vec![b"ok".to_vec(), vec![0xff, 0xfe]], None),
@@ -604,6 +610,6 @@ fn bad_cells_and_shapes_are_errors_that_name_them() {
     let err = try_load(&path, &keys, &[]).unwrap_err().to_string();
     assert_eq!(
         err,
-        format!("{file}: row 1, column 'ts': value 1 is not a string entity key")
+        format!("{file}: row 1, column 'ts': value 1700000001 is not a string entity key")
     );
 }
