@@ -13,7 +13,7 @@ use parquet::schema::parser::parse_message_type;
 
 use super::super::{load_latest, read_header, SourceFormat};
 use super::*;
-use crate::sources::ViewRow;
+use crate::sources::{TimeUnit, ViewRow};
 
 /// One leaf column's data: values, definition levels, repetition levels.
 enum Leaf {
@@ -612,4 +612,61 @@ fn bad_cells_and_shapes_are_errors_that_name_them() {
         err,
         format!("{file}: row 1, column 'ts': value 1700000001 is not a string entity key")
     );
+}
+
+#[test]
+fn typed_timestamps_keep_their_unit_and_integers_follow_the_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = [("id".to_owned(), KeyType::Int64)];
+    let jan_1_us = 1_767_225_600_000_000; // 2026-01-01T00:00:00Z
+    let cases: [(&str, i64, Option<TimeUnit>, Result<i64, &str>); 5] = [
+        // A TIMESTAMP(MILLIS) column is milliseconds whatever the source declares.
+        (
+            "int64 ts (TIMESTAMP(MILLIS,true))",
+            jan_1_us / 1000,
+            Some(TimeUnit::Seconds),
+            Ok(jan_1_us),
+        ),
+        // Typed times before 2000 are what they say.
+        ("int64 ts (TIMESTAMP(MICROS,true))", 0, None, Ok(0)),
+        (
+            "int64 ts (TIMESTAMP(MICROS,true))",
+            32_503_680_000_000_000, // 3000-01-01
+            None,
+            Err("row 1, column 'ts': timestamp 3000-01-01T00:00:00Z is in the future"),
+        ),
+        ("int64 ts", jan_1_us * 1000, None, Ok(jan_1_us)),
+        (
+            "int64 ts",
+            jan_1_us / 1000,
+            Some(TimeUnit::Seconds),
+            Err("row 1, column 'ts': integer timestamp 1767225600000 in seconds"),
+        ),
+    ];
+    for (ts_type, raw, declared, want) in cases {
+        let path = dir.path().join("t.parquet");
+        let message = format!("message schema {{ required int64 id; required {ts_type}; }}");
+        write(
+            &path,
+            &message,
+            vec![Leaf::I64(vec![1], None), Leaf::I64(vec![raw], None)],
+        );
+        let got = load_latest(&ViewSpec {
+            file: &path,
+            format: SourceFormat::Parquet,
+            timestamp_field: "ts",
+            timestamps: crate::sources::TimestampRules::now(declared),
+            keys: &keys,
+            features: &[],
+        });
+        match (got, want) {
+            (Ok(rows), Ok(us)) => assert_eq!(rows.rows["1"].event_time_us, us, "{ts_type}"),
+            (Err(e), Err(prefix)) => {
+                let e = e.to_string();
+                let want = format!("{}: {prefix}", path.display());
+                assert!(e.starts_with(&want), "{e}\nshould start with\n{want}");
+            }
+            (got, want) => panic!("{ts_type} {raw}: got {got:?}, want {want:?}"),
+        }
+    }
 }
