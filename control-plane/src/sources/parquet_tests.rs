@@ -614,12 +614,21 @@ fn bad_cells_and_shapes_are_errors_that_name_them() {
     );
 }
 
+/// A timestamp column type, a raw value, a declared unit, and the microseconds read (or the
+/// start of the error after the file name).
+type TimestampCase = (
+    &'static str,
+    i64,
+    Option<TimeUnit>,
+    Result<i64, &'static str>,
+);
+
 #[test]
 fn typed_timestamps_keep_their_unit_and_integers_follow_the_rules() {
     let dir = tempfile::tempdir().unwrap();
     let keys = [("id".to_owned(), KeyType::Int64)];
     let jan_1_us = 1_767_225_600_000_000; // 2026-01-01T00:00:00Z
-    let cases: [(&str, i64, Option<TimeUnit>, Result<i64, &str>); 5] = [
+    let cases: [TimestampCase; 5] = [
         // A TIMESTAMP(MILLIS) column is milliseconds whatever the source declares.
         (
             "int64 ts (TIMESTAMP(MILLIS,true))",
