@@ -82,6 +82,11 @@ struct MaterializeArgs {
     /// disappear by themselves; default: keys never expire.
     #[arg(long)]
     key_ttl: Option<String>,
+    /// After writing each service, delete the vectors (at its current fingerprint) of entities
+    /// no longer in its sources, and report how many; without it nothing is deleted. Needs a
+    /// direct connection to Redis (SCAN does not go through Envoy's redis_proxy).
+    #[arg(long)]
+    prune: bool,
 }
 
 #[derive(clap::Args)]
@@ -200,6 +205,7 @@ fn run(cli: Cli) -> Result<()> {
             let mut opts = WriteOptions::new(args.redis);
             opts.batch_size = usize::try_from(args.batch_size)?;
             opts.key_ttl_seconds = parse_key_ttl(args.key_ttl)?;
+            opts.prune = args.prune;
             materialize_cmd(&load(&args.repo)?, &opts)
         }
         Command::EnvoyConfig(args) => envoy_config_cmd(args),
@@ -396,6 +402,12 @@ fn materialize_cmd(reg: &Registry, opts: &WriteOptions) -> Result<()> {
             s.seconds,
             s.entities_per_second()
         );
+        if let Some(p) = s.pruned {
+            println!(
+                "pruned {}: {} vector(s) of entities no longer in the sources removed ({} key(s) scanned)",
+                s.service, p.removed, p.scanned
+            );
+        }
     }
     println!("done in {:.2}s", started.elapsed().as_secs_f64());
     Ok(())

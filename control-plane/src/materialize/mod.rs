@@ -2,6 +2,7 @@
 //! in Redis. Each view's source is read once (views in parallel) keeping the latest row per
 //! entity; each service's vectors are then encoded and written in pipelined batches.
 
+mod prune;
 pub mod vector;
 mod writer;
 
@@ -13,6 +14,7 @@ use crate::repo::{FeatureService, Registry};
 use crate::sources::{load_latest, LatestRows, SourceError, TimestampRules, ViewSpec};
 use crate::types::{FeatureType, KeyType};
 
+pub use prune::Pruned;
 pub use writer::{connect, WriteOptions};
 
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +37,17 @@ pub enum MaterializeError {
         #[source]
         source: redis::RedisError,
     },
+    #[error("feature service '{service}': pruning failed: {source}")]
+    Prune {
+        service: String,
+        #[source]
+        source: redis::RedisError,
+    },
+    #[error(
+        "feature service '{service}': refusing to prune: its sources hold no entity at all, so \
+         every vector would go (an empty or truncated source file?)"
+    )]
+    PruneEverything { service: String },
     #[error("a source reader thread failed")]
     Thread,
 }
@@ -57,6 +70,8 @@ pub struct ServiceSummary {
     /// Value bytes written (keys not counted).
     pub bytes: u64,
     pub seconds: f64,
+    /// With `--prune`: what removing the vectors of entities gone from the sources did.
+    pub pruned: Option<Pruned>,
 }
 
 impl ServiceSummary {
@@ -208,10 +223,15 @@ pub async fn run(
     let mut out = Vec::with_capacity(reg.services.len());
     for (service, entities) in reg.services.iter().zip(&per_service) {
         progress.set_message(service.name.clone());
-        out.push(
+        let mut summary =
             writer::write_service(reg, service, tables, entities, conn.clone(), opts, progress)
-                .await?,
-        );
+                .await?;
+        if opts.prune {
+            let mut c = conn.clone();
+            summary.pruned =
+                Some(prune::prune_service(reg, service, entities, &mut c, opts.batch_size).await?);
+        }
+        out.push(summary);
     }
     progress.finish_and_clear();
     Ok(out)
