@@ -83,8 +83,8 @@ struct MaterializeArgs {
     #[arg(long)]
     key_ttl: Option<String>,
     /// After writing each service, delete the vectors (at its current fingerprint) of entities
-    /// no longer in its sources, and report how many; without it nothing is deleted. Needs a
-    /// direct connection to Redis (SCAN does not go through Envoy's redis_proxy).
+    /// no longer in its sources (SCAN, batched UNLINK), and report how many; without it
+    /// nothing is deleted.
     #[arg(long)]
     prune: bool,
 }

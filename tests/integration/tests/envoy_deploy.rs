@@ -350,6 +350,42 @@ fn stat(admin_port: u16, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The filter's dispatched calls feed outlier detection: with Redis gone the reader answers 503
+/// and Envoy detects consecutive gateway failures; a lone reader is never ejected (max 50%).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_filters_reader_errors_feed_outlier_detection() {
+    let mut d = deploy_with_reader_host_name();
+    let detected =
+        "cluster.ferry_reader.outlier_detection.ejections_detected_consecutive_gateway_failure";
+    assert_eq!(stat(d.admin_port, detected), 0);
+    d.redis.stop();
+    let body = json!({"instances": [{"user_id": "u000001", "amount": 1.0}]}).to_string();
+    for _ in 0..6 {
+        let resp = post(d.listen_port, "/v1/models/fraud:predict", body.clone()).await;
+        assert_eq!(resp.status, 503, "{}", String::from_utf8_lossy(&resp.body));
+    }
+    assert!(stat(d.admin_port, "cluster.ferry_reader.upstream_rq_503") >= 6);
+    assert!(
+        stat(d.admin_port, detected) >= 1,
+        "no gateway failure detected"
+    );
+    assert!(
+        stat(
+            d.admin_port,
+            "cluster.ferry_reader.outlier_detection.ejections_overflow"
+        ) >= 1
+    );
+    assert_eq!(
+        stat(
+            d.admin_port,
+            "cluster.ferry_reader.outlier_detection.ejections_enforced_total"
+        ),
+        0,
+        "a lone reader is never ejected"
+    );
+    assert!(d.envoy.is_running());
+}
+
 /// Redis behind Envoy's redis_proxy: the vectors are written through the proxy, the reader
 /// reads through it, and the request is enriched with the source's values.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
