@@ -48,6 +48,12 @@ pub enum MaterializeError {
          every vector would go (an empty or truncated source file?)"
     )]
     PruneEverything { service: String },
+    #[error(
+        "feature service '{service}': refusing to prune: SCAN answered in a shape other than \
+         [cursor, keys] (Envoy's redis_proxy in front of several shards does that); prune \
+         against the Redis servers directly"
+    )]
+    PruneScanReply { service: String },
     #[error("a source reader thread failed")]
     Thread,
 }

@@ -36,6 +36,22 @@ fn match_pattern(prefix: &str) -> String {
     out
 }
 
+/// A SCAN reply, `[cursor, [key, ...]]`, or None for any other shape. Envoy's redis_proxy in
+/// front of several shards answers with one such pair per shard, concatenated (seen with Envoy
+/// 1.40 and a 3-master Redis Cluster): a cursor that cannot be continued, so it is refused.
+fn scan_reply(reply: redis::Value) -> Option<(u64, Vec<Vec<u8>>)> {
+    use redis::{FromRedisValue, Value};
+    let Value::Array(mut parts) = reply else {
+        return None;
+    };
+    if parts.len() != 2 {
+        return None;
+    }
+    let keys = Vec::<Vec<u8>>::from_redis_value(parts.pop()?).ok()?;
+    let cursor = u64::from_redis_value(parts.pop()?).ok()?;
+    Some((cursor, keys))
+}
+
 /// Removes the keys of `service` whose entity is not in `entities` (sorted, as
 /// [`super::service_entities`] returns them), UNLINKing `batch_size` at a time.
 pub async fn prune_service<C: ConnectionLike>(
@@ -55,7 +71,7 @@ pub async fn prune_service<C: ConnectionLike>(
     let mut stale: Vec<Vec<u8>> = Vec::new();
     let mut cursor: u64 = 0;
     loop {
-        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+        let reply: redis::Value = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
             .arg(&pattern)
@@ -64,6 +80,9 @@ pub async fn prune_service<C: ConnectionLike>(
             .query_async(conn)
             .await
             .map_err(fail)?;
+        let (next, keys) = scan_reply(reply).ok_or_else(|| MaterializeError::PruneScanReply {
+            service: service.name.clone(),
+        })?;
         pruned.scanned += keys.len() as u64;
         stale.extend(keys.into_iter().filter(|k| {
             let entity = k.get(prefix.len()..).unwrap_or_default();
@@ -94,6 +113,28 @@ pub async fn prune_service<C: ConnectionLike>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_two_part_scan_reply_is_read() {
+        use redis::Value;
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        assert_eq!(
+            scan_reply(Value::Array(vec![
+                bulk("17"),
+                Value::Array(vec![bulk("k1"), bulk("k2")])
+            ])),
+            Some((17, vec![b"k1".to_vec(), b"k2".to_vec()]))
+        );
+        // One pair per shard, as Envoy's redis_proxy answers for a Redis Cluster.
+        let per_shard = Value::Array(vec![
+            bulk("0"),
+            Value::Array(vec![]),
+            bulk("0"),
+            Value::Array(vec![bulk("k")]),
+        ]);
+        assert_eq!(scan_reply(per_shard), None);
+        assert_eq!(scan_reply(Value::Okay), None);
+    }
 
     #[test]
     fn the_pattern_is_the_prefix_with_globs_escaped() {

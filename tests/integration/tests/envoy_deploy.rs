@@ -1,44 +1,30 @@
 //! The Envoy configs `ferry envoy-config` renders for production (issue #11): every variant
 //! (host names, IPv6, xDS, the Redis proxy) passes the real Envoy's `--mode validate`; a reader
 //! named by a host name serves a request; the active health check marks a stopped reader
-//! `/failed_active_hc` and a restarted one healthy again; and the reader reaches Redis through
-//! Envoy's redis_proxy listener, with values equal to the source.
+//! `/failed_active_hc` and a restarted one healthy again; the filter's failed calls feed outlier
+//! detection; and (`envoy_deploy/redis_proxy.rs`) the reader reaches Redis, one server or a
+//! 3-master Redis Cluster, through Envoy's redis_proxy listener, with values equal to the source.
+
+#[path = "envoy_deploy/redis_proxy.rs"]
+mod redis_proxy;
+#[path = "envoy_deploy/support.rs"]
+mod support;
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ferry_integration_tests::data::{same, Source, VIEWS};
-use ferry_integration_tests::http::{get_ok, post, raw};
+use ferry_integration_tests::http::{post, raw};
 use ferry_integration_tests::process::tcp_open;
-use ferry_integration_tests::{
-    bin, envoy_bin, example_repo, free_port, run, wasm, Options, Proc, RedisServer,
-};
+use ferry_integration_tests::{bin, envoy_bin, free_port, run, wasm, Proc, RedisServer};
 use serde_json::json;
+use support::{
+    assert_enriched_like_the_source, envoy_config, small_repo, start_envoy, start_reader, stat,
+};
 
 /// Waits for the health check to change a host's flags: generous (checks every 2 s, 3 failures
 /// to turn unhealthy), a bound, not a measurement.
 const HEALTH_WAIT: Duration = Duration::from_secs(60);
-
-fn small_repo(dir: &Path) -> std::path::PathBuf {
-    example_repo(
-        dir,
-        &Options {
-            entities: Some(100),
-            ..Options::default()
-        },
-        |y| y,
-    )
-}
-
-fn envoy_config(repo: &Path, out: &Path, args: &[&str]) {
-    run(Command::new(bin("ferry"))
-        .arg("envoy-config")
-        .arg(repo)
-        .args(args)
-        .arg("-o")
-        .arg(out));
-}
 
 fn validate(config: &Path) -> Result<(), String> {
     let out = Command::new(envoy_bin())
@@ -167,19 +153,6 @@ struct Deployment {
     admin_port: u16,
 }
 
-fn start_reader(dir: &Path, port: u16, redis_url: &str) -> Proc {
-    let mut cmd = Command::new(bin("ferry-reader"));
-    cmd.args([
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--redis",
-        redis_url,
-    ]);
-    let mut reader = Proc::start("reader", cmd, dir);
-    reader.wait_ready(|| get_ok(port, "/healthz"), "reader /healthz");
-    reader
-}
-
 fn deploy_with_reader_host_name() -> Deployment {
     let dir = tempfile::tempdir().expect("tempdir");
     let repo = small_repo(dir.path());
@@ -227,16 +200,6 @@ fn deploy_with_reader_host_name() -> Deployment {
     }
 }
 
-fn start_envoy(dir: &Path, config: &Path, admin_port: u16) -> Proc {
-    let mut cmd = Command::new(envoy_bin());
-    cmd.arg("-c")
-        .arg(config)
-        .args(["--disable-hot-restart", "--log-level", "warn"]);
-    let mut envoy = Proc::start("envoy", cmd, dir);
-    envoy.wait_ready(|| get_ok(admin_port, "/ready"), "envoy /ready");
-    envoy
-}
-
 /// Envoy's admin `/clusters` text.
 fn clusters(admin_port: u16) -> String {
     raw(
@@ -267,31 +230,6 @@ fn wait_health(envoy: &mut Proc, d: (u16, u16), want: &str) -> Result<(), Option
         std::thread::sleep(Duration::from_millis(200));
     }
     Err(last)
-}
-
-async fn assert_enriched_like_the_source(listen_port: u16, repo: &Path) {
-    let body = json!({"instances": [{"user_id": "u000001", "amount": 120.5}]}).to_string();
-    let resp = post(listen_port, "/v1/models/fraud:predict", body).await;
-    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
-    assert_eq!(resp.upstream_headers()["x-ferry-status"], "ok");
-    let received = resp.json();
-    let instance = &received["instances"][0];
-    let source = Source::load(&repo.join("data"));
-    let mut checked = 0;
-    for (view, features) in VIEWS {
-        for (feature, kind) in *features {
-            let want = source
-                .value(view, feature, "u000001")
-                .expect("u000001 has a row in every view");
-            let got = &instance[format!("{view}__{feature}")];
-            assert!(
-                same(got, &want, *kind),
-                "{view}:{feature}: got {got}, source {want}"
-            );
-            checked += 1;
-        }
-    }
-    assert_eq!(checked, 10);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -334,22 +272,6 @@ fn the_health_check_marks_a_stopped_reader_unhealthy_and_a_restarted_one_healthy
     });
 }
 
-/// A counter of Envoy's admin `/stats`, 0 when absent.
-fn stat(admin_port: u16, name: &str) -> u64 {
-    let text = raw(
-        admin_port,
-        format!(
-            "GET /stats?filter=^{name}$ HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n"
-        )
-        .as_bytes(),
-    )
-    .expect("admin /stats");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// The filter's dispatched calls feed outlier detection: with Redis gone the reader answers 503
 /// and Envoy detects consecutive gateway failures; a lone reader is never ejected (max 50%).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -384,60 +306,4 @@ async fn the_filters_reader_errors_feed_outlier_detection() {
         "a lone reader is never ejected"
     );
     assert!(d.envoy.is_running());
-}
-
-/// Redis behind Envoy's redis_proxy: the vectors are written through the proxy, the reader
-/// reads through it, and the request is enriched with the source's values.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_reader_reaches_redis_through_envoys_redis_proxy() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let repo = small_repo(dir.path());
-    let redis = RedisServer::start();
-    let (reader_port, model_port) = (free_port(), free_port());
-    let (listen_port, admin_port, proxy_port) = (free_port(), free_port(), free_port());
-    let config = dir.path().join("envoy.yaml");
-    envoy_config(
-        &repo,
-        &config,
-        &[
-            "--wasm",
-            &wasm().display().to_string(),
-            "--listen-port",
-            &listen_port.to_string(),
-            "--admin-port",
-            &admin_port.to_string(),
-            "--reader-port",
-            &reader_port.to_string(),
-            "--model-port",
-            &model_port.to_string(),
-            "--redis-proxy-port",
-            &proxy_port.to_string(),
-            "--redis-upstream",
-            &format!("127.0.0.1:{}", redis.port),
-        ],
-    );
-    let mut envoy = start_envoy(dir.path(), &config, admin_port);
-    let proxy_url = format!("redis://127.0.0.1:{proxy_port}");
-    run(Command::new(bin("ferry"))
-        .arg("materialize")
-        .arg(&repo)
-        .args(["--redis", &proxy_url]));
-    let written = stat(admin_port, "redis.ferry_redis.command.mset.total");
-    assert!(written > 0, "materialize did not write through the proxy");
-
-    let _reader = start_reader(dir.path(), reader_port, &proxy_url);
-    let mut cmd = Command::new(bin("ferry-demo-model"));
-    cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-    let mut model = Proc::start("model", cmd, dir.path());
-    model.wait_ready(|| tcp_open(model_port), "demo model");
-
-    let before = stat(admin_port, "redis.ferry_redis.command.mget.total");
-    assert_enriched_like_the_source(listen_port, &repo).await;
-    let after = stat(admin_port, "redis.ferry_redis.command.mget.total");
-    assert_eq!(
-        after,
-        before + 1,
-        "the reader's MGET went through the proxy"
-    );
-    assert!(envoy.is_running());
 }
