@@ -1,6 +1,6 @@
 //! Event timestamps: which unit an integer epoch counts in, and which times are believable.
 //!
-//! A millisecond epoch read as seconds lands in the year ~55,000 and is never stale; seconds
+//! A millisecond epoch of 2026 read as seconds lands in the year ~58,900, never stale; seconds
 //! read as milliseconds land in January 1970. Both are silent data bugs, so:
 //! - a source may declare its unit (`timestamp_unit: s | ms | us | ns` in ferry.yaml);
 //! - an undeclared integer epoch is read in the one unit that puts it between 2000-01-01 and
