@@ -4,14 +4,12 @@
 # writes it instead). tests/integration/tests/docker_config.rs runs this script and fails when
 # the committed file differs from what it prints.
 #
-# The generator cannot express the compose network by itself: its --xds-address takes an IPv4
-# address only (the ferry_xds cluster is STATIC), the reader and model clusters always point at
-# 127.0.0.1, and the listener and admin bind 127.0.0.1 (unreachable through a published port).
-# So this script renders the bootstrap with the demo's default ports, then makes exactly these
-# edits, each of which must match exactly once (a changed template fails here, loudly):
+# The generator names the compose services itself (--xds-address control-plane:18000,
+# --reader-address reader:8090, --model-address model:8080: Envoy resolves them, see the
+# clusters' comments), but its listener and admin bind 127.0.0.1, unreachable through a
+# published port. So this script makes exactly these edits, each of which must match exactly
+# once (a changed template fails here, loudly):
 #   listener 127.0.0.1:10000 and admin 127.0.0.1:9901  -> 0.0.0.0 (published by compose)
-#   xDS 127.0.0.1:18000 -> control-plane:18000, reader 127.0.0.1:8090 -> reader:8090,
-#   model 127.0.0.1:8080 -> model:8080; the three clusters STATIC -> STRICT_DNS (IPv4 only).
 #
 # Needs a built `ferry` (FERRY=path, default target/debug/ferry, built if missing) and python3.
 set -euo pipefail
@@ -35,8 +33,8 @@ cp "$ROOT/examples/banking/ferry.yaml" "$TMP/"
 python3 "$ROOT/examples/banking/generate_data.py" --entities 1 --anchor 2026-01-01T00:00:00Z \
   --out "$TMP/data" >/dev/null
 
-"$FERRY" envoy-config "$TMP" --xds --xds-address 127.0.0.1:18000 --node-id ferry-docker \
-  --listen-port 10000 --admin-port 9901 --reader-port 8090 --model-port 8080 \
+"$FERRY" envoy-config "$TMP" --xds --xds-address control-plane:18000 --node-id ferry-docker \
+  --listen-port 10000 --admin-port 9901 --reader-address reader:8090 --model-address model:8080 \
   -o "$TMP/generated.yaml"
 
 python3 - "$TMP/generated.yaml" "$TMP/envoy.yaml" <<'PY'
@@ -57,10 +55,6 @@ def addr(host, port):
 
 edit(addr("127.0.0.1", 10000), addr("0.0.0.0", 10000))
 edit(addr("127.0.0.1", 9901), addr("0.0.0.0", 9901))
-edit(addr("127.0.0.1", 18000), addr("control-plane", 18000))
-edit(addr("127.0.0.1", 8090), addr("reader", 8090))
-edit(addr("127.0.0.1", 8080), addr("model", 8080))
-edit("\n    type: STATIC\n", "\n    type: STRICT_DNS\n    dns_lookup_family: V4_ONLY\n", 3)
 if "127.0.0.1" in text:
     sys.exit("docker/envoy-config.sh: the generated bootstrap has an address this script "
              "does not map to a compose service; update it")

@@ -9,6 +9,12 @@ use base64::Engine as _;
 use crate::repo::Registry;
 use crate::snapshot;
 
+pub mod redis_proxy;
+pub mod upstream;
+
+pub use redis_proxy::RedisProxyOptions;
+pub use upstream::{Discovery, Upstream};
+
 /// The bootstrap template, embedded at build time.
 pub const STATIC_TEMPLATE: &str = include_str!("../../envoy/static.yaml.tmpl");
 
@@ -39,6 +45,8 @@ pub enum EnvoyConfigError {
     WasmPath(String),
     #[error("{0} {1:?} may only hold letters, digits and - _ . :")]
     Field(&'static str, String),
+    #[error("--redis-proxy-port needs at least one --redis-upstream")]
+    NoRedisUpstream,
 }
 
 /// The HTTP protocol of the `ferry_reader` cluster, i.e. of the filter's dispatched calls. The
@@ -67,22 +75,61 @@ impl ReaderProtocol {
     }
 }
 
-/// The ports and paths of a static deployment.
+/// The ports, upstreams and paths of a deployment (static or xDS).
 #[derive(Clone, Debug)]
 pub struct StaticOptions {
     /// Path of the filter's .wasm, as Envoy will open it (made absolute by the caller).
     pub wasm_path: String,
     pub listen_port: u16,
     pub admin_port: u16,
-    pub reader_port: u16,
-    pub model_port: u16,
+    /// The reader: an IP (STATIC) or a host name (STRICT_DNS).
+    pub reader: Upstream,
+    /// The model: an IP (STATIC) or a host name (LOGICAL_DNS).
+    pub model: Upstream,
     pub buffer_limit_bytes: u64,
     /// The reader cluster's protocol.
     pub reader_protocol: ReaderProtocol,
+    /// An extra listener proxying Redis (`--redis-proxy-port`), if wanted.
+    pub redis_proxy: Option<RedisProxyOptions>,
+}
+
+impl StaticOptions {
+    /// The placeholders both bootstraps share: the listener, the reader and model clusters, and
+    /// the optional Redis proxy.
+    pub(crate) fn common_values(&self) -> Result<Vec<(&'static str, String)>, EnvoyConfigError> {
+        let (listeners, clusters) = match &self.redis_proxy {
+            Some(r) => redis_proxy::render(r)?,
+            None => (String::new(), String::new()),
+        };
+        Ok(vec![
+            ("ADMIN_PORT", self.admin_port.to_string()),
+            ("LISTEN_PORT", self.listen_port.to_string()),
+            ("BUFFER_LIMIT_BYTES", self.buffer_limit_bytes.to_string()),
+            (
+                "READER_CLUSTER_TYPE",
+                self.reader.cluster_type(Discovery::Strict).to_owned(),
+            ),
+            ("READER_HOST", self.reader.yaml_host()),
+            ("READER_PORT", self.reader.port.to_string()),
+            (
+                "READER_HTTP_OPTIONS",
+                self.reader_protocol.envoy_field().to_owned(),
+            ),
+            (
+                "MODEL_CLUSTER_TYPE",
+                self.model.cluster_type(Discovery::Logical).to_owned(),
+            ),
+            ("MODEL_HOST", self.model.yaml_host()),
+            ("MODEL_PORT", self.model.port.to_string()),
+            ("EXTRA_LISTENERS", listeners),
+            ("EXTRA_CLUSTERS", clusters),
+        ])
+    }
 }
 
 /// Fills `{{NAME}}` placeholders; an unknown or unclosed placeholder is an error. YAML comment
-/// lines are documentation (the template's header mentions `{{NAME}}`) and are copied as is.
+/// lines are documentation (the template's header mentions `{{NAME}}`) and are copied as is. A
+/// line that is only a placeholder whose value is empty (an optional block left out) is dropped.
 pub fn render_template(
     template: &str,
     values: &[(&str, String)],
@@ -90,7 +137,14 @@ pub fn render_template(
     let mut out = String::with_capacity(template.len() + 1024);
     let mut offset = 0;
     for line in template.split_inclusive('\n') {
-        if line.trim_start().starts_with('#') {
+        let empty_block = line
+            .trim_end()
+            .strip_prefix("{{")
+            .and_then(|l| l.strip_suffix("}}"))
+            .is_some_and(|name| values.iter().any(|(n, v)| *n == name && v.is_empty()));
+        if empty_block {
+            // An optional block left out: no blank line in its place.
+        } else if line.trim_start().starts_with('#') {
             out.push_str(line);
         } else {
             render_line(line, offset, values, &mut out)?;
@@ -161,22 +215,10 @@ pub fn render_static(reg: &Registry, opts: &StaticOptions) -> Result<String, Env
     }
     let snap = snapshot::build(reg);
     let b64 = base64::engine::general_purpose::STANDARD.encode(snapshot::encode(&snap));
-    render_template(
-        STATIC_TEMPLATE,
-        &[
-            ("ADMIN_PORT", opts.admin_port.to_string()),
-            ("LISTEN_PORT", opts.listen_port.to_string()),
-            ("BUFFER_LIMIT_BYTES", opts.buffer_limit_bytes.to_string()),
-            ("WASM_PATH", opts.wasm_path.clone()),
-            ("SNAPSHOT_BASE64", b64),
-            ("READER_PORT", opts.reader_port.to_string()),
-            (
-                "READER_HTTP_OPTIONS",
-                opts.reader_protocol.envoy_field().to_owned(),
-            ),
-            ("MODEL_PORT", opts.model_port.to_string()),
-        ],
-    )
+    let mut values = opts.common_values()?;
+    values.push(("WASM_PATH", opts.wasm_path.clone()));
+    values.push(("SNAPSHOT_BASE64", b64));
+    render_template(STATIC_TEMPLATE, &values)
 }
 
 /// Makes a wasm path absolute without requiring it to exist yet (Envoy opens it relative to its
@@ -209,6 +251,12 @@ mod tests {
             render_template("# about {{NAME}}\nv: {{A}}\n", &vals).unwrap(),
             "# about {{NAME}}\nv: 1\n"
         );
+        // A line holding only a placeholder whose value is empty disappears with it.
+        let vals = [("A", "1".to_owned()), ("OPT", String::new())];
+        assert_eq!(
+            render_template("a: {{A}}\n{{OPT}}\nb: {{OPT}}x\n", &vals).unwrap(),
+            "a: 1\nb: x\n"
+        );
         assert_eq!(
             EnvoyConfigError::Unfilled("C".into()).to_string(),
             "template placeholder {{C}} has no value"
@@ -217,143 +265,4 @@ mod tests {
 }
 
 #[cfg(test)]
-pub(crate) mod render_tests {
-    use super::*;
-    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
-    use ferry_protos::v1::Snapshot;
-    use prost::Message as _;
-
-    fn opts() -> StaticOptions {
-        StaticOptions {
-            wasm_path: "/opt/ferry/ferry_filter.wasm".into(),
-            listen_port: 10000,
-            admin_port: 9901,
-            reader_port: 8090,
-            model_port: 8080,
-            buffer_limit_bytes: 8 << 20,
-            reader_protocol: ReaderProtocol::default(),
-        }
-    }
-
-    #[test]
-    fn the_static_bootstrap_carries_the_snapshot() {
-        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
-        let reg = reg.unwrap();
-        let text = render_static(&reg, &opts()).unwrap();
-        let config_lines = text.lines().filter(|l| !l.trim_start().starts_with('#'));
-        for l in config_lines {
-            assert!(
-                !l.contains("{{") && !l.contains("}}"),
-                "placeholder left: {l}"
-            );
-        }
-        assert!(text.contains("port_value: 10000"));
-        assert!(text.contains("per_connection_buffer_limit_bytes: 8388608"));
-        assert!(text.contains("filename: \"/opt/ferry/ferry_filter.wasm\""));
-        let b64 = text
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("value: \""))
-            .and_then(|l| l.strip_suffix('"'))
-            .unwrap();
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .unwrap();
-        assert_eq!(
-            Snapshot::decode(bytes.as_slice()).unwrap(),
-            snapshot::build(&reg)
-        );
-    }
-
-    /// Asserts the HttpConnectionManager of a rendered bootstrap normalises the path before
-    /// routing and filters (issue #9) and gives Envoy's own local replies a JSON body while
-    /// leaving the filter's (x-ferry-error) alone.
-    pub(crate) fn assert_path_hardening(text: &str) {
-        let hcm: Vec<&str> = text
-            .lines()
-            .skip_while(|l| !l.contains("stat_prefix: ingress"))
-            .take_while(|l| !l.contains("route_config:"))
-            .map(str::trim)
-            .filter(|l| !l.starts_with('#'))
-            .collect();
-        for line in [
-            "normalize_path: true",
-            "merge_slashes: true",
-            "path_with_escaped_slashes_action: REJECT_REQUEST",
-            "local_reply_config:",
-            "expression: \"!('x-ferry-error' in response.headers)\"",
-            "error: \"%RESPONSE_CODE_DETAILS%\"",
-            "content_type: application/json",
-        ] {
-            assert!(hcm.contains(&line), "HCM lacks {line:?}: {hcm:#?}");
-        }
-    }
-
-    #[test]
-    fn the_static_bootstrap_normalises_paths() {
-        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
-        assert_path_hardening(&render_static(&reg.unwrap(), &opts()).unwrap());
-    }
-
-    /// The `explicit_http_config` of one cluster of a rendered bootstrap: the line after it.
-    pub(crate) fn cluster_protocol(text: &str, cluster: &str) -> String {
-        let start = text
-            .find(&format!("  - name: {cluster}\n"))
-            .unwrap_or_else(|| panic!("no cluster {cluster}"));
-        let rest = &text[start..];
-        let end = rest[4..].find("\n  - name: ").map_or(rest.len(), |e| e + 4);
-        let mut lines = rest[..end].lines();
-        lines.find(|l| l.trim() == "explicit_http_config:");
-        lines.next().unwrap_or_default().trim().to_owned()
-    }
-
-    #[test]
-    fn the_reader_cluster_speaks_the_chosen_protocol() {
-        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
-        let reg = reg.unwrap();
-        let mut o = opts();
-        o.reader_protocol = ReaderProtocol::Http1;
-        let h1 = render_static(&reg, &o).unwrap();
-        assert_eq!(
-            cluster_protocol(&h1, "ferry_reader"),
-            "http_protocol_options: {}"
-        );
-        o.reader_protocol = ReaderProtocol::Http2;
-        let h2 = render_static(&reg, &o).unwrap();
-        assert_eq!(
-            cluster_protocol(&h2, "ferry_reader"),
-            "http2_protocol_options: {}"
-        );
-        // Only that line differs; the default is the measured choice (bench/README.md).
-        let diff: Vec<_> = h1.lines().zip(h2.lines()).filter(|(a, b)| a != b).collect();
-        assert_eq!(diff.len(), 1, "{diff:?}");
-        assert_eq!(h1.lines().count(), h2.lines().count());
-        assert_eq!(ReaderProtocol::default(), ReaderProtocol::Http1);
-    }
-
-    #[test]
-    fn routes_over_the_buffer_limit_and_odd_paths_are_refused() {
-        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
-        let reg = reg.unwrap();
-        let mut o = opts();
-        o.buffer_limit_bytes = 1024;
-        assert_eq!(
-            render_static(&reg, &o).unwrap_err().to_string(),
-            "route 'route-0': max_body_bytes 2048 exceeds the Envoy buffer limit 1024 (raise \
-             --buffer-limit-bytes or lower max_body_bytes)"
-        );
-        let mut o = opts();
-        o.wasm_path = "/tmp/a\"b.wasm".into();
-        assert!(matches!(
-            render_static(&reg, &o),
-            Err(EnvoyConfigError::WasmPath(_))
-        ));
-        let (_dir, reg) = load_repo(
-            &format!("{ORDER_YAML}reader: {{cluster: other}}\n"),
-            &ORDER_FILES,
-        );
-        assert!(matches!(
-            render_static(&reg.unwrap(), &opts()),
-            Err(EnvoyConfigError::ReaderCluster(_))
-        ));
-    }
-}
+pub(crate) mod render_tests;

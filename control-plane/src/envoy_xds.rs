@@ -5,7 +5,7 @@
 
 #[cfg(test)]
 use crate::envoy_config::ReaderProtocol;
-use crate::envoy_config::{render_template, EnvoyConfigError, StaticOptions};
+use crate::envoy_config::{render_template, Discovery, EnvoyConfigError, StaticOptions, Upstream};
 use crate::repo::Registry;
 
 /// The xDS bootstrap template, embedded at build time.
@@ -16,9 +16,8 @@ pub const XDS_TEMPLATE: &str = include_str!("../../envoy/xds.yaml.tmpl");
 pub struct XdsOptions {
     /// Envoy's node id, shown in the control plane's /status; one per Envoy.
     pub node_id: String,
-    /// The control plane's xDS address (an IP: the cluster is STATIC).
-    pub xds_host: String,
-    pub xds_port: u16,
+    /// The control plane's xDS address: an IP (STATIC) or a host name (LOGICAL_DNS).
+    pub xds: Upstream,
     /// Seconds to wait for the first snapshot before answering 500 (0 = wait forever).
     pub initial_fetch_timeout_s: u32,
 }
@@ -71,30 +70,21 @@ pub fn render_xds(
     if !plain(&xds.node_id) {
         return Err(EnvoyConfigError::Field("node id", xds.node_id.clone()));
     }
-    if !plain(&xds.xds_host) {
-        return Err(EnvoyConfigError::Field("xDS host", xds.xds_host.clone()));
-    }
-    render_template(
-        XDS_TEMPLATE,
-        &[
-            ("NODE_ID", xds.node_id.clone()),
-            ("ADMIN_PORT", opts.admin_port.to_string()),
-            ("LISTEN_PORT", opts.listen_port.to_string()),
-            ("BUFFER_LIMIT_BYTES", opts.buffer_limit_bytes.to_string()),
-            (
-                "INITIAL_FETCH_TIMEOUT",
-                format!("{}s", xds.initial_fetch_timeout_s),
-            ),
-            ("XDS_HOST", xds.xds_host.clone()),
-            ("XDS_PORT", xds.xds_port.to_string()),
-            ("READER_PORT", opts.reader_port.to_string()),
-            (
-                "READER_HTTP_OPTIONS",
-                opts.reader_protocol.envoy_field().to_owned(),
-            ),
-            ("MODEL_PORT", opts.model_port.to_string()),
-        ],
-    )
+    let mut values = opts.common_values()?;
+    values.extend([
+        ("NODE_ID", xds.node_id.clone()),
+        (
+            "INITIAL_FETCH_TIMEOUT",
+            format!("{}s", xds.initial_fetch_timeout_s),
+        ),
+        (
+            "XDS_CLUSTER_TYPE",
+            xds.xds.cluster_type(Discovery::Logical).to_owned(),
+        ),
+        ("XDS_HOST", xds.xds.yaml_host()),
+        ("XDS_PORT", xds.xds.port.to_string()),
+    ]);
+    render_template(XDS_TEMPLATE, &values)
 }
 
 #[cfg(test)]
@@ -108,15 +98,15 @@ mod tests {
                 wasm_path: String::new(),
                 listen_port: 10000,
                 admin_port: 9901,
-                reader_port: 8090,
-                model_port: 8080,
+                reader: Upstream::loopback(8090),
+                model: Upstream::loopback(8080),
                 buffer_limit_bytes: 8 << 20,
                 reader_protocol: ReaderProtocol::default(),
+                redis_proxy: None,
             },
             XdsOptions {
                 node_id: "ferry-envoy-10000".into(),
-                xds_host: "127.0.0.1".into(),
-                xds_port: 18000,
+                xds: Upstream::loopback(18000),
                 initial_fetch_timeout_s: 30,
             },
         )
@@ -183,6 +173,18 @@ mod tests {
         x.node_id = a.clone();
         let text = render_xds(&reg.unwrap(), &s, &x).unwrap();
         assert!(text.contains(&format!("id: \"{a}\"")));
+    }
+
+    #[test]
+    fn a_control_plane_host_name_renders_a_logical_dns_cluster() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let (s, mut x) = opts();
+        x.xds = "ferry-control-plane.ml.svc:18000".parse().unwrap();
+        let text = render_xds(&reg.unwrap(), &s, &x).unwrap();
+        let lines = crate::envoy_config::render_tests::cluster_lines(&text, "ferry_xds");
+        assert!(lines.contains(&"type: LOGICAL_DNS"), "{lines:?}");
+        assert!(lines
+            .contains(&"socket_address: {address: ferry-control-plane.ml.svc, port_value: 18000}"));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use ferry::envoy_config::{self, ReaderProtocol, StaticOptions};
+use ferry::envoy_config::{self, ReaderProtocol, RedisProxyOptions, StaticOptions, Upstream};
 use ferry::envoy_xds::{default_node_id, render_xds, XdsOptions};
 use ferry::materialize::{self, WriteOptions};
 use ferry::push;
@@ -82,6 +82,11 @@ struct MaterializeArgs {
     /// disappear by themselves; default: keys never expire.
     #[arg(long)]
     key_ttl: Option<String>,
+    /// After writing each service, delete the vectors (at its current fingerprint) of entities
+    /// no longer in its sources (SCAN, batched UNLINK), and report how many; without it
+    /// nothing is deleted.
+    #[arg(long)]
+    prune: bool,
 }
 
 #[derive(clap::Args)]
@@ -95,9 +100,10 @@ struct EnvoyConfigArgs {
     /// inlining the snapshot.
     #[arg(long)]
     xds: bool,
-    /// The control plane's xDS address (with --xds).
-    #[arg(long, default_value = "127.0.0.1:18000")]
-    xds_address: std::net::SocketAddrV4,
+    /// The control plane's xDS address (with --xds), HOST:PORT: an IP, or a host name Envoy
+    /// resolves (LOGICAL_DNS).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:18000")]
+    xds_address: Upstream,
     /// This Envoy's node id (with --xds), one per Envoy; default ferry-envoy-HOST-PORT-RANDOM
     /// (unique per rendering). Envoys sharing one bootstrap file: start each with Envoy's
     /// --service-node, which overrides it.
@@ -110,14 +116,39 @@ struct EnvoyConfigArgs {
     listen_port: u16,
     #[arg(long, default_value_t = 9901)]
     admin_port: u16,
+    /// The reader on 127.0.0.1 at this port (see --reader-address for another host).
     #[arg(long, default_value_t = 8090)]
     reader_port: u16,
+    /// The reader, HOST:PORT: an IP, or a host name Envoy resolves with STRICT_DNS (every
+    /// address is a reader, health-checked on its own: e.g. a Kubernetes headless service).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "reader_port")]
+    reader_address: Option<Upstream>,
     /// The reader cluster's protocol: http1 (HTTP/1.1 keep-alive) or http2 (h2c, prior
     /// knowledge); the default is the measured choice (bench/README.md).
     #[arg(long, value_enum, default_value_t = ReaderProtocol::default())]
     reader_protocol: ReaderProtocol,
+    /// The model on 127.0.0.1 at this port (see --model-address for another host).
     #[arg(long, default_value_t = 8080)]
     model_port: u16,
+    /// The model, HOST:PORT: an IP, or a host name Envoy resolves with LOGICAL_DNS (one name
+    /// that load-balances already: e.g. a Kubernetes ClusterIP service).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "model_port")]
+    model_address: Option<Upstream>,
+    /// Also render a listener on 127.0.0.1:PORT that proxies Redis (Envoy's redis_proxy); point
+    /// the reader's --redis at redis://127.0.0.1:PORT.
+    #[arg(long, value_name = "PORT")]
+    redis_proxy_port: Option<u16>,
+    /// A Redis behind the proxy, HOST:PORT (repeatable; default 127.0.0.1:6379). Several
+    /// standalone servers are shards (keys spread by consistent hash), not replicas.
+    #[arg(
+        long = "redis-upstream",
+        value_name = "HOST:PORT",
+        requires = "redis_proxy_port"
+    )]
+    redis_upstreams: Vec<Upstream>,
+    /// The --redis-upstream addresses are seeds of a Redis Cluster (envoy.clusters.redis).
+    #[arg(long, requires = "redis_proxy_port")]
+    redis_cluster: bool,
     /// Envoy's per-connection buffer limit; every route's max_body_bytes must fit in it.
     #[arg(long, default_value_t = 8 * 1024 * 1024)]
     buffer_limit_bytes: u64,
@@ -184,6 +215,14 @@ fn run(cli: Cli) -> Result<()> {
             let mut opts = WriteOptions::with_redis(args.redis);
             opts.batch_size = usize::try_from(args.batch_size)?;
             opts.key_ttl_seconds = parse_key_ttl(args.key_ttl)?;
+            if args.prune && opts.redis.cluster {
+                // SCAN walks one node of a Cluster: a prune there would miss most keys.
+                anyhow::bail!(
+                    "--prune does not support --redis-cluster yet (SCAN walks one node of a \
+                     Cluster); materialize without --prune, older vectors expire with --key-ttl"
+                );
+            }
+            opts.prune = args.prune;
             materialize_cmd(&load(&args.repo)?, &opts)
         }
         Command::EnvoyConfig(args) => envoy_config_cmd(args),
@@ -225,18 +264,30 @@ fn envoy_config_cmd(args: EnvoyConfigArgs) -> Result<()> {
         wasm_path,
         listen_port: args.listen_port,
         admin_port: args.admin_port,
-        reader_port: args.reader_port,
-        model_port: args.model_port,
+        reader: args
+            .reader_address
+            .unwrap_or_else(|| Upstream::loopback(args.reader_port)),
+        model: args
+            .model_address
+            .unwrap_or_else(|| Upstream::loopback(args.model_port)),
         buffer_limit_bytes: args.buffer_limit_bytes,
         reader_protocol: args.reader_protocol,
+        redis_proxy: args.redis_proxy_port.map(|listen_port| RedisProxyOptions {
+            listen_port,
+            upstreams: if args.redis_upstreams.is_empty() {
+                vec![Upstream::loopback(6379)]
+            } else {
+                args.redis_upstreams
+            },
+            redis_cluster: args.redis_cluster,
+        }),
     };
     let text = if args.xds {
         let x = XdsOptions {
             node_id: args
                 .node_id
                 .unwrap_or_else(|| default_node_id(args.listen_port)),
-            xds_host: args.xds_address.ip().to_string(),
-            xds_port: args.xds_address.port(),
+            xds: args.xds_address,
             initial_fetch_timeout_s: args.initial_fetch_timeout,
         };
         render_xds(&reg, &opts, &x)?
@@ -368,6 +419,12 @@ fn materialize_cmd(reg: &Registry, opts: &WriteOptions) -> Result<()> {
             s.seconds,
             s.entities_per_second()
         );
+        if let Some(p) = s.pruned {
+            println!(
+                "pruned {}: {} vector(s) of entities no longer in the sources removed ({} key(s) scanned)",
+                s.service, p.removed, p.scanned
+            );
+        }
     }
     println!("done in {:.2}s", started.elapsed().as_secs_f64());
     Ok(())

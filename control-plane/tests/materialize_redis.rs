@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use common::{banking_repo, ferry, stderr, stdout};
-use ferry::sources::cell::{parse_timestamp_us, parse_value};
+use ferry::sources::cell::{parse_timestamp, parse_value};
+use ferry::sources::TimestampRules;
 use ferry::types::FeatureType;
 use ferry_protos::v1::{Snapshot, StoredVector, ValueType, ViewValues};
 use ferry_test_support::redis::RedisServer;
@@ -44,6 +45,12 @@ fn latest_rows(file: &Path) -> Latest {
 }
 
 type Latest = (Vec<String>, HashMap<String, (i64, Vec<String>)>);
+
+/// A timestamp cell as `ferry materialize` reads it (units detected, as the example declares
+/// none).
+fn parse_timestamp_us(raw: &str) -> Result<i64, String> {
+    parse_timestamp(raw).and_then(|t| TimestampRules::now(None).resolve(t))
+}
 
 /// The latest rows of every view's CSV, by view name.
 fn all_latest(dir: &Path) -> HashMap<&'static str, Latest> {

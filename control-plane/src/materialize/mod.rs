@@ -3,6 +3,7 @@
 //! entity; each service's vectors are then encoded and written in pipelined batches.
 
 mod connection;
+mod prune;
 pub mod vector;
 mod writer;
 
@@ -11,10 +12,11 @@ use std::time::Instant;
 use indicatif::ProgressBar;
 
 use crate::repo::{FeatureService, Registry};
-use crate::sources::{load_latest, LatestRows, SourceError, ViewSpec};
+use crate::sources::{load_latest, LatestRows, SourceError, TimestampRules, ViewSpec};
 use crate::types::{FeatureType, KeyType};
 
 pub use connection::connect;
+pub use prune::Pruned;
 pub use writer::WriteOptions;
 
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +42,23 @@ pub enum MaterializeError {
         #[source]
         source: redis::RedisError,
     },
+    #[error("feature service '{service}': pruning failed: {source}")]
+    Prune {
+        service: String,
+        #[source]
+        source: redis::RedisError,
+    },
+    #[error(
+        "feature service '{service}': refusing to prune: its sources hold no entity at all, so \
+         every vector would go (an empty or truncated source file?)"
+    )]
+    PruneEverything { service: String },
+    #[error(
+        "feature service '{service}': refusing to prune: SCAN answered in a shape other than \
+         [cursor, keys] (Envoy's redis_proxy in front of several shards does that); prune \
+         against the Redis servers directly"
+    )]
+    PruneScanReply { service: String },
     #[error("a source reader thread failed")]
     Thread,
 }
@@ -62,6 +81,8 @@ pub struct ServiceSummary {
     /// Value bytes written (keys not counted).
     pub bytes: u64,
     pub seconds: f64,
+    /// With `--prune`: what removing the vectors of entities gone from the sources did.
+    pub pruned: Option<Pruned>,
 }
 
 impl ServiceSummary {
@@ -98,6 +119,8 @@ pub fn load_tables(reg: &Registry) -> Result<Tables, MaterializeError> {
             used[sv.view] = true;
         }
     }
+    // One "now" for every view: the future check means the same for all of them.
+    let now_us = TimestampRules::now(None).now_us;
     let results: Vec<(usize, Loaded)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..reg.views.len())
             .filter(|&i| used[i])
@@ -115,6 +138,10 @@ pub fn load_tables(reg: &Registry) -> Result<Tables, MaterializeError> {
                         file: &view.source.file,
                         format: view.source.format,
                         timestamp_field: &view.source.timestamp_field,
+                        timestamps: TimestampRules {
+                            declared: view.source.timestamp_unit,
+                            now_us,
+                        },
                         keys: &keys,
                         features: &features,
                     });
@@ -207,9 +234,14 @@ pub async fn run(
     let mut out = Vec::with_capacity(reg.services.len());
     for (service, entities) in reg.services.iter().zip(&per_service) {
         progress.set_message(service.name.clone());
-        let summary =
+        let mut summary =
             writer::write_service(reg, service, tables, entities, conn.clone(), opts, progress)
                 .await?;
+        if opts.prune {
+            let mut c = conn.clone();
+            summary.pruned =
+                Some(prune::prune_service(reg, service, entities, &mut c, opts.batch_size).await?);
+        }
         connection::mark_ready(&conn, &reg.project, &summary, opts.key_ttl_seconds)
             .await
             .map_err(|source| MaterializeError::Write {
@@ -232,9 +264,25 @@ mod tests {
         Value { kind: Some(kind) }
     }
 
+    /// 2026-01-01T00:00:00Z in epoch seconds.
+    const JAN_1: i64 = 1_767_225_600;
+
+    /// ORDER_FILES with alpha's integer epochs believable (an integer before 2000 is refused as
+    /// a unit mistake): u1's row at JAN_1 wins over the one a day before.
+    fn files() -> [(&'static str, &'static str); 2] {
+        [
+            ORDER_FILES[0],
+            (
+                "data/alpha.csv",
+                "merchant_id,user_id,ts,a,b,c\n7,u1,1767225600,\"[1, 2]\",x,3\n\
+                 7,u1,1767139200,\"[9]\",old,1\n9,u3,1767225600,[],y,4\n",
+            ),
+        ]
+    }
+
     #[test]
     fn vectors_take_the_latest_row_and_leave_missing_views_empty() {
-        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let (_dir, reg) = load_repo(ORDER_YAML, &files());
         let reg = reg.unwrap();
         let tables = load_tables(&reg).unwrap();
         let service = &reg.services[0];
@@ -250,8 +298,8 @@ mod tests {
         vector::encode_into(service.fingerprint, &parts, &mut bytes);
         let got = vector::decode(&bytes).unwrap();
         assert_eq!(got.fingerprint, service.fingerprint);
-        // alpha (a, c) then zeta (z1, z2); alpha's row at ts=100 wins over ts=50.
-        assert_eq!(got.views[0].event_time_us, 100_000_000);
+        // alpha (a, c) then zeta (z1, z2); alpha's latest row wins.
+        assert_eq!(got.views[0].event_time_us, JAN_1 * 1_000_000);
         assert_eq!(
             got.views[0].values,
             [

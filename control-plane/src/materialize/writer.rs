@@ -23,6 +23,8 @@ pub struct WriteOptions {
     /// Expiry of written keys (SET ... EX), so vectors of an old fingerprint go away by
     /// themselves after a schema change; `None` keeps keys forever.
     pub key_ttl_seconds: Option<u64>,
+    /// After writing a service, remove the vectors of its entities no longer in the sources.
+    pub prune: bool,
 }
 
 impl WriteOptions {
@@ -36,6 +38,7 @@ impl WriteOptions {
             batch_size: 1000,
             in_flight: 4,
             key_ttl_seconds: None,
+            prune: false,
         }
     }
 }
@@ -109,6 +112,7 @@ pub(super) async fn write_service(
         entities: entities.len() as u64,
         bytes,
         seconds: start.elapsed().as_secs_f64(),
+        pruned: None,
     })
 }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use ferry_protos::v1::{FeatureNames, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy, Value};
 
-use crate::sources::SourceFormat;
+use crate::sources::{SourceFormat, TimeUnit};
 use crate::types::{FeatureType, KeyType};
 
 /// The repo definition file inside the repo folder.
@@ -65,6 +65,8 @@ pub struct Source {
     pub file: PathBuf,
     pub format: SourceFormat,
     pub timestamp_field: String,
+    /// The declared unit of integer epochs; `None`: detected by magnitude.
+    pub timestamp_unit: Option<TimeUnit>,
 }
 
 #[derive(Clone, Debug)]

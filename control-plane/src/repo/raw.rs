@@ -72,6 +72,10 @@ pub struct RawView {
 pub struct RawSource {
     pub path: String,
     pub timestamp_field: String,
+    /// `s`, `ms`, `us` or `ns`: the unit of integer epochs in the timestamp column; absent,
+    /// it is detected by magnitude (see `sources::timestamp`).
+    #[serde(default)]
+    pub timestamp_unit: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -204,6 +204,42 @@ fn sources_are_checked_cheaply() {
 }
 
 #[test]
+fn a_source_may_declare_its_timestamp_unit() {
+    let yaml = GOOD.replacen(
+        "source: {path: data/profile.csv, timestamp_field: event_timestamp}",
+        "source: {path: data/profile.csv, timestamp_field: event_timestamp, timestamp_unit: ms}",
+        1,
+    );
+    let (_dir, reg) = load_repo(&yaml, &FILES);
+    let reg = reg.unwrap();
+    let unit = |name: &str| {
+        reg.views
+            .iter()
+            .find(|v| v.name == name)
+            .map(|v| v.source.timestamp_unit)
+    };
+    assert_eq!(
+        unit("user_profile"),
+        Some(Some(crate::sources::TimeUnit::Millis))
+    );
+    assert_eq!(unit("transactions"), Some(None), "absent: detected");
+    let got = issues_of(
+        &[(
+            "source: {path: data/txn.csv, timestamp_field: event_timestamp}",
+            "source: {path: data/txn.csv, timestamp_field: event_timestamp, timestamp_unit: sec}",
+        )],
+        &FILES,
+    );
+    assert_eq!(
+        got,
+        [
+            "feature_views[1] 'transactions': source 'data/txn.csv': unknown timestamp_unit 'sec' \
+          (expected s, ms, us or ns)"
+        ]
+    );
+}
+
+#[test]
 fn names_must_be_valid_and_unique() {
     let got = issues_of(
         &[

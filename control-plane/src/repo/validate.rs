@@ -12,7 +12,7 @@ use super::routes::{route, shadowed_by};
 use super::scalars::{default_value, parse_ttl};
 use super::*;
 use crate::fingerprint::fingerprint;
-use crate::sources::{read_header, SourceFormat};
+use crate::sources::{read_header, SourceFormat, TimeUnit};
 
 const NAME_RULE: &str = "use 1-128 of A-Z a-z 0-9 _ -, not starting with '-'";
 
@@ -375,6 +375,16 @@ fn view(
         .chain(rv.features.iter().map(|f| f.name.as_str()))
         .collect();
     let (file, format) = view_source(rv, path, root, &columns, issues);
+    let timestamp_unit = rv.source.timestamp_unit.as_deref().and_then(|u| {
+        let unit = TimeUnit::parse(u);
+        if unit.is_none() {
+            issues.add(
+                &format!("{path}: source '{}'", rv.source.path),
+                format!("unknown timestamp_unit '{u}' (expected s, ms, us or ns)"),
+            );
+        }
+        unit
+    });
     FeatureView {
         name: rv.name.clone(),
         entities: view_entities,
@@ -384,6 +394,7 @@ fn view(
             file,
             format,
             timestamp_field: ts.to_owned(),
+            timestamp_unit,
         },
         features,
     }

@@ -4,6 +4,7 @@
 use base64::Engine as _;
 use ferry_protos::v1::{value::Kind, FloatList, Value};
 
+use super::timestamp::EventTime;
 use crate::types::{FeatureType, KeyType};
 
 /// The null value: a `Value` with no kind set.
@@ -94,9 +95,9 @@ fn parse_f32_list(raw: &str) -> Result<Vec<f32>, String> {
         .collect()
 }
 
-/// Parses an event timestamp into microseconds since the Unix epoch: RFC 3339 (offsets and
-/// fractional seconds allowed) or integer epoch seconds.
-pub fn parse_timestamp_us(raw: &str) -> Result<i64, String> {
+/// Parses an event timestamp cell: RFC 3339 (offsets and fractional seconds allowed), or an
+/// integer epoch whose unit the source's [`TimestampRules`](super::TimestampRules) decide.
+pub fn parse_timestamp(raw: &str) -> Result<EventTime, String> {
     let s = raw.trim();
     if s.is_empty() {
         return Err("empty timestamp".to_owned());
@@ -105,13 +106,12 @@ pub fn parse_timestamp_us(raw: &str) -> Result<i64, String> {
     if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
         return s
             .parse::<i64>()
-            .ok()
-            .and_then(|secs| secs.checked_mul(1_000_000))
-            .ok_or_else(|| format!("epoch seconds '{s}' out of range"));
+            .map(EventTime::Epoch)
+            .map_err(|_| format!("integer timestamp '{s}' out of range"));
     }
-    parse_rfc3339_us(s).ok_or_else(|| {
+    parse_rfc3339_us(s).map(EventTime::Micros).ok_or_else(|| {
         format!(
-            "invalid timestamp '{}' (expected RFC 3339 like 2026-11-21T10:00:00Z, or epoch seconds)",
+            "invalid timestamp '{}' (expected RFC 3339 like 2026-11-21T10:00:00Z, or an integer epoch)",
             shorten(s)
         )
     })
@@ -327,26 +327,33 @@ mod tests {
     }
 
     #[test]
-    fn timestamps_in_rfc3339_and_epoch_seconds() {
+    fn timestamps_in_rfc3339_and_integer_epochs() {
         let t = 1_795_255_200_000_000; // 2026-11-21T10:00:00Z
-        assert_eq!(parse_timestamp_us("2026-11-21T10:00:00Z"), Ok(t));
-        assert_eq!(parse_timestamp_us("2026-11-21T12:30:00+02:30"), Ok(t));
-        assert_eq!(parse_timestamp_us("2026-11-21T05:00:00-05:00"), Ok(t));
+        let us = |raw| match parse_timestamp(raw) {
+            Ok(EventTime::Micros(us)) => us,
+            other => panic!("{raw}: {other:?}"),
+        };
+        assert_eq!(us("2026-11-21T10:00:00Z"), t);
+        assert_eq!(us("2026-11-21T12:30:00+02:30"), t);
+        assert_eq!(us("2026-11-21T05:00:00-05:00"), t);
+        assert_eq!(us("2026-11-21 10:00:00.25Z"), t + 250_000);
+        assert_eq!(us("2026-11-21T10:00:00.123456789Z"), t + 123_456);
+        assert_eq!(us("1970-01-01T00:00:00Z"), 0);
+        assert_eq!(us("2024-02-29T00:00:00Z"), 1_709_164_800_000_000);
+        // Integers keep their value: the unit is the source's to declare or detect.
         assert_eq!(
-            parse_timestamp_us("2026-11-21 10:00:00.25Z"),
-            Ok(t + 250_000)
+            parse_timestamp("1795255200"),
+            Ok(EventTime::Epoch(1_795_255_200))
         );
         assert_eq!(
-            parse_timestamp_us("2026-11-21T10:00:00.123456789Z"),
-            Ok(t + 123_456)
+            parse_timestamp(" 1795255200000 "),
+            Ok(EventTime::Epoch(1_795_255_200_000))
         );
-        assert_eq!(parse_timestamp_us("1795255200"), Ok(t));
-        assert_eq!(parse_timestamp_us("1970-01-01T00:00:00Z"), Ok(0));
+        assert_eq!(parse_timestamp("-1"), Ok(EventTime::Epoch(-1)));
         assert_eq!(
-            parse_timestamp_us("2024-02-29T00:00:00Z"),
-            Ok(1_709_164_800_000_000)
+            parse_timestamp("99999999999999999999"),
+            Err("integer timestamp '99999999999999999999' out of range".to_owned())
         );
-        assert_eq!(parse_timestamp_us("-1"), Ok(-1_000_000));
     }
 
     #[test]
@@ -362,7 +369,7 @@ mod tests {
             "1.5",
             "",
         ] {
-            assert!(parse_timestamp_us(bad).is_err(), "{bad}");
+            assert!(parse_timestamp(bad).is_err(), "{bad}");
         }
     }
 

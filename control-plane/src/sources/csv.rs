@@ -5,7 +5,7 @@ use std::path::Path;
 
 use csv::{ByteRecord, ReaderBuilder};
 
-use super::cell::{parse_timestamp_us, parse_value, push_key_part};
+use super::cell::{parse_timestamp, parse_value, push_key_part};
 use super::{column_indexes, LatestRows, SourceError, ViewRow, ViewSpec};
 
 fn file_name(file: &Path) -> String {
@@ -95,8 +95,9 @@ pub(super) fn load_latest(spec: &ViewSpec<'_>) -> Result<LatestRows, SourceError
             push_key_part(*ty, cell(col)?, &mut key_part).map_err(|r| cell_err(line, col, r))?;
             key.push_str(&key_part);
         }
-        let event_time_us =
-            parse_timestamp_us(cell(ts_col)?).map_err(|r| cell_err(line, ts_col, r))?;
+        let event_time_us = parse_timestamp(cell(ts_col)?)
+            .and_then(|t| spec.timestamps.resolve(t))
+            .map_err(|r| cell_err(line, ts_col, r))?;
         if !latest.wants(&key, event_time_us) {
             continue;
         }
@@ -125,6 +126,7 @@ mod tests {
             file,
             format: SourceFormat::Csv,
             timestamp_field: "ts",
+            timestamps: crate::sources::TimestampRules::now(None),
             keys,
             features,
         }
@@ -145,8 +147,8 @@ mod tests {
              a,2026-01-02T00:00:00Z,2\n\
              a,2026-01-03T00:00:00Z,3\n\
              a,2026-01-01T00:00:00Z,1\n\
-             b,100,7\n\
-             b,100,8\n",
+             b,1767225600,7\n\
+             b,1767225600,8\n",
         );
         let keys = [("id".to_owned(), KeyType::String)];
         let feats = [("n".to_owned(), FeatureType::Int64)];
@@ -157,16 +159,16 @@ mod tests {
         assert_eq!(a.values()[0].kind, Some(Kind::Int64Val(3)));
         assert_eq!(
             a.event_time_us,
-            parse_timestamp_us("2026-01-03T00:00:00Z").unwrap()
+            1_767_398_400_000_000 // 2026-01-03T00:00:00Z
         );
         assert_eq!(got.rows["b"].values()[0].kind, Some(Kind::Int64Val(8)));
-        assert_eq!(got.rows["b"].event_time_us, 100_000_000);
+        assert_eq!(got.rows["b"].event_time_us, 1_767_225_600_000_000);
     }
 
     #[test]
     fn composite_keys_follow_the_given_key_order_and_int_keys_are_canonical() {
         let dir = tempfile::tempdir().unwrap();
-        let p = write(&dir, "user_id,merchant_id,ts,n\nu1,0042,1,5\n");
+        let p = write(&dir, "user_id,merchant_id,ts,n\nu1,0042,1767225600,5\n");
         let keys = [
             ("merchant_id".to_owned(), KeyType::Int64),
             ("user_id".to_owned(), KeyType::String),
@@ -179,13 +181,73 @@ mod tests {
     #[test]
     fn a_bad_cell_names_file_line_column_and_reason() {
         let dir = tempfile::tempdir().unwrap();
-        let p = write(&dir, "id,ts,n\na,1,1\nb,2,x\n");
+        let p = write(&dir, "id,ts,n\na,1767225600,1\nb,1767225600,x\n");
         let keys = [("id".to_owned(), KeyType::String)];
         let feats = [("n".to_owned(), FeatureType::Int64)];
         let err = load_latest(&spec_for(&p, &keys, &feats)).unwrap_err();
         assert_eq!(
             err.to_string(),
             format!("{}: line 3, column 'n': invalid int64 'x'", p.display())
+        );
+    }
+
+    #[test]
+    fn integer_epochs_follow_the_declared_or_detected_unit() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = [("id".to_owned(), KeyType::String)];
+        let feats = [("n".to_owned(), FeatureType::Int64)];
+        // 2026-01-01T00:00:00Z in ms, us, and s (+1 s): undeclared, each detected.
+        let p = write(
+            &dir,
+            "id,ts,n\na,1767225600000,1\nb,1767225600000000,2\nc,1767225601,3\n",
+        );
+        let mut spec = spec_for(&p, &keys, &feats);
+        let got = load_latest(&spec).unwrap();
+        let t = 1_767_225_600_000_000;
+        assert_eq!(got.rows["a"].event_time_us, t);
+        assert_eq!(got.rows["b"].event_time_us, t);
+        assert_eq!(got.rows["c"].event_time_us, t + 1_000_000);
+        // Declared ms: the ms row reads, the next (us) row is a unit mistake, named.
+        spec.timestamps.declared = Some(crate::sources::TimeUnit::Millis);
+        let err = load_latest(&spec).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "{}: line 3, column 'ts': integer timestamp 1767225600000000 in milliseconds \
+                 (timestamp_unit: ms) is 57971-02-25T00:00:00Z, outside 2000-01-01 .. now + 5 \
+                 min: is the unit right? In microseconds it would be 2026-01-01T00:00:00Z.",
+                p.display()
+            )
+        );
+    }
+
+    #[test]
+    fn future_and_unplaceable_timestamps_name_file_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = [("id".to_owned(), KeyType::String)];
+        let feats = [("n".to_owned(), FeatureType::Int64)];
+        let p = write(
+            &dir,
+            "id,ts,n\na,2026-01-01T00:00:00Z,1\nb,2999-01-01T00:00:00Z,2\n",
+        );
+        let err = load_latest(&spec_for(&p, &keys, &feats))
+            .unwrap_err()
+            .to_string();
+        let want = format!(
+            "{}: line 3, column 'ts': timestamp 2999-01-01T00:00:00Z is in the future (now is ",
+            p.display()
+        );
+        assert!(err.starts_with(&want), "{err}");
+        let p = write(&dir, "id,ts,n\na,100,1\n");
+        let err = load_latest(&spec_for(&p, &keys, &feats))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(&format!(
+                "{}: line 2, column 'ts': integer timestamp 100 is no epoch between 2000-01-01",
+                p.display()
+            )),
+            "{err}"
         );
     }
 
@@ -201,7 +263,7 @@ mod tests {
             ),
             ("id,ts,n\n,1,1\n", "line 2, column 'id': empty entity key"),
             (
-                "id,ts,n\na,1,1\nb,1\n",
+                "id,ts,n\na,1767225600,1\nb,1\n",
                 "line 3: 2 fields, but the header has 3",
             ),
             ("id,n\na,1\n", "missing column(s) ts"),

@@ -5,6 +5,7 @@ pub mod cell;
 mod csv;
 mod parquet;
 mod parquet_columns;
+pub mod timestamp;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -13,6 +14,8 @@ use std::path::Path;
 use ferry_protos::v1::Value;
 
 use crate::types::{FeatureType, KeyType};
+
+pub use timestamp::{TimeUnit, TimestampRules};
 
 /// File formats a source may have, chosen by extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +78,8 @@ pub struct ViewSpec<'a> {
     pub file: &'a Path,
     pub format: SourceFormat,
     pub timestamp_field: &'a str,
+    /// How the timestamp column's integers are read, and which times are believable.
+    pub timestamps: TimestampRules,
     /// Join keys in the canonical (service) order: the entity key is built in this order.
     pub keys: &'a [(String, KeyType)],
     /// Every feature of the view, in declared order; `ViewRow::values` follows this order.

@@ -14,8 +14,9 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::record::Field;
 use parquet::schema::types::SchemaDescriptor;
 
-use super::cell::{parse_timestamp_us, push_key_part, NULL};
+use super::cell::{parse_timestamp, push_key_part, NULL};
 use super::parquet_columns::{Cell, ColumnBatch, Element, Levels};
+use super::timestamp::EventTime;
 use super::{column_indexes, LatestRows, SourceError, ViewSpec};
 use crate::types::{FeatureType, KeyType};
 
@@ -300,7 +301,8 @@ impl RowReader<'_> {
                 }
                 push_key(*ty, &cell(1 + k)?, &mut key).map_err(|r| cell_err(name, r))?;
             }
-            let ts = timestamp_us(&cell(0)?, self.nanos)
+            let ts = event_time(&cell(0)?, self.nanos)
+                .and_then(|t| spec.timestamps.resolve(t))
                 .map_err(|r| cell_err(spec.timestamp_field, r))?;
             latest.offer(&key, ts, |values| {
                 for (i, (name, ty)) in spec.features.iter().enumerate() {
@@ -408,25 +410,26 @@ fn to_value(ty: FeatureType, cell: &Cell<'_>) -> Result<Value, String> {
     Ok(Value { kind: Some(kind) })
 }
 
-/// Timestamp types as they are; integers are epoch seconds (as in CSV) unless the column is
-/// declared as a nanosecond timestamp; strings are parsed like CSV cells.
-fn timestamp_us(cell: &Cell<'_>, nanos: bool) -> Result<i64, String> {
+/// Timestamp types carry their unit (TIMESTAMP millis/micros/nanos, DATE, INT96); integers are
+/// epochs whose unit the source's rules decide; strings are parsed like CSV cells.
+fn event_time(cell: &Cell<'_>, nanos: bool) -> Result<EventTime, String> {
     let out_of_range = || format!("timestamp {} out of range", describe(cell));
     let not_a_timestamp = || format!("value {} is not a timestamp", describe(cell));
     match cell {
         Cell::Null => Err("empty timestamp".to_owned()),
-        Cell::Str(s) => parse_timestamp_us(s),
+        Cell::Str(s) => parse_timestamp(s),
         Cell::Scalar(f) => match f {
-            Field::TimestampMicros(us) => Ok(*us),
-            Field::TimestampMillis(ms) => ms.checked_mul(1000).ok_or_else(out_of_range),
+            Field::TimestampMicros(us) => Ok(EventTime::Micros(*us)),
+            Field::TimestampMillis(ms) => ms
+                .checked_mul(1000)
+                .map(EventTime::Micros)
+                .ok_or_else(out_of_range),
             Field::Date(days) => i64::from(*days)
                 .checked_mul(86_400_000_000)
+                .map(EventTime::Micros)
                 .ok_or_else(out_of_range),
-            Field::Long(ns) if nanos => Ok(ns.div_euclid(1000)),
-            other => int(other)
-                .ok_or_else(not_a_timestamp)?
-                .checked_mul(1_000_000)
-                .ok_or_else(out_of_range),
+            Field::Long(ns) if nanos => Ok(EventTime::Micros(ns.div_euclid(1000))),
+            other => int(other).map(EventTime::Epoch).ok_or_else(not_a_timestamp),
         },
         _ => Err(not_a_timestamp()),
     }

@@ -13,7 +13,7 @@ use parquet::schema::parser::parse_message_type;
 
 use super::super::{load_latest, read_header, SourceFormat};
 use super::*;
-use crate::sources::ViewRow;
+use crate::sources::{TimeUnit, ViewRow};
 
 /// One leaf column's data: values, definition levels, repetition levels.
 enum Leaf {
@@ -166,6 +166,7 @@ fn reads_typed_columns_and_keeps_the_latest_row() {
         file: &path,
         format: SourceFormat::Parquet,
         timestamp_field: "event_timestamp",
+        timestamps: crate::sources::TimestampRules::now(None),
         keys: &keys,
         features: &features,
     })
@@ -204,7 +205,8 @@ fn integer_keys_nanosecond_and_epoch_second_timestamps() {
     let features = [("n".to_owned(), FeatureType::Int64)];
     for (ts_type, raw, want_us) in [
         ("int64 ts (TIMESTAMP(NANOS,true))", 5_000_001_999, 5_000_001),
-        ("int64 ts", 7, 7_000_000),
+        // An integer epoch (no timestamp type): its unit detected, seconds here.
+        ("int64 ts", 1_795_255_200, 1_795_255_200_000_000),
         ("int64 ts (TIMESTAMP(MILLIS,true))", 9, 9_000),
     ] {
         let path = dir.path().join("k.parquet");
@@ -224,6 +226,7 @@ fn integer_keys_nanosecond_and_epoch_second_timestamps() {
             file: &path,
             format: SourceFormat::Parquet,
             timestamp_field: "ts",
+            timestamps: crate::sources::TimestampRules::now(None),
             keys: &keys,
             features: &features,
         })
@@ -242,7 +245,7 @@ fn wrong_types_are_errors_not_panics() {
         message,
         vec![
             Leaf::Bytes(vec!["a"], None),
-            Leaf::I64(vec![1], None),
+            Leaf::I64(vec![1_700_000_000], None),
             Leaf::I32(vec![5], None),
             Leaf::Bytes(vec!["x"], None),
         ],
@@ -254,6 +257,7 @@ fn wrong_types_are_errors_not_panics() {
             file: &path,
             format: SourceFormat::Parquet,
             timestamp_field: "ts",
+            timestamps: crate::sources::TimestampRules::now(None),
             keys: &keys,
             features: &features,
         })
@@ -290,6 +294,7 @@ fn try_load(
         file: path,
         format: SourceFormat::Parquet,
         timestamp_field: "ts",
+        timestamps: crate::sources::TimestampRules::now(None),
         keys,
         features,
     })
@@ -486,7 +491,7 @@ fn other_integer_timestamp_and_list_spellings() {
         message,
         vec![
             Leaf::I64(vec![7, 8], None),
-            Leaf::Bytes(vec!["2026-11-21T10:00:00Z", "5"], None),
+            Leaf::Bytes(vec!["2026-11-21T10:00:00Z", "1700000000"], None),
             Leaf::I96(vec![t96], Some(vec![1, 0])),
             Leaf::I32(vec![2], Some(vec![0, 1])),
             Leaf::I32(vec![255, 3], None),
@@ -502,7 +507,7 @@ fn other_integer_timestamp_and_list_spellings() {
     ];
     let got = load(&path, &keys, &features);
     assert_eq!(got.rows["7"].event_time_us, 1_795_255_200_000_000);
-    assert_eq!(got.rows["8"].event_time_us, 5_000_000);
+    assert_eq!(got.rows["8"].event_time_us, 1_700_000_000_000_000);
     assert_eq!(
         got.rows["7"].values(),
         [
@@ -527,6 +532,7 @@ fn other_integer_timestamp_and_list_spellings() {
             file: &path,
             format: SourceFormat::Parquet,
             timestamp_field: column,
+            timestamps: crate::sources::TimestampRules::now(None),
             keys: &spec_keys,
             features: &[],
         });
@@ -571,7 +577,7 @@ fn bad_cells_and_shapes_are_errors_that_name_them() {
         message,
         vec![
             Leaf::Bytes(vec!["a", "b"], None),
-            Leaf::I64(vec![1, 2], None),
+            Leaf::I64(vec![1_700_000_001, 1_700_000_002], None),
             // [1.0], then [null, 2.0]
             Leaf::F32List(vec![1.0, 2.0], vec![3, 2, 3], vec![0, 0, 1]),
             Leaf::Owned(vec![b"ok".to_vec(), vec![0xff, 0xfe]], None),
@@ -604,6 +610,72 @@ fn bad_cells_and_shapes_are_errors_that_name_them() {
     let err = try_load(&path, &keys, &[]).unwrap_err().to_string();
     assert_eq!(
         err,
-        format!("{file}: row 1, column 'ts': value 1 is not a string entity key")
+        format!("{file}: row 1, column 'ts': value 1700000001 is not a string entity key")
     );
+}
+
+/// A timestamp column type, a raw value, a declared unit, and the microseconds read (or the
+/// start of the error after the file name).
+type TimestampCase = (
+    &'static str,
+    i64,
+    Option<TimeUnit>,
+    Result<i64, &'static str>,
+);
+
+#[test]
+fn typed_timestamps_keep_their_unit_and_integers_follow_the_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = [("id".to_owned(), KeyType::Int64)];
+    let jan_1_us = 1_767_225_600_000_000; // 2026-01-01T00:00:00Z
+    let cases: [TimestampCase; 5] = [
+        // A TIMESTAMP(MILLIS) column is milliseconds whatever the source declares.
+        (
+            "int64 ts (TIMESTAMP(MILLIS,true))",
+            jan_1_us / 1000,
+            Some(TimeUnit::Seconds),
+            Ok(jan_1_us),
+        ),
+        // Typed times before 2000 are what they say.
+        ("int64 ts (TIMESTAMP(MICROS,true))", 0, None, Ok(0)),
+        (
+            "int64 ts (TIMESTAMP(MICROS,true))",
+            32_503_680_000_000_000, // 3000-01-01
+            None,
+            Err("row 1, column 'ts': timestamp 3000-01-01T00:00:00Z is in the future"),
+        ),
+        ("int64 ts", jan_1_us * 1000, None, Ok(jan_1_us)),
+        (
+            "int64 ts",
+            jan_1_us / 1000,
+            Some(TimeUnit::Seconds),
+            Err("row 1, column 'ts': integer timestamp 1767225600000 in seconds"),
+        ),
+    ];
+    for (ts_type, raw, declared, want) in cases {
+        let path = dir.path().join("t.parquet");
+        let message = format!("message schema {{ required int64 id; required {ts_type}; }}");
+        write(
+            &path,
+            &message,
+            vec![Leaf::I64(vec![1], None), Leaf::I64(vec![raw], None)],
+        );
+        let got = load_latest(&ViewSpec {
+            file: &path,
+            format: SourceFormat::Parquet,
+            timestamp_field: "ts",
+            timestamps: crate::sources::TimestampRules::now(declared),
+            keys: &keys,
+            features: &[],
+        });
+        match (got, want) {
+            (Ok(rows), Ok(us)) => assert_eq!(rows.rows["1"].event_time_us, us, "{ts_type}"),
+            (Err(e), Err(prefix)) => {
+                let e = e.to_string();
+                let want = format!("{}: {prefix}", path.display());
+                assert!(e.starts_with(&want), "{e}\nshould start with\n{want}");
+            }
+            (got, want) => panic!("{ts_type} {raw}: got {got:?}, want {want:?}"),
+        }
+    }
 }

@@ -1,0 +1,236 @@
+//! Rendered bootstraps checked line by line; the helpers are shared with `envoy_xds`'s tests.
+
+use super::*;
+use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+use ferry_protos::v1::Snapshot;
+use prost::Message as _;
+
+fn opts() -> StaticOptions {
+    StaticOptions {
+        wasm_path: "/opt/ferry/ferry_filter.wasm".into(),
+        listen_port: 10000,
+        admin_port: 9901,
+        reader: Upstream::loopback(8090),
+        model: Upstream::loopback(8080),
+        buffer_limit_bytes: 8 << 20,
+        reader_protocol: ReaderProtocol::default(),
+        redis_proxy: None,
+    }
+}
+
+#[test]
+fn the_static_bootstrap_carries_the_snapshot() {
+    let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+    let reg = reg.unwrap();
+    let text = render_static(&reg, &opts()).unwrap();
+    let config_lines = text.lines().filter(|l| !l.trim_start().starts_with('#'));
+    for l in config_lines {
+        assert!(
+            !l.contains("{{") && !l.contains("}}"),
+            "placeholder left: {l}"
+        );
+    }
+    assert!(text.contains("port_value: 10000"));
+    assert!(text.contains("per_connection_buffer_limit_bytes: 8388608"));
+    assert!(text.contains("filename: \"/opt/ferry/ferry_filter.wasm\""));
+    let b64 = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("value: \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .unwrap();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap();
+    assert_eq!(
+        Snapshot::decode(bytes.as_slice()).unwrap(),
+        snapshot::build(&reg)
+    );
+}
+
+/// Asserts the HttpConnectionManager of a rendered bootstrap normalises the path before
+/// routing and filters (issue #9) and gives Envoy's own local replies a JSON body while
+/// leaving the filter's (x-ferry-error) alone.
+pub(crate) fn assert_path_hardening(text: &str) {
+    let hcm: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains("stat_prefix: ingress"))
+        .take_while(|l| !l.contains("route_config:"))
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#'))
+        .collect();
+    for line in [
+        "normalize_path: true",
+        "merge_slashes: true",
+        "path_with_escaped_slashes_action: REJECT_REQUEST",
+        "local_reply_config:",
+        "expression: \"!('x-ferry-error' in response.headers)\"",
+        "error: \"%RESPONSE_CODE_DETAILS%\"",
+        "content_type: application/json",
+    ] {
+        assert!(hcm.contains(&line), "HCM lacks {line:?}: {hcm:#?}");
+    }
+}
+
+#[test]
+fn the_static_bootstrap_normalises_paths() {
+    let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+    assert_path_hardening(&render_static(&reg.unwrap(), &opts()).unwrap());
+}
+
+/// One cluster (or listener) of a rendered bootstrap, from its `- name:` line to the next.
+pub(crate) fn cluster_block<'a>(text: &'a str, cluster: &str) -> &'a str {
+    let start = text
+        .find(&format!("  - name: {cluster}\n"))
+        .unwrap_or_else(|| panic!("no cluster {cluster}"));
+    let rest = &text[start..];
+    let end = rest[4..]
+        .find("\n  - name: ")
+        .or_else(|| rest[4..].find("\n  clusters:"))
+        .map_or(rest.len(), |e| e + 4);
+    &rest[..end]
+}
+
+/// The `explicit_http_config` of one cluster of a rendered bootstrap: the line after it.
+pub(crate) fn cluster_protocol(text: &str, cluster: &str) -> String {
+    let mut lines = cluster_block(text, cluster).lines();
+    lines.find(|l| l.trim() == "explicit_http_config:");
+    lines.next().unwrap_or_default().trim().to_owned()
+}
+
+/// The config lines (comments left out) of one cluster, trimmed.
+pub(crate) fn cluster_lines<'a>(text: &'a str, cluster: &str) -> Vec<&'a str> {
+    cluster_block(text, cluster)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#'))
+        .collect()
+}
+
+#[test]
+fn ips_render_static_clusters_and_host_names_dns_ones() {
+    let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+    let reg = reg.unwrap();
+    let mut o = opts();
+    let text = render_static(&reg, &o).unwrap();
+    let reader = cluster_lines(&text, "ferry_reader");
+    assert!(reader.contains(&"type: STATIC"), "{reader:?}");
+    assert!(reader.contains(&"socket_address: {address: 127.0.0.1, port_value: 8090}"));
+    assert!(cluster_lines(&text, "model").contains(&"type: STATIC"));
+    assert!(
+        !text.contains("\n\n"),
+        "no blank line where the Redis proxy would go"
+    );
+    assert!(!text.contains("ferry_redis"));
+
+    o.reader = "ferry-reader.ml.svc.cluster.local:8090".parse().unwrap();
+    o.model = "model:9000".parse().unwrap();
+    let text = render_static(&reg, &o).unwrap();
+    let reader = cluster_lines(&text, "ferry_reader");
+    assert!(reader.contains(&"type: STRICT_DNS"), "{reader:?}");
+    assert!(reader.contains(
+        &"socket_address: {address: ferry-reader.ml.svc.cluster.local, port_value: 8090}"
+    ));
+    let model = cluster_lines(&text, "model");
+    assert!(model.contains(&"type: LOGICAL_DNS"), "{model:?}");
+    assert!(model.contains(&"socket_address: {address: model, port_value: 9000}"));
+}
+
+#[test]
+fn the_reader_is_health_checked_and_only_unseen_model_calls_are_retried() {
+    let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+    let text = render_static(&reg.unwrap(), &opts()).unwrap();
+    let reader = cluster_lines(&text, "ferry_reader");
+    for line in [
+        "health_checks:",
+        "path: /healthz",
+        "expected_statuses: [{start: 200, end: 201}]",
+        "no_traffic_interval: 2s",
+        "unhealthy_threshold: 3",
+        "outlier_detection:",
+        "consecutive_gateway_failure: 3",
+        "enforcing_consecutive_gateway_failure: 100",
+        "max_ejection_percent: 50",
+    ] {
+        assert!(
+            reader.contains(&line),
+            "reader cluster lacks {line:?}: {reader:#?}"
+        );
+    }
+    // Envoy would not apply it to dispatch_http_call: none is rendered, none pretended.
+    assert!(!text.contains("retry_budget"));
+    let retries: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("retry_on:"))
+        .collect();
+    assert_eq!(retries, ["retry_on: connect-failure,refused-stream"]);
+}
+
+#[test]
+fn the_redis_proxy_adds_a_listener_and_a_cluster() {
+    let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+    let mut o = opts();
+    o.redis_proxy = Some(RedisProxyOptions {
+        listen_port: 6380,
+        upstreams: vec![Upstream::loopback(6379)],
+        redis_cluster: false,
+    });
+    let text = render_static(&reg.unwrap(), &o).unwrap();
+    let listeners = &text[text.find("  listeners:").unwrap()..text.find("  clusters:").unwrap()];
+    assert!(listeners.contains("  - name: ferry_redis\n"));
+    assert!(listeners.contains("envoy.filters.network.redis_proxy"));
+    let clusters = &text[text.find("  clusters:").unwrap()..];
+    assert!(clusters.contains("  - name: ferry_redis\n"));
+    assert!(clusters.ends_with("port_value: 6379}\n"), "{clusters}");
+}
+
+#[test]
+fn the_reader_cluster_speaks_the_chosen_protocol() {
+    let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+    let reg = reg.unwrap();
+    let mut o = opts();
+    o.reader_protocol = ReaderProtocol::Http1;
+    let h1 = render_static(&reg, &o).unwrap();
+    assert_eq!(
+        cluster_protocol(&h1, "ferry_reader"),
+        "http_protocol_options: {}"
+    );
+    o.reader_protocol = ReaderProtocol::Http2;
+    let h2 = render_static(&reg, &o).unwrap();
+    assert_eq!(
+        cluster_protocol(&h2, "ferry_reader"),
+        "http2_protocol_options: {}"
+    );
+    // Only that line differs; the default is the measured choice (bench/README.md).
+    let diff: Vec<_> = h1.lines().zip(h2.lines()).filter(|(a, b)| a != b).collect();
+    assert_eq!(diff.len(), 1, "{diff:?}");
+    assert_eq!(h1.lines().count(), h2.lines().count());
+    assert_eq!(ReaderProtocol::default(), ReaderProtocol::Http1);
+}
+
+#[test]
+fn routes_over_the_buffer_limit_and_odd_paths_are_refused() {
+    let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+    let reg = reg.unwrap();
+    let mut o = opts();
+    o.buffer_limit_bytes = 1024;
+    assert_eq!(
+        render_static(&reg, &o).unwrap_err().to_string(),
+        "route 'route-0': max_body_bytes 2048 exceeds the Envoy buffer limit 1024 (raise \
+         --buffer-limit-bytes or lower max_body_bytes)"
+    );
+    let mut o = opts();
+    o.wasm_path = "/tmp/a\"b.wasm".into();
+    assert!(matches!(
+        render_static(&reg, &o),
+        Err(EnvoyConfigError::WasmPath(_))
+    ));
+    let (_dir, reg) = load_repo(
+        &format!("{ORDER_YAML}reader: {{cluster: other}}\n"),
+        &ORDER_FILES,
+    );
+    assert!(matches!(
+        render_static(&reg.unwrap(), &opts()),
+        Err(EnvoyConfigError::ReaderCluster(_))
+    ));
+}

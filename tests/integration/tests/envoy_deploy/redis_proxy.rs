@@ -1,0 +1,213 @@
+//! Redis through Envoy's redis_proxy listener (`ferry envoy-config --redis-proxy-port`): the
+//! vectors are written through the proxy (`ferry materialize --redis` at the listener), the
+//! reader reads through it, and a request is enriched with the source's values; once with one
+//! Redis behind the proxy, once with a 3-master Redis Cluster (`--redis-cluster`).
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ferry_integration_tests::http::raw;
+use ferry_integration_tests::process::tcp_open;
+use ferry_integration_tests::{bin, free_port, run, wasm, Proc, RedisServer};
+
+use super::support::{
+    assert_enriched_like_the_source, envoy_config, small_repo, start_envoy, start_reader, stat,
+};
+
+/// Redis behind Envoy's redis_proxy: the vectors are written through the proxy, the reader
+/// reads through it, and the request is enriched with the source's values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reader_reaches_redis_through_envoys_redis_proxy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = small_repo(dir.path());
+    let redis = RedisServer::start();
+    let (reader_port, model_port) = (free_port(), free_port());
+    let (listen_port, admin_port, proxy_port) = (free_port(), free_port(), free_port());
+    let config = dir.path().join("envoy.yaml");
+    envoy_config(
+        &repo,
+        &config,
+        &[
+            "--wasm",
+            &wasm().display().to_string(),
+            "--listen-port",
+            &listen_port.to_string(),
+            "--admin-port",
+            &admin_port.to_string(),
+            "--reader-port",
+            &reader_port.to_string(),
+            "--model-port",
+            &model_port.to_string(),
+            "--redis-proxy-port",
+            &proxy_port.to_string(),
+            "--redis-upstream",
+            &format!("127.0.0.1:{}", redis.port),
+        ],
+    );
+    let mut envoy = start_envoy(dir.path(), &config, admin_port);
+    let proxy_url = format!("redis://127.0.0.1:{proxy_port}");
+    run(Command::new(bin("ferry"))
+        .arg("materialize")
+        .arg(&repo)
+        .args(["--redis", &proxy_url]));
+    let written = stat(admin_port, "redis.ferry_redis.command.mset.total");
+    assert!(written > 0, "materialize did not write through the proxy");
+
+    let _reader = start_reader(dir.path(), reader_port, &proxy_url);
+    let mut cmd = Command::new(bin("ferry-demo-model"));
+    cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
+    let mut model = Proc::start("model", cmd, dir.path());
+    model.wait_ready(|| tcp_open(model_port), "demo model");
+
+    let before = stat(admin_port, "redis.ferry_redis.command.mget.total");
+    assert_enriched_like_the_source(listen_port, &repo).await;
+    let after = stat(admin_port, "redis.ferry_redis.command.mget.total");
+    assert_eq!(
+        after,
+        before + 1,
+        "the reader's MGET went through the proxy"
+    );
+    assert!(envoy.is_running());
+}
+
+/// One Redis Cluster node: a cluster-enabled redis-server in its own folder, killed on drop.
+fn cluster_node(dir: &Path, name: &'static str, port: u16) -> Proc {
+    let home = dir.join(name);
+    std::fs::create_dir_all(&home).expect("node dir");
+    let mut cmd = Command::new("redis-server");
+    cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--cluster-enabled",
+            "yes",
+        ])
+        .arg("--cluster-config-file")
+        .arg(home.join("nodes.conf"))
+        .current_dir(&home);
+    let mut node = Proc::start(name, cmd, dir);
+    node.wait_ready(|| tcp_open(port), "redis cluster node");
+    node
+}
+
+fn redis_cli(port: u16, args: &[&str]) -> String {
+    run(Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args))
+}
+
+/// Waits (bounded) until `ready` holds, failing with `what`.
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reader_reaches_a_redis_cluster_through_envoys_redis_proxy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = small_repo(dir.path());
+    let ports = [free_port(), free_port(), free_port()];
+    let _nodes: Vec<Proc> = ["redis-a", "redis-b", "redis-c"]
+        .into_iter()
+        .zip(ports)
+        .map(|(name, port)| cluster_node(dir.path(), name, port))
+        .collect();
+    let mut create = vec!["--cluster".to_owned(), "create".to_owned()];
+    create.extend(ports.iter().map(|p| format!("127.0.0.1:{p}")));
+    create.extend(["--cluster-replicas", "0", "--cluster-yes"].map(str::to_owned));
+    run(Command::new("redis-cli").args(&create));
+    wait_for("cluster_state:ok on every node", || {
+        ports
+            .iter()
+            .all(|&p| redis_cli(p, &["cluster", "info"]).contains("cluster_state:ok"))
+    });
+
+    let (reader_port, model_port) = (free_port(), free_port());
+    let (listen_port, admin_port, proxy_port) = (free_port(), free_port(), free_port());
+    let config = dir.path().join("envoy.yaml");
+    envoy_config(
+        &repo,
+        &config,
+        &[
+            "--wasm",
+            &wasm().display().to_string(),
+            "--listen-port",
+            &listen_port.to_string(),
+            "--admin-port",
+            &admin_port.to_string(),
+            "--reader-port",
+            &reader_port.to_string(),
+            "--model-port",
+            &model_port.to_string(),
+            "--redis-proxy-port",
+            &proxy_port.to_string(),
+            "--redis-cluster",
+            // One seed: Envoy discovers the other masters from it.
+            "--redis-upstream",
+            &format!("127.0.0.1:{}", ports[0]),
+        ],
+    );
+    let _envoy = start_envoy(dir.path(), &config, admin_port);
+    wait_for("Envoy to discover the three masters", || {
+        let list = raw(
+            admin_port,
+            b"GET /clusters HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n",
+        )
+        .unwrap_or_default();
+        ports.iter().all(|p| {
+            list.contains(&format!(
+                "ferry_redis::127.0.0.1:{p}::health_flags::healthy"
+            ))
+        })
+    });
+
+    let proxy_url = format!("redis://127.0.0.1:{proxy_port}");
+    run(Command::new(bin("ferry"))
+        .arg("materialize")
+        .arg(&repo)
+        .args(["--redis", &proxy_url]));
+    // The vectors landed on every master (keys spread by slot), not on the seed alone.
+    for p in ports {
+        let keys: u64 = redis_cli(p, &["dbsize"]).trim().parse().expect("dbsize");
+        assert!(keys > 0, "master 127.0.0.1:{p} holds no vector");
+    }
+
+    let _reader = start_reader(dir.path(), reader_port, &proxy_url);
+    let mut cmd = Command::new(bin("ferry-demo-model"));
+    cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
+    let mut model = Proc::start("model", cmd, dir.path());
+    model.wait_ready(|| tcp_open(model_port), "demo model");
+    let before = stat(admin_port, "redis.ferry_redis.command.mget.total");
+    assert_enriched_like_the_source(listen_port, &repo).await;
+    assert_eq!(
+        stat(admin_port, "redis.ferry_redis.command.mget.total"),
+        before + 1
+    );
+
+    // Envoy answers SCAN over the shards with one [cursor, keys] pair per shard: `--prune`
+    // refuses that shape and deletes nothing.
+    let sizes = || ports.map(|p| redis_cli(p, &["dbsize"]));
+    let before = sizes();
+    let out = Command::new(bin("ferry"))
+        .arg("materialize")
+        .arg(&repo)
+        .args(["--redis", &proxy_url, "--prune"])
+        .output()
+        .expect("run ferry");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("refusing to prune: SCAN answered in a shape other than [cursor, keys]"),
+        "{stderr}"
+    );
+    assert_eq!(sizes(), before);
+}
