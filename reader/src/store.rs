@@ -14,6 +14,11 @@ use tokio::time::Instant;
 use crate::error::ReaderError;
 use crate::metrics::{Metrics, RedisErrorKind};
 
+/// The key `/healthz` asks Redis about: never written (the answer is 0), and inside Ferry's
+/// `ferry:` key space so that an ACL user limited to it (`~ferry:*`) may read it. No vector
+/// key has a single part after `ferry:`.
+const HEALTH_KEY: &str = "ferry:health";
+
 /// Health states; `UNKNOWN` only until the first call.
 const UNKNOWN: u8 = 0;
 const UP: u8 = 1;
@@ -111,9 +116,13 @@ impl Store {
         }
     }
 
-    /// `PING`, for `/healthz` and the startup check.
+    /// A read that must reach a Redis, for `/healthz` and the startup check: `EXISTS` of a key
+    /// Ferry never writes. Not `PING`, which Envoy's `redis_proxy` answers itself, so a reader
+    /// behind one would look healthy with Redis down.
     pub async fn ping(&self) -> Result<(), ReaderError> {
-        self.call(&redis::cmd("PING")).await.map(drop)
+        self.call(redis::cmd("EXISTS").arg(HEALTH_KEY))
+            .await
+            .map(drop)
     }
 
     /// One command under the deadline; records the outcome in the health state and metrics.

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ferry_integration_tests::http::raw;
+use ferry_integration_tests::http::{get_ok, raw};
 use ferry_integration_tests::process::tcp_open;
 use ferry_integration_tests::{bin, free_port, run, wasm, Proc, RedisServer};
 
@@ -68,6 +68,19 @@ async fn the_reader_reaches_redis_through_envoys_redis_proxy() {
         before + 1,
         "the reader's MGET went through the proxy"
     );
+    // Redis gone behind the proxy: Envoy still answers PING, but the reader's health check
+    // reads a key, so it says Redis is down (within its one-second cache, and a little more).
+    assert!(get_ok(reader_port, "/healthz"));
+    let mut redis = redis;
+    redis.stop();
+    let start = Instant::now();
+    while get_ok(reader_port, "/healthz") {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the reader's /healthz still says ok with Redis down behind the proxy"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(envoy.is_running());
 }
 
