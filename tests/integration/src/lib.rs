@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use control_plane::ControlPlane;
-pub use ferry_test_support::redis::{RedisCluster, RedisServer};
+pub use ferry_test_support::redis::{RedisCluster, RedisServer, TlsFiles};
 pub use process::{free_port, Proc};
 
 pub fn root() -> PathBuf {
@@ -98,6 +98,8 @@ pub struct Stack {
     pub redis: RedisServer,
     /// With [`Stack::start_on_redis_cluster`]: the Cluster `ferry materialize` and the reader use.
     pub redis_cluster: Option<RedisCluster>,
+    /// With [`Stack::start_on_tls_redis`]: `redis` speaks TLS only, signed by this test CA.
+    pub redis_tls: Option<TlsFiles>,
     pub reader: Proc,
     pub reader_port: u16,
     pub model: Proc,
@@ -120,33 +122,45 @@ pub struct Envoy {
 
 impl Stack {
     pub fn start(opts: Options) -> Stack {
-        Stack::start_with(opts, |y| y, false, false)
+        Stack::start_with(opts, |y| y, false, Backend::Single)
     }
 
     /// The same stack on a three-master Redis Cluster: `ferry materialize` writes into it and
     /// the reader reads from it (`--redis-cluster`).
     pub fn start_on_redis_cluster(opts: Options) -> Stack {
-        Stack::start_with(opts, |y| y, false, true)
+        Stack::start_with(opts, |y| y, false, Backend::Cluster)
+    }
+
+    /// The same stack on a TLS-only Redis (`rediss://` and `--redis-ca-file` for materialize and
+    /// the reader).
+    pub fn start_on_tls_redis(opts: Options) -> Stack {
+        Stack::start_with(opts, |y| y, false, Backend::Tls)
     }
 
     /// The same stack, but Envoy takes the filter config from a `ferry serve` process (ECDS over
     /// ADS). `edit` rewrites the repo's ferry.yaml before anything reads it.
     pub fn start_xds(opts: Options, edit: impl FnOnce(String) -> String) -> Stack {
-        Stack::start_with(opts, edit, true, false)
+        Stack::start_with(opts, edit, true, Backend::Single)
     }
 
     fn start_with(
         opts: Options,
         edit: impl FnOnce(String) -> String,
         xds: bool,
-        cluster: bool,
+        backend: Backend,
     ) -> Stack {
         let dir = tempfile::tempdir().expect("tempdir");
         let repo = example_repo(dir.path(), &opts, edit);
 
-        let redis = RedisServer::start();
-        let redis_cluster = cluster.then(RedisCluster::start);
-        let redis_flags = redis_flags(&redis, redis_cluster.as_ref());
+        let (redis, redis_tls) = match backend {
+            Backend::Tls => {
+                let (redis, files) = RedisServer::start_tls();
+                (redis, Some(files))
+            }
+            _ => (RedisServer::start(), None),
+        };
+        let redis_cluster = (backend == Backend::Cluster).then(RedisCluster::start);
+        let redis_flags = redis_flags(&redis, redis_cluster.as_ref(), redis_tls.as_ref());
         run(Command::new(bin("ferry"))
             .arg("materialize")
             .arg(&repo)
@@ -185,6 +199,7 @@ impl Stack {
             repo,
             redis,
             redis_cluster,
+            redis_tls,
             reader,
             reader_port,
             model,
@@ -275,7 +290,11 @@ impl Stack {
     }
 
     pub fn restart_reader(&mut self) {
-        let flags = redis_flags(&self.redis, self.redis_cluster.as_ref());
+        let flags = redis_flags(
+            &self.redis,
+            self.redis_cluster.as_ref(),
+            self.redis_tls.as_ref(),
+        );
         self.reader = start_reader(self.dir.path(), self.reader_port, &flags);
         let port = self.reader_port;
         self.reader
@@ -313,10 +332,28 @@ fn start_envoy(dir: &Path, config: &Path, name: &'static str) -> Proc {
 }
 
 /// The Redis flags of `ferry materialize` and the reader: the Cluster's seeds if there is one.
-fn redis_flags(redis: &RedisServer, cluster: Option<&RedisCluster>) -> Vec<String> {
-    match cluster {
-        Some(c) => vec!["--redis".into(), c.urls(), "--redis-cluster".into()],
-        None => vec!["--redis".into(), redis.url()],
+/// Which Redis a stack runs on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Single,
+    Cluster,
+    Tls,
+}
+
+fn redis_flags(
+    redis: &RedisServer,
+    cluster: Option<&RedisCluster>,
+    tls: Option<&TlsFiles>,
+) -> Vec<String> {
+    match (cluster, tls) {
+        (Some(c), _) => vec!["--redis".into(), c.urls(), "--redis-cluster".into()],
+        (None, Some(t)) => vec![
+            "--redis".into(),
+            format!("rediss://127.0.0.1:{}", redis.port),
+            "--redis-ca-file".into(),
+            t.ca_cert.display().to_string(),
+        ],
+        (None, None) => vec!["--redis".into(), redis.url()],
     }
 }
 

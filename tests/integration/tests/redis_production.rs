@@ -1,9 +1,9 @@
 //! Ferry on a Redis Cluster, end to end: `ferry materialize` writes into a three-master Cluster,
 //! the reader reads from it (`--redis-cluster`), and a batch through real Envoy whose keys live
 //! on all three shards comes back with the source's values; the reader's `/readyz` finds the
-//! completion markers materialize wrote.
+//! completion markers materialize wrote. The same through a TLS-only Redis (`rediss://`, a test
+//! CA given with `--redis-ca-file`).
 
-use ferry_integration_tests::data::same;
 use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::{post, raw, Response};
 use ferry_integration_tests::{Options, Stack};
@@ -23,25 +23,8 @@ fn instances(users: &[String]) -> String {
 /// Every feature of every instance the model received, value and status, against the source.
 fn check_against_source(store: &Store, resp: &Response, users: &[String]) {
     assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
-    let body = resp.json();
-    for (i, u) in users.iter().enumerate() {
-        let inst = &body["instances"][i];
-        assert_eq!(inst["user_id"], json!(u));
-        for want in store.features(Service::RealtimeScoring, &Entity::User(u.clone())) {
-            let status = body["ferry"]["statuses"][i]
-                .get(&want.name)
-                .and_then(Json::as_str)
-                .unwrap_or("PRESENT");
-            assert_eq!(status, want.status, "{u} {}", want.name);
-            let got = &inst[&want.name];
-            assert!(
-                same(got, &want.value, want.kind),
-                "{u} {}: model got {got}, source has {}",
-                want.name,
-                want.value
-            );
-        }
-    }
+    let users: Vec<Entity> = users.iter().cloned().map(Entity::User).collect();
+    store.check_instances(Service::RealtimeScoring, &resp.json(), &users);
 }
 
 /// `GET path` on the reader: status code and body.
@@ -115,5 +98,26 @@ async fn a_batch_spread_over_three_shards_is_enriched_with_the_source_values() {
     );
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"], "not_ready");
+    assert_eq!(reader_get(&stack, "/healthz").0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_only_redis_serves_enriched_batches() {
+    let stack = Stack::start_on_tls_redis(Options {
+        entities: Some(100),
+        ..Options::default()
+    });
+    let store = Store::load(&stack);
+    for n in [1, 50] {
+        let users: Vec<String> = (1..=n).map(user).collect();
+        let resp = post(stack.listen_port, STRICT, instances(&users)).await;
+        check_against_source(&store, &resp, &users);
+    }
+    // Materialize wrote through TLS too: its marker is there.
+    let fingerprint = store.fingerprint(Service::RealtimeScoring);
+    let ready =
+        format!("/readyz?project=banking&service=realtime_scoring&fingerprint={fingerprint}");
+    let (status, body) = reader_get(&stack, &ready);
+    assert_eq!(status, 200, "{body}");
     assert_eq!(reader_get(&stack, "/healthz").0, 200);
 }
