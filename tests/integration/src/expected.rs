@@ -4,6 +4,7 @@
 //! prints it.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -100,11 +101,16 @@ fn judged(event_time: Option<f64>, value: Option<Json>, ttl: f64) -> (Json, &'st
 
 impl Store {
     pub fn load(stack: &Stack) -> Store {
-        let dir = stack.repo.join("data");
+        Store::load_repo(&stack.repo)
+    }
+
+    /// The store of an example repo (its `data/` and `ferry apply`'s fingerprints).
+    pub fn load_repo(repo: &Path) -> Store {
+        let dir = repo.join("data");
         Store {
             src: Source::load(&dir),
             pairs: KeyedView::load(&dir, "user_merchant"),
-            fingerprints: fingerprints(stack),
+            fingerprints: fingerprints(repo),
         }
     }
 
@@ -262,8 +268,8 @@ impl Store {
 }
 
 /// `feature service NAME  fingerprint HEX ...` lines of `ferry apply REPO`.
-fn fingerprints(stack: &Stack) -> BTreeMap<String, String> {
-    let out = run(Command::new(bin("ferry")).arg("apply").arg(&stack.repo));
+fn fingerprints(repo: &Path) -> BTreeMap<String, String> {
+    let out = run(Command::new(bin("ferry")).arg("apply").arg(repo));
     out.lines()
         .filter_map(|l| {
             let rest = l.strip_prefix("feature service ")?;

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use ferry_integration_tests::data::{same, Source, VIEWS};
+use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::{get_ok, post, raw};
 use ferry_integration_tests::{bin, envoy_bin, example_repo, run, Options, Proc};
 use serde_json::json;
@@ -58,24 +58,12 @@ pub async fn assert_enriched_like_the_source(listen_port: u16, repo: &Path) {
     let resp = post(listen_port, "/v1/models/fraud:predict", body).await;
     assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
     assert_eq!(resp.upstream_headers()["x-ferry-status"], "ok");
-    let received = resp.json();
-    let instance = &received["instances"][0];
-    let source = Source::load(&repo.join("data"));
-    let mut checked = 0;
-    for (view, features) in VIEWS {
-        for (feature, kind) in *features {
-            let want = source
-                .value(view, feature, "u000001")
-                .expect("u000001 has a row in every view");
-            let got = &instance[format!("{view}__{feature}")];
-            assert!(
-                same(got, &want, *kind),
-                "{view}:{feature}: got {got}, source {want}"
-            );
-            checked += 1;
-        }
-    }
-    assert_eq!(checked, 10);
+    let counts = Store::load_repo(repo).check_instances(
+        Service::RealtimeScoring,
+        &resp.json(),
+        &[Entity::User("u000001".into())],
+    );
+    assert_eq!(counts.get("PRESENT"), Some(&10), "{counts:?}");
 }
 
 /// A counter of Envoy's admin `/stats`, 0 when absent.
