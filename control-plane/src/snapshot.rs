@@ -6,30 +6,9 @@ use ferry_protos::v1;
 use prost::Message as _;
 use sha2::{Digest, Sha256};
 
-use crate::repo::{FeatureService, PathMatch, Registry, Route, RouteMatch};
+use crate::repo::{FeatureService, Registry, Route};
 
 /// Builds the snapshot, version included.
-fn route_match(m: &RouteMatch) -> v1::RouteMatch {
-    let (path_prefix, path_exact) = match &m.path {
-        Some(PathMatch::Prefix(p)) => (p.clone(), String::new()),
-        Some(PathMatch::Exact(p)) => (String::new(), p.clone()),
-        None => (String::new(), String::new()),
-    };
-    v1::RouteMatch {
-        path_prefix,
-        path_exact,
-        host: m.host.clone().unwrap_or_default(),
-        headers: m
-            .headers
-            .iter()
-            .map(|h| v1::HeaderMatch {
-                name: h.name.clone(),
-                exact: h.exact.clone().unwrap_or_default(),
-            })
-            .collect(),
-    }
-}
-
 pub fn build(reg: &Registry) -> v1::Snapshot {
     let mut snap = v1::Snapshot {
         project: reg.project.clone(),
@@ -87,7 +66,7 @@ fn service(reg: &Registry, s: &FeatureService) -> v1::FeatureService {
 fn route(reg: &Registry, r: &Route) -> v1::Route {
     let mut route = v1::Route {
         name: r.name.clone(),
-        r#match: Some(route_match(&r.matcher)),
+        r#match: Some(r.matcher.to_proto()),
         service: reg.services[r.service].name.clone(),
         entity_fields: r.entity_fields.clone(),
         feature_names: r.feature_names as i32,

@@ -167,21 +167,21 @@ pub enum HeaderEncoding {
     ProtobufBase64,
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum PathMatch {
     Prefix(String),
     Exact(String),
 }
 
 /// Request host condition, on `:authority` without its port, lowercase.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum HostMatch {
     Exact(String),
     /// `*.example.com` is kept as `.example.com`: any subdomain, not the domain itself.
     Subdomain(String),
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct HeaderMatch {
     pub name: String,
     /// None: present with any value.
@@ -190,16 +190,92 @@ pub struct HeaderMatch {
 
 /// Every condition that is set must hold; a route with none is selected by name only (from
 /// an Envoy route's metadata).
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct RouteConditions {
     pub path: Option<PathMatch>,
     pub host: Option<HostMatch>,
     pub headers: Vec<HeaderMatch>,
 }
 
+impl HostMatch {
+    /// A host condition as `ferry.yaml` and the snapshot spell it: a host name or `*.domain`,
+    /// without a port; case-insensitive.
+    pub fn parse(host: &str) -> Result<HostMatch, String> {
+        let h = host.to_ascii_lowercase();
+        if !ferry_protos::is_valid_host_match(&h) {
+            return Err(format!(
+                "host '{host}' must be a host name or *.domain, without a port"
+            ));
+        }
+        Ok(match h.strip_prefix("*.") {
+            Some(domain) => HostMatch::Subdomain(format!(".{domain}")),
+            None => HostMatch::Exact(h),
+        })
+    }
+
+    /// The spelling [`HostMatch::parse`] reads.
+    pub fn pattern(&self) -> String {
+        match self {
+            HostMatch::Exact(h) => h.clone(),
+            HostMatch::Subdomain(suffix) => format!("*{suffix}"),
+        }
+    }
+}
+
+impl std::fmt::Display for RouteConditions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.by_name_only() {
+            return write!(f, "by name (Envoy route metadata)");
+        }
+        let mut parts = Vec::new();
+        match &self.path {
+            Some(PathMatch::Prefix(p)) => parts.push(format!("prefix {p}")),
+            Some(PathMatch::Exact(p)) => parts.push(format!("exact {p}")),
+            None => {}
+        }
+        if let Some(h) = &self.host {
+            parts.push(format!("host {}", h.pattern()));
+        }
+        for h in &self.headers {
+            match &h.exact {
+                Some(v) => parts.push(format!("header {}={v}", h.name)),
+                None => parts.push(format!("header {}", h.name)),
+            }
+        }
+        write!(f, "{}", parts.join(" "))
+    }
+}
+
 impl RouteConditions {
     pub fn by_name_only(&self) -> bool {
         self.path.is_none() && self.host.is_none() && self.headers.is_empty()
+    }
+
+    /// The conditions as a snapshot writes them: the inverse of how `Config::from_snapshot`
+    /// reads them (`conditions`).
+    pub fn to_proto(&self) -> pb::RouteMatch {
+        let (path_prefix, path_exact) = match &self.path {
+            Some(PathMatch::Prefix(p)) => (p.clone(), String::new()),
+            Some(PathMatch::Exact(p)) => (String::new(), p.clone()),
+            None => (String::new(), String::new()),
+        };
+        pb::RouteMatch {
+            path_prefix,
+            path_exact,
+            host: self
+                .host
+                .as_ref()
+                .map(HostMatch::pattern)
+                .unwrap_or_default(),
+            headers: self
+                .headers
+                .iter()
+                .map(|h| pb::HeaderMatch {
+                    name: h.name.clone(),
+                    exact: h.exact.clone().unwrap_or_default(),
+                })
+                .collect(),
+        }
     }
 
     fn accepts(
@@ -481,20 +557,10 @@ fn conditions(m: pb::RouteMatch, ctx: &str) -> Result<RouteConditions, ConfigErr
     let host = if m.host.is_empty() {
         None
     } else {
-        let h = m.host.to_ascii_lowercase();
-        if !ferry_protos::is_valid_host_match(&h) {
-            return invalid(
-                ctx,
-                format!(
-                    "host '{}' must be a host name or *.domain (no port)",
-                    m.host
-                ),
-            );
+        match HostMatch::parse(&m.host) {
+            Ok(h) => Some(h),
+            Err(e) => return invalid(ctx, e),
         }
-        Some(match h.strip_prefix("*.") {
-            Some(domain) => HostMatch::Subdomain(format!(".{domain}")),
-            None => HostMatch::Exact(h),
-        })
     };
     let mut headers = Vec::with_capacity(m.headers.len());
     for h in m.headers {
@@ -805,6 +871,28 @@ pub mod fixture {
 mod tests {
     use super::fixture::*;
     use super::*;
+
+    #[test]
+    fn route_conditions_written_to_a_snapshot_read_back_the_same() {
+        let all = RouteConditions {
+            path: Some(PathMatch::Exact("/v1/models/fraud:predict".into())),
+            host: Some(HostMatch::parse("*.Example.com").unwrap()),
+            headers: vec![
+                HeaderMatch {
+                    name: "x-model".into(),
+                    exact: Some("fraud".into()),
+                },
+                HeaderMatch {
+                    name: "x-tenant".into(),
+                    exact: None,
+                },
+            ],
+        };
+        assert_eq!(all.host, Some(HostMatch::Subdomain(".example.com".into())));
+        for c in [all, RouteConditions::default()] {
+            assert_eq!(conditions(c.to_proto(), "r").unwrap(), c, "{c}");
+        }
+    }
 
     #[test]
     fn a_format_written_to_a_snapshot_route_reads_back_the_same() {

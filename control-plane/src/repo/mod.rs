@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use ferry_protos::v1::{FeatureNames, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy, Value};
 
+pub use ferry_core::config::{HeaderMatch, HostMatch, PathMatch, RouteConditions};
+
 use crate::sources::{SourceFormat, TimeUnit};
 use crate::types::{FeatureType, KeyType};
 
@@ -103,59 +105,6 @@ pub struct ServiceView {
     pub features: Vec<usize>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum PathMatch {
-    Prefix(String),
-    Exact(String),
-}
-
-/// A header condition: the (lowercase) header is present, with this exact value if one is set.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct HeaderMatch {
-    pub name: String,
-    pub exact: Option<String>,
-}
-
-/// A route's conditions, all of which must hold; none at all = the route is selected only by
-/// name, from an Envoy route's `metadata.filter_metadata.ferry.route`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct RouteMatch {
-    pub path: Option<PathMatch>,
-    /// Lowercase host, or `*.domain`.
-    pub host: Option<String>,
-    pub headers: Vec<HeaderMatch>,
-}
-
-impl RouteMatch {
-    pub fn by_name_only(&self) -> bool {
-        self.path.is_none() && self.host.is_none() && self.headers.is_empty()
-    }
-}
-
-impl fmt::Display for RouteMatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.by_name_only() {
-            return write!(f, "by name (Envoy route metadata)");
-        }
-        let mut parts = Vec::new();
-        match &self.path {
-            Some(PathMatch::Prefix(p)) => parts.push(format!("prefix {p}")),
-            Some(PathMatch::Exact(p)) => parts.push(format!("exact {p}")),
-            None => {}
-        }
-        if let Some(h) = &self.host {
-            parts.push(format!("host {h}"));
-        }
-        for h in &self.headers {
-            match &h.exact {
-                Some(v) => parts.push(format!("header {}={v}", h.name)),
-                None => parts.push(format!("header {}", h.name)),
-            }
-        }
-        write!(f, "{}", parts.join(" "))
-    }
-}
-
 /// A further feature service a route enriches from, in the same reader call.
 #[derive(Clone, Debug)]
 pub struct ExtraService {
@@ -168,7 +117,8 @@ pub struct ExtraService {
 #[derive(Clone, Debug)]
 pub struct Route {
     pub name: String,
-    pub matcher: RouteMatch,
+    /// The filter's own model of a route's conditions.
+    pub matcher: RouteConditions,
     /// Services enriched after the main one, in this order.
     pub extra_services: Vec<ExtraService>,
     /// Index into `Registry::services`.

@@ -8,14 +8,17 @@ use ferry_protos::v1::{FeatureNames, MissingEntityPolicy, ReaderErrorPolicy, Sta
 
 use super::raw::{RawEntityRef, RawHeaderMatch, RawRoute};
 use super::validate::Issues;
-use super::{ExtraService, FeatureService, FeatureView, HeaderMatch, PathMatch, Route, RouteMatch};
+use super::{
+    ExtraService, FeatureService, FeatureView, HeaderMatch, HostMatch, PathMatch, Route,
+    RouteConditions,
+};
 
 use ferry_core::rules;
 
 /// The first earlier route that matches every request `m` matches (so `m` is never reached):
 /// its path covers `m`'s, its host is `m`'s or unset, and each of its header conditions is one
 /// of `m`'s. Routes selected by name only shadow nothing and are never shadowed.
-pub(super) fn shadowed_by(earlier: &[Route], m: &RouteMatch) -> Option<usize> {
+pub(super) fn shadowed_by(earlier: &[Route], m: &RouteConditions) -> Option<usize> {
     if m.by_name_only() {
         return None;
     }
@@ -62,16 +65,11 @@ fn entity_fields_of(entity: &RawEntityRef, path: &str, issues: &mut Issues) -> V
     fields
 }
 
-/// A host condition: a host name or `*.domain`, without port, lowercased.
-fn host_match(raw: &str, path: &str, issues: &mut Issues) -> String {
-    let h = raw.to_ascii_lowercase();
-    if !ferry_protos::is_valid_host_match(&h) {
-        issues.add(
-            path,
-            format!("match host '{raw}' must be a host name or *.domain, without a port"),
-        );
-    }
-    h
+/// A host condition: a host name or `*.domain`, without port, case-insensitive.
+fn host_match(raw: &str, path: &str, issues: &mut Issues) -> Option<HostMatch> {
+    HostMatch::parse(raw)
+        .map_err(|e| issues.add(path, format!("match {e}")))
+        .ok()
 }
 
 fn header_matches(raw: &[RawHeaderMatch], path: &str, issues: &mut Issues) -> Vec<HeaderMatch> {
@@ -189,7 +187,7 @@ fn bounded(b: &rules::Bound, value: Option<u64>, path: &str, issues: &mut Issues
 }
 
 /// The route's conditions: a path (normalised, as requests are matched), a host, headers.
-fn matcher(rr: &RawRoute, name: &str, path: &str, issues: &mut Issues) -> RouteMatch {
+fn matcher(rr: &RawRoute, name: &str, path: &str, issues: &mut Issues) -> RouteConditions {
     let path_match = match (&rr.matcher.path_prefix, &rr.matcher.path_exact) {
         (Some(p), None) => Some(PathMatch::Prefix(p.clone())),
         (None, Some(p)) => Some(PathMatch::Exact(p.clone())),
@@ -212,13 +210,13 @@ fn matcher(rr: &RawRoute, name: &str, path: &str, issues: &mut Issues) -> RouteM
             );
         }
     }
-    RouteMatch {
+    RouteConditions {
         path: path_match,
         host: rr
             .matcher
             .host
             .as_deref()
-            .map(|h| host_match(h, path, issues)),
+            .and_then(|h| host_match(h, path, issues)),
         headers: header_matches(&rr.matcher.headers, path, issues),
     }
 }

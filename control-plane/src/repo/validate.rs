@@ -219,7 +219,7 @@ fn routes(
 ) -> Vec<Route> {
     let mut routes = Vec::with_capacity(raw.routes.len());
     let mut route_seen = HashMap::new();
-    let mut match_seen: HashMap<RouteMatch, usize> = HashMap::new();
+    let mut match_seen: HashMap<RouteConditions, usize> = HashMap::new();
     let names: Vec<String> = raw
         .routes
         .iter()
