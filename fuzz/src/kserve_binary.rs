@@ -10,8 +10,8 @@
 //! - no tensor under a Ferry name carries binary data, and each appears once.
 
 use ferry_core::config::Route;
-use ferry_core::format::kserve_v2::{binary::HEADER, PACKED_TENSOR};
 use ferry_core::format;
+use ferry_core::format::kserve_v2::{binary::HEADER, PACKED_TENSOR};
 use serde_json::Value as Json;
 
 use super::{check_keys, features, seed};
@@ -57,7 +57,11 @@ pub fn check(data: &[u8], route: &Route) {
     );
     let ours = |name: &str| name == PACKED_TENSOR || route.output_names.iter().any(|o| o == name);
     let inputs = header["inputs"].as_array().cloned().unwrap_or_default();
-    for name in inputs.iter().filter_map(|t| t["name"].as_str()).filter(|n| ours(n)) {
+    for name in inputs
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| ours(n))
+    {
         let named: Vec<&Json> = inputs.iter().filter(|t| t["name"] == name).collect();
         assert_eq!(named.len(), 1, "{name} appears {} times", named.len());
         assert!(
@@ -68,7 +72,10 @@ pub fn check(data: &[u8], route: &Route) {
     }
     match format::parse(&new_body, route, Some(length)) {
         Ok(again) => assert_eq!(again.keys(), ids.as_slice(), "entities changed"),
-        Err(e) => panic!("the rewritten body is no longer a request ({})", e.message()),
+        Err(e) => panic!(
+            "the rewritten body is no longer a request ({})",
+            e.message()
+        ),
     }
 }
 

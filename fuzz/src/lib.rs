@@ -269,7 +269,8 @@ pub fn format_target<R>(
     let Ok(req) = parse(data, route) else { return };
     let ids = keys(&req).to_vec();
     let entities = check_keys(route, &ids);
-    let f = features(route, entities, seed(data));    let Ok(out) = rewrite(req, route, f) else {
+    let f = features(route, entities, seed(data));
+    let Ok(out) = rewrite(req, route, f) else {
         return;
     };
     if let Err(e) = serde_json::from_slice::<Json>(&out) {
