@@ -117,6 +117,32 @@ send "Unknown user on the lenient route (on_missing_entity: null)" /v1/models/fr
   '{"instances": [{"user_id": "nobody"}, {"user_id": "u000004"}]}'
 send "KServe v2 / Open Inference Protocol: one typed tensor per feature" /v2/models/fraud/infer \
   '{"inputs": [{"name": "user_id", "shape": [2], "datatype": "BYTES", "data": ["u000001", "u000007"]}]}'
+# Triton's client (tritonclient[http], in .venv) sends binary tensors by default: a JSON header of
+# Inference-Header-Content-Length bytes, then the raw tensor bytes. Printed as header + hex.
+echo; echo "######## KServe v2 binary tensor data extension, as tritonclient sends it by default"
+.venv/bin/python3 - "127.0.0.1:$LISTEN_PORT" <<'PY'
+import http.client, json, sys
+import numpy as np
+import tritonclient.http as triton
+
+def show(body, n):
+    print(json.dumps(json.loads(body[:n])))
+    print("  + %d bytes of binary tensor data: %s" % (len(body) - n, body[n:].hex(" ")))
+
+ids = triton.InferInput("user_id", [2], "BYTES")
+ids.set_data_from_numpy(np.array([b"u000001", b"u000002"], dtype=np.object_))
+amount = triton.InferInput("amount", [2], "FP32")
+amount.set_data_from_numpy(np.array([120.5, 9.99], dtype=np.float32))
+body, n = triton.InferenceServerClient.generate_request_body([amount, ids])
+print("---- client sends: POST /v2/models/fraud/infer, Inference-Header-Content-Length: %d" % n)
+show(body, n)
+conn = http.client.HTTPConnection(sys.argv[1], timeout=10)
+conn.request("POST", "/v2/models/fraud/infer", body, {"Inference-Header-Content-Length": str(n)})
+r = conn.getresponse()
+got, n = r.read(), r.getheader("Inference-Header-Content-Length")
+print("---- model receives (HTTP %d), Inference-Header-Content-Length: %s" % (r.status, n))
+show(got, int(n)) if n else print(got.decode())
+PY
 send "Generic JSON: entities at /batch/users, features written at /features of each" /score \
   '{"batch": {"users": [{"user_id": "u000003", "features": {"forged": 1}}, {"user_id": "u000004"}]}}'
 send "Header mode: a GET whose body is untouched; features arrive in x-ferry-features" /v1/risk/u000005 - \

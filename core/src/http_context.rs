@@ -8,6 +8,7 @@ use crate::config::{Config, Format, OnReaderError, Route};
 use crate::enrich;
 use crate::error::FerryError;
 use crate::format::header;
+use crate::format::kserve_v2::binary;
 use crate::format::{self, ParsedRequest};
 use crate::host::Host;
 use crate::metrics::{Metric, Metrics};
@@ -43,6 +44,8 @@ enum State {
     ReadingBody {
         route: usize,
         body_size: usize,
+        /// KServe v2's `Inference-Header-Content-Length`, as the client sent it.
+        framing: Option<String>,
     },
     AwaitingVectors(Box<Pending>),
     /// Resumed or answered; nothing more to do.
@@ -129,13 +132,40 @@ impl<H: Host> HttpFilter<H> {
             Ok(false) => return Action::Continue,
             Err(e) => return self.answer(route, &e),
         }
-        // The body will change size; the right length is set again before resuming.
+        // Only KServe v2 reads the binary extension; other formats parse the whole body.
+        let framing = match &route.format {
+            Format::KserveV2 { .. } => match self.framing(&names) {
+                Ok(f) => f,
+                Err(e) => return self.answer(route, &e),
+            },
+            _ => None,
+        };
+        // The body will change size (and its binary framing with it); the right values are
+        // set again before resuming.
         self.host.set_request_header("content-length", None);
+        self.host.set_request_header(binary::HEADER, None);
         self.state = State::ReadingBody {
             route: index,
             body_size: 0,
+            framing,
         };
         Action::Pause
+    }
+
+    /// The binary framing header of a body route's request. Given twice, Ferry and the model
+    /// could each read another value: refused.
+    fn framing(&self, names: &[String]) -> Result<Option<String>, FerryError> {
+        let sent = names
+            .iter()
+            .filter(|n| n.eq_ignore_ascii_case(binary::HEADER))
+            .count();
+        if sent > 1 {
+            return Err(FerryError::BadFraming(
+                "Inference-Header-Content-Length is given more than once; send it exactly once"
+                    .into(),
+            ));
+        }
+        Ok(self.host.request_header(binary::HEADER))
     }
 
     /// The route this request takes, if any. An Envoy route that names a Ferry route in its
@@ -205,6 +235,7 @@ impl<H: Host> HttpFilter<H> {
             State::ReadingBody {
                 route,
                 body_size: seen,
+                ..
             } => {
                 *seen = body_size;
                 *route
@@ -245,7 +276,9 @@ impl<H: Host> HttpFilter<H> {
             }
         }
         match self.state {
-            State::ReadingBody { route, body_size } => {
+            State::ReadingBody {
+                route, body_size, ..
+            } => {
                 let Some(config) = self.config.clone() else {
                     return Action::Continue;
                 };
@@ -263,7 +296,11 @@ impl<H: Host> HttpFilter<H> {
             return self.answer(route, &FerryError::NoBody);
         }
         let body = self.host.request_body(body_size).unwrap_or_default();
-        let request = match format::parse(&body, route) {
+        let framing = match &self.state {
+            State::ReadingBody { framing, .. } => framing.clone(),
+            _ => None,
+        };
+        let request = match format::parse(&body, route, framing.as_deref()) {
             Ok(r) => r,
             Err(e) => return self.answer(route, &e),
         };
@@ -1314,6 +1351,78 @@ mod tests {
         assert_eq!(
             (&i[1]["profile__age"], &i[1]["mprofile__risk"]),
             (&40.into(), &0.75.into())
+        );
+    }
+
+    /// A framed KServe v2 request (BYTES ids in the binary part, then 4 bytes of another
+    /// binary input) on a `format` route: (filter, the client's header length, the body).
+    fn framed(format: pb::Format) -> (HttpFilter<FakeHost>, usize, Vec<u8>) {
+        let c = route_with(|r| r.format = format as i32);
+        let header = br#"{"inputs":[{"name":"user_id","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":6}},{"name":"x","shape":[1],"datatype":"FP32","parameters":{"binary_data_size":4}}]}"#;
+        let mut body = header.to_vec();
+        body.extend([2, 0, 0, 0, b'u', b'1', 0, 0, 0xc0, 0x3f]);
+        let f = filter(c, "POST", "/v1/models/fraud", "");
+        f.host()
+            .set_request_header("content-length", Some(&body.len().to_string()));
+        f.host()
+            .set_request_header(binary::HEADER, Some(&header.len().to_string()));
+        *f.host().body.borrow_mut() = body.clone();
+        (f, header.len(), body)
+    }
+
+    #[test]
+    fn a_framed_v2_body_goes_on_with_its_header_length_and_binary_data_updated() {
+        let (mut f, _, body) = framed(pb::Format::KserveV2);
+        assert_eq!(f.on_request_headers(false), Action::Pause);
+        assert_eq!(f.host().request_header(binary::HEADER), None);
+        assert_eq!(f.on_request_body(body.len(), true), Action::Pause);
+        reader_ok(&f, vec![good_vector(30)]);
+        f.on_call_response(7, 3, 100);
+        assert!(*f.host().resumed.borrow());
+        let out = f.host().body.borrow().clone();
+        let n: usize = f
+            .host()
+            .request_header(binary::HEADER)
+            .expect("the new header length")
+            .parse()
+            .unwrap();
+        assert_eq!(
+            f.host().request_header("content-length"),
+            Some(out.len().to_string())
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out[..n]).unwrap();
+        assert_eq!(v["inputs"][2]["name"], "profile__age");
+        assert_eq!(v["inputs"][2]["data"], serde_json::json!([30]));
+        assert_eq!(&out[n..], &body[body.len() - 10..], "binary data unchanged");
+    }
+
+    #[test]
+    fn the_framing_header_reads_nothing_on_other_formats_and_counts_once() {
+        // On a kserve_v1 route the binary body is the route's format, wrongly: malformed JSON.
+        let (mut f, _, body) = framed(pb::Format::KserveV1);
+        f.on_request_headers(false);
+        f.on_request_body(body.len(), true);
+        assert_eq!(sent(&f).1["error"], "malformed_json");
+        // A JSON body there goes on without the header, which no longer describes it.
+        let mut f = filter(config(), "POST", "/v1/models/fraud", BODY);
+        f.host().set_request_header(binary::HEADER, Some("5"));
+        f.on_request_headers(false);
+        f.on_request_body(BODY.len(), true);
+        reader_ok(&f, vec![good_vector(1)]);
+        f.on_call_response(7, 3, 100);
+        assert!(*f.host().resumed.borrow());
+        assert_eq!(f.host().request_header(binary::HEADER), None);
+        // Sent twice on a kserve_v2 route: the model might read the other one.
+        let (mut f, n, _) = framed(pb::Format::KserveV2);
+        f.host()
+            .headers
+            .borrow_mut()
+            .push((binary::HEADER.into(), n.to_string()));
+        assert_eq!(f.on_request_headers(false), Action::Pause);
+        let (status, err) = sent(&f);
+        assert_eq!(
+            (status, err["error"].as_str()),
+            (400, Some("bad_binary_framing"))
         );
     }
 }

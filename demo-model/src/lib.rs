@@ -7,7 +7,10 @@
 //! - `x-echo-headers`: compact JSON object of the request headers, name → value (repeated
 //!   headers joined with ", ", as HTTP allows);
 //! - `x-echo-method`: the request method;
-//! - `x-echo-path`: the request path, with its query if any.
+//! - `x-echo-path`: the request path, with its query if any;
+//! - `inference-header-content-length`, when the request had it (KServe v2's binary tensor data
+//!   extension): the echoed body keeps the request's framing, so an Open Inference Protocol
+//!   client (e.g. tritonclient) can read the echo as a framed answer.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -24,6 +27,8 @@ use tokio::net::TcpListener;
 const X_ECHO_HEADERS: HeaderName = HeaderName::from_static("x-echo-headers");
 const X_ECHO_METHOD: HeaderName = HeaderName::from_static("x-echo-method");
 const X_ECHO_PATH: HeaderName = HeaderName::from_static("x-echo-path");
+const INFERENCE_HEADER_LENGTH: HeaderName =
+    HeaderName::from_static("inference-header-content-length");
 
 /// Builds the echo of one request. The body is handed back as the response body: streamed, not
 /// copied, with the request's length.
@@ -37,6 +42,9 @@ pub fn echo(request: Request<Incoming>) -> Response<Incoming> {
         .cloned()
         .unwrap_or(HeaderValue::from_static("application/json"));
     headers.insert(CONTENT_TYPE, content_type);
+    if let Some(length) = parts.headers.get(INFERENCE_HEADER_LENGTH) {
+        headers.insert(INFERENCE_HEADER_LENGTH, length.clone());
+    }
     // JSON escapes control characters, so the value never contains CR/LF; the fallback is
     // only there because the type system cannot know that.
     let echoed = HeaderValue::from_str(&headers_json(&parts.headers))
@@ -147,6 +155,22 @@ mod tests {
         assert_eq!(echoed["host"], addr.to_string());
         let got = response.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(got, body.as_bytes());
+        assert!(h.get("inference-header-content-length").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_framed_body_is_echoed_with_its_framing() {
+        let (addr, _stop) = start().await;
+        let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+        let body = b"{\"inputs\":[]}\x01\x02".to_vec();
+        let request = Request::post(format!("http://{addr}/v2/models/m/infer"))
+            .header("Inference-Header-Content-Length", "13")
+            .body(Full::new(Bytes::from(body.clone())))
+            .unwrap();
+        let response = client.request(request).await.unwrap();
+        assert_eq!(response.headers()["inference-header-content-length"], "13");
+        let got = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(got, body);
     }
 
     #[tokio::test]

@@ -11,6 +11,7 @@
 //! `[[bin]]` in Cargo.toml, and a few seeds in corpus/NAME/.
 
 pub mod bypass;
+pub mod kserve_binary;
 pub mod targets;
 
 use ferry_core::config::{Config, Route};
@@ -267,26 +268,7 @@ pub fn format_target<R>(
 ) {
     let Ok(req) = parse(data, route) else { return };
     let ids = keys(&req).to_vec();
-    assert!(!ids.is_empty(), "parsed a request with no entities");
-    // One key per service of the route for each entity: the limit is on entities.
-    let per_entity = route.keys_per_entity();
-    assert_eq!(
-        ids.len() % per_entity,
-        0,
-        "{} keys for {per_entity} services per entity",
-        ids.len()
-    );
-    let entities = ids.len() / per_entity;
-    assert!(
-        entities <= route.max_entities as usize,
-        "{entities} entities ({} keys) over the limit of {}",
-        ids.len(),
-        route.max_entities
-    );
-    assert!(
-        ids.iter().all(|k| !k.is_empty()),
-        "an empty entity key: {ids:?}"
-    );
+    let entities = check_keys(route, &ids);
     let f = features(route, entities, seed(data));
     let Ok(out) = rewrite(req, route, f) else {
         return;
@@ -309,4 +291,30 @@ pub fn format_target<R>(
             String::from_utf8_lossy(&out)
         ),
     }
+}
+
+/// The keys of a parsed request: 1..=max_entities entities, each with one non-empty key per
+/// service of the route. Returns the entity count.
+pub fn check_keys(route: &Route, ids: &[String]) -> usize {
+    assert!(!ids.is_empty(), "parsed a request with no entities");
+    // One key per service of the route for each entity: the limit is on entities.
+    let per_entity = route.keys_per_entity();
+    assert_eq!(
+        ids.len() % per_entity,
+        0,
+        "{} keys for {per_entity} services per entity",
+        ids.len()
+    );
+    let entities = ids.len() / per_entity;
+    assert!(
+        entities <= route.max_entities as usize,
+        "{entities} entities ({} keys) over the limit of {}",
+        ids.len(),
+        route.max_entities
+    );
+    assert!(
+        ids.iter().all(|k| !k.is_empty()),
+        "an empty entity key: {ids:?}"
+    );
+    entities
 }

@@ -18,6 +18,7 @@ pub type Target = fn(&[u8]);
 pub const TARGETS: &[(&str, Target)] = &[
     ("kserve_v1", kserve_v1),
     ("kserve_v2", kserve_v2),
+    ("kserve_v2_binary", kserve_v2_binary),
     ("json", json),
     ("header", header),
     ("vector_decode", vector_decode),
@@ -30,7 +31,7 @@ pub const TARGETS: &[(&str, Target)] = &[
 pub fn kserve_v1(data: &[u8]) {
     CONFIG.with(|c| {
         for i in routes_named(c, "kserve_v1") {
-            format_target(data, &c.routes[i], format::parse, |r| r.keys(), body_of);
+            format_target(data, &c.routes[i], parse_unframed, |r| r.keys(), body_of);
         }
     });
 }
@@ -39,9 +40,28 @@ pub fn kserve_v1(data: &[u8]) {
 pub fn kserve_v2(data: &[u8]) {
     CONFIG.with(|c| {
         for i in routes_named(c, "kserve_v2") {
-            format_target(data, &c.routes[i], format::parse, |r| r.keys(), body_of);
+            format_target(data, &c.routes[i], parse_unframed, |r| r.keys(), body_of);
         }
     });
+}
+
+/// KServe v2 bodies with the binary tensor data extension: the input's first line is the
+/// `Inference-Header-Content-Length` value, the rest the body (see `kserve_binary`).
+pub fn kserve_v2_binary(data: &[u8]) {
+    CONFIG.with(|c| {
+        for i in routes_named(c, "kserve_v2") {
+            super::kserve_binary::check(data, &c.routes[i]);
+        }
+    });
+}
+
+/// A body format's parse through the dispatcher, as the filter calls it for a request without
+/// the binary framing header.
+fn parse_unframed(
+    body: &[u8],
+    route: &ferry_core::config::Route,
+) -> Result<format::ParsedRequest, ferry_core::error::FerryError> {
+    format::parse(body, route, None)
 }
 
 /// A body format's rewrite through the dispatcher, as the filter calls it.
@@ -57,7 +77,7 @@ fn body_of(
 pub fn json(data: &[u8]) {
     CONFIG.with(|c| {
         for i in routes_named(c, "json") {
-            format_target(data, &c.routes[i], format::parse, |r| r.keys(), body_of);
+            format_target(data, &c.routes[i], parse_unframed, |r| r.keys(), body_of);
         }
     });
 }
@@ -162,7 +182,7 @@ pub fn reader_response(data: &[u8]) {
             .chain(routes_named(c, "policy_"))
         {
             let route = &c.routes[i];
-            let Ok(req) = format::parse(READER_BODY, route) else {
+            let Ok(req) = format::parse(READER_BODY, route, None) else {
                 continue;
             };
             // The outcome (enriched body or a typed error) is the formats' business; here

@@ -65,11 +65,19 @@ impl From<kserve_v1::ParsedRequest> for ParsedRequest {
     }
 }
 
-/// A body route's request body, parsed by the route's format.
-pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
+/// A body route's request body, parsed by the route's format. `framing` is the request's
+/// `Inference-Header-Content-Length` (KServe v2's binary tensor data extension); only
+/// `kserve_v2` reads it: the other formats parse the whole body as theirs (a binary part is
+/// then malformed JSON), and the filter removes the header so it cannot describe their
+/// rewritten body to the model.
+pub fn parse(
+    body: &[u8],
+    route: &Route,
+    framing: Option<&str>,
+) -> Result<ParsedRequest, FerryError> {
     Ok(match &route.format {
         Format::KserveV1 => ParsedRequest::KserveV1(kserve_v1::parse(body, route)?),
-        Format::KserveV2 { .. } => ParsedRequest::KserveV2(kserve_v2::parse(body, route)?),
+        Format::KserveV2 { .. } => ParsedRequest::KserveV2(kserve_v2::parse(body, route, framing)?),
         Format::Json { entity_pointer, .. } => {
             ParsedRequest::Json(json::parse(body, route, entity_pointer)?)
         }
@@ -92,7 +100,15 @@ pub fn rewrite(
             body(kserve_v1::rewrite(r, route, features))
         }
         (ParsedRequest::KserveV2(r), Format::KserveV2 { packed }) => {
-            body(kserve_v2::rewrite(r, route, *packed, features)?)
+            let out = kserve_v2::rewrite(r, route, *packed, features)?;
+            Rewritten {
+                body: Some(out.body),
+                headers: out
+                    .header_length
+                    .map(|n| (kserve_v2::binary::HEADER.to_string(), n.to_string()))
+                    .into_iter()
+                    .collect(),
+            }
         }
         (
             ParsedRequest::Json(r),
@@ -189,7 +205,7 @@ mod tests {
                 r.inject_pointer = "/features".into();
             });
             let route = &c.routes[0];
-            let parsed = parse(body.as_bytes(), route).unwrap();
+            let parsed = parse(body.as_bytes(), route, None).unwrap();
             let features = vec![EntityFeatures {
                 values: vec![None; route.feature_count],
                 statuses: vec![FeatureStatus::NotFound; route.feature_count],

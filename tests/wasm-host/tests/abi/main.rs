@@ -9,6 +9,7 @@ mod format_policies;
 mod header_mode;
 mod host;
 mod json_body;
+mod kserve_binary;
 mod kserve_v1;
 mod kserve_v2;
 mod routing;
