@@ -68,6 +68,9 @@ pub struct HttpFilter<H: Host> {
     state: State,
     /// What the client is told on the response (`x-ferry-*`), once the request was handled.
     summary: Vec<(&'static str, String)>,
+    /// The request headers went on before the body was read: they can no longer be written
+    /// (Envoy refuses, and proxy-wasm's SDK would panic on its answer).
+    headers_sent: bool,
 }
 
 impl<H: Host> HttpFilter<H> {
@@ -78,6 +81,7 @@ impl<H: Host> HttpFilter<H> {
             metrics,
             state: State::Passthrough,
             summary: Vec::new(),
+            headers_sent: false,
         }
     }
 
@@ -129,13 +133,22 @@ impl<H: Host> HttpFilter<H> {
             Ok(false) => return Action::Continue,
             Err(e) => return self.answer(route, &e),
         }
-        // The body will change size; the right length is set again before resuming.
+        // The body will change size; the right length is set again before resuming, when
+        // Envoy holds the headers. When it does not (no `allow_on_headers_stop_iteration`,
+        // as under Istio and Envoy Gateway) a paused header callback stops the body too, so the
+        // headers go on now, without a length (HTTP/1 upstreams get the body chunked), and the
+        // body callbacks hold the body.
         self.host.set_request_header("content-length", None);
         self.state = State::ReadingBody {
             route: index,
             body_size: 0,
         };
-        Action::Pause
+        if config.headers_held {
+            Action::Pause
+        } else {
+            self.headers_sent = true;
+            Action::Continue
+        }
     }
 
     /// The route this request takes, if any. An Envoy route that names a Ferry route in its
@@ -457,7 +470,7 @@ impl<H: Host> HttpFilter<H> {
                 self.count(Metric::EntitiesFound, out.found);
                 self.count(Metric::EntitiesMissing, out.missing);
                 self.count(Metric::EntitiesStale, out.stale);
-                self.forward(out, body_size, resume)
+                self.forward(route, out, body_size, resume)
             }
             Err(e) => self.answer(route, &e),
         }
@@ -465,17 +478,42 @@ impl<H: Host> HttpFilter<H> {
 
     /// Sends the request on with what Ferry wrote: the new body, the features header(s) and
     /// `x-ferry-*` (also told to the client on the response).
-    fn forward(&mut self, out: enrich::Enriched, body_size: usize, resume: Resume) -> Action {
+    /// When the headers already went on, only the body is rewritten; the model then learns
+    /// what Ferry did from the body alone (the client still gets `x-ferry-*`), and a rewrite
+    /// that needs request headers is refused rather than sent half done.
+    fn forward(
+        &mut self,
+        route: &Route,
+        out: enrich::Enriched,
+        body_size: usize,
+        resume: Resume,
+    ) -> Action {
+        if self.headers_sent && !out.rewritten.headers.is_empty() {
+            let names: Vec<&str> = out
+                .rewritten
+                .headers
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect();
+            let err = FerryError::HeadersAlreadySent {
+                names: names.join(", "),
+            };
+            return self.answer(route, &err);
+        }
         if let Some(body) = &out.rewritten.body {
             self.host.replace_request_body(body_size, body);
-            self.host
-                .set_request_header("content-length", Some(&body.len().to_string()));
+            if !self.headers_sent {
+                self.host
+                    .set_request_header("content-length", Some(&body.len().to_string()));
+            }
         }
-        for (name, value) in &out.rewritten.headers {
-            self.host.set_request_header(name, Some(value));
-        }
-        for (name, value) in &out.headers {
-            self.host.set_request_header(name, Some(value));
+        if !self.headers_sent {
+            for (name, value) in &out.rewritten.headers {
+                self.host.set_request_header(name, Some(value));
+            }
+            for (name, value) in &out.headers {
+                self.host.set_request_header(name, Some(value));
+            }
         }
         self.summary = out.headers;
         self.state = State::Done;
@@ -513,7 +551,7 @@ impl<H: Host> HttpFilter<H> {
         match enrich::degraded(route, request, err) {
             Ok(out) => {
                 self.count(Metric::Degraded, 1);
-                self.forward(out, body_size, resume)
+                self.forward(route, out, body_size, resume)
             }
             Err(e) => self.answer(route, &e),
         }
@@ -538,6 +576,10 @@ impl<H: Host> HttpFilter<H> {
         Action::Pause
     }
 }
+
+#[cfg(test)]
+#[path = "http_context_unheld_tests.rs"]
+mod unheld_tests;
 
 #[cfg(test)]
 mod tests {

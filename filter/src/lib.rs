@@ -49,12 +49,12 @@ impl RootContext for FerryRoot {
             _ => {
                 log(
                     LogLevel::Error,
-                    "ferry: no plugin configuration (expected a ferry.v1.Snapshot)",
+                    "ferry: no plugin configuration (expected a ferry.v1.Snapshot or a JSON object)",
                 );
                 return false;
             }
         };
-        match Config::from_bytes(&bytes) {
+        match ferry_core::plugin_config::parse(&bytes) {
             Ok(c) => {
                 log(
                     LogLevel::Info,
