@@ -71,6 +71,8 @@ pub struct HttpFilter<H: Host> {
     /// The request headers went on before the body was read: they can no longer be written
     /// (Envoy refuses, and proxy-wasm's SDK would panic on its answer).
     headers_sent: bool,
+    /// `on_response_headers` paused the response until the request is forwarded.
+    response_held: bool,
 }
 
 impl<H: Host> HttpFilter<H> {
@@ -82,6 +84,7 @@ impl<H: Host> HttpFilter<H> {
             state: State::Passthrough,
             summary: Vec::new(),
             headers_sent: false,
+            response_held: false,
         }
     }
 
@@ -339,8 +342,26 @@ impl<H: Host> HttpFilter<H> {
         }
     }
 
-    /// Tells the client, on the response, what Ferry did (status, fingerprint, counts).
-    pub fn on_response_headers(&mut self) {
+    /// Tells the client, on the response, what Ferry did (status, fingerprint, counts). When
+    /// the headers went on before the body was read, the model may answer while Ferry still
+    /// holds the body (a streaming server answers on the headers): that response is held too,
+    /// until the request is forwarded (then it gets the summary) or answered (Envoy then sends
+    /// Ferry's answer instead, since nothing of the response reached the client).
+    pub fn on_response_headers(&mut self) -> Action {
+        if self.headers_sent
+            && matches!(
+                self.state,
+                State::ReadingBody { .. } | State::AwaitingVectors(_)
+            )
+        {
+            self.response_held = true;
+            return Action::Pause;
+        }
+        self.tell_client();
+        Action::Continue
+    }
+
+    fn tell_client(&mut self) {
         for (name, value) in std::mem::take(&mut self.summary) {
             self.host.set_response_header(name, &value);
         }
@@ -519,6 +540,11 @@ impl<H: Host> HttpFilter<H> {
         self.state = State::Done;
         if resume == Resume::ByHostCall {
             self.host.resume_request();
+        }
+        if self.response_held {
+            self.response_held = false;
+            self.tell_client();
+            self.host.resume_response();
         }
         Action::Continue
     }

@@ -102,3 +102,42 @@ fn header_mode_still_holds_the_request_from_the_headers() {
     assert!(f.host().request_header("x-ferry-features").is_some());
     assert_eq!(f.host().request_header("x-ferry-status"), Some("ok".into()));
 }
+
+/// A model that answers on the headers (the demo model streams its echo) answers while Ferry
+/// still holds the body: that response waits, and gets the summary, or gives way to Ferry's
+/// answer.
+#[test]
+fn an_early_response_waits_for_the_request() {
+    let mut f = unheld(config(), "POST", "/v1/models/fraud:predict", BODY);
+    assert_eq!(f.on_request_headers(false), Action::Continue);
+    assert_eq!(f.on_response_headers(), Action::Pause, "reading the body");
+    assert_eq!(f.on_request_body(BODY.len(), true), Action::Pause);
+    reader_answers(&f, 30);
+    f.on_call_response(7, 3, 100);
+    assert!(*f.host().resumed.borrow());
+    assert!(*f.host().response_resumed.borrow());
+    let told = f.host().response_headers.borrow().clone();
+    assert!(
+        told.contains(&("x-ferry-status".into(), "ok".into())),
+        "{told:?}"
+    );
+
+    let mut f = unheld(config(), "POST", "/v1/models/fraud:predict", "{oops");
+    assert_eq!(f.on_request_headers(false), Action::Continue);
+    assert_eq!(f.on_response_headers(), Action::Pause);
+    assert_eq!(f.on_request_body(5, true), Action::Pause);
+    assert_eq!(f.host().sent.borrow().as_ref().map(|s| s.0), Some(400));
+    assert!(
+        !*f.host().response_resumed.borrow(),
+        "Ferry's answer instead"
+    );
+
+    // Once the request went on, a response passes.
+    let mut f = unheld(config(), "POST", "/v1/models/fraud:predict", BODY);
+    f.on_request_headers(false);
+    f.on_request_body(BODY.len(), true);
+    reader_answers(&f, 30);
+    f.on_call_response(7, 3, 100);
+    assert_eq!(f.on_response_headers(), Action::Continue);
+    assert!(!*f.host().response_resumed.borrow());
+}

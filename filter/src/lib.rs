@@ -130,8 +130,7 @@ impl HttpContext for FerryHttp {
         _num_headers: usize,
         _end_of_stream: bool,
     ) -> WasmAction {
-        self.filter.on_response_headers();
-        WasmAction::Continue
+        to_wasm(self.filter.on_response_headers())
     }
 }
 
@@ -222,6 +221,10 @@ impl Host for HostCalls {
 
     fn resume_request(&self) {
         let _ = hostcalls::resume_http_request();
+    }
+
+    fn resume_response(&self) {
+        let _ = hostcalls::resume_http_response();
     }
 
     fn log_warn(&self, message: &str) {
