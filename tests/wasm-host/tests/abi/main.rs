@@ -11,6 +11,7 @@ mod host;
 mod json_body;
 mod kserve_v1;
 mod kserve_v2;
+mod plugin_config;
 mod routing;
 mod support;
 mod sweep;
