@@ -9,11 +9,12 @@
 //! request headers; the client still gets `x-ferry-*` on the response. Header mode holds the
 //! whole request from the headers and is unchanged.
 
-use base64::Engine;
+use std::process::Command;
+
 use ferry_integration_tests::data::{same, VIEWS};
 use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::{Conn, Response};
-use ferry_integration_tests::{Options, Stack};
+use ferry_integration_tests::{bin, run, Options, Stack};
 use serde_json::{json, Value as Json};
 
 const ISTIO_CLUSTER: &str = "outbound|8090||ferry-reader.ferry.svc.cluster.local";
@@ -46,8 +47,9 @@ const ROUTES: &str = r#"
 "#;
 
 /// `ferry envoy-config`'s static bootstrap as Istio / Envoy Gateway would run the filter: the
-/// flag dropped, the snapshot moved into the JSON form, the reader cluster renamed.
-fn as_istio(yaml: String) -> String {
+/// flag dropped, the configuration `ferry plugin-config`'s JSON (checked to carry the same
+/// snapshot) in a StringValue, the reader cluster renamed.
+fn as_istio(yaml: String, plugin_config: &str) -> String {
     let flag = "                # The filter replaces headers after reading the body.\n                allow_on_headers_stop_iteration: true\n";
     assert!(
         yaml.contains(flag),
@@ -57,14 +59,17 @@ fn as_istio(yaml: String) -> String {
     let start = "                  \"@type\": type.googleapis.com/google.protobuf.BytesValue\n                  value: \"";
     let at = yaml.find(start).expect("the snapshot as a BytesValue") + start.len();
     let end = at + yaml[at..].find('"').expect("end of the snapshot");
-    let snapshot = &yaml[at..end];
-    base64::engine::general_purpose::STANDARD
-        .decode(snapshot)
-        .expect("the configuration is base64");
-    let config = json!({"snapshot_base64": snapshot, "reader_cluster": ISTIO_CLUSTER});
+    let json: Json = serde_json::from_str(plugin_config).expect("ferry plugin-config prints JSON");
+    assert_eq!(json["snapshot_base64"], yaml[at..end], "the same snapshot");
+    assert_eq!(json["reader_cluster"], ISTIO_CLUSTER);
+    assert!(
+        !plugin_config.contains('\''),
+        "fits a YAML single-quoted string"
+    );
     let replaced = format!(
-        "{}                  \"@type\": type.googleapis.com/google.protobuf.StringValue\n                  value: '{config}'{}",
+        "{}                  \"@type\": type.googleapis.com/google.protobuf.StringValue\n                  value: '{}'{}",
         &yaml[..at - start.len()],
+        plugin_config.trim(),
         &yaml[end + 1..]
     );
     let renamed = replaced
@@ -143,7 +148,11 @@ async fn every_format_and_policy_without_the_flag_and_with_a_json_config() {
         extra_routes: ROUTES,
         entities: Some(300),
     });
-    let envoy = stack.static_envoy_edited(as_istio);
+    let plugin_config = run(Command::new(bin("ferry"))
+        .arg("plugin-config")
+        .arg(&stack.repo)
+        .args(["--reader-cluster", ISTIO_CLUSTER]));
+    let envoy = stack.static_envoy_edited(|y| as_istio(y, &plugin_config));
     let p = envoy.listen_port;
     let store = Store::load(&stack);
     let src = stack.source();
