@@ -221,6 +221,25 @@ pub fn render_static(reg: &Registry, opts: &StaticOptions) -> Result<String, Env
     render_template(STATIC_TEMPLATE, &values)
 }
 
+/// The filter's configuration in its JSON form, for Istio's WasmPlugin and Envoy Gateway's
+/// EnvoyExtensionPolicy (`pluginConfig`): the snapshot inline, and the reader cluster's name as
+/// that Envoy knows it (Istio: `outbound|PORT||HOST`), overriding the repo's. Checked with the
+/// filter's own parser, so what is printed is what the filter accepts.
+pub fn plugin_config_json(
+    reg: &Registry,
+    reader_cluster: Option<&str>,
+) -> Result<String, ferry_core::config::ConfigError> {
+    let snap = snapshot::build(reg);
+    let b64 = base64::engine::general_purpose::STANDARD.encode(snapshot::encode(&snap));
+    let mut config = serde_json::json!({ "snapshot_base64": b64 });
+    if let Some(cluster) = reader_cluster {
+        config["reader_cluster"] = cluster.into();
+    }
+    let text = config.to_string();
+    ferry_core::plugin_config::parse(text.as_bytes())?;
+    Ok(text)
+}
+
 /// Makes a wasm path absolute without requiring it to exist yet (Envoy opens it relative to its
 /// own working directory otherwise).
 pub fn absolute_wasm_path(path: &Path) -> std::io::Result<String> {

@@ -42,6 +42,20 @@ enum Command {
     Materialize(MaterializeArgs),
     /// Render a static Envoy bootstrap with the ferry filter and this repo's snapshot.
     EnvoyConfig(EnvoyConfigArgs),
+    /// Print the filter's configuration as JSON, for Istio's WasmPlugin or Envoy Gateway's
+    /// EnvoyExtensionPolicy (`pluginConfig`); the filter then runs without
+    /// allow_on_headers_stop_iteration (README, "Istio and Envoy Gateway").
+    PluginConfig(PluginConfigArgs),
+}
+
+#[derive(clap::Args)]
+struct PluginConfigArgs {
+    /// Feature repo folder (holding ferry.yaml).
+    repo: PathBuf,
+    /// The reader cluster's name in that Envoy (Istio: outbound|PORT||HOST), instead of the
+    /// repo's.
+    #[arg(long, value_name = "NAME")]
+    reader_cluster: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -226,6 +240,12 @@ fn run(cli: Cli) -> Result<()> {
             materialize_cmd(&load(&args.repo)?, &opts)
         }
         Command::EnvoyConfig(args) => envoy_config_cmd(args),
+        Command::PluginConfig(args) => {
+            let reg = load(&args.repo)?;
+            let json = envoy_config::plugin_config_json(&reg, args.reader_cluster.as_deref())?;
+            println!("{json}");
+            Ok(())
+        }
     }
 }
 

@@ -32,6 +32,11 @@ pub struct Config {
     /// Request headers Ferry writes besides `x-ferry-*` (routes' custom features headers):
     /// removed from every request, like `x-ferry-*`.
     pub owned_headers: Vec<String>,
+    /// Envoy holds the request headers while the body is read (the wasm filter's
+    /// `allow_on_headers_stop_iteration` is set), so Ferry may rewrite them after the body:
+    /// true for a binary snapshot (Ferry's own Envoy configs set the flag), as the JSON
+    /// plugin configuration says otherwise (see `plugin_config`).
+    pub headers_held: bool,
 }
 
 #[derive(Debug)]
@@ -503,6 +508,7 @@ impl Config {
             reads_route_metadata: routes.iter().any(|r| r.conditions.by_name_only()),
             routes,
             near_cache_sets: crate::near_cache::sets_for(snap.near_cache_max_bytes),
+            headers_held: true,
         })
     }
 

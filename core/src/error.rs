@@ -101,6 +101,13 @@ pub enum FerryError {
     /// doing, so never failed open.
     #[error("feature reader refused the call ({status}): {detail}")]
     ReaderRejected { status: u16, detail: String },
+    /// The rewrite needs request headers changed, but Envoy already sent them upstream (the
+    /// wasm filter runs without `allow_on_headers_stop_iteration`).
+    #[error(
+        "this route's rewrite sets request headers ({names}), which Envoy already sent \
+         upstream: the wasm filter needs allow_on_headers_stop_iteration for this route"
+    )]
+    HeadersAlreadySent { names: String },
 }
 
 impl FerryError {
@@ -133,6 +140,7 @@ impl FerryError {
             E::FeaturesTooLarge { .. } => (502, "features_too_large"),
             E::DispatchFailed { .. } => (500, "dispatch_failed"),
             E::UnknownRoute { .. } => (500, "unknown_route"),
+            E::HeadersAlreadySent { .. } => (500, "headers_already_sent"),
         }
     }
 

@@ -28,6 +28,8 @@ pub trait Host {
     fn now_us(&self) -> i64;
     fn send_response(&self, status: u16, headers: Vec<(&str, &str)>, body: &[u8]);
     fn resume_request(&self);
+    /// Lets a response held by `on_response_headers` go on.
+    fn resume_response(&self);
     fn log_warn(&self, message: &str);
     /// Shared data (shared by Envoy's workers): the value and its CAS token.
     fn shared_get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>);
@@ -67,6 +69,7 @@ pub mod testing {
         pub now_us: i64,
         pub sent: RefCell<Option<Reply>>,
         pub resumed: RefCell<bool>,
+        pub response_resumed: RefCell<bool>,
         pub warnings: RefCell<Vec<String>>,
         pub shared: RefCell<HashMap<String, (Vec<u8>, u32)>>,
         pub metrics: RefCell<HashMap<u32, i64>>,
@@ -152,6 +155,9 @@ pub mod testing {
         }
         fn resume_request(&self) {
             *self.resumed.borrow_mut() = true;
+        }
+        fn resume_response(&self) {
+            *self.response_resumed.borrow_mut() = true;
         }
         fn log_warn(&self, message: &str) {
             self.warnings.borrow_mut().push(message.to_string());

@@ -71,6 +71,11 @@ pub struct HttpFilter<H: Host> {
     state: State,
     /// What the client is told on the response (`x-ferry-*`), once the request was handled.
     summary: Vec<(&'static str, String)>,
+    /// The request headers went on before the body was read: they can no longer be written
+    /// (Envoy refuses, and proxy-wasm's SDK would panic on its answer).
+    headers_sent: bool,
+    /// `on_response_headers` paused the response until the request is forwarded.
+    response_held: bool,
 }
 
 impl<H: Host> HttpFilter<H> {
@@ -81,6 +86,8 @@ impl<H: Host> HttpFilter<H> {
             metrics,
             state: State::Passthrough,
             summary: Vec::new(),
+            headers_sent: false,
+            response_held: false,
         }
     }
 
@@ -140,8 +147,24 @@ impl<H: Host> HttpFilter<H> {
             },
             _ => None,
         };
-        // The body will change size (and its binary framing with it); the right values are
-        // set again before resuming.
+        // The body will change size (and its binary framing with it); the right values are set
+        // again before resuming, when Envoy holds the headers. When it does not (no
+        // `allow_on_headers_stop_iteration`, as under Istio and Envoy Gateway) a paused header
+        // callback stops the body too, so the headers go on now, without a length (HTTP/1
+        // upstreams get the body chunked), and the body callbacks hold the body. A binary
+        // framing header cannot be corrected then: such a request is refused, never forwarded
+        // with a header that no longer matches its body.
+        if framing.is_some() && !config.headers_held {
+            return self.answer(
+                route,
+                &FerryError::BadFraming(
+                    "the binary tensor extension needs Envoy to hold the request headers while \
+                     Ferry rewrites the body (allow_on_headers_stop_iteration), which this \
+                     deployment does not; send the tensors as JSON (binary_data=False)"
+                        .into(),
+                ),
+            );
+        }
         self.host.set_request_header("content-length", None);
         self.host.set_request_header(binary::HEADER, None);
         self.state = State::ReadingBody {
@@ -149,7 +172,12 @@ impl<H: Host> HttpFilter<H> {
             body_size: 0,
             framing,
         };
-        Action::Pause
+        if config.headers_held {
+            Action::Pause
+        } else {
+            self.headers_sent = true;
+            Action::Continue
+        }
     }
 
     /// The binary framing header of a body route's request. Given twice, Ferry and the model
@@ -363,8 +391,26 @@ impl<H: Host> HttpFilter<H> {
         }
     }
 
-    /// Tells the client, on the response, what Ferry did (status, fingerprint, counts).
-    pub fn on_response_headers(&mut self) {
+    /// Tells the client, on the response, what Ferry did (status, fingerprint, counts). When
+    /// the headers went on before the body was read, the model may answer while Ferry still
+    /// holds the body (a streaming server answers on the headers): that response is held too,
+    /// until the request is forwarded (then it gets the summary) or answered (Envoy then sends
+    /// Ferry's answer instead, since nothing of the response reached the client).
+    pub fn on_response_headers(&mut self) -> Action {
+        if self.headers_sent
+            && matches!(
+                self.state,
+                State::ReadingBody { .. } | State::AwaitingVectors(_)
+            )
+        {
+            self.response_held = true;
+            return Action::Pause;
+        }
+        self.tell_client();
+        Action::Continue
+    }
+
+    fn tell_client(&mut self) {
         for (name, value) in std::mem::take(&mut self.summary) {
             self.host.set_response_header(name, &value);
         }
@@ -494,7 +540,7 @@ impl<H: Host> HttpFilter<H> {
                 self.count(Metric::EntitiesFound, out.found);
                 self.count(Metric::EntitiesMissing, out.missing);
                 self.count(Metric::EntitiesStale, out.stale);
-                self.forward(out, body_size, resume)
+                self.forward(route, out, body_size, resume)
             }
             Err(e) => self.answer(route, &e),
         }
@@ -502,22 +548,52 @@ impl<H: Host> HttpFilter<H> {
 
     /// Sends the request on with what Ferry wrote: the new body, the features header(s) and
     /// `x-ferry-*` (also told to the client on the response).
-    fn forward(&mut self, out: enrich::Enriched, body_size: usize, resume: Resume) -> Action {
+    /// When the headers already went on, only the body is rewritten; the model then learns
+    /// what Ferry did from the body alone (the client still gets `x-ferry-*`), and a rewrite
+    /// that needs request headers is refused rather than sent half done.
+    fn forward(
+        &mut self,
+        route: &Route,
+        out: enrich::Enriched,
+        body_size: usize,
+        resume: Resume,
+    ) -> Action {
+        if self.headers_sent && !out.rewritten.headers.is_empty() {
+            let names: Vec<&str> = out
+                .rewritten
+                .headers
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect();
+            let err = FerryError::HeadersAlreadySent {
+                names: names.join(", "),
+            };
+            return self.answer(route, &err);
+        }
         if let Some(body) = &out.rewritten.body {
             self.host.replace_request_body(body_size, body);
-            self.host
-                .set_request_header("content-length", Some(&body.len().to_string()));
+            if !self.headers_sent {
+                self.host
+                    .set_request_header("content-length", Some(&body.len().to_string()));
+            }
         }
-        for (name, value) in &out.rewritten.headers {
-            self.host.set_request_header(name, Some(value));
-        }
-        for (name, value) in &out.headers {
-            self.host.set_request_header(name, Some(value));
+        if !self.headers_sent {
+            for (name, value) in &out.rewritten.headers {
+                self.host.set_request_header(name, Some(value));
+            }
+            for (name, value) in &out.headers {
+                self.host.set_request_header(name, Some(value));
+            }
         }
         self.summary = out.headers;
         self.state = State::Done;
         if resume == Resume::ByHostCall {
             self.host.resume_request();
+        }
+        if self.response_held {
+            self.response_held = false;
+            self.tell_client();
+            self.host.resume_response();
         }
         Action::Continue
     }
@@ -550,7 +626,7 @@ impl<H: Host> HttpFilter<H> {
         match enrich::degraded(route, request, err) {
             Ok(out) => {
                 self.count(Metric::Degraded, 1);
-                self.forward(out, body_size, resume)
+                self.forward(route, out, body_size, resume)
             }
             Err(e) => self.answer(route, &e),
         }
@@ -575,6 +651,10 @@ impl<H: Host> HttpFilter<H> {
         Action::Pause
     }
 }
+
+#[cfg(test)]
+#[path = "http_context_unheld_tests.rs"]
+mod unheld_tests;
 
 #[cfg(test)]
 mod tests {

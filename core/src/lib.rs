@@ -3,6 +3,8 @@
 //! with [`config::Config::from_snapshot`] before Envoy sees it).
 //!
 //! - [`config`]: the registry snapshot as the filter uses it: validated once, pre-indexed.
+//! - [`plugin_config`]: the filter's plugin configuration: a binary snapshot, or JSON (Istio,
+//!   Envoy Gateway).
 //! - [`format`]: the request formats (one module per `format:` word) and what they share.
 //! - [`vector`], [`values`]: decoding stored vectors, TTL and fingerprint checks, typed values.
 //! - [`enrich`]: the reader call and its answer, features per entity, the rewrite.
@@ -19,6 +21,7 @@ pub mod host;
 pub mod http_context;
 pub mod metrics;
 pub mod near_cache;
+pub mod plugin_config;
 pub mod rules;
 pub mod values;
 pub mod vector;

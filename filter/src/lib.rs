@@ -49,12 +49,12 @@ impl RootContext for FerryRoot {
             _ => {
                 log(
                     LogLevel::Error,
-                    "ferry: no plugin configuration (expected a ferry.v1.Snapshot)",
+                    "ferry: no plugin configuration (expected a ferry.v1.Snapshot or a JSON object)",
                 );
                 return false;
             }
         };
-        match Config::from_bytes(&bytes) {
+        match ferry_core::plugin_config::parse(&bytes) {
             Ok(c) => {
                 log(
                     LogLevel::Info,
@@ -130,8 +130,7 @@ impl HttpContext for FerryHttp {
         _num_headers: usize,
         _end_of_stream: bool,
     ) -> WasmAction {
-        self.filter.on_response_headers();
-        WasmAction::Continue
+        to_wasm(self.filter.on_response_headers())
     }
 }
 
@@ -222,6 +221,10 @@ impl Host for HostCalls {
 
     fn resume_request(&self) {
         let _ = hostcalls::resume_http_request();
+    }
+
+    fn resume_response(&self) {
+        let _ = hostcalls::resume_http_response();
     }
 
     fn log_warn(&self, message: &str) {

@@ -234,3 +234,22 @@ fn routes_over_the_buffer_limit_and_odd_paths_are_refused() {
         Err(EnvoyConfigError::ReaderCluster(_))
     ));
 }
+
+#[test]
+fn the_json_plugin_config_is_what_the_filter_accepts() {
+    let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+    let reg = reg.unwrap();
+    let istio = "outbound|8090||ferry-reader.ferry.svc.cluster.local";
+    let text = plugin_config_json(&reg, Some(istio)).unwrap();
+    let c = ferry_core::plugin_config::parse(text.as_bytes()).unwrap();
+    assert_eq!(c.reader_cluster, istio);
+    assert!(!c.headers_held);
+    // The same snapshot as the static bootstrap inlines.
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let rendered = render_static(&reg, &opts()).unwrap();
+    let b64 = json["snapshot_base64"].as_str().unwrap();
+    assert!(rendered.contains(&format!("value: \"{b64}\"")));
+    let c = ferry_core::plugin_config::parse(plugin_config_json(&reg, None).unwrap().as_bytes())
+        .unwrap();
+    assert_eq!(c.reader_cluster, TEMPLATE_READER_CLUSTER);
+}

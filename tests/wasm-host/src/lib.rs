@@ -772,6 +772,11 @@ impl Stream {
         self.with(|s| s.request.resumed > 0)
     }
 
+    /// Whether the filter resumed the response with `proxy_continue_stream`.
+    pub fn response_resumed(&self) -> bool {
+        self.with(|s| s.response.resumed > 0)
+    }
+
     /// Whether the request is waiting on the filter (the last callback paused it and nothing
     /// resumed or answered it since).
     pub fn paused(&self) -> bool {

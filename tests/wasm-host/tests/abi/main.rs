@@ -12,6 +12,7 @@ mod json_body;
 mod kserve_binary;
 mod kserve_v1;
 mod kserve_v2;
+mod plugin_config;
 mod routing;
 mod support;
 mod sweep;
