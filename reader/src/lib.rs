@@ -12,7 +12,7 @@
 //!   up/down state.
 //! - [`health`]: `/healthz` (Redis reachable, cached a second) and `/readyz` (and the vectors
 //!   of the asked services written).
-//! - [`metrics`]: counters and the Prometheus text of `GET /metrics`.
+//! - [`metrics`]: counters and the OpenMetrics text of `GET /metrics`.
 //! - [`error`]: every failure and its HTTP status and JSON body.
 //! - [`config`]: the command line.
 

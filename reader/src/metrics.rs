@@ -1,14 +1,23 @@
-//! Counters the reader keeps about itself, rendered as Prometheus text at `GET /metrics`.
-//! Plain atomics: recording is a few relaxed increments on the hot path, no lock, no allocation.
+//! Counters the reader keeps about itself, rendered as OpenMetrics text at `GET /metrics` by
+//! `prometheus-client`. Recording stays cheap on the hot path: labels are `&'static str` and
+//! small enums, so a `Family` lookup hashes them under a read lock and allocates nothing once a
+//! label set has been seen; counters are atomics; the histogram takes one short lock.
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use hyper::StatusCode;
+use prometheus_client::encoding::{text, EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+/// The `Content-Type` of what [`Metrics::render`] returns.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// What a request was for; a label on the request counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Route {
     /// `POST /v1/vectors`.
     Vectors,
@@ -23,14 +32,6 @@ pub enum Route {
 }
 
 impl Route {
-    const ALL: [Route; 5] = [
-        Route::Vectors,
-        Route::Healthz,
-        Route::Readyz,
-        Route::Metrics,
-        Route::Other,
-    ];
-
     fn label(self) -> &'static str {
         match self {
             Route::Vectors => "vectors",
@@ -42,8 +43,16 @@ impl Route {
     }
 }
 
+// Written by hand: the derive would spell the variant names ("Vectors"), not the labels
+// dashboards already use ("vectors").
+impl EncodeLabelValue for Route {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.label(), encoder)
+    }
+}
+
 /// Why a Redis call failed; a label on the Redis error counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RedisErrorKind {
     /// Over `--redis-timeout-ms`.
     Timeout,
@@ -65,8 +74,40 @@ impl RedisErrorKind {
     }
 }
 
-/// Statuses the reader answers with; anything else is counted as "other".
-const STATUSES: [u16; 8] = [200, 400, 404, 405, 413, 500, 503, 504];
+impl EncodeLabelValue for RedisErrorKind {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.label(), encoder)
+    }
+}
+
+/// Labels of `ferry_reader_requests_total`, in the order they are written.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RequestLabels {
+    route: Route,
+    status: &'static str,
+}
+
+/// Labels of `ferry_reader_redis_errors_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RedisErrorLabels {
+    kind: RedisErrorKind,
+}
+
+/// The status label: the statuses the reader answers with, anything else "other". A fixed set,
+/// so the label is a `&'static str` and the series count stays bounded.
+fn status_label(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        200 => "200",
+        400 => "400",
+        404 => "404",
+        405 => "405",
+        413 => "413",
+        500 => "500",
+        503 => "503",
+        504 => "504",
+        _ => "other",
+    }
+}
 
 /// Upper bounds of the request duration histogram, in seconds: from a cache-hot loopback
 /// round trip (~100 µs) to well past any sane `--redis-timeout-ms`.
@@ -74,138 +115,126 @@ const BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
 ];
 
-/// All of the reader's counters. One instance, shared by every connection.
-#[derive(Debug, Default)]
+/// All of the reader's metrics. One instance, shared by every connection.
+#[derive(Debug)]
 pub struct Metrics {
-    /// Requests answered, by route and status slot (`STATUSES`, then "other").
-    requests: [[AtomicU64; STATUSES.len() + 1]; Route::ALL.len()],
+    registry: Registry,
+    /// Requests answered, by route and status.
+    requests: Family<RequestLabels, Counter>,
     /// Entity keys asked for in accepted `/v1/vectors` requests.
-    keys_requested: AtomicU64,
+    keys_requested: Counter,
     /// Of those, keys that had a stored vector.
-    keys_found: AtomicU64,
+    keys_found: Counter,
     /// Redis calls that failed, by `RedisErrorKind`.
-    redis_errors: [AtomicU64; RedisErrorKind::ALL.len()],
-    /// `/v1/vectors` durations: count per bucket (not cumulative; the last one is +Inf).
-    duration_buckets: [AtomicU64; BUCKETS.len() + 1],
-    /// Sum of `/v1/vectors` durations, in nanoseconds.
-    duration_sum_ns: AtomicU64,
+    redis_errors: Family<RedisErrorLabels, Counter>,
+    /// Set from the store's health just before each render.
+    redis_up: Gauge,
+    /// `/v1/vectors` durations.
+    duration: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let requests = Family::<RequestLabels, Counter>::default();
+        // Present from the start (at 0), so a rate over the successful lookups has a series
+        // before the first one; other label sets appear when first counted.
+        drop(requests.get_or_create(&RequestLabels {
+            route: Route::Vectors,
+            status: "200",
+        }));
+        let redis_errors = Family::<RedisErrorLabels, Counter>::default();
+        for kind in RedisErrorKind::ALL {
+            drop(redis_errors.get_or_create(&RedisErrorLabels { kind }));
+        }
+        let metrics = Metrics {
+            registry: Registry::default(),
+            requests,
+            keys_requested: Counter::default(),
+            keys_found: Counter::default(),
+            redis_errors,
+            redis_up: Gauge::default(),
+            duration: Histogram::new(BUCKETS),
+        };
+        metrics.registered()
+    }
 }
 
 impl Metrics {
+    /// Registers every metric under its exposed name. Counters are named without `_total`:
+    /// the encoder appends it.
+    fn registered(mut self) -> Self {
+        let r = &mut self.registry;
+        r.register(
+            "ferry_reader_requests",
+            "HTTP requests answered, by route and status",
+            self.requests.clone(),
+        );
+        r.register(
+            "ferry_reader_keys_requested",
+            "Entity keys requested",
+            self.keys_requested.clone(),
+        );
+        r.register(
+            "ferry_reader_keys_found",
+            "Entity keys that had a stored vector",
+            self.keys_found.clone(),
+        );
+        r.register(
+            "ferry_reader_redis_errors",
+            "Failed Redis calls, by kind",
+            self.redis_errors.clone(),
+        );
+        r.register(
+            "ferry_reader_redis_up",
+            "1 if the last Redis call succeeded, else 0",
+            self.redis_up.clone(),
+        );
+        r.register_with_unit(
+            "ferry_reader_request_duration",
+            "Time to answer POST /v1/vectors",
+            Unit::Seconds,
+            self.duration.clone(),
+        );
+        self
+    }
+
     /// Counts one answered request; vectors requests also feed the duration histogram.
     pub fn request(&self, route: Route, status: StatusCode, elapsed: Duration) {
-        let slot = STATUSES
-            .iter()
-            .position(|&s| s == status.as_u16())
-            .unwrap_or(STATUSES.len());
-        self.requests[route as usize][slot].fetch_add(1, Relaxed);
+        let labels = RequestLabels {
+            route,
+            status: status_label(status),
+        };
+        self.requests.get_or_create(&labels).inc();
         if route == Route::Vectors {
-            let secs = elapsed.as_secs_f64();
-            let bucket = BUCKETS
-                .iter()
-                .position(|&b| secs <= b)
-                .unwrap_or(BUCKETS.len());
-            self.duration_buckets[bucket].fetch_add(1, Relaxed);
-            let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-            self.duration_sum_ns.fetch_add(nanos, Relaxed);
+            self.duration.observe(elapsed.as_secs_f64());
         }
     }
 
     /// Counts the keys of one batch and how many were found.
     pub fn keys(&self, requested: usize, found: usize) {
-        self.keys_requested.fetch_add(requested as u64, Relaxed);
-        self.keys_found.fetch_add(found as u64, Relaxed);
+        self.keys_requested.inc_by(requested as u64);
+        self.keys_found.inc_by(found as u64);
     }
 
     /// Counts one failed Redis call.
     pub fn redis_error(&self, kind: RedisErrorKind) {
-        self.redis_errors[kind as usize].fetch_add(1, Relaxed);
+        self.redis_errors
+            .get_or_create(&RedisErrorLabels { kind })
+            .inc();
     }
 
-    /// The Prometheus text exposition (format 0.0.4).
+    /// The OpenMetrics text exposition (ends with `# EOF`), served as [`CONTENT_TYPE`].
     pub fn render(&self, redis_up: bool) -> String {
+        self.redis_up.set(i64::from(redis_up));
         let mut out = String::with_capacity(4096);
-        // Writing to a String cannot fail; the results are ignored on purpose.
-        out.push_str(
-            "# HELP ferry_reader_requests_total HTTP requests answered, by route and status.\n",
-        );
-        out.push_str("# TYPE ferry_reader_requests_total counter\n");
-        for route in Route::ALL {
-            for (slot, counter) in self.requests[route as usize].iter().enumerate() {
-                let n = counter.load(Relaxed);
-                if n == 0 && !(route == Route::Vectors && slot == 0) {
-                    continue;
-                }
-                let status = STATUSES
-                    .get(slot)
-                    .map_or_else(|| "other".to_string(), |s| s.to_string());
-                let _ = writeln!(
-                    out,
-                    "ferry_reader_requests_total{{route=\"{}\",status=\"{status}\"}} {n}",
-                    route.label()
-                );
-            }
+        // Writing to a String cannot fail; an error here would be the encoder's own bug, and
+        // what was written so far is still the best answer.
+        if let Err(e) = text::encode(&mut out, &self.registry) {
+            tracing::error!(error = %e, "encoding /metrics failed");
         }
-        counter(
-            &mut out,
-            "ferry_reader_keys_requested_total",
-            "Entity keys requested.",
-            self.keys_requested.load(Relaxed),
-        );
-        counter(
-            &mut out,
-            "ferry_reader_keys_found_total",
-            "Entity keys that had a stored vector.",
-            self.keys_found.load(Relaxed),
-        );
-
-        out.push_str("# HELP ferry_reader_redis_errors_total Failed Redis calls, by kind.\n");
-        out.push_str("# TYPE ferry_reader_redis_errors_total counter\n");
-        for kind in RedisErrorKind::ALL {
-            let _ = writeln!(
-                out,
-                "ferry_reader_redis_errors_total{{kind=\"{}\"}} {}",
-                kind.label(),
-                self.redis_errors[kind as usize].load(Relaxed)
-            );
-        }
-
-        out.push_str("# HELP ferry_reader_redis_up 1 if the last Redis call succeeded, else 0.\n");
-        out.push_str("# TYPE ferry_reader_redis_up gauge\n");
-        let _ = writeln!(out, "ferry_reader_redis_up {}", u8::from(redis_up));
-
-        out.push_str(
-            "# HELP ferry_reader_request_duration_seconds Time to answer POST /v1/vectors.\n",
-        );
-        out.push_str("# TYPE ferry_reader_request_duration_seconds histogram\n");
-        let mut cumulative = 0;
-        for (i, bucket) in self.duration_buckets.iter().enumerate() {
-            cumulative += bucket.load(Relaxed);
-            let le = BUCKETS
-                .get(i)
-                .map_or_else(|| "+Inf".to_string(), |b| b.to_string());
-            let _ = writeln!(
-                out,
-                "ferry_reader_request_duration_seconds_bucket{{le=\"{le}\"}} {cumulative}"
-            );
-        }
-        let sum = self.duration_sum_ns.load(Relaxed) as f64 / 1e9;
-        let _ = writeln!(out, "ferry_reader_request_duration_seconds_sum {sum}");
-        let _ = writeln!(
-            out,
-            "ferry_reader_request_duration_seconds_count {cumulative}"
-        );
         out
     }
 }
-
-fn counter(out: &mut String, name: &str, help: &str, value: u64) {
-    let _ = writeln!(
-        out,
-        "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
-    );
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,7 +264,7 @@ mod tests {
             "ferry_reader_redis_up 1",
             "ferry_reader_request_duration_seconds_bucket{le=\"0.0001\"} 1",
             "ferry_reader_request_duration_seconds_bucket{le=\"0.005\"} 2",
-            "ferry_reader_request_duration_seconds_bucket{le=\"1\"} 2",
+            "ferry_reader_request_duration_seconds_bucket{le=\"1.0\"} 2",
             "ferry_reader_request_duration_seconds_bucket{le=\"+Inf\"} 3",
             "ferry_reader_request_duration_seconds_count 3",
         ] {
@@ -244,6 +273,13 @@ mod tests {
                 "missing {line:?} in\n{text}"
             );
         }
-        assert!(m.render(false).contains("ferry_reader_redis_up 0\n"));
+        // OpenMetrics: the family is named without `_total`, and the text ends with `# EOF`.
+        assert!(
+            text.contains("# TYPE ferry_reader_requests counter\n"),
+            "{text}"
+        );
+        assert!(text.contains("# UNIT ferry_reader_request_duration_seconds seconds\n"));
+        assert!(text.ends_with("\n# EOF\n"), "{text}");
+        assert!(m.render(false).contains("\nferry_reader_redis_up 0\n"));
     }
 }

@@ -219,7 +219,7 @@ impl Reader {
         let mut response = Response::new(Full::new(Bytes::from(text)));
         response.headers_mut().insert(
             CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
         );
         response
     }

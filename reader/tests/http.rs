@@ -337,10 +337,10 @@ async fn metrics_text_contains_the_counters() {
     send(&client, Method::POST, &url, vec![0xff]).await;
     let answer = get(&client, &reader.url("/metrics")).await;
     assert_eq!(answer.status, StatusCode::OK);
-    assert!(answer.headers["content-type"]
-        .to_str()
-        .unwrap()
-        .starts_with("text/plain"));
+    assert_eq!(
+        answer.headers["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
     let text = answer.text();
     for line in [
         "ferry_reader_requests_total{route=\"vectors\",status=\"200\"} 1",
@@ -357,6 +357,7 @@ async fn metrics_text_contains_the_counters() {
         );
     }
     assert!(text.contains("ferry_reader_request_duration_seconds_bucket{le=\"+Inf\"} 2"));
+    assert!(text.ends_with("\n# EOF\n"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! The control plane's HTTP API: `GET /status` (JSON), `GET /metrics` (Prometheus text),
+//! The control plane's HTTP API: `GET /status` (JSON), `GET /metrics` (OpenMetrics text),
 //! `GET /healthz`, and `POST /v1/snapshot` (a `ferry.v1.Snapshot`, what `ferry apply --push`
 //! sends; bearer token when one is configured). Every answer is JSON except `/metrics`.
 
@@ -17,7 +17,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use super::api::{ApiError, ErrorCode, Pushed, PUSH_PATH, UNCHECKED_HEADER};
-use super::state::{inc, Offered, Refused, State};
+use super::metrics::PushOutcome;
+use super::state::{Offered, Refused, State};
 use super::{metrics, status};
 
 /// Largest snapshot accepted.
@@ -113,7 +114,7 @@ async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
             let mut r = Response::new(Full::new(Bytes::from(metrics::metrics_text(&api.state))));
             r.headers_mut().insert(
                 hyper::header::CONTENT_TYPE,
-                hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
+                hyper::header::HeaderValue::from_static(metrics::CONTENT_TYPE),
             );
             r
         }
@@ -146,7 +147,7 @@ fn authorized(api: &Api, req: &Request<Incoming>) -> bool {
 async fn push(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let state = &api.state;
     if !authorized(api, &req) {
-        inc(&state.metrics.push_unauthorized_total);
+        state.metrics.push(PushOutcome::Unauthorized);
         return error(
             ErrorCode::Unauthorized,
             "this control plane needs `Authorization: Bearer <token>` (ferry apply --token or FERRY_PUSH_TOKEN)",
@@ -156,7 +157,7 @@ async fn push(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let bytes = match read_body(req).await {
         Ok(b) => b,
         Err(answer) => {
-            inc(&state.metrics.push_rejected_total);
+            state.metrics.push(PushOutcome::Rejected);
             return answer;
         }
     };
@@ -170,7 +171,7 @@ async fn push(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
     };
     match offered {
         Ok(o) => {
-            inc(&state.metrics.push_ok_total);
+            state.metrics.push(PushOutcome::Accepted);
             let services = state
                 .current()
                 .map(|c| status::services(&c.snapshot))
@@ -183,7 +184,7 @@ async fn push(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
             reply(StatusCode::OK, &body)
         }
         Err(e) => {
-            inc(&state.metrics.push_rejected_total);
+            state.metrics.push(PushOutcome::Rejected);
             tracing::warn!(error = %e, "pushed snapshot refused; the last good one stays");
             let code = match e {
                 Refused::Undecodable(_) => ErrorCode::BadSnapshot,

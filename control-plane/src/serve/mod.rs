@@ -7,7 +7,7 @@
 //! - [`resources`]: the xDS resources built from a snapshot (the filter's ECDS config).
 //! - [`http`]: `/status`, `/metrics`, `/healthz`, `POST /v1/snapshot`.
 //! - [`api`]: the HTTP API's wire types (server and client share them).
-//! - [`status`], [`metrics`]: the JSON and Prometheus renderings.
+//! - [`status`], [`metrics`]: the JSON and OpenMetrics renderings.
 //! - [`watch`]: polling the repo for changes, and the hold-back rule for them.
 //! - [`persist`]: the state directory, where every accepted snapshot is saved.
 //! - [`startup`]: what is served first (the saved snapshot, or the repo).

@@ -4,14 +4,15 @@
 //! [`Callbacks`].
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 use ferry_protos::v1;
+use prometheus_client::metrics::counter::Counter;
 use tokio::sync::watch;
 
+pub use super::metrics::Metrics;
 use super::persist::{self, Saved, StateDir};
 use super::resources::{self, FilterOptions, RESOURCE_TYPE};
 use crate::snapshot;
@@ -85,24 +86,8 @@ impl StreamInfo {
     }
 }
 
-/// Counters for `/metrics`; each is monotonic unless named as a gauge.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    pub streams_total: AtomicU64,
-    pub responses_total: AtomicU64,
-    pub acks_total: AtomicU64,
-    pub nacks_total: AtomicU64,
-    pub stale_nonces_total: AtomicU64,
-    pub withheld_total: AtomicU64,
-    pub snapshot_updates_total: AtomicU64,
-    pub snapshots_refused_total: AtomicU64,
-    pub push_ok_total: AtomicU64,
-    pub push_unauthorized_total: AtomicU64,
-    pub push_rejected_total: AtomicU64,
-}
-
-pub fn inc(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
+pub fn inc(c: &Counter) {
+    c.inc();
 }
 
 pub fn now_ms() -> u64 {
