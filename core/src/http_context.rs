@@ -668,7 +668,8 @@ mod tests {
     use prost::Message;
     use std::collections::HashMap;
 
-    fn filter(c: Config, method: &str, path: &str, body: &str) -> HttpFilter<FakeHost> {
+    /// A filter on a fake host holding this request (and a forged `x-ferry-status`).
+    pub(super) fn filter(c: Config, method: &str, path: &str, body: &str) -> HttpFilter<FakeHost> {
         let host = FakeHost {
             now_us: NOW,
             ..Default::default()

@@ -2,14 +2,11 @@
 //! `allow_on_headers_stop_iteration`, as under Istio and Envoy Gateway): body routes let the
 //! headers go on and hold the body; header mode still holds everything from the headers.
 
-use std::rc::Rc;
-
 use super::{Action, HttpFilter};
 use crate::config::fixture::{config, route_with};
 use crate::config::Config;
 use crate::host::testing::FakeHost;
 use crate::host::Host;
-use crate::metrics::Metrics;
 use ferry_test_support::reader;
 use ferry_test_support::snapshot::header_format;
 use ferry_test_support::vector::{scoring, NOW_US as NOW};
@@ -18,22 +15,7 @@ const BODY: &str = r#"{"instances":[{"user_id":"u1"}]}"#;
 
 fn unheld(mut c: Config, method: &str, path: &str, body: &str) -> HttpFilter<FakeHost> {
     c.headers_held = false;
-    let host = FakeHost {
-        now_us: NOW,
-        ..Default::default()
-    };
-    *host.headers.borrow_mut() = vec![
-        (":method".into(), method.into()),
-        (":path".into(), path.into()),
-        ("content-length".into(), body.len().to_string()),
-        ("x-ferry-status".into(), "forged".into()),
-    ];
-    *host.body.borrow_mut() = body.as_bytes().to_vec();
-    HttpFilter::new(
-        host,
-        Some(Rc::new(c)),
-        Rc::new(Metrics::define(|_, _| Some(1))),
-    )
+    super::tests::filter(c, method, path, body)
 }
 
 fn headers(f: &HttpFilter<FakeHost>) -> Vec<(String, String)> {
