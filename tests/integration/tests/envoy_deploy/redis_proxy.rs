@@ -25,25 +25,11 @@ async fn the_reader_reaches_redis_through_envoys_redis_proxy() {
     let (reader_port, model_port) = (free_port(), free_port());
     let (listen_port, admin_port, proxy_port) = (free_port(), free_port(), free_port());
     let config = dir.path().join("envoy.yaml");
-    envoy_config(
+    proxy_config(
         &repo,
         &config,
-        &[
-            "--wasm",
-            &wasm().display().to_string(),
-            "--listen-port",
-            &listen_port.to_string(),
-            "--admin-port",
-            &admin_port.to_string(),
-            "--reader-port",
-            &reader_port.to_string(),
-            "--model-port",
-            &model_port.to_string(),
-            "--redis-proxy-port",
-            &proxy_port.to_string(),
-            "--redis-upstream",
-            &format!("127.0.0.1:{}", redis.port),
-        ],
+        [listen_port, admin_port, reader_port, model_port, proxy_port],
+        &["--redis-upstream", &format!("127.0.0.1:{}", redis.port)],
     );
     let mut envoy = start_envoy(dir.path(), &config, admin_port);
     let proxy_url = format!("redis://127.0.0.1:{proxy_port}");
@@ -147,24 +133,13 @@ async fn the_reader_reaches_a_redis_cluster_through_envoys_redis_proxy() {
     let (reader_port, model_port) = (free_port(), free_port());
     let (listen_port, admin_port, proxy_port) = (free_port(), free_port(), free_port());
     let config = dir.path().join("envoy.yaml");
-    envoy_config(
+    proxy_config(
         &repo,
         &config,
+        [listen_port, admin_port, reader_port, model_port, proxy_port],
+        // One seed: Envoy discovers the other masters from it.
         &[
-            "--wasm",
-            &wasm().display().to_string(),
-            "--listen-port",
-            &listen_port.to_string(),
-            "--admin-port",
-            &admin_port.to_string(),
-            "--reader-port",
-            &reader_port.to_string(),
-            "--model-port",
-            &model_port.to_string(),
-            "--redis-proxy-port",
-            &proxy_port.to_string(),
             "--redis-cluster",
-            // One seed: Envoy discovers the other masters from it.
             "--redis-upstream",
             &format!("127.0.0.1:{}", ports[0]),
         ],
@@ -223,4 +198,27 @@ async fn the_reader_reaches_a_redis_cluster_through_envoys_redis_proxy() {
         "{stderr}"
     );
     assert_eq!(sizes(), before);
+}
+
+/// A static bootstrap with a redis_proxy listener: listener, admin, reader, model and proxy
+/// ports, then how the proxy finds Redis.
+fn proxy_config(repo: &Path, config: &Path, ports: [u16; 5], upstream: &[&str]) {
+    let [listen, admin, reader, model, proxy] = ports.map(|p| p.to_string());
+    let wasm = wasm().display().to_string();
+    let mut args = vec![
+        "--wasm",
+        wasm.as_str(),
+        "--listen-port",
+        listen.as_str(),
+        "--admin-port",
+        admin.as_str(),
+        "--reader-port",
+        reader.as_str(),
+        "--model-port",
+        model.as_str(),
+        "--redis-proxy-port",
+        proxy.as_str(),
+    ];
+    args.extend_from_slice(upstream);
+    envoy_config(repo, config, &args);
 }
