@@ -13,7 +13,6 @@ RUN_DIR="$ROOT/bench/.run"       # lib.sh's start/stop keep pids and logs here
 BENCH="$ROOT/bench"
 PY="$BENCH/.venv/bin/python"
 FEAST="$BENCH/.venv/bin/feast"
-FEAST_VERSION=0.67.0
 
 QUICK=${QUICK:-0}
 if [ "$QUICK" = 1 ]; then
@@ -49,11 +48,7 @@ say() { echo "== $(date +%H:%M:%S) $*"; }
 
 say "installing what is missing"
 bash scripts/setup.sh
-if ! "$PY" -c "import feast, matplotlib; assert feast.__version__ == '$FEAST_VERSION'" 2>/dev/null; then
-  echo "bench: creating bench/.venv with feast[redis]==$FEAST_VERSION and matplotlib"
-  python3 -m venv "$BENCH/.venv"
-  "$BENCH/.venv/bin/pip" install -q --disable-pip-version-check "feast[redis]==$FEAST_VERSION" matplotlib
-fi
+bash scripts/feast_venv.sh "$BENCH/.venv" matplotlib
 
 if [ "${BENCH_NO_BUILD:-0}" = 1 ]; then
   say "using the binaries already built (BENCH_NO_BUILD=1)"
