@@ -636,16 +636,31 @@ impl<H: Host> HttpFilter<H> {
         self.answer_named(&route.name, err)
     }
 
+    /// Answers the request with `err`: a JSON error body, or to a gRPC client (its
+    /// `content-type` says so) a gRPC status whose message starts with the error's code.
     fn answer_named(&mut self, route: &str, err: &FerryError) -> Action {
-        let body = err.body(route);
-        self.host.send_response(
-            err.status(),
-            vec![
-                ("content-type", "application/json"),
-                ("x-ferry-error", err.code()),
-            ],
-            &body,
-        );
+        let grpc = self
+            .host
+            .request_header("content-type")
+            .is_some_and(|t| t.starts_with("application/grpc"));
+        if grpc {
+            let message = format!("{}: {}", err.code(), err.message());
+            self.host.send_grpc_error(
+                err.grpc_status(),
+                &message,
+                vec![("x-ferry-error", err.code())],
+            );
+        } else {
+            let body = err.body(route);
+            self.host.send_response(
+                err.status(),
+                vec![
+                    ("content-type", "application/json"),
+                    ("x-ferry-error", err.code()),
+                ],
+                &body,
+            );
+        }
         self.count(Metric::Rejected, 1);
         self.state = State::Done;
         Action::Pause

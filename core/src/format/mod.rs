@@ -1,5 +1,5 @@
-//! Request formats, one module per `format:` word of a route (`kserve_v1`, `kserve_v2`, `json`,
-//! `header`), and this dispatcher, which only dispatches: each format gets its options from its
+//! Request formats, one module per `format:` word of a route (`kserve_v1`, `kserve_v2`,
+//! `kserve_v2_grpc`, `json`, `header`), and this dispatcher, which only dispatches: each format gets its options from its
 //! `Format` variant. What formats share lives in `document` (the JSON body), `entity` (ids and
 //! batch limits) and `metadata` (the `ferry` field).
 
@@ -9,6 +9,7 @@ pub mod header;
 pub mod json;
 pub mod kserve_v1;
 pub mod kserve_v2;
+pub mod kserve_v2_grpc;
 pub mod metadata;
 
 use crate::config::{Format, Route};
@@ -23,6 +24,7 @@ pub use metadata::METADATA_FIELD;
 pub enum ParsedRequest {
     KserveV1(kserve_v1::ParsedRequest),
     KserveV2(kserve_v2::ParsedRequest),
+    KserveV2Grpc(kserve_v2_grpc::ParsedRequest),
     Json(json::ParsedRequest),
     Header(header::ParsedRequest),
 }
@@ -41,6 +43,7 @@ impl ParsedRequest {
         match self {
             ParsedRequest::KserveV1(r) => &r.keys,
             ParsedRequest::KserveV2(r) => &r.keys,
+            ParsedRequest::KserveV2Grpc(r) => &r.keys,
             ParsedRequest::Json(r) => &r.keys,
             ParsedRequest::Header(r) => &r.keys,
         }
@@ -53,6 +56,7 @@ impl ParsedRequest {
         match self {
             ParsedRequest::KserveV1(_) => "kserve_v1",
             ParsedRequest::KserveV2(_) => "kserve_v2",
+            ParsedRequest::KserveV2Grpc(_) => "kserve_v2_grpc",
             ParsedRequest::Json(_) => "json",
             ParsedRequest::Header(_) => "header",
         }
@@ -78,6 +82,9 @@ pub fn parse(
     Ok(match &route.format {
         Format::KserveV1 => ParsedRequest::KserveV1(kserve_v1::parse(body, route)?),
         Format::KserveV2 { .. } => ParsedRequest::KserveV2(kserve_v2::parse(body, route, framing)?),
+        Format::KserveV2Grpc { .. } => {
+            ParsedRequest::KserveV2Grpc(kserve_v2_grpc::parse(body, route)?)
+        }
         Format::Json { entity_pointer, .. } => {
             ParsedRequest::Json(json::parse(body, route, entity_pointer)?)
         }
@@ -109,6 +116,9 @@ pub fn rewrite(
                     .into_iter()
                     .collect(),
             }
+        }
+        (ParsedRequest::KserveV2Grpc(r), Format::KserveV2Grpc { packed }) => {
+            body(kserve_v2_grpc::rewrite(r, route, *packed, features)?)
         }
         (
             ParsedRequest::Json(r),
