@@ -11,12 +11,18 @@
 //! - `inference-header-content-length`, when the request had it (KServe v2's binary tensor data
 //!   extension): the echoed body keeps the request's framing, so an Open Inference Protocol
 //!   client (e.g. tritonclient) can read the echo as a framed answer.
+//!
+//! A gRPC `ModelInfer` call (KServe v2 / Triton, h2c) gets a `ModelInferResponse` holding what
+//! it received instead (`grpc`).
+
+pub mod grpc;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::time::Duration;
 
+use http_body_util::Either;
 use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use hyper::{HeaderMap, Request, Response};
@@ -100,7 +106,16 @@ pub async fn serve(listener: TcpListener, shutdown: impl Future<Output = ()>) {
         let connection = builder
             .serve_connection(
                 TokioIo::new(stream),
-                hyper::service::service_fn(|request| async { Ok::<_, Infallible>(echo(request)) }),
+                hyper::service::service_fn(|request: Request<Incoming>| async {
+                    let response = if request.uri().path() == grpc::MODEL_INFER_PATH {
+                        grpc::model_infer(request.into_body())
+                            .await
+                            .map(Either::Right)
+                    } else {
+                        echo(request).map(Either::Left)
+                    };
+                    Ok::<_, Infallible>(response)
+                }),
             )
             .into_owned();
         tokio::spawn(async move {
