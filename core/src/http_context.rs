@@ -801,6 +801,61 @@ mod tests {
     }
 
     #[test]
+    fn a_grpc_client_gets_its_errors_as_grpc_statuses() {
+        use crate::format::kserve_v2_grpc::frame;
+        use ferry_protos::inference::{model_infer_request::InferInputTensor, *};
+        let grpc_filter = |body: &[u8]| {
+            let c = route_with(|r| r.format = pb::Format::KserveV2Grpc as i32);
+            let mut f = filter(c, "POST", "/v1/models/fraud", "");
+            *f.host().body.borrow_mut() = body.to_vec();
+            let h = f.host();
+            h.set_request_header("content-type", Some("application/grpc"));
+            h.set_request_header("content-length", None);
+            f.on_request_headers(false);
+            f.on_request_body(body.len(), true);
+            f
+        };
+        let grpc_reply = |f: &HttpFilter<FakeHost>| {
+            let (status, headers, body) = f.host().sent.borrow().clone().expect("a reply");
+            assert_eq!((status, body.len()), (200, 0));
+            let h: HashMap<String, String> = headers.into_iter().collect();
+            assert_eq!(h["content-type"], "application/grpc");
+            (
+                h["grpc-status"].clone(),
+                h["grpc-message"].clone(),
+                h["x-ferry-error"].clone(),
+            )
+        };
+        let f = grpc_filter(&frame(b"abc"));
+        let (status, message, code) = grpc_reply(&f);
+        assert_eq!(
+            (status.as_str(), code.as_str()),
+            ("3", "malformed_protobuf")
+        );
+        assert!(message.starts_with("malformed_protobuf: request body is not a valid protobuf"));
+        // A well-formed call whose reader is away: UNAVAILABLE.
+        let request = ModelInferRequest {
+            inputs: vec![InferInputTensor {
+                name: "user_id".into(),
+                datatype: "BYTES".into(),
+                shape: vec![1],
+                contents: Some(InferTensorContents {
+                    bytes_contents: vec![b"u1".to_vec()],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut f = grpc_filter(&frame(&request.encode_to_vec()));
+        assert!(f.host().sent.borrow().is_none());
+        f.on_call_response(7, 0, 0);
+        let (status, message, _) = grpc_reply(&f);
+        assert_eq!(status, "14", "{message}");
+        assert!(message.starts_with("reader_unavailable: "), "{message}");
+    }
+
+    #[test]
     fn oversize_bodies_are_refused_by_header_or_while_streaming() {
         let mut f = filter(config(), "POST", "/v1/models/fraud", &"x".repeat(5000));
         assert_eq!(f.on_request_headers(false), Action::Pause);

@@ -211,6 +211,60 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn model_infer_over_h2c_echoes_inputs_raw_contents_and_parameters() {
+        use ferry_protos::inference::{model_infer_request::InferInputTensor, *};
+        use prost::Message;
+        let (addr, _stop) = start().await;
+        let client = Client::builder(TokioExecutor::new())
+            .http2_only(true)
+            .build_http::<Full<Bytes>>();
+        let mut request = ModelInferRequest {
+            id: "r1".into(),
+            inputs: vec![InferInputTensor {
+                name: "x".into(),
+                datatype: "FP32".into(),
+                shape: vec![1],
+                ..Default::default()
+            }],
+            raw_input_contents: vec![1.5f32.to_le_bytes().to_vec()],
+            ..Default::default()
+        };
+        request.parameters.insert(
+            "p".into(),
+            InferParameter {
+                parameter_choice: Some(infer_parameter::ParameterChoice::StringParam("v".into())),
+            },
+        );
+        let message = request.encode_to_vec();
+        let mut body = vec![0];
+        body.extend((message.len() as u32).to_be_bytes());
+        body.extend(&message);
+        let call = |body: Vec<u8>| {
+            Request::post(format!("http://{addr}{}", grpc::MODEL_INFER_PATH))
+                .header("content-type", "application/grpc")
+                .body(Full::new(Bytes::from(body)))
+                .unwrap()
+        };
+        let response = client.request(call(body)).await.unwrap();
+        assert_eq!(response.headers()["content-type"], "application/grpc");
+        let collected = response.into_body().collect().await.unwrap();
+        assert_eq!(collected.trailers().unwrap()["grpc-status"], "0");
+        let got = collected.to_bytes();
+        let echo = ModelInferResponse::decode(&got[5..]).unwrap();
+        assert_eq!(echo.id, "r1");
+        assert_eq!(echo.outputs[0].name, "x");
+        assert_eq!(echo.raw_output_contents, request.raw_input_contents);
+        assert_eq!(echo.parameters, request.parameters);
+        // Not a ModelInferRequest: INVALID_ARGUMENT in the trailers.
+        let response = client
+            .request(call(vec![0, 0, 0, 0, 1, 0xff]))
+            .await
+            .unwrap();
+        let collected = response.into_body().collect().await.unwrap();
+        assert_eq!(collected.trailers().unwrap()["grpc-status"], "3");
+    }
+
     #[test]
     fn header_json_is_compact_and_escaped() {
         let mut headers = HeaderMap::new();

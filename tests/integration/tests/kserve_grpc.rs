@@ -36,6 +36,7 @@ const ROUTES: &str = r#"
     entity: {field: user_id}
     on_missing_entity: reject
     max_entities: 20
+    max_body_bytes: 4096
   - name: fraud-grpc
     match: {path_prefix: /inference.GRPCInferenceService/ModelInfer}
     service: realtime_scoring
@@ -366,6 +367,16 @@ fn tritonclient_grpc_model_infer_is_enriched_with_the_source_values() {
             ),
             "RESOURCE_EXHAUSTED",
             "too_many_entities: request has 21 entities, over this route's limit of 20",
+        ),
+        (
+            Case::new(
+                "strict-too-big",
+                "raw",
+                "strict",
+                (1..300).map(user).collect(),
+            ),
+            "RESOURCE_EXHAUSTED",
+            "body_too_large: request body is ",
         ),
         (
             Case::new("garbage", "garbage", "", users[..1].to_vec()),
