@@ -318,7 +318,7 @@ fn tritonclient_grpc_model_infer_is_enriched_with_the_source_values() {
         .any(|e| store.is_missing(Service::RealtimeScoring, e)));
     let pairs: Vec<Entity> = store.fresh_pairs().into_iter().take(50).collect();
     assert_eq!(pairs.len(), 50, "the example data has 50 fresh pairs");
-    let cases = vec![
+    let cases = [
         Case::new("fraud-raw-1", "raw", "", users[..1].to_vec()),
         Case::new("fraud-raw-50", "raw", "", users.clone()),
         Case::new("fraud-typed-50", "typed", "", users.clone()),
