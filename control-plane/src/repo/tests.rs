@@ -568,3 +568,24 @@ fn an_entity_key_has_at_most_four_join_keys() {
         "{got:?}"
     );
 }
+
+#[test]
+fn grpc_routes_take_the_packed_choice_of_kserve_v2() {
+    let route = |name: &str, format: &str| {
+        format!(
+            "\n  - name: {name}\n    match: {{path_prefix: /{name}}}\n    service: scoring\n    format: {format}\n    \
+             entity: {{field: user_id}}\n    packed: true\n"
+        )
+    };
+    let yaml = GOOD.to_string() + &route("grpc", "kserve_v2_grpc");
+    let (_dir, reg) = load_repo(&yaml, &FILES);
+    let snap = crate::snapshot::build(&reg.unwrap());
+    let r = &snap.routes[1];
+    assert_eq!(r.format, ferry_protos::v1::Format::KserveV2Grpc as i32);
+    assert!(r.packed);
+    let (_dir, reg) = load_repo(&(GOOD.to_string() + &route("v1", "kserve_v1")), &FILES);
+    assert_eq!(
+        issues(reg),
+        ["routes[1] 'v1': packed applies to formats kserve_v2 and kserve_v2_grpc only"]
+    );
+}
