@@ -8,12 +8,11 @@
 //! and its forged tensor under a Ferry name must not. Errors arrive as gRPC statuses.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use ferry_integration_tests::data::{same, Kind};
+use ferry_integration_tests::data::{same, tensor_zero, Kind};
 use ferry_integration_tests::expected::{Entity, Feature, Service, Store};
-use ferry_integration_tests::{root, Options, Stack};
+use ferry_integration_tests::{python, root, Options, Stack};
 use serde_json::{json, Value as Json};
 
 /// One gRPC path, three routes told apart by the `x-route` metadata (first match wins).
@@ -47,17 +46,6 @@ const ROUTES: &str = r#"
 
 /// The client's own inputs the script sends besides the ids (and the forged tensor).
 const CLIENT_INPUTS: [&str; 2] = ["amount", "note"];
-
-fn python() -> PathBuf {
-    let p = std::env::var_os("FERRY_PYTHON")
-        .map_or_else(|| root().join(".venv/bin/python3"), PathBuf::from);
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/setup.sh (it installs tritonclient into .venv)",
-        p.display()
-    );
-    p
-}
 
 struct Case {
     name: String,
@@ -161,16 +149,6 @@ fn run_client(stack: &Stack, specs: Vec<Json>, out: &str) -> Vec<Json> {
     serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap()
 }
 
-/// The zero a tensor carries for a null of this kind.
-fn zero(kind: Kind) -> Json {
-    match kind {
-        Kind::Bool => json!(false),
-        Kind::Str => json!(""),
-        Kind::F32 | Kind::F64 => json!(0.0),
-        _ => json!(0),
-    }
-}
-
 /// A received value against the source's: numbers by value (FP32 at f32 precision).
 fn matches(got: &Json, want: &Json, kind: Kind) -> bool {
     match kind {
@@ -184,7 +162,7 @@ fn wanted(f: &Feature, status: &str, width: usize) -> Json {
     match (status, f.kind) {
         ("PRESENT", _) => f.value.clone(),
         (_, Kind::F32List) => Json::Array(vec![json!(0.0); width]),
-        (_, k) => zero(k),
+        (_, k) => tensor_zero(k),
     }
 }
 
