@@ -10,7 +10,7 @@
 //! data of the client's other inputs goes on unchanged after it.
 
 pub mod binary;
-mod features;
+pub(crate) mod features;
 #[cfg(test)]
 mod tests;
 

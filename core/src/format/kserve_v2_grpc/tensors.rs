@@ -11,7 +11,7 @@ use ferry_protos::v1::ValueType;
 
 use crate::config::Route;
 use crate::error::FerryError;
-use crate::format::kserve_v2::PACKED_TENSOR;
+use crate::format::kserve_v2::{features, PACKED_TENSOR};
 use crate::vector::EntityFeatures;
 
 /// One tensor's data, typed.
@@ -195,13 +195,7 @@ fn embedding(name: &str, column: &[Option<&Kind>]) -> Result<(Vec<i64>, Column),
             _ => None,
         })
         .collect();
-    let lengths: Vec<usize> = lists.iter().flatten().map(|l| l.len()).collect();
-    let d = lengths.first().copied().unwrap_or(0);
-    if let Some(other) = lengths.iter().find(|l| **l != d) {
-        return Err(FerryError::BadVector {
-            detail: format!("feature '{name}' has lists of lengths {d} and {other} in one batch"),
-        });
-    }
+    let d = features::embedding_width(name, lists.iter().flatten().map(|l| l.len()))?;
     let data = lists
         .into_iter()
         .flat_map(|l| l.cloned().unwrap_or_else(|| vec![0.0; d]))
