@@ -76,6 +76,9 @@ pub struct HttpFilter<H: Host> {
     headers_sent: bool,
     /// `on_response_headers` paused the response until the request is forwarded.
     response_held: bool,
+    /// The client speaks gRPC (`content-type: application/grpc...`): errors are answered as
+    /// gRPC statuses. Read with the headers, as they may be gone by the time of an answer.
+    grpc_client: bool,
 }
 
 impl<H: Host> HttpFilter<H> {
@@ -88,6 +91,7 @@ impl<H: Host> HttpFilter<H> {
             summary: Vec::new(),
             headers_sent: false,
             response_held: false,
+            grpc_client: false,
         }
     }
 
@@ -109,6 +113,10 @@ impl<H: Host> HttpFilter<H> {
         // Whatever a client sent under a header Ferry writes never reaches the model, whether or
         // not a route matches. The names also tell how often each id header was sent.
         let names = self.host.request_header_names();
+        self.grpc_client = self
+            .host
+            .request_header("content-type")
+            .is_some_and(|t| t.starts_with("application/grpc"));
         for name in &names {
             if config.owns_header(name) {
                 self.host.set_request_header(name, None);
@@ -639,11 +647,7 @@ impl<H: Host> HttpFilter<H> {
     /// Answers the request with `err`: a JSON error body, or to a gRPC client (its
     /// `content-type` says so) a gRPC status whose message starts with the error's code.
     fn answer_named(&mut self, route: &str, err: &FerryError) -> Action {
-        let grpc = self
-            .host
-            .request_header("content-type")
-            .is_some_and(|t| t.starts_with("application/grpc"));
-        if grpc {
+        if self.grpc_client {
             let message = format!("{}: {}", err.code(), err.message());
             self.host.send_grpc_error(
                 err.grpc_status(),
