@@ -108,6 +108,10 @@ pub enum FerryError {
          upstream: the wasm filter needs allow_on_headers_stop_iteration for this route"
     )]
     HeadersAlreadySent { names: String },
+    /// The plugin configuration names a `snapshot_url` and no snapshot came from it yet: no
+    /// request is forwarded unenriched, since none can be told apart from a Ferry route.
+    #[error("no registry snapshot loaded yet from {url}; retried every {poll_ms} ms")]
+    SnapshotNotLoaded { url: String, poll_ms: u64 },
 }
 
 impl FerryError {
@@ -141,6 +145,7 @@ impl FerryError {
             E::DispatchFailed { .. } => (500, "dispatch_failed"),
             E::UnknownRoute { .. } => (500, "unknown_route"),
             E::HeadersAlreadySent { .. } => (500, "headers_already_sent"),
+            E::SnapshotNotLoaded { .. } => (503, "snapshot_not_loaded"),
         }
     }
 
@@ -169,6 +174,15 @@ impl FerryError {
     /// The message of the JSON body (the Display text, kept beside each variant above).
     pub fn message(&self) -> String {
         self.to_string()
+    }
+
+    /// The headers of Ferry's own error answer: `x-ferry-error` tells it from Envoy's local
+    /// replies (which the bootstraps' `local_reply_config` rewrites, and must not here).
+    pub fn reply_headers(&self) -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("content-type", "application/json"),
+            ("x-ferry-error", self.code()),
+        ]
     }
 
     /// The JSON error body: `{"error": code, "message": ..., "route": ...}`.

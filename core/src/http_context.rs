@@ -638,14 +638,8 @@ impl<H: Host> HttpFilter<H> {
 
     fn answer_named(&mut self, route: &str, err: &FerryError) -> Action {
         let body = err.body(route);
-        self.host.send_response(
-            err.status(),
-            vec![
-                ("content-type", "application/json"),
-                ("x-ferry-error", err.code()),
-            ],
-            &body,
-        );
+        self.host
+            .send_response(err.status(), err.reply_headers(), &body);
         self.count(Metric::Rejected, 1);
         self.state = State::Done;
         Action::Pause

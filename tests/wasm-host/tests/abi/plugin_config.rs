@@ -87,9 +87,9 @@ fn a_json_configured_header_route_still_holds_the_request() {
 #[test]
 fn a_bad_json_configuration_is_refused_with_its_reason() {
     let host = Host::load_filter();
-    assert!(!host.configure(br#"{"snapshot_base64": "AAA", "snapshot_url": "x"}"#));
+    assert!(!host.configure(br#"{"snapshot_base64": "AAA", "snapshot_uri": "x"}"#));
     assert!(
-        host.log_text().contains("unknown key 'snapshot_url'"),
+        host.log_text().contains("unknown key 'snapshot_uri'"),
         "{}",
         host.log_text()
     );
