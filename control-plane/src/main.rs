@@ -73,6 +73,16 @@ struct PluginConfigArgs {
     /// repo's.
     #[arg(long, value_name = "NAME")]
     reader_cluster: Option<String>,
+    /// Have the filter pull the snapshot from this `ferry serve` URL
+    /// (http://HOST:8091/v1/snapshot) instead of carrying it; needs --snapshot-cluster.
+    #[arg(long, value_name = "URL", requires = "snapshot_cluster")]
+    snapshot_url: Option<String>,
+    /// The Envoy cluster that reaches --snapshot-url (Istio: outbound|8091||HOST).
+    #[arg(long, value_name = "NAME", requires = "snapshot_url")]
+    snapshot_cluster: Option<String>,
+    /// How often the filter checks --snapshot-url for a new version (default 5000).
+    #[arg(long, value_name = "MS", requires = "snapshot_url")]
+    snapshot_poll_ms: Option<u64>,
 }
 
 #[derive(clap::Args)]
@@ -272,7 +282,16 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::PluginConfig(args) => {
             let reg = load(&args.repo)?;
-            let json = envoy_config::plugin_config_json(&reg, args.reader_cluster.as_deref())?;
+            let reader = args.reader_cluster.as_deref();
+            let json = match (&args.snapshot_url, &args.snapshot_cluster) {
+                (Some(url), Some(cluster)) => envoy_config::plugin_config_pull_json(
+                    url,
+                    cluster,
+                    args.snapshot_poll_ms,
+                    reader,
+                )?,
+                _ => envoy_config::plugin_config_json(&reg, reader)?,
+            };
             println!("{json}");
             Ok(())
         }

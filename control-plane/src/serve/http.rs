@@ -133,19 +133,31 @@ async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
 /// plugin configuration names a `snapshot_url`. The ETag is the quoted content version, so a
 /// poll whose `if-none-match` names it costs a 304 and no body.
 fn current_snapshot(state: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    let Some(current) = state.current() else {
+    let current = state.current();
+    let tags: Vec<&str> = req
+        .headers()
+        .get_all(hyper::header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    snapshot_answer(current.as_ref().map(|c| &c.snapshot), &tags)
+}
+
+/// The answer to `GET /v1/snapshot` given the current snapshot and the `if-none-match` values.
+fn snapshot_answer(
+    snapshot: Option<&v1::Snapshot>,
+    if_none_match: &[&str],
+) -> Response<Full<Bytes>> {
+    let Some(snapshot) = snapshot else {
         return error(
             ErrorCode::NoSnapshot,
             "this control plane has no valid snapshot yet",
         );
     };
-    let version = &current.snapshot.version;
+    let version = &snapshot.version;
     let etag = format!("\"{version}\"");
-    let unchanged = req
-        .headers()
-        .get_all(hyper::header::IF_NONE_MATCH)
+    let unchanged = if_none_match
         .iter()
-        .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .any(|tag| tag.trim() == etag || tag.trim() == "*");
     let mut r = if unchanged {
@@ -153,7 +165,7 @@ fn current_snapshot(state: &State, req: &Request<Incoming>) -> Response<Full<Byt
         *r.status_mut() = StatusCode::NOT_MODIFIED;
         r
     } else {
-        Response::new(Full::new(Bytes::from(current.snapshot.encode_to_vec())))
+        Response::new(Full::new(Bytes::from(snapshot.encode_to_vec())))
     };
     let h = r.headers_mut();
     h.insert(
@@ -272,5 +284,46 @@ impl Api {
     #[cfg(not(feature = "test-switches"))]
     fn offer(&self, snap: v1::Snapshot, _unchecked: bool) -> Result<Offered, Refused> {
         self.state.offer(snap, "push")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body(r: Response<Full<Bytes>>) -> Bytes {
+        r.into_body().collect().await.unwrap().to_bytes()
+    }
+
+    #[tokio::test]
+    async fn the_snapshot_is_served_with_its_version_as_etag_and_304_when_unchanged() {
+        let r = snapshot_answer(None, &[]);
+        assert_eq!(r.status(), 503);
+        let e: ApiError = serde_json::from_slice(&body(r).await).unwrap();
+        assert_eq!(e.error, ErrorCode::NoSnapshot);
+
+        let snap = v1::Snapshot {
+            project: "p".into(),
+            version: "v7".into(),
+            ..Default::default()
+        };
+        for tags in [&[][..], &["\"v6\""], &["v7"]] {
+            let r = snapshot_answer(Some(&snap), tags);
+            assert_eq!(r.status(), 200, "{tags:?}");
+            assert_eq!(r.headers()["etag"], "\"v7\"");
+            assert_eq!(r.headers()[VERSION_HEADER], "v7");
+            assert_eq!(r.headers()["content-type"], "application/x-protobuf");
+            assert_eq!(body(r).await, snap.encode_to_vec());
+        }
+        for tags in [
+            &["\"v7\""][..],
+            &["\"v1\", \"v7\""],
+            &["\"v1\"", "\"v7\""],
+            &["*"],
+        ] {
+            let r = snapshot_answer(Some(&snap), tags);
+            assert_eq!(r.status(), 304, "{tags:?}");
+            assert!(body(r).await.is_empty());
+        }
     }
 }

@@ -83,11 +83,7 @@ fn envoy_validate(name: &str, config: &Json, clusters: Vec<Json>) -> Result<(), 
             "routes": [{"match": {"prefix": "/"}, "route": {"cluster": "model"}}]}]},
     });
     let mut clusters = clusters;
-    clusters.push(
-        json!({"name": "model", "type": "STATIC", "load_assignment": {
-        "cluster_name": "model", "endpoints": [{"lb_endpoints": [{"endpoint": {"address":
-        {"socket_address": {"address": "127.0.0.1", "port_value": 8080}}}}]}]}}),
-    );
+    clusters.push(dns_cluster("model", "127.0.0.1", 8080));
     let bootstrap = json!({"static_resources": {
         "listeners": [{"name": "in", "address": {"socket_address": {"address": "127.0.0.1", "port_value": 10000}},
             "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]}]}],

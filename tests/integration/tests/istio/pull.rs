@@ -4,16 +4,16 @@
 //! a repo change pushed to `ferry serve` reaches the filter by re-pull, without an Envoy
 //! restart; a snapshot the filter refuses leaves the last good one serving, with a warning.
 
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ferry::serve::api::{PUSH_PATH, UNCHECKED_HEADER};
 use ferry_integration_tests::control_plane::{ControlPlane, TOKEN};
 use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::Response;
-use ferry_integration_tests::{Options, Stack};
+use ferry_integration_tests::{bin, run, Options, Stack};
 use ferry_protos::v1;
 use prost::Message;
-use serde_json::json;
 
 use super::support::{as_istio, check_unheld, error_of, instances, post, ISTIO_CLUSTER};
 
@@ -78,13 +78,12 @@ async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes(
     let mut cp = ControlPlane::start(stack.dir.path(), &stack.repo);
     cp.proc.kill();
     let url = format!("{}/v1/snapshot", cp.url());
-    let plugin_config = json!({
-        "snapshot_url": url,
-        "snapshot_cluster": CP_CLUSTER,
-        "snapshot_poll_ms": 200,
-        "reader_cluster": ISTIO_CLUSTER,
-    })
-    .to_string();
+    let plugin_config = run(Command::new(bin("ferry"))
+        .arg("plugin-config")
+        .arg(&stack.repo)
+        .args(["--reader-cluster", ISTIO_CLUSTER])
+        .args(["--snapshot-url", &url, "--snapshot-cluster", CP_CLUSTER])
+        .args(["--snapshot-poll-ms", "200"]));
     let cp_port = cp.http_port;
     let envoy =
         stack.static_envoy_edited(|y| with_cp_cluster(as_istio(y, &plugin_config), cp_port));
