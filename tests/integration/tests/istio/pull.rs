@@ -167,4 +167,10 @@ async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes(
     let resp = post(p, "/t/added-later", instances(&["u000001", "u000002"])).await;
     check_unheld(&resp, Some("ok"));
     store.check_instances(Service::RealtimeScoring, &resp.json(), &users);
+    // Polls, 304s, failures and the refusal never crashed a VM (a panic would be logged).
+    assert!(
+        !envoy.proc.log_text().contains("panicked"),
+        "{}",
+        envoy.proc.log_text()
+    );
 }

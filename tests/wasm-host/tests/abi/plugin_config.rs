@@ -10,9 +10,9 @@ use prost::Message;
 use super::header_mode::{get_headers, header_route};
 use super::support::*;
 
-const ISTIO_CLUSTER: &str = "outbound|8090||ferry-reader.ferry.svc.cluster.local";
+pub const ISTIO_CLUSTER: &str = "outbound|8090||ferry-reader.ferry.svc.cluster.local";
 
-fn json_config(snapshot: &ferry_protos::v1::Snapshot) -> String {
+pub fn json_config(snapshot: &ferry_protos::v1::Snapshot) -> String {
     let b64 = base64::engine::general_purpose::STANDARD.encode(snapshot.encode_to_vec());
     format!(r#"{{"snapshot_base64": "{b64}", "reader_cluster": "{ISTIO_CLUSTER}"}}"#)
 }

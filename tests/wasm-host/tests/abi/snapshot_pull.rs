@@ -3,15 +3,15 @@
 //! the JSON 503 before the first snapshot, a refused snapshot keeping the last good one, and
 //! failures logged once.
 
-use base64::Engine;
 use ferry_wasm_host::{Action, Host, Stream};
 use prost::Message;
 
+use super::plugin_config::{json_config, ISTIO_CLUSTER};
 use super::support::*;
 
 const CP: &str = "ferry_control_plane";
 const URL: &str = "http://ferry-control-plane.ferry.svc:8091/v1/snapshot";
-const READER: &str = "outbound|8090||ferry-reader.ferry.svc.cluster.local";
+const READER: &str = ISTIO_CLUSTER;
 
 fn pull_config() -> String {
     format!(
@@ -171,9 +171,7 @@ fn reconfiguring_keeps_the_pull_and_an_inline_snapshot_stops_it() {
     assert!(host.configure(pull_config().as_bytes()));
     assert_eq!(pulls(&host).len(), 1);
     enriched(&host);
-    let b64 = base64::engine::general_purpose::STANDARD.encode(snapshot().encode_to_vec());
-    let inline = format!(r#"{{"snapshot_base64":"{b64}","reader_cluster":"{READER}"}}"#);
-    assert!(host.configure(inline.as_bytes()));
+    assert!(host.configure(json_config(&snapshot()).as_bytes()));
     assert_eq!(host.tick_period(), None, "no more polls");
     host.tick();
     assert_eq!(pulls(&host).len(), 1);
