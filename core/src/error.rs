@@ -112,6 +112,14 @@ pub enum FerryError {
     /// request is forwarded unenriched, since none can be told apart from a Ferry route.
     #[error("no registry snapshot loaded yet from {url}; retried every {poll_ms} ms")]
     SnapshotNotLoaded { url: String, poll_ms: u64 },
+    /// A `feast_rest` request Feast's REST server refuses, answered as `feast serve` does: its
+    /// status and body (see `format::feast_rest::errors`); `code` is Ferry's name for it.
+    #[error("{body}")]
+    FeastRest {
+        status: u16,
+        code: &'static str,
+        body: String,
+    },
 }
 
 impl FerryError {
@@ -146,6 +154,7 @@ impl FerryError {
             E::UnknownRoute { .. } => (500, "unknown_route"),
             E::HeadersAlreadySent { .. } => (500, "headers_already_sent"),
             E::SnapshotNotLoaded { .. } => (503, "snapshot_not_loaded"),
+            E::FeastRest { status, code, .. } => (*status, code),
         }
     }
 
@@ -186,8 +195,12 @@ impl FerryError {
     }
 
     /// The JSON error body: `{"error": code, "message": ..., "route": ...}`.
-    /// `route` is omitted when the request matched none (e.g. `no_route`).
+    /// `route` is omitted when the request matched none (e.g. `no_route`). A `FeastRest`
+    /// error is answered with Feast's own body instead.
     pub fn body(&self, route: &str) -> Vec<u8> {
+        if let FerryError::FeastRest { body, .. } = self {
+            return body.clone().into_bytes();
+        }
         let mut v = serde_json::json!({
             "error": self.code(),
             "message": self.message(),
