@@ -63,7 +63,7 @@ pub(crate) fn assert_path_hardening(text: &str) {
         "merge_slashes: true",
         "path_with_escaped_slashes_action: REJECT_REQUEST",
         "local_reply_config:",
-        "expression: \"!('x-ferry-error' in response.headers)\"",
+        "expression: \"!('x-ferry-error' in response.headers) && !('x-ferry-status' in response.headers)\"",
         "error: \"%RESPONSE_CODE_DETAILS%\"",
         "content_type: application/json",
     ] {
