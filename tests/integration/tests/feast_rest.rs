@@ -76,7 +76,8 @@ const FEATURES: [&str; 30] = [
 
 struct Peers {
     /// Holds the repos, logs and Feast's registry until the test ends.
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+    venv: PathBuf,
     _redis: RedisServer,
     reader: Proc,
     envoy: Proc,
@@ -190,7 +191,8 @@ impl Peers {
         ]);
         let feast = Proc::start("feast", serve, dir.path());
         let mut peers = Peers {
-            _dir: dir,
+            dir,
+            venv,
             _redis: redis,
             reader,
             envoy,
@@ -348,8 +350,37 @@ async fn feast_rest_answers_as_feast_serve_does() {
     // 2 × (31 columns × 5 entities + 5 columns × 4 entities)
     assert_eq!(compared, 2 * (31 * 5 + 5 * 4));
     eprintln!("compared {compared} values over {requests} requests");
+    feasts_own_client_reads_the_same_through_envoy(&peers);
     feast_errors_are_feasts(&peers).await;
     ferrys_limits_answer_through_envoy(&peers).await;
+}
+
+/// Feast's Python SDK with its REST client (`online_store: type: remote`), unchanged, pointed at
+/// Envoy and at `feast serve`: the same `to_dict()`.
+fn feasts_own_client_reads_the_same_through_envoy(peers: &Peers) {
+    let script = root().join("tests/integration/scripts/feast_remote_client.py");
+    let registry = peers.dir.path().join("feast/registry.db");
+    let ask = |port: u16, features: &str, full: &str| {
+        let out = run(Command::new(peers.venv.join("bin/python"))
+            .arg(&script)
+            .arg(format!("http://127.0.0.1:{port}"))
+            .arg(&registry)
+            .args([features, full, "u000004", "nobody", "u000011"]));
+        let last = out.lines().last().unwrap_or_default().to_string();
+        serde_json::from_str::<Json>(&last).unwrap_or_else(|e| panic!("{e}: {out}"))
+    };
+    for (features, full) in [
+        ("scoring", "false"),
+        (
+            "user_attrs:city,user_stats:balance,user_activity:txn_count_7d",
+            "true",
+        ),
+    ] {
+        let ours = ask(peers.envoy_port, features, full);
+        assert_eq!(ours["user_id"], json!(["u000004", "nobody", "u000011"]));
+        assert!(ours.as_object().is_some_and(|m| m.len() > 3), "{ours}");
+        assert_eq!(ours, ask(peers.feast_port, features, full), "{features}");
+    }
 }
 
 /// Each refusal Feast answers: the same status and the same body from Ferry.
