@@ -959,6 +959,7 @@ mod tests {
                 max_header_bytes: 4096,
                 encoding: HeaderEncoding::ProtobufBase64,
             },
+            Format::FeastRest,
         ] {
             let mut r = pb::Route::default();
             format.write_to(&mut r);

@@ -568,3 +568,17 @@ fn an_entity_key_has_at_most_four_join_keys() {
         "{got:?}"
     );
 }
+
+#[test]
+fn a_feast_rest_route_is_accepted_without_other_formats_options() {
+    let yaml = GOOD.replace("format: kserve_v1", "format: feast_rest");
+    let (_dir, reg) = load_repo(&yaml, &FILES);
+    assert_eq!(
+        reg.unwrap().routes[0].format,
+        ferry_core::config::Format::FeastRest
+    );
+    assert_eq!(
+        issues_of(&[("format: kserve_v1", "format: feast_rest\n    packed: true")], &FILES),
+        ["routes[0] 'route-0': packed applies to format kserve_v2 only"]
+    );
+}

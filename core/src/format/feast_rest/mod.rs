@@ -3,7 +3,9 @@
 //! `response`), from any FeatureService of the snapshot. A request names its features; they
 //! are read from the services that hold them (for a `features` list, for each reference the
 //! first service already chosen that holds it, else the first of the snapshot), all in one
-//! reader call. Errors are Feast's (see `errors`); the route's body and entity limits hold.
+//! reader call. Columns come in a stable order: a service's features in the snapshot's order,
+//! a `features` list in the list's order. Errors are Feast's (see `errors`); the route's body
+//! and entity limits hold, with Ferry's own errors.
 
 pub mod errors;
 pub mod response;
