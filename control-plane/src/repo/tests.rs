@@ -578,7 +578,10 @@ fn a_feast_rest_route_is_accepted_without_other_formats_options() {
         ferry_core::config::Format::FeastRest
     );
     assert_eq!(
-        issues_of(&[("format: kserve_v1", "format: feast_rest\n    packed: true")], &FILES),
+        issues_of(
+            &[("format: kserve_v1", "format: feast_rest\n    packed: true")],
+            &FILES
+        ),
         ["routes[0] 'route-0': packed applies to format kserve_v2 only"]
     );
 }

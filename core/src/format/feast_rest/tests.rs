@@ -228,3 +228,28 @@ fn ferrys_own_limits_hold() {
         e.message()
     );
 }
+
+/// Every prefix of a valid request, and the request with each byte replaced by a few others, is
+/// answered with a status (never a panic).
+#[test]
+fn any_body_gets_an_answer_or_a_refusal() {
+    let c = feast_config();
+    let body = br#"{"features":["mprofile:risk","txn:count"],"entities":{"merchant_id":["m1"],"user_id":["u1"]},"full_feature_names":true}"#;
+    let mut seen = 0;
+    for end in 0..body.len() {
+        if let Err(e) = parse(&body[..end], &c.routes[0], &c) {
+            assert!(e.status() >= 400);
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, body.len(), "every strict prefix is refused");
+    for i in 0..body.len() {
+        for b in [b'"', b'{', b']', b':', b'0', b'x', 0xff] {
+            let mut mutated = body.to_vec();
+            mutated[i] = b;
+            if let Err(e) = parse(&mutated, &c.routes[0], &c) {
+                assert!(e.status() >= 400 && !e.body("feast").is_empty());
+            }
+        }
+    }
+}
