@@ -442,4 +442,13 @@ async fn ferrys_limits_answer_through_envoy(peers: &Peers) {
         .await;
     assert_eq!(resp.status, 413);
     assert_eq!(resp.json()["error"], "body_too_large");
+    // Any other path goes to the model, which does not run: Envoy's own 503, still given a
+    // JSON body by its local-reply mapper.
+    let resp = Conn::open(peers.envoy_port)
+        .await
+        .post("/elsewhere", "{}")
+        .await;
+    assert_eq!(resp.status, 503);
+    assert_eq!(resp.json()["status"], 503, "{:?}", resp.body);
+    assert!(resp.header("x-ferry-status").is_none());
 }
