@@ -395,6 +395,10 @@ async fn feast_errors_are_feasts(peers: &Peers) {
             r#"{{"features": ["user_stats:balance", "user_attrs:city"], "feature_service": 5, {one}}}"#
         ),
         format!("{{{one}}}"),
+        format!(r#"{{"features": ["user_stats:balance", "user_stats:balance"], {one}}}"#),
+        format!(
+            r#"{{"features": ["user_attrs:city", "user_attrs:city"], "full_feature_names": true, {one}}}"#
+        ),
         r#"{"feature_service": "scoring", "entities": {"uid": ["u000001"]}}"#.to_string(),
         r#"{"feature_service": "scoring", "entities": {"user_id": ["u1"], "x": [1, 2]}}"#
             .to_string(),

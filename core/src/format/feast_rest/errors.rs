@@ -122,15 +122,19 @@ pub fn missing_join_keys(missing: &[&str], empty: &[&str], provided: &[&str]) ->
     )
 }
 
-pub fn name_collision(name: &str) -> FerryError {
+pub fn name_collision(name: &str, full_feature_names: bool) -> FerryError {
+    let fix = if full_feature_names {
+        "To resolve this collision, please ensure that the feature views or their own features \
+         have different names. If you're intentionally joining the same feature view twice on \
+         different sets of entities, please rename one of the feature views with '.with_name'."
+    } else {
+        "To resolve this collision, either use the full feature name by setting \
+         'full_feature_names=True', or ensure that the features in question have different names."
+    };
     feast_error(
         500,
         "feast_feature_name_collision",
         "FeatureNameCollisionError",
-        &format!(
-            "Duplicate features named {name} found.\nTo resolve this collision, either use the \
-             full feature name by setting 'full_feature_names=True', or ensure that the features \
-             in question have different names."
-        ),
+        &format!("Duplicate features named {name} found.\n{fix}"),
     )
 }

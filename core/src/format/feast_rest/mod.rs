@@ -355,8 +355,8 @@ fn keys(
     Ok(keys)
 }
 
-/// Feast's output names: `view__feature` with `full_feature_names`, else `feature`, which
-/// must then be unique.
+/// Feast's output names: `view__feature` with `full_feature_names`, else `feature`; each
+/// must be unique.
 fn output_names(
     fields: &Fields,
     served: &Route,
@@ -378,8 +378,8 @@ fn output_names(
     let mut names: Vec<String> = Vec::with_capacity(columns.len());
     for c in columns {
         let name = full.get(*c).cloned().unwrap_or_default();
-        if names.contains(&name) && !fields.full_feature_names {
-            return Err(errors::name_collision(&name));
+        if names.contains(&name) {
+            return Err(errors::name_collision(&name, fields.full_feature_names));
         }
         names.push(name);
     }

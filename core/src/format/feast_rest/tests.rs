@@ -170,11 +170,8 @@ fn refusals_are_feasts() {
         )
     );
     assert_eq!(
-        e(&format!(
-            r#"{{"features":["profile:age","profile:age"],{one}}}"#
-        ))
-        .0,
-        500
+        e(&format!(r#"{{"features":["profile:age","profile:age"],{one}}}"#)),
+        (500, r#""{\"module\": \"feast.errors\", \"class\": \"FeatureNameCollisionError\", \"message\": \"Duplicate features named age found.\\nTo resolve this collision, either use the full feature name by setting 'full_feature_names=True', or ensure that the features in question have different names.\"}""#.into())
     );
     assert_eq!(
         e(r#"{"feature_service":"scoring","#),
