@@ -404,6 +404,9 @@ async fn feast_errors_are_feasts(peers: &Peers) {
             .to_string(),
         r#"{"feature_service": "scoring", "entities": {"user_id": "u1"}}"#.to_string(),
         "[1]".to_string(),
+        format!(r#"{{"feature_service": "scoring", "full_feature_names": "maybe", {one}}}"#),
+        format!(r#"{{"feature_service": "scoring", "full_feature_names": null, {one}}}"#),
+        format!(r#"{{"features": null, {one}}}"#),
     ];
     for body in &same {
         let (ferry, feast) = peers.both(body).await;

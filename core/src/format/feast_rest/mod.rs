@@ -8,6 +8,7 @@
 //! and entity limits hold, with Ferry's own errors.
 
 pub mod errors;
+mod request;
 pub mod response;
 
 use std::rc::Rc;
@@ -18,6 +19,7 @@ use super::document;
 use super::entity;
 use crate::config::{Config, Route, RoutePart, Service};
 use crate::error::FerryError;
+use request::{fields, Fields};
 
 /// A `feast_rest` request, resolved against the snapshot.
 #[derive(Debug)]
@@ -38,14 +40,6 @@ pub struct ParsedRequest {
 
 /// A join key's name and its values as the client sent them.
 type EntityColumn = (String, Vec<Json>);
-
-/// The request's fields, type-checked as Feast's request model does.
-struct Fields<'a> {
-    entities: &'a Map<String, Json>,
-    feature_service: Option<&'a str>,
-    features: Vec<&'a str>,
-    full_feature_names: bool,
-}
 
 pub fn parse(body: &[u8], route: &Route, config: &Config) -> Result<ParsedRequest, FerryError> {
     let doc = document::parse_json(body).map_err(|e| match e {
@@ -93,104 +87,6 @@ fn offset_of(body: &[u8], msg: &str) -> usize {
         .map(|l| l.len() + 1)
         .sum();
     (start + col.saturating_sub(1)).min(body.len())
-}
-
-fn fields(doc: &Json) -> Result<Fields<'_>, FerryError> {
-    let Json::Object(obj) = doc else {
-        return Err(errors::invalid(
-            "model_attributes_type",
-            &[],
-            "Input should be a valid dictionary or object to extract fields from",
-            doc.clone(),
-        ));
-    };
-    let entities = match obj.get("entities") {
-        Some(Json::Object(m)) => m,
-        Some(other) => {
-            return Err(errors::invalid(
-                "dict_type",
-                &[Json::from("entities")],
-                "Input should be a valid dictionary",
-                other.clone(),
-            ))
-        }
-        None => {
-            return Err(errors::invalid(
-                "missing",
-                &[Json::from("entities")],
-                "Field required",
-                doc.clone(),
-            ))
-        }
-    };
-    for (name, v) in entities {
-        if !v.is_array() {
-            return Err(errors::invalid(
-                "list_type",
-                &[Json::from("entities"), Json::from(name.as_str())],
-                "Input should be a valid list",
-                v.clone(),
-            ));
-        }
-    }
-    let feature_service = match obj.get("feature_service") {
-        None | Some(Json::Null) => None,
-        Some(Json::String(s)) => Some(s.as_str()),
-        Some(other) => return Err(not_a_string(&[Json::from("feature_service")], other)),
-    };
-    let features = match obj.get("features") {
-        None => Vec::new(),
-        Some(Json::Array(items)) => {
-            let mut out = Vec::with_capacity(items.len());
-            for (i, item) in items.iter().enumerate() {
-                match item {
-                    Json::String(s) => out.push(s.as_str()),
-                    other => {
-                        return Err(not_a_string(
-                            &[Json::from("features"), Json::from(i)],
-                            other,
-                        ))
-                    }
-                }
-            }
-            out
-        }
-        Some(other) => {
-            return Err(errors::invalid(
-                "list_type",
-                &[Json::from("features")],
-                "Input should be a valid list",
-                other.clone(),
-            ))
-        }
-    };
-    let full_feature_names = match obj.get("full_feature_names") {
-        None => false,
-        Some(Json::Bool(b)) => *b,
-        Some(other) => {
-            return Err(errors::invalid(
-                "bool_type",
-                &[Json::from("full_feature_names")],
-                "Input should be a valid boolean",
-                other.clone(),
-            ))
-        }
-    };
-    Ok(Fields {
-        entities,
-        feature_service,
-        features,
-        full_feature_names,
-    })
-}
-
-fn not_a_string(loc: &[Json], input: &Json) -> FerryError {
-    errors::invalid(
-        "string_type",
-        loc,
-        "Input should be a valid string",
-        input.clone(),
-    )
 }
 
 /// The services to read, and per requested feature its index in the flattened vector of

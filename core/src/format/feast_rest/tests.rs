@@ -197,9 +197,22 @@ fn refusals_are_feasts() {
     assert_eq!(e(r#"{"feature_service":"scoring"}"#).0, 422);
     assert_eq!(e(r#"{"feature_service":"scoring","entities":[]}"#).0, 422);
     assert_eq!(
-        e(r#"{"feature_service":"scoring","full_feature_names":1,"entities":{}}"#).0,
-        422
+        e(r#"{"feature_service":"scoring","full_feature_names":2,"entities":{}}"#),
+        (422, r#"{"detail":[{"type":"bool_parsing","loc":["body","full_feature_names"],"msg":"Input should be a valid boolean, unable to interpret input","input":2}]}"#.into())
     );
+    assert_eq!(
+        e(r#"{"feature_service":"scoring","full_feature_names":null,"entities":{}}"#),
+        (422, r#"{"detail":[{"type":"bool_type","loc":["body","full_feature_names"],"msg":"Input should be a valid boolean","input":null}]}"#.into())
+    );
+    for lax in [r#""YES""#, "1.0", r#""t""#] {
+        let body = format!(
+            r#"{{"feature_service":"scoring","full_feature_names":{lax},"entities":{{"user_id":["u1"]}}}}"#
+        );
+        assert!(
+            parse_str(&c, &body).is_ok(),
+            "{lax} is a boolean to pydantic"
+        );
+    }
     assert_eq!(e(r#"{"features":"profile:age","entities":{}}"#).0, 422);
 }
 
