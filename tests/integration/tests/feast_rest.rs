@@ -407,6 +407,8 @@ async fn feast_errors_are_feasts(peers: &Peers) {
         format!(r#"{{"feature_service": "scoring", "full_feature_names": "maybe", {one}}}"#),
         format!(r#"{{"feature_service": "scoring", "full_feature_names": null, {one}}}"#),
         format!(r#"{{"features": null, {one}}}"#),
+        r#"{"feature_service": "scoring", "entities": {}}"#.to_string(),
+        r#"{"feature_service": "scoring", "entities": {"user_id": []}}"#.to_string(),
     ];
     for body in &same {
         let (ferry, feast) = peers.both(body).await;

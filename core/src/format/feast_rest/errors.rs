@@ -94,6 +94,11 @@ pub fn no_features() -> FerryError {
     )
 }
 
+/// `entities` is `{}`: Feast 0.67 fails inside its own code, and says so as any exception.
+pub fn no_entity_columns() -> FerryError {
+    exception("feast_no_entities", "'pop from an empty set'".into())
+}
+
 pub fn uneven_entities() -> FerryError {
     exception(
         "feast_uneven_entities",

@@ -175,6 +175,9 @@ fn entity_columns(
     entities: &Map<String, Json>,
     services: &[Rc<Service>],
 ) -> Result<(Vec<EntityColumn>, usize), FerryError> {
+    if entities.is_empty() {
+        return Err(errors::no_entity_columns());
+    }
     let mut needed: Vec<&str> = Vec::new();
     for k in services.iter().flat_map(|s| &s.entity_keys) {
         if !needed.contains(&k.join_key.as_str()) {

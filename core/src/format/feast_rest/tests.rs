@@ -194,6 +194,14 @@ fn refusals_are_feasts() {
         (422, r#"{"detail":[{"type":"json_invalid","loc":["body",5],"msg":"JSON decode error","input":{},"ctx":{"error":"expected value at line 1 column 6"}}]}"#.into()),
         "the offset FastAPI reports; the message is Ferry's parser's"
     );
+    assert_eq!(
+        e(r#"{"feature_service":"scoring","entities":{}}"#),
+        (500, r#""'pop from an empty set'""#.into())
+    );
+    assert_eq!(
+        e(r#"{"feature_service":"scoring","entities":{"user_id":[]}}"#),
+        (500, r#""\"Missing join key values for keys: []. No values provided for keys: ['user_id']. Provided join_key_values: ['user_id']\"""#.into())
+    );
     assert_eq!(e(r#"{"feature_service":"scoring"}"#).0, 422);
     assert_eq!(e(r#"{"feature_service":"scoring","entities":[]}"#).0, 422);
     assert_eq!(
