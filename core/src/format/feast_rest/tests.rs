@@ -271,3 +271,37 @@ fn any_body_gets_an_answer_or_a_refusal() {
         }
     }
 }
+
+/// A service keyed by two join keys: both columns come first, in the request's order, and each
+/// entity's key joins its parts in the service's key order.
+#[test]
+fn a_composite_key_takes_each_join_key_column() {
+    use ferry_test_support::snapshot::{feature, key, view};
+    let mut s = snapshot();
+    s.services.push(pb::FeatureService {
+        name: "pair".into(),
+        fingerprint: 77,
+        entity_keys: vec![
+            key("merchant_id", ValueType::Int64),
+            key("user_id", ValueType::String),
+        ],
+        views: vec![view("pv", 0, vec![feature("n", ValueType::Int64, None)])],
+    });
+    s.routes[0].format = pb::Format::FeastRest as i32;
+    let c = Config::from_snapshot(s).unwrap();
+    let req = parse_str(
+        &c,
+        r#"{"features":["pv:n"],"entities":{"user_id":["u1","u2"],"merchant_id":[7,8]}}"#,
+    )
+    .unwrap();
+    let parts = |i: usize| ferry_protos::entity_key(&[["7", "u1"], ["8", "u2"]][i]);
+    assert_eq!(req.keys, [parts(0), parts(1)]);
+    let names: Vec<&str> = req.join_keys.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["user_id", "merchant_id"]);
+    // Feast's wording as recorded for one key, here with two (not compared with Feast).
+    let e = parse_str(&c, r#"{"features":["pv:n"],"entities":{"user_id":["u1"]}}"#).unwrap_err();
+    assert_eq!(
+        String::from_utf8(e.body("feast")).unwrap(),
+        r#""\"Missing join key values for keys: ['merchant_id']. No values provided for keys: ['merchant_id']. Provided join_key_values: ['user_id']\"""#
+    );
+}
