@@ -37,6 +37,8 @@ pub struct Config {
     /// true for a binary snapshot (Ferry's own Envoy configs set the flag), as the JSON
     /// plugin configuration says otherwise (see `plugin_config`).
     pub headers_held: bool,
+    /// Every FeatureService of the snapshot, in its order: a `feast_rest` request names any.
+    pub services: Vec<Rc<Service>>,
 }
 
 #[derive(Debug)]
@@ -120,6 +122,9 @@ pub enum Format {
         max_header_bytes: u32,
         encoding: HeaderEncoding,
     },
+    /// Feast's REST API (`POST /get-online-features`), answered by the filter from any
+    /// service of the snapshot; the request never reaches an upstream.
+    FeastRest,
 }
 
 impl Format {
@@ -131,6 +136,7 @@ impl Format {
             Format::KserveV2Grpc { .. } => "kserve_v2_grpc",
             Format::Json { .. } => "json",
             Format::Header { .. } => "header",
+            Format::FeastRest => "feast_rest",
         }
     }
 
@@ -168,6 +174,7 @@ impl Format {
                     HeaderEncoding::ProtobufBase64 => pb::FeaturesEncoding::ProtobufBase64,
                 } as i32;
             }
+            Format::FeastRest => r.format = pb::Format::FeastRest as i32,
         }
     }
 }
@@ -518,6 +525,7 @@ impl Config {
             routes,
             near_cache_sets: crate::near_cache::sets_for(snap.near_cache_max_bytes),
             headers_held: true,
+            services,
         })
     }
 
@@ -715,25 +723,11 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
     let bounded = |b: &rules::Bound, v: u32| b.snapshot_value(v).map_err(wrap);
     let max_entities = bounded(&rules::MAX_ENTITIES, r.max_entities)?;
     rules::keys_per_call(max_entities, parts.len()).map_err(wrap)?;
-    let output_keys = output_names
-        .iter()
-        .map(|name| {
-            let mut k = Vec::with_capacity(name.len() + 3);
-            values::write_str(&mut k, name);
-            k.push(b':');
-            k
-        })
-        .collect();
-    let label = |f: &dyn Fn(&Service) -> &str| {
-        parts
-            .iter()
-            .map(|p| f(&p.service))
-            .collect::<Vec<_>>()
-            .join(",")
-    };
+    let output_keys = output_keys(&output_names);
+    let (services_label, fingerprints_label) = labels(&parts);
     Ok(Route {
-        services_label: label(&|s| s.name.as_str()),
-        fingerprints_label: label(&|s| s.fingerprint_hex.as_str()),
+        services_label,
+        fingerprints_label,
         feature_count: output_names.len(),
         name: r.name,
         conditions,
@@ -749,6 +743,56 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
         reader_timeout_ms: bounded(&rules::READER_TIMEOUT_MS, r.reader_timeout_ms)?,
         cache_max_age_ms: bounded(&rules::CACHE_MAX_AGE_MS, r.cache_max_age_ms)?,
     })
+}
+
+/// `"name":` of each output name, JSON-escaped once.
+fn output_keys(names: &[String]) -> Vec<Vec<u8>> {
+    names
+        .iter()
+        .map(|name| {
+            let mut k = Vec::with_capacity(name.len() + 3);
+            values::write_str(&mut k, name);
+            k.push(b':');
+            k
+        })
+        .collect()
+}
+
+/// The parts' service names and hex fingerprints, comma-separated.
+fn labels(parts: &[RoutePart]) -> (String, String) {
+    let label = |f: &dyn Fn(&Service) -> &str| {
+        parts
+            .iter()
+            .map(|p| f(&p.service))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    (
+        label(&|s| s.name.as_str()),
+        label(&|s| s.fingerprint_hex.as_str()),
+    )
+}
+
+impl Route {
+    /// This route over other services (`parts`), with its own name, conditions, format,
+    /// policies and limits, and full feature names: the route a `feast_rest` request is served
+    /// by, once its body named the services.
+    pub fn over_services(&self, parts: Vec<RoutePart>) -> Result<Route, String> {
+        let output_names = output_names(&parts, false)?;
+        let (services_label, fingerprints_label) = labels(&parts);
+        Ok(Route {
+            name: self.name.clone(),
+            conditions: self.conditions.clone(),
+            format: self.format.clone(),
+            services_label,
+            fingerprints_label,
+            feature_count: output_names.len(),
+            output_keys: output_keys(&output_names),
+            output_names,
+            parts,
+            ..*self
+        })
+    }
 }
 
 /// The main service, then the extra ones, each with the request fields of its join keys.
@@ -824,6 +868,7 @@ fn route_format(r: &pb::Route, parts: &[RoutePart]) -> Result<Format, String> {
                 encoding,
             }
         }
+        Ok(pb::Format::FeastRest) => Format::FeastRest,
         Ok(other) => return Err(format!("format {other:?} is not supported by this filter")),
         Err(_) => return Err(format!("unknown format {}", r.format)),
     })
@@ -935,6 +980,7 @@ mod tests {
                 max_header_bytes: 4096,
                 encoding: HeaderEncoding::ProtobufBase64,
             },
+            Format::FeastRest,
         ] {
             let mut r = pb::Route::default();
             format.write_to(&mut r);

@@ -5,6 +5,7 @@
 
 pub mod document;
 pub mod entity;
+pub mod feast_rest;
 pub mod header;
 pub mod json;
 pub mod kserve_v1;
@@ -27,6 +28,7 @@ pub enum ParsedRequest {
     KserveV2Grpc(kserve_v2_grpc::ParsedRequest),
     Json(json::ParsedRequest),
     Header(header::ParsedRequest),
+    FeastRest(Box<feast_rest::ParsedRequest>),
 }
 
 /// What a rewrite produces: a new body (body formats) and request headers to set.
@@ -46,6 +48,7 @@ impl ParsedRequest {
             ParsedRequest::KserveV2Grpc(r) => &r.keys,
             ParsedRequest::Json(r) => &r.keys,
             ParsedRequest::Header(r) => &r.keys,
+            ParsedRequest::FeastRest(r) => &r.keys,
         }
     }
 }
@@ -59,6 +62,7 @@ impl ParsedRequest {
             ParsedRequest::KserveV2Grpc(_) => "kserve_v2_grpc",
             ParsedRequest::Json(_) => "json",
             ParsedRequest::Header(_) => "header",
+            ParsedRequest::FeastRest(_) => "feast_rest",
         }
     }
 }
@@ -89,6 +93,8 @@ pub fn parse(
             ParsedRequest::Json(json::parse(body, route, entity_pointer)?)
         }
         Format::Header { .. } => return Err(shape("this route reads its entity from headers")),
+        // Resolved against the whole snapshot: `feast_rest::parse`.
+        Format::FeastRest => return Err(shape("a feast_rest request is parsed with the snapshot")),
     })
 }
 
@@ -147,6 +153,9 @@ pub fn rewrite(
                 features,
             )?,
         },
+        (ParsedRequest::FeastRest(r), Format::FeastRest) => {
+            body(feast_rest::response::render(&r, &features))
+        }
         // A request is parsed and rewritten with the same route; said, not assumed.
         (req, format) => {
             return Err(shape(&format!(

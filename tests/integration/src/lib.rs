@@ -335,7 +335,8 @@ pub fn example_repo(dir: &Path, opts: &Options, edit: impl FnOnce(String) -> Str
     repo
 }
 
-fn start_envoy(dir: &Path, config: &Path, name: &'static str) -> Proc {
+/// Envoy on the bootstrap `config`, its log in `dir`.
+pub fn start_envoy(dir: &Path, config: &Path, name: &'static str) -> Proc {
     let mut cmd = Command::new(envoy_bin());
     cmd.arg("-c")
         .arg(config)
@@ -369,7 +370,8 @@ fn redis_flags(
     }
 }
 
-fn start_reader(dir: &Path, port: u16, redis_flags: &[String]) -> Proc {
+/// The reader on 127.0.0.1:`port` over the Redis of `redis_flags`, its log in `dir`.
+pub fn start_reader(dir: &Path, port: u16, redis_flags: &[String]) -> Proc {
     let mut cmd = Command::new(bin("ferry-reader"));
     cmd.args(["--listen", &format!("127.0.0.1:{port}")])
         .args(redis_flags);
