@@ -100,6 +100,8 @@ fn store_config(dir: &Path) -> Result<StoreConfig, Issue> {
     let file = dir.join(FEATURE_STORE_FILE);
     let fpath = file.display().to_string();
     let text = std::fs::read_to_string(&file).map_err(|e| issue(&fpath, e.to_string()))?;
+    // Feast expands environment variables in the file before parsing it; so does Ferry.
+    let text = expand_vars(&text, |name| std::env::var(name).ok());
     let y: Yaml = serde_norway::from_str(&text).map_err(|e| issue(&fpath, e.to_string()))?;
     let get = |k: &str| y.get(k);
     let project = get("project")
@@ -124,6 +126,35 @@ fn store_config(dir: &Path) -> Result<StoreConfig, Issue> {
         project,
         registry: dir.join(registry),
     })
+}
+
+/// `$NAME` and `${NAME}` replaced by `var(NAME)`, left as written when it has no value, as
+/// Python's `os.path.expandvars` (which Feast applies to `feature_store.yaml`) does.
+fn expand_vars(text: &str, var: impl Fn(&str) -> Option<String>) -> String {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, written) = match after.strip_prefix('{') {
+            Some(braced) => match braced.find('}') {
+                Some(end) => (&braced[..end], end + 2),
+                None => ("", 0),
+            },
+            None => {
+                let end = after.find(|c| !is_name(c)).unwrap_or(after.len());
+                (&after[..end], end)
+            }
+        };
+        match (!name.is_empty()).then(|| var(name)).flatten() {
+            Some(value) => out.push_str(&value),
+            None => out.push_str(&rest[at..=at + written]),
+        }
+        rest = &rest[at + 1 + written..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn check_online_store(store: Option<&Yaml>, fpath: &str) -> Result<(), Issue> {

@@ -241,3 +241,12 @@ fn the_watcher_also_watches_the_feast_repos_files() {
     assert_eq!(files[0], Path::new("/r/feast/feature_store.yaml"));
     assert!(watched_files(Path::new("/r"), "project: p\n").is_empty());
 }
+
+#[test]
+fn environment_variables_are_expanded_as_feast_does() {
+    let var = |name: &str| (name == "REG").then(|| "data/r.db".to_owned());
+    assert_eq!(expand_vars("registry: ${REG}", var), "registry: data/r.db");
+    assert_eq!(expand_vars("a $REG b", var), "a data/r.db b");
+    assert_eq!(expand_vars("${NOPE} $NOPE $ ${", var), "${NOPE} $NOPE $ ${");
+    assert_eq!(expand_vars("x$REG$REG", var), "xdata/r.dbdata/r.db");
+}
