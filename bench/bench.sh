@@ -23,7 +23,7 @@ else
   RATES=${BENCH_RATES:-"100 400"}
 fi
 BATCHES=${BENCH_BATCHES:-"1 5 10 50 100"}
-SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache reader_direct feast_precomputed feast_regular"}
+SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache reader_direct ferry_feast feast_precomputed feast_regular"}
 HOT_SET=${BENCH_HOT_SET:-1000}   # ids of the near-cache scenario: a warm working set
 FEAST_WORKERS=${BENCH_FEAST_WORKERS:--1}
 # The reader cluster's protocol (http1 | http2); empty = the generator's default, the measured
@@ -34,10 +34,13 @@ READER_PROTOCOL=${BENCH_READER_PROTOCOL:-}
 BASE=${BENCH_PORT_BASE:-19100}
 REDIS_PORT=$((BASE + 1)); READER_PORT=$((BASE + 2)); MODEL_PORT=$((BASE + 3))
 LISTEN_PORT=$((BASE + 4)); ADMIN_PORT=$((BASE + 5)); PASS_PORT=$((BASE + 6)); FEAST_PORT=$((BASE + 7))
+# ferry_feast: a second reader (on Feast's db) and Envoy, serving bench/feast_ferry.
+FF_LISTEN_PORT=$((BASE + 8)); FF_ADMIN_PORT=$((BASE + 9)); FF_READER_PORT=$((BASE + 10))
+PROCS="feast envoy envoy-feast model reader reader-feast redis"
 
 cleanup() {
   local rc=$?
-  for p in feast envoy model reader redis; do stop "$p" >/dev/null || true; done
+  for p in $PROCS; do stop "$p" >/dev/null || true; done
   [ $rc -eq 0 ] || echo "bench: failed (exit $rc); logs in $RUN_DIR" >&2
   exit $rc
 }
@@ -58,8 +61,9 @@ else
   cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
 fi
 
-for p in feast envoy model reader redis; do stop "$p" >/dev/null || true; done
-for p in $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT $PASS_PORT $FEAST_PORT; do
+for p in $PROCS; do stop "$p" >/dev/null || true; done
+for p in $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT $PASS_PORT $FEAST_PORT \
+  $FF_LISTEN_PORT $FF_ADMIN_PORT $FF_READER_PORT; do
   port_free "$p" || { echo "bench: port $p is in use; set BENCH_PORT_BASE" >&2; exit 1; }
 done
 rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"
@@ -128,8 +132,17 @@ start envoy "$ENVOY" -c "$RUN_DIR/envoy.yaml" --disable-hot-restart --log-level 
 start feast "$FEAST" -c "$BENCH/feast" serve --host 127.0.0.1 --port "$FEAST_PORT" \
   --workers "$FEAST_WORKERS" --worker-connections 1000 --registry_ttl_sec 60 \
   --keep-alive-timeout 30 --no-access-log
+say "starting Ferry on Feast's layout (reader :$FF_READER_PORT on db 1, Envoy :$FF_LISTEN_PORT)"
+start reader-feast "$BIN/ferry-reader" --listen "127.0.0.1:$FF_READER_PORT" --redis "redis://127.0.0.1:$REDIS_PORT/1"
+"$BIN/ferry" envoy-config "$BENCH/feast_ferry" --wasm "$WASM" --listen-port "$FF_LISTEN_PORT" \
+  --admin-port "$FF_ADMIN_PORT" --reader-port "$FF_READER_PORT" --model-port "$MODEL_PORT" \
+  -o "$RUN_DIR/envoy-feast.yaml" ${READER_PROTOCOL:+--reader-protocol "$READER_PROTOCOL"}
+start envoy-feast "$ENVOY" -c "$RUN_DIR/envoy-feast.yaml" --disable-hot-restart --log-level warn \
+  --concurrency 2
 wait_for reader "http://127.0.0.1:$READER_PORT/healthz"
 wait_for envoy "http://127.0.0.1:$ADMIN_PORT/ready"
+wait_for reader-feast "http://127.0.0.1:$FF_READER_PORT/healthz"
+wait_for envoy-feast "http://127.0.0.1:$FF_ADMIN_PORT/ready"
 for _ in $(seq 600); do curl -fsS -o /dev/null "http://127.0.0.1:$FEAST_PORT/health" 2>/dev/null && break; sleep 0.1; done
 meta feast_server "{\"workers\": \"$FEAST_WORKERS\", \"command\": \"feast serve --workers $FEAST_WORKERS --worker-connections 1000 --registry_ttl_sec 60 --keep-alive-timeout 30 --no-access-log\"}"
 
@@ -137,13 +150,14 @@ say "sanity checks"
 check_ferry() {
   local h
   h=$(curl -sS -D - -o "$RUN_DIR/check.body" -H 'content-type: application/json' \
-    --data-binary '{"instances":[{"user_id":"u000001","amount":1.5}]}' "http://127.0.0.1:$LISTEN_PORT$1")
+    --data-binary '{"instances":[{"user_id":"u000001","amount":1.5}]}' "http://127.0.0.1:${2:-$LISTEN_PORT}$1")
   echo "$h" | grep -qi '^x-echo-headers:.*"x-ferry-status":"ok"' || {
     echo "bench: $1 was not enriched:"; echo "$h"; head -c 600 "$RUN_DIR/check.body"; exit 1; }
   echo "ferry $1: enriched ($(wc -c < "$RUN_DIR/check.body") bytes)"
 }
 check_ferry /v1/models/scoring:predict
 check_ferry /v1/models/scoring-cached:predict
+check_ferry /v1/models/scoring:predict "$FF_LISTEN_PORT"
 curl -fsS -o /dev/null -d '{"instances":[{"user_id":"u000001"}]}' "http://127.0.0.1:$PASS_PORT/v1/models/scoring:predict"
 "$PY" "$BENCH/feast_ops.py" check "$BENCH/feast" "http://127.0.0.1:$FEAST_PORT/get-online-features"
 
@@ -153,6 +167,7 @@ target() {
     envoy_passthrough) echo "http://127.0.0.1:$PASS_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     ferry_redis) echo "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     ferry_cache) echo "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring-cached:predict kserve $HOT_SET" ;;
+    ferry_feast) echo "http://127.0.0.1:$FF_LISTEN_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     reader_direct) echo "http://127.0.0.1:$READER_PORT/v1/vectors reader $ENTITIES --fingerprint $FINGERPRINT" ;;
     feast_precomputed) echo "http://127.0.0.1:$FEAST_PORT/get-online-features feast $ENTITIES --feature-service scoring_precomputed" ;;
     feast_regular) echo "http://127.0.0.1:$FEAST_PORT/get-online-features feast $ENTITIES --feature-service scoring" ;;

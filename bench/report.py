@@ -12,7 +12,7 @@ import re
 import shutil
 import subprocess
 
-SCENARIOS = ["envoy_passthrough", "ferry_redis", "ferry_cache", "reader_direct",
+SCENARIOS = ["envoy_passthrough", "ferry_redis", "ferry_cache", "reader_direct", "ferry_feast",
              "feast_precomputed", "feast_regular"]
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 

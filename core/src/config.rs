@@ -50,6 +50,9 @@ pub struct Service {
     pub views: Vec<View>,
     /// Number of features over all views (the flattened vector length).
     pub feature_count: usize,
+    /// Set for a service backed by a Feast registry: where Feast's Redis layout keeps it,
+    /// sent along with each reader lookup of the service (checked against the service here).
+    pub feast: Option<pb::FeastLayout>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -655,7 +658,11 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
     if feature_count == 0 {
         return invalid(&ctx, "no features");
     }
+    if let Some(layout) = &s.feast {
+        feast_layout(layout, &entity_keys, &views, &ctx)?;
+    }
     Ok(Service {
+        feast: s.feast,
         fingerprint_hex: ferry_protos::fingerprint_hex(s.fingerprint),
         name: s.name,
         fingerprint: s.fingerprint,
@@ -663,6 +670,39 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
         views,
         feature_count,
     })
+}
+
+/// A Feast layout must describe exactly the service: its join keys (same names, order and
+/// types) and, per view, one 4-byte field per feature and a timestamp field.
+fn feast_layout(
+    layout: &pb::FeastLayout,
+    keys: &[EntityKey],
+    views: &[View],
+    ctx: &str,
+) -> Result<(), ConfigError> {
+    let fctx = format!("{ctx}: feast layout");
+    if !ferry_protos::is_valid_name(&layout.project) {
+        return invalid(&fctx, "invalid project name");
+    }
+    let keys_match = layout.join_keys.len() == keys.len()
+        && layout
+            .join_keys
+            .iter()
+            .zip(keys)
+            .all(|(f, k)| f.name == k.join_key && f.int64 == (k.kind == KeyKind::Int64));
+    if !keys_match {
+        return invalid(&fctx, "join keys differ from the service's entity keys");
+    }
+    let views_match = layout.views.len() == views.len()
+        && layout.views.iter().zip(views).all(|(f, v)| {
+            f.feature_fields.len() == v.features.len()
+                && f.feature_fields.iter().all(|x| x.len() == 4)
+                && !f.timestamp_field.is_empty()
+        });
+    if !views_match {
+        return invalid(&fctx, "views or feature fields differ from the service's");
+    }
+    Ok(())
 }
 
 fn view(v: pb::ServiceView, ctx: &str) -> Result<View, ConfigError> {
@@ -1207,5 +1247,43 @@ mod tests {
             "feature name 'age' is given by views 'profile' and 'txn'",
         );
         assert!(Config::from_bytes(b"\xff\xff garbage").is_err());
+    }
+
+    /// A Feast layout matching the fixture's `scoring` service.
+    fn feast_layout() -> pb::FeastLayout {
+        let view = |name: &str, features: &[&str]| pb::FeastView {
+            timestamp_field: ferry_protos::feast::timestamp_field(name),
+            feature_fields: features
+                .iter()
+                .map(|f| ferry_protos::feast::feature_field(name, f))
+                .collect(),
+        };
+        pb::FeastLayout {
+            project: "bank".into(),
+            join_keys: vec![pb::FeastJoinKey {
+                name: "user_id".into(),
+                int64: false,
+            }],
+            views: vec![view("profile", &["age", "score"]), view("txn", &["count"])],
+        }
+    }
+
+    #[test]
+    fn a_feast_layout_must_describe_its_service_exactly() {
+        let with = |edit: &dyn Fn(&mut pb::FeastLayout)| {
+            let mut s = snapshot();
+            let mut layout = feast_layout();
+            edit(&mut layout);
+            s.services[0].feast = Some(layout);
+            Config::from_snapshot(s).map_err(|e| e.to_string())
+        };
+        let c = with(&|_| {}).unwrap();
+        assert_eq!(c.routes[0].service().feast, Some(feast_layout()));
+        let int64 = with(&|l| l.join_keys[0].int64 = true).unwrap_err();
+        assert!(int64.contains("join keys differ"), "{int64}");
+        let short = with(&|l| l.views[1].feature_fields.clear()).unwrap_err();
+        assert!(short.contains("feature fields differ"), "{short}");
+        let project = with(&|l| l.project = "a:b".into()).unwrap_err();
+        assert!(project.contains("invalid project name"), "{project}");
     }
 }

@@ -61,6 +61,7 @@ pub fn reader_request(
             service: part.service.name.clone(),
             fingerprint: part.service.fingerprint,
             entity_keys: order[start..].iter().map(|j| keys[*j].clone()).collect(),
+            feast: part.service.feast.clone(),
         });
     }
     let body = VectorRequest {

@@ -216,7 +216,7 @@ fn a_source_may_declare_its_timestamp_unit() {
         reg.views
             .iter()
             .find(|v| v.name == name)
-            .map(|v| v.source.timestamp_unit)
+            .map(|v| v.source.as_ref().unwrap().timestamp_unit)
     };
     assert_eq!(
         unit("user_profile"),

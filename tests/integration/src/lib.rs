@@ -6,6 +6,7 @@
 pub mod control_plane;
 pub mod data;
 pub mod expected;
+pub mod feast;
 pub mod http;
 pub mod process;
 
@@ -188,23 +189,8 @@ impl Stack {
         let control_plane = xds.then(|| ControlPlane::start(dir.path(), &repo));
         let (listen_port, admin_port) = (free_port(), free_port());
         let envoy_config = dir.path().join("envoy.yaml");
-        let mut cmd = Command::new(bin("ferry"));
-        cmd.arg("envoy-config")
-            .arg(&repo)
-            .args(["--listen-port", &listen_port.to_string()])
-            .args(["--admin-port", &admin_port.to_string()])
-            .args(["--reader-port", &reader_port.to_string()])
-            .args(["--model-port", &model_port.to_string()])
-            .arg("-o")
-            .arg(&envoy_config);
-        match &control_plane {
-            Some(cp) => cmd
-                .arg("--xds")
-                .args(["--xds-address", &format!("127.0.0.1:{}", cp.xds_port)])
-                .args(["--node-id", "envoy-a"]),
-            None => cmd.arg("--wasm").arg(wasm()),
-        };
-        run(&mut cmd);
+        let ports = [listen_port, admin_port, reader_port, model_port];
+        render_envoy_config(&repo, &envoy_config, ports, control_plane.as_ref());
         let envoy = start_envoy(dir.path(), &envoy_config, "envoy");
         let mut stack = Stack {
             dir,
@@ -333,6 +319,38 @@ pub fn example_repo(dir: &Path, opts: &Options, edit: impl FnOnce(String) -> Str
         edit(yaml)
     });
     repo
+}
+
+/// `ferry envoy-config REPO` into `out`, with `ports` = listener, admin, reader, model; static
+/// with the built filter, or (`cp`) taking the filter's config from that control plane.
+pub(crate) fn render_envoy_config(
+    repo: &Path,
+    out: &Path,
+    ports: [u16; 4],
+    cp: Option<&ControlPlane>,
+) {
+    let mut cmd = Command::new(bin("ferry"));
+    cmd.arg("envoy-config").arg(repo);
+    for (flag, port) in [
+        "--listen-port",
+        "--admin-port",
+        "--reader-port",
+        "--model-port",
+    ]
+    .into_iter()
+    .zip(ports)
+    {
+        cmd.args([flag, &port.to_string()]);
+    }
+    cmd.arg("-o").arg(out);
+    match cp {
+        Some(cp) => cmd
+            .arg("--xds")
+            .args(["--xds-address", &format!("127.0.0.1:{}", cp.xds_port)])
+            .args(["--node-id", "envoy-a"]),
+        None => cmd.arg("--wasm").arg(wasm()),
+    };
+    run(&mut cmd);
 }
 
 /// Envoy on the bootstrap `config`, its log in `dir`.

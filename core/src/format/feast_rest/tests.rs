@@ -286,6 +286,7 @@ fn a_composite_key_takes_each_join_key_column() {
             key("user_id", ValueType::String),
         ],
         views: vec![view("pv", 0, vec![feature("n", ValueType::Int64, None)])],
+        feast: None,
     });
     s.routes[0].format = pb::Format::FeastRest as i32;
     let c = Config::from_snapshot(s).unwrap();
