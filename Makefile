@@ -24,3 +24,13 @@ bench:           ## latency benchmarks vs Feast, ~20 min (QUICK=1: smoke run); s
 .PHONY: fuzz
 fuzz:            ## coverage-guided fuzzing of the filter, FUZZ_SECONDS per target (default 60); see fuzz/README.md
 	bash scripts/fuzz.sh
+
+.PHONY: docker-demo docker-stop test-docker
+docker-demo:     ## the demo as a compose stack in Docker, no registry needed; see docker/README.md
+	bash scripts/docker-demo.sh
+
+docker-stop:     ## remove the compose stack; stop the engine docker-demo started, restore the network
+	bash scripts/docker-stop.sh
+
+test-docker:     ## the compose stack up, enriched values and a hot push checked, all torn down
+	bash scripts/docker-test.sh
