@@ -12,13 +12,12 @@ export PROJECT=${FERRY_DOCKER_PROJECT:-ferry}
 export FERRY_LISTEN_PORT=${FERRY_LISTEN_PORT:-10000}
 export FERRY_ADMIN_PORT=${FERRY_ADMIN_PORT:-9901}
 export FERRY_CP_PORT=${FERRY_CP_PORT:-8091}
-start_s=$(date +%s)
 
 bash scripts/setup.sh
 docker_install
 engine_start
 if [ -n "$(compose ps -q 2>/dev/null)" ]; then
-  echo "== stopping the previous run of the stack"
+  say "stopping the previous run of the stack"
   compose down -v --remove-orphans >/dev/null 2>&1
 fi
 for p in "$FERRY_LISTEN_PORT" "$FERRY_ADMIN_PORT" "$FERRY_CP_PORT"; do
@@ -29,7 +28,7 @@ bash scripts/docker-images.sh > "$DOCKER_STATE/build.log" 2>&1 \
   || { tail -30 "$DOCKER_STATE/build.log" >&2; exit 1; }
 grep '^==' "$DOCKER_STATE/build.log"
 
-echo "== starting the compose stack (project $PROJECT)"
+say "starting the compose stack (project $PROJECT)"
 compose up -d --no-build 2>&1 | grep -v '^$' || true
 docker_wait_ready "$FERRY_ADMIN_PORT" 180
 compose ps
@@ -75,7 +74,7 @@ send("Header mode: a GET whose body is untouched; features arrive in x-ferry-fea
 PY
 
 echo
-echo "== the control plane's /status (http://127.0.0.1:$FERRY_CP_PORT/status):"
+say "the control plane's /status (http://127.0.0.1:$FERRY_CP_PORT/status):"
 curl -s "http://127.0.0.1:$FERRY_CP_PORT/status" | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
@@ -84,4 +83,4 @@ print("  snapshot %s; nodes: %s" % (s["snapshot"]["version"],
 echo
 echo "The stack is running (docker compose project '$PROJECT'): Envoy on 127.0.0.1:$FERRY_LISTEN_PORT,"
 echo "admin 127.0.0.1:$FERRY_ADMIN_PORT, control plane 127.0.0.1:$FERRY_CP_PORT. Stop it with: make docker-stop"
-echo "docker-demo: ready in $(( $(date +%s) - start_s )) s"
+echo "docker-demo: ready in $(( $(date +%s) - DOCKER_T0 )) s"

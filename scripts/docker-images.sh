@@ -19,7 +19,7 @@ MIRROR=${FERRY_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 base_image() {
   "$DOCKER" image inspect "$BASE" >/dev/null 2>&1 && return 0
-  echo "== building the base image $BASE (debootstrap minbase bookworm, docker import)"
+  say "building the base image $BASE (debootstrap minbase bookworm, docker import)"
   local dir; dir=$(mktemp -d)
   trap 'rm -rf "$dir"' RETURN
   sudo_if_needed debootstrap --variant=minbase --include=ca-certificates bookworm \
@@ -40,23 +40,35 @@ base_image() {
 local_images() {
   local target
   for target in redis envoy; do
-    echo "== building ferry-local/$target (docker/local/Dockerfile)"
+    say "building ferry-local/$target (docker/local/Dockerfile)"
     DOCKER_BUILDKIT=1 "$DOCKER" build -q --build-arg "DEBIAN_IMAGE=$BASE" --target "$target" \
       -t "ferry-local/$target:bookworm" -f docker/local/Dockerfile docker/local >/dev/null
   done
 }
 
-# The host-built binaries the `prebuilt` stage copies (docker/prebuilt/ is not committed).
+# The host-built binaries the `prebuilt` stage copies (docker/prebuilt/ is not committed):
+# release builds, or with FERRY_DOCKER_PROFILE=debug the debug builds `make test` already made
+# (docker-test.sh: saves CI a release LTO build), debug info stripped. The filter is always the
+# release .wasm.
 stage_binaries() {
-  echo "== building Ferry (release) on the host"
-  cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model
+  local profile=${FERRY_DOCKER_PROFILE:-release}
+  say "building Ferry ($profile) and the filter on the host"
+  case "$profile" in
+    release) cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model ;;
+    debug) cargo build --quiet --workspace --bins ;;
+    *) echo "FERRY_DOCKER_PROFILE must be release or debug" >&2; return 1 ;;
+  esac
   cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
+  rm -rf docker/prebuilt
   mkdir -p docker/prebuilt
-  cp "$BIN/ferry" "$BIN/ferry-reader" "$BIN/ferry-demo-model" "$WASM" docker/prebuilt/
+  for b in ferry ferry-reader ferry-demo-model; do
+    strip --strip-debug -o "docker/prebuilt/$b" "$ROOT/target/$profile/$b"
+  done
+  cp "$WASM" docker/prebuilt/
 }
 
 base_image
 local_images
 stage_binaries
-echo "== building ferry-demo/ferry and ferry-demo/envoy (docker/Dockerfile, BINARIES=prebuilt)"
+say "building ferry-demo/ferry and ferry-demo/envoy (docker/Dockerfile, BINARIES=prebuilt)"
 compose build -q

@@ -5,6 +5,9 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 DOCKER_DIR="$ROOT/docker"
 DOCKER_STATE="$RUN_DIR/docker"        # engine pid, log, the network state recorded before start
+DOCKER_T0=${DOCKER_T0:-$(date +%s)}; export DOCKER_T0
+# say MESSAGE: a progress line with the seconds since the calling make target started.
+say() { echo "== [$(( $(date +%s) - DOCKER_T0 )) s] $*"; }
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # The client that talks to the engine: Debian's /usr/bin/docker (same version as the dockerd
@@ -36,7 +39,7 @@ docker_install() {
   command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
   command -v nft >/dev/null 2>&1 || missing+=(nftables)
   [ ${#missing[@]} -eq 0 ] && return 0
-  echo "== installing ${missing[*]} from Debian"
+  say "installing ${missing[*]} from Debian"
   sudo_if_needed apt-get update -qq
   DEBIAN_FRONTEND=noninteractive sudo_if_needed apt-get install -y -qq "${missing[@]}" >/dev/null
 }
@@ -58,7 +61,7 @@ engine_running() { "$(docker_cli)" info >/dev/null 2>&1; }
 # later stopped by engine_stop); before starting it, the network state is saved.
 engine_start() {
   if engine_running; then
-    echo "== a Docker engine is already running; using it (it is left running)"
+    say "a Docker engine is already running; using it (it is left running)"
     return 0
   fi
   if iptables --version 2>/dev/null | grep -q legacy; then
@@ -69,7 +72,7 @@ engine_start() {
   net_state > "$DOCKER_STATE/net-before"
   sudo_if_needed nft -s list ruleset > "$DOCKER_STATE/ruleset-before.nft"
   ls /sys/class/net > "$DOCKER_STATE/links-before"
-  echo "== starting dockerd (log: .run/docker/dockerd.log)"
+  say "starting dockerd (log: .run/docker/dockerd.log)"
   setsid -f bash -c 'echo $$ > "$1"; exec dockerd' _ "$DOCKER_STATE/dockerd.pid" \
     > "$DOCKER_STATE/dockerd.log" 2>&1 < /dev/null
   for _ in $(seq 300); do engine_running && return 0; sleep 0.1; done
@@ -88,7 +91,7 @@ engine_stop() {
     kill "$pid"
     for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-    echo "== stopped dockerd (pid $pid)"
+    say "stopped dockerd (pid $pid)"
   fi
   rm -f "$f"
   net_restore
@@ -115,7 +118,7 @@ net_restore() {
     return 1
   fi
   rm -f "$before" "$DOCKER_STATE/ruleset-before.nft" "$DOCKER_STATE/links-before" "$DOCKER_STATE/net-diff"
-  echo "== network state restored and checked: ip_forward, bridge sysctls, links, nftables ruleset as before"
+  say "network state restored and checked: ip_forward, bridge sysctls, links, nftables ruleset as before"
 }
 
 # docker_wait_ready ADMIN_PORT SECONDS: until the compose Envoy reports ready (its listener is up

@@ -6,7 +6,7 @@ set -uo pipefail
 source "$(dirname "$0")/docker-lib.sh"
 export PROJECT=${FERRY_DOCKER_PROJECT:-ferry}
 if engine_running && command -v docker-compose >/dev/null 2>&1; then
-  echo "== removing the compose stack (project $PROJECT)"
+  say "removing the compose stack (project $PROJECT)"
   compose down -v --remove-orphans 2>&1 | grep -v '^$'
 fi
 engine_stop
