@@ -29,3 +29,13 @@ fuzz:            ## coverage-guided fuzzing of the filter, FUZZ_SECONDS per targ
 oci-image:       ## the filter as an OCI image layout in target/oci/ferry-filter (Istio, Envoy Gateway)
 	cargo build --release -p ferry-filter --target wasm32-wasip1
 	cargo run --release -q -p ferry -- oci-image --wasm target/wasm32-wasip1/release/ferry_filter.wasm -o target/oci/ferry-filter
+
+.PHONY: docker-demo docker-stop test-docker
+docker-demo:     ## the demo as a compose stack in Docker, no registry needed; see docker/README.md
+	bash scripts/docker-demo.sh
+
+docker-stop:     ## remove the compose stack; stop the engine docker-demo started, restore the network
+	bash scripts/docker-stop.sh
+
+test-docker:     ## the compose stack up, enriched values and a hot push checked, all torn down
+	bash scripts/docker-test.sh

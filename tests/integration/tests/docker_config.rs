@@ -1,8 +1,9 @@
-//! The Docker demo's Envoy bootstrap (docker/envoy.yaml). There is no Docker engine here, so
-//! the compose stack itself never runs in these tests; its Envoy config does: Envoy validates
-//! the committed file as is, the file is exactly what docker/envoy-config.sh renders today (so it
-//! cannot drift from the generator), and with the compose hostnames mapped to loopback ports it
-//! enriches a request through real Redis, reader, model and control plane processes.
+//! The Docker demo's Envoy bootstrap (docker/envoy.yaml) and files, without a Docker engine (the
+//! stack itself runs in docker_stack.rs, `make test-docker`): Envoy validates the committed file
+//! as is, the file is exactly what docker/envoy-config.sh renders today (so it cannot drift from
+//! the generator), with the compose hostnames mapped to loopback ports it enriches a request
+//! through real Redis, reader, model and control plane processes, and the compose files agree
+//! with it and with each other.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -133,12 +134,75 @@ fn the_compose_file_agrees_with_the_bootstrap() {
     let wasm = "/opt/ferry/ferry_filter.wasm";
     assert!(compose.contains(&format!("- --wasm\n      - {wasm}\n")));
     assert!(dockerfile.contains(&format!(
-        "COPY --from=build /out/ferry_filter.wasm {wasm}\n"
+        "COPY --from=binaries /out/ferry_filter.wasm {wasm}\n"
     )));
     assert!(
         dockerfile.contains("envoyproxy/envoy:v1.40"),
         "Envoy 1.40, as tested here"
     );
+}
+
+fn yaml(file: &str) -> serde_norway::Value {
+    let text = std::fs::read_to_string(docker(file)).expect(file);
+    let mut value: serde_norway::Value = serde_norway::from_str(&text).expect(file);
+    value.apply_merge().expect("YAML merge keys");
+    value
+}
+
+fn keys(map: &serde_norway::Value) -> Vec<String> {
+    map.as_mapping()
+        .map(|m| {
+            m.keys()
+                .filter_map(|k| k.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// docker-compose.local.yml (the machine without a registry) changes only images and build
+/// arguments, each an ARG of the Dockerfile; every service that builds gets them (so none
+/// falls back to compiling in the rust image). All else is docker-compose.yml's, the file a
+/// user runs elsewhere.
+#[test]
+fn the_local_override_changes_only_images_and_build_arguments() {
+    let local = yaml("docker-compose.local.yml");
+    let compose = yaml("docker-compose.yml");
+    let dockerfile = std::fs::read_to_string(docker("Dockerfile")).expect("Dockerfile");
+    for key in keys(&local) {
+        assert!(
+            key == "services" || key.starts_with("x-"),
+            "top-level {key}"
+        );
+    }
+    for name in keys(&compose["services"]) {
+        let (base, over) = (&compose["services"][&name], &local["services"][&name]);
+        for key in keys(over) {
+            assert!(key == "image" || key == "build", "{name}: overrides {key}");
+        }
+        if base.get("build").is_none() {
+            continue;
+        }
+        assert_eq!(
+            keys(&over["build"]),
+            ["args"],
+            "{name}: only build arguments"
+        );
+        let args = keys(&over["build"]["args"]);
+        assert!(args.contains(&"BINARIES".to_owned()), "{name}: {args:?}");
+        for arg in args {
+            assert!(
+                dockerfile.contains(&format!("\nARG {arg}=")),
+                "{name}: {arg} is not an ARG of the Dockerfile"
+            );
+        }
+    }
+    for name in keys(&local["services"]) {
+        assert!(
+            compose["services"].get(&name).is_some(),
+            "no service {name}"
+        );
+    }
+    assert!(dockerfile.contains("\nFROM ${BINARIES} AS binaries\n"));
 }
 
 /// docker/envoy.yaml run for real: compose hostnames → 127.0.0.1, ports → the free ports of the
