@@ -1,13 +1,15 @@
 //! The integration harness: starts a whole Ferry stack (Redis, reader, demo model, Envoy with
 //! the built filter) as real processes on free loopback ports, in a temp dir, and stops it on
 //! drop. Binaries come from `target/debug` (override: FERRY_BIN_DIR), Envoy from `.venv`
-//! (override: FERRY_ENVOY), the filter from `target/wasm32-wasip1/release`.
+//! (override: FERRY_ENVOY), the filter from `target/wasm32-wasip1/release` (Wasm) or
+//! `target/release/libferry_native.so` (native, [`Runtime`]).
 
 pub mod control_plane;
 pub mod data;
 pub mod expected;
 pub mod http;
 pub mod process;
+pub mod runtime;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,6 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use control_plane::ControlPlane;
 pub use ferry_test_support::redis::{RedisCluster, RedisServer, TlsFiles};
 pub use process::{free_port, Proc};
+pub use runtime::Runtime;
 
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -89,6 +92,8 @@ pub struct Options {
     pub extra_routes: &'static str,
     /// Entities to generate (default 10,000, the example's size).
     pub entities: Option<usize>,
+    /// The filter's build Envoy runs (default Wasm).
+    pub runtime: Runtime,
 }
 
 pub struct Stack {
@@ -108,6 +113,8 @@ pub struct Stack {
     pub listen_port: u16,
     pub admin_port: u16,
     pub envoy_config: PathBuf,
+    /// The filter's build this stack's Envoy runs.
+    pub runtime: Runtime,
     /// In xDS mode ([`Stack::start_xds`]): the control plane Envoy takes the filter config from.
     pub control_plane: Option<ControlPlane>,
 }
@@ -190,7 +197,7 @@ impl Stack {
                 .arg("--xds")
                 .args(["--xds-address", &format!("127.0.0.1:{}", cp.xds_port)])
                 .args(["--node-id", "envoy-a"]),
-            None => cmd.arg("--wasm").arg(wasm()),
+            None => cmd.args(opts.runtime.flags()),
         };
         run(&mut cmd);
         let envoy = start_envoy(dir.path(), &envoy_config, "envoy");
@@ -208,6 +215,7 @@ impl Stack {
             listen_port,
             admin_port,
             envoy_config,
+            runtime: opts.runtime,
             control_plane,
         };
         let (admin, reader) = (stack.admin_port, stack.reader_port);
@@ -265,8 +273,7 @@ impl Stack {
         run(Command::new(bin("ferry"))
             .arg("envoy-config")
             .arg(&self.repo)
-            .arg("--wasm")
-            .arg(wasm())
+            .args(self.runtime.flags())
             .args(["--listen-port", &listen_port.to_string()])
             .args(["--admin-port", &admin_port.to_string()])
             .args(["--reader-port", &self.reader_port.to_string()])

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 
 use ferry_integration_tests::data::{same, Kind};
 use ferry_integration_tests::expected::{Entity, Service, Store};
-use ferry_integration_tests::{root, Options, Stack};
+use ferry_integration_tests::{each_runtime_blocking, root, Options, Runtime, Stack};
 use serde_json::{json, Value as Json};
 
 /// A kserve_v2 route for the composite-key service, under the example's protected /v2/models/.
@@ -261,9 +261,9 @@ fn run_client(stack: &Stack, cases: &[Case]) -> Vec<Json> {
     serde_json::from_slice::<Vec<Json>>(&report).unwrap()
 }
 
-#[test]
-fn tritonclient_binary_and_json_requests_are_enriched_with_the_source_values() {
+fn tritonclient_binary_and_json_requests_are_enriched_with_the_source_values(runtime: Runtime) {
     let stack = Stack::start(Options {
+        runtime,
         extra_routes: ROUTES,
         entities: Some(300),
     });
@@ -349,3 +349,5 @@ fn tritonclient_binary_and_json_requests_are_enriched_with_the_source_values() {
         2 * cases.len()
     );
 }
+
+each_runtime_blocking!(tritonclient_binary_and_json_requests_are_enriched_with_the_source_values,);

@@ -42,6 +42,7 @@ fn xds_stack(entities: usize) -> Stack {
         Options {
             extra_routes: "",
             entities: Some(entities),
+            ..Options::default()
         },
         v1,
     )
@@ -157,6 +158,7 @@ fn pushes_are_authenticated_validated_and_bad_repos_refused() {
     let opts = Options {
         extra_routes: "",
         entities: Some(20),
+        ..Options::default()
     };
     let repo = example_repo(dir.path(), &opts, |y| y);
     let cp = ControlPlane::start(dir.path(), &repo);
