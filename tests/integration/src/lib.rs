@@ -180,7 +180,7 @@ impl Stack {
         cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
         let model = Proc::start("model", cmd, dir.path());
 
-        let control_plane = xds.then(|| ControlPlane::start(dir.path(), &repo));
+        let control_plane = xds.then(|| ControlPlane::start_for(dir.path(), &repo, opts.runtime));
         let (listen_port, admin_port) = (free_port(), free_port());
         let envoy_config = dir.path().join("envoy.yaml");
         let mut cmd = Command::new(bin("ferry"));
@@ -196,7 +196,8 @@ impl Stack {
             Some(cp) => cmd
                 .arg("--xds")
                 .args(["--xds-address", &format!("127.0.0.1:{}", cp.xds_port)])
-                .args(["--node-id", "envoy-a"]),
+                .args(["--node-id", "envoy-a"])
+                .args(opts.runtime.flags()),
             None => cmd.args(opts.runtime.flags()),
         };
         run(&mut cmd);
@@ -249,6 +250,7 @@ impl Stack {
             .arg("--xds")
             .args(["--xds-address", &format!("127.0.0.1:{}", cp.xds_port)])
             .args(["--node-id", node_id])
+            .args(self.runtime.flags())
             .args(["--listen-port", &listen_port.to_string()])
             .args(["--admin-port", &admin_port.to_string()])
             .args(["--reader-port", &self.reader_port.to_string()])
