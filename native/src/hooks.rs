@@ -145,13 +145,13 @@ unsafe fn stream<'a>(filter: *const c_void) -> Option<&'a Stream> {
 }
 
 /// Runs one request/response hook: resumes the core asks for inside it become the hook's
-/// return value, and a callout answer that arrived meanwhile is handled before returning.
-/// `None` (the stream is busy: Envoy re-entered a hook) continues.
+/// return value (Continue), and a callout answer that arrived meanwhile is handled before
+/// returning. `None`: the stream is busy (Envoy re-entered a hook), which then continues.
 fn run_hook(
     s: &Stream,
     body_hook: bool,
     f: impl FnOnce(&mut HttpFilter<EnvoyHost>) -> Action,
-) -> Option<(Action, bool, bool)> {
+) -> Option<Action> {
     let mut filter = s.filter.try_borrow_mut().ok()?;
     let host = filter.host();
     host.in_hook.set(true);
@@ -168,7 +168,7 @@ fn run_hook(
     if resumed_request || resumed_response {
         action = Action::Continue;
     }
-    Some((action, resumed_request, resumed_response))
+    Some(action)
 }
 
 fn deliver(filter: &mut HttpFilter<EnvoyHost>, token: u32, response: CallResponse) {
@@ -179,13 +179,13 @@ fn deliver(filter: &mut HttpFilter<EnvoyHost>, token: u32, response: CallRespons
     *filter.host().call_response.borrow_mut() = CallResponse::default();
 }
 
-fn request_action(
+fn hook_action(
     s: Option<&Stream>,
     body_hook: bool,
     f: impl FnOnce(&mut HttpFilter<EnvoyHost>) -> Action,
 ) -> Action {
     s.and_then(|s| run_hook(s, body_hook, f))
-        .map_or(Action::Continue, |(a, _, _)| a)
+        .unwrap_or(Action::Continue)
 }
 
 fn headers_status(a: Action) -> u32 {
@@ -205,7 +205,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
 ) -> u32 {
     // SAFETY: Envoy passes the pointer from filter_new.
     let s = unsafe { stream(filter) };
-    headers_status(request_action(s, false, |f| {
+    headers_status(hook_action(s, false, |f| {
         f.on_request_headers(end_of_stream)
     }))
 }
@@ -220,7 +220,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
 ) -> u32 {
     // SAFETY: Envoy passes the pointer from filter_new.
     let s = unsafe { stream(filter) };
-    let action = request_action(s, true, |f| {
+    let action = hook_action(s, true, |f| {
         let size = f.host().request_body_size();
         f.on_request_body(size, end_of_stream)
     });
@@ -240,7 +240,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(
 ) -> u32 {
     // SAFETY: Envoy passes the pointer from filter_new.
     let s = unsafe { stream(filter) };
-    match request_action(s, false, |f| f.on_request_trailers()) {
+    match hook_action(s, false, |f| f.on_request_trailers()) {
         Action::Continue => abi::TRAILERS_CONTINUE,
         Action::Pause => abi::TRAILERS_STOP_ITERATION,
     }
@@ -256,7 +256,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(
 ) -> u32 {
     // SAFETY: Envoy passes the pointer from filter_new.
     let s = unsafe { stream(filter) };
-    headers_status(request_action(s, false, |f| f.on_response_headers()))
+    headers_status(hook_action(s, false, |f| f.on_response_headers()))
 }
 
 /// # Safety
