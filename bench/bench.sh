@@ -23,21 +23,23 @@ else
   RATES=${BENCH_RATES:-"100 400"}
 fi
 BATCHES=${BENCH_BATCHES:-"1 5 10 50 100"}
-SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache reader_direct feast_precomputed feast_regular"}
+SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache ferry_native ferry_native_cache reader_direct feast_precomputed feast_regular feast_sdk"}
 HOT_SET=${BENCH_HOT_SET:-1000}   # ids of the near-cache scenario: a warm working set
 FEAST_WORKERS=${BENCH_FEAST_WORKERS:--1}
 # The reader cluster's protocol (http1 | http2); empty = the generator's default, the measured
 # choice (README, "Reader cluster protocol"; bench/reader_protocol.sh compares the two).
 READER_PROTOCOL=${BENCH_READER_PROTOCOL:-}
 
-# Ports: a block of its own (default 19100..19107) so that a running `make demo` is untouched.
+# Ports: a block of its own (default 19100..19109) so that a running `make demo` is untouched.
 BASE=${BENCH_PORT_BASE:-19100}
 REDIS_PORT=$((BASE + 1)); READER_PORT=$((BASE + 2)); MODEL_PORT=$((BASE + 3))
 LISTEN_PORT=$((BASE + 4)); ADMIN_PORT=$((BASE + 5)); PASS_PORT=$((BASE + 6)); FEAST_PORT=$((BASE + 7))
+# A second Envoy runs the native build (libferry_native.so) on the same reader and model.
+NATIVE_PORT=$((BASE + 8)); NATIVE_ADMIN_PORT=$((BASE + 9))
 
 cleanup() {
   local rc=$?
-  for p in feast envoy model reader redis; do stop "$p" >/dev/null || true; done
+  for p in feast envoy envoy-native model reader redis; do stop "$p" >/dev/null || true; done
   [ $rc -eq 0 ] || echo "bench: failed (exit $rc); logs in $RUN_DIR" >&2
   exit $rc
 }
@@ -56,10 +58,12 @@ else
   say "building (release)"
   cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model -p bench
   cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
+  cargo build --release --quiet -p ferry-native
 fi
 
-for p in feast envoy model reader redis; do stop "$p" >/dev/null || true; done
-for p in $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT $PASS_PORT $FEAST_PORT; do
+for p in feast envoy envoy-native model reader redis; do stop "$p" >/dev/null || true; done
+for p in $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT $PASS_PORT $FEAST_PORT \
+  $NATIVE_PORT $NATIVE_ADMIN_PORT; do
   port_free "$p" || { echo "bench: port $p is in use; set BENCH_PORT_BASE" >&2; exit 1; }
 done
 rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"
@@ -123,6 +127,13 @@ start model "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
   ${READER_PROTOCOL:+--reader-protocol "$READER_PROTOCOL"}
 "$PY" "$BENCH/passthrough.py" "$RUN_DIR/envoy-ferry.yaml" "$PASS_PORT" > "$RUN_DIR/envoy.yaml"
 start envoy "$ENVOY" -c "$RUN_DIR/envoy.yaml" --disable-hot-restart --log-level warn --concurrency 2
+"$BIN/ferry" envoy-config "$BENCH/repo" --runtime native --native-module "$NATIVE" \
+  --listen-port "$NATIVE_PORT" --admin-port "$NATIVE_ADMIN_PORT" \
+  --reader-port "$READER_PORT" --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy-native.yaml" \
+  ${READER_PROTOCOL:+--reader-protocol "$READER_PROTOCOL"}
+# Its own base id: two Envoys on one machine need distinct shared-memory regions.
+start envoy-native "$ENVOY" -c "$RUN_DIR/envoy-native.yaml" --disable-hot-restart --log-level warn \
+  --concurrency 2 --base-id 1
 # Feast's documented production settings: --workers -1 (2 x cores + 1), --worker-connections
 # 1000, --registry_ttl_sec 60, keep-alive 30 s; no access log (one line per request otherwise).
 start feast "$FEAST" -c "$BENCH/feast" serve --host 127.0.0.1 --port "$FEAST_PORT" \
@@ -130,6 +141,7 @@ start feast "$FEAST" -c "$BENCH/feast" serve --host 127.0.0.1 --port "$FEAST_POR
   --keep-alive-timeout 30 --no-access-log
 wait_for reader "http://127.0.0.1:$READER_PORT/healthz"
 wait_for envoy "http://127.0.0.1:$ADMIN_PORT/ready"
+wait_for envoy-native "http://127.0.0.1:$NATIVE_ADMIN_PORT/ready"
 for _ in $(seq 600); do curl -fsS -o /dev/null "http://127.0.0.1:$FEAST_PORT/health" 2>/dev/null && break; sleep 0.1; done
 meta feast_server "{\"workers\": \"$FEAST_WORKERS\", \"command\": \"feast serve --workers $FEAST_WORKERS --worker-connections 1000 --registry_ttl_sec 60 --keep-alive-timeout 30 --no-access-log\"}"
 
@@ -137,13 +149,15 @@ say "sanity checks"
 check_ferry() {
   local h
   h=$(curl -sS -D - -o "$RUN_DIR/check.body" -H 'content-type: application/json' \
-    --data-binary '{"instances":[{"user_id":"u000001","amount":1.5}]}' "http://127.0.0.1:$LISTEN_PORT$1")
+    --data-binary '{"instances":[{"user_id":"u000001","amount":1.5}]}' "http://127.0.0.1:${2:-$LISTEN_PORT}$1")
   echo "$h" | grep -qi '^x-echo-headers:.*"x-ferry-status":"ok"' || {
     echo "bench: $1 was not enriched:"; echo "$h"; head -c 600 "$RUN_DIR/check.body"; exit 1; }
   echo "ferry $1: enriched ($(wc -c < "$RUN_DIR/check.body") bytes)"
 }
 check_ferry /v1/models/scoring:predict
 check_ferry /v1/models/scoring-cached:predict
+check_ferry /v1/models/scoring:predict "$NATIVE_PORT"
+check_ferry /v1/models/scoring-cached:predict "$NATIVE_PORT"
 curl -fsS -o /dev/null -d '{"instances":[{"user_id":"u000001"}]}' "http://127.0.0.1:$PASS_PORT/v1/models/scoring:predict"
 "$PY" "$BENCH/feast_ops.py" check "$BENCH/feast" "http://127.0.0.1:$FEAST_PORT/get-online-features"
 
@@ -153,6 +167,8 @@ target() {
     envoy_passthrough) echo "http://127.0.0.1:$PASS_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     ferry_redis) echo "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     ferry_cache) echo "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring-cached:predict kserve $HOT_SET" ;;
+    ferry_native) echo "http://127.0.0.1:$NATIVE_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
+    ferry_native_cache) echo "http://127.0.0.1:$NATIVE_PORT/v1/models/scoring-cached:predict kserve $HOT_SET" ;;
     reader_direct) echo "http://127.0.0.1:$READER_PORT/v1/vectors reader $ENTITIES --fingerprint $FINGERPRINT" ;;
     feast_precomputed) echo "http://127.0.0.1:$FEAST_PORT/get-online-features feast $ENTITIES --feature-service scoring_precomputed" ;;
     feast_regular) echo "http://127.0.0.1:$FEAST_PORT/get-online-features feast $ENTITIES --feature-service scoring" ;;
@@ -162,6 +178,18 @@ target() {
 LOADGEN="$BIN/ferry-bench"
 n_runs=0
 for s in $SCENARIOS; do
+  if [ "$s" = feast_sdk ]; then
+    # In-process: no server, no load generator; one caller, closed loop, timed in Python.
+    say "scenario feast_sdk (Feast's get_online_features in process)"
+    for b in $BATCHES; do
+      # A failure here (Feast's SDK is not our code) is reported and leaves a gap in the tables.
+      "$PY" "$BENCH/feast_ops.py" sdk "$BENCH/feast" "$b" "$DURATION" "$WARMUP" "$ENTITIES" \
+        >>"$ROWS" 2>"$RUN_DIR/feast-sdk.log" || { echo "feast_sdk batch $b failed:"; tail -5 "$RUN_DIR/feast-sdk.log"; }
+      tail -1 "$ROWS"
+      n_runs=$((n_runs + 1))
+    done
+    continue
+  fi
   read -r url proto ids extra <<<"$(target "$s")"
   # shellcheck disable=SC2086
   common=(--url "$url" --protocol "$proto" --scenario "$s" --id-space "$ids" $extra)
