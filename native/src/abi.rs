@@ -15,6 +15,14 @@ pub struct EnvoyBuffer {
     pub length: usize,
 }
 
+impl EnvoyBuffer {
+    /// What Envoy writes into.
+    pub const EMPTY: EnvoyBuffer = EnvoyBuffer {
+        ptr: std::ptr::null(),
+        length: 0,
+    };
+}
+
 /// A buffer owned by the module (valid for the duration of the call).
 #[repr(C)]
 #[derive(Clone, Copy)]

@@ -96,13 +96,7 @@ impl EnvoyHost {
             if n == 0 {
                 return Vec::new();
             }
-            let mut chunks = vec![
-                EnvoyBuffer {
-                    ptr: std::ptr::null(),
-                    length: 0
-                };
-                n
-            ];
+            let mut chunks = vec![EnvoyBuffer::EMPTY; n];
             if !abi::envoy_dynamic_module_callback_http_get_body_chunks(
                 self.envoy,
                 kind,
@@ -164,10 +158,7 @@ fn module_headers(headers: &[(&str, &str)]) -> Vec<ModuleHeader> {
 
 impl Host for EnvoyHost {
     fn request_header(&self, name: &str) -> Option<String> {
-        let mut out = EnvoyBuffer {
-            ptr: std::ptr::null(),
-            length: 0,
-        };
+        let mut out = EnvoyBuffer::EMPTY;
         // SAFETY: live filter pointer; `out` is written by Envoy and copied before the hook ends.
         unsafe {
             let found = abi::envoy_dynamic_module_callback_http_get_header(
@@ -356,10 +347,7 @@ impl Host for EnvoyHost {
     }
 
     fn route_metadata(&self, key: &str) -> Option<String> {
-        let mut out = EnvoyBuffer {
-            ptr: std::ptr::null(),
-            length: 0,
-        };
+        let mut out = EnvoyBuffer::EMPTY;
         // SAFETY: live filter pointer; `out` is copied before the hook ends.
         unsafe {
             let found = abi::envoy_dynamic_module_callback_http_get_metadata_string(
