@@ -25,3 +25,8 @@ bench:           ## latency benchmarks vs Feast, ~20 min (QUICK=1: smoke run); s
 .PHONY: fuzz
 fuzz:            ## coverage-guided fuzzing of the filter, FUZZ_SECONDS per target (default 60); see fuzz/README.md
 	bash scripts/fuzz.sh
+
+.PHONY: oci-image
+oci-image:       ## the filter as an OCI image layout in target/oci/ferry-filter (Istio, Envoy Gateway)
+	cargo build --release -p ferry-filter --target wasm32-wasip1
+	cargo run --release -q -p ferry -- oci-image --wasm target/wasm32-wasip1/release/ferry_filter.wasm -o target/oci/ferry-filter

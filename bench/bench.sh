@@ -23,23 +23,26 @@ else
   RATES=${BENCH_RATES:-"100 400"}
 fi
 BATCHES=${BENCH_BATCHES:-"1 5 10 50 100"}
-SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache ferry_native ferry_native_cache reader_direct feast_precomputed feast_regular feast_sdk"}
+SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache ferry_native ferry_native_cache reader_direct ferry_feast feast_precomputed feast_regular feast_sdk"}
 HOT_SET=${BENCH_HOT_SET:-1000}   # ids of the near-cache scenario: a warm working set
 FEAST_WORKERS=${BENCH_FEAST_WORKERS:--1}
 # The reader cluster's protocol (http1 | http2); empty = the generator's default, the measured
 # choice (README, "Reader cluster protocol"; bench/reader_protocol.sh compares the two).
 READER_PROTOCOL=${BENCH_READER_PROTOCOL:-}
 
-# Ports: a block of its own (default 19100..19109) so that a running `make demo` is untouched.
+# Ports: a block of its own (default 19101..19112) so that a running `make demo` is untouched.
 BASE=${BENCH_PORT_BASE:-19100}
 REDIS_PORT=$((BASE + 1)); READER_PORT=$((BASE + 2)); MODEL_PORT=$((BASE + 3))
 LISTEN_PORT=$((BASE + 4)); ADMIN_PORT=$((BASE + 5)); PASS_PORT=$((BASE + 6)); FEAST_PORT=$((BASE + 7))
-# A second Envoy runs the native build (libferry_native.so) on the same reader and model.
-NATIVE_PORT=$((BASE + 8)); NATIVE_ADMIN_PORT=$((BASE + 9))
+# ferry_feast: a second reader (on Feast's db) and Envoy, serving bench/feast_ferry.
+FF_LISTEN_PORT=$((BASE + 8)); FF_ADMIN_PORT=$((BASE + 9)); FF_READER_PORT=$((BASE + 10))
+# A third Envoy runs the native build (libferry_native.so) on the same reader and model.
+NATIVE_PORT=$((BASE + 11)); NATIVE_ADMIN_PORT=$((BASE + 12))
+PROCS="feast envoy envoy-feast envoy-native model reader reader-feast redis"
 
 cleanup() {
   local rc=$?
-  for p in feast envoy envoy-native model reader redis; do stop "$p" >/dev/null || true; done
+  for p in $PROCS; do stop "$p" >/dev/null || true; done
   [ $rc -eq 0 ] || echo "bench: failed (exit $rc); logs in $RUN_DIR" >&2
   exit $rc
 }
@@ -61,8 +64,9 @@ else
   cargo build --release --quiet -p ferry-native
 fi
 
-for p in feast envoy envoy-native model reader redis; do stop "$p" >/dev/null || true; done
+for p in $PROCS; do stop "$p" >/dev/null || true; done
 for p in $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT $PASS_PORT $FEAST_PORT \
+  $FF_LISTEN_PORT $FF_ADMIN_PORT $FF_READER_PORT \
   $NATIVE_PORT $NATIVE_ADMIN_PORT; do
   port_free "$p" || { echo "bench: port $p is in use; set BENCH_PORT_BASE" >&2; exit 1; }
 done
@@ -139,8 +143,17 @@ start envoy-native "$ENVOY" -c "$RUN_DIR/envoy-native.yaml" --disable-hot-restar
 start feast "$FEAST" -c "$BENCH/feast" serve --host 127.0.0.1 --port "$FEAST_PORT" \
   --workers "$FEAST_WORKERS" --worker-connections 1000 --registry_ttl_sec 60 \
   --keep-alive-timeout 30 --no-access-log
+say "starting Ferry on Feast's layout (reader :$FF_READER_PORT on db 1, Envoy :$FF_LISTEN_PORT)"
+start reader-feast "$BIN/ferry-reader" --listen "127.0.0.1:$FF_READER_PORT" --redis "redis://127.0.0.1:$REDIS_PORT/1"
+"$BIN/ferry" envoy-config "$BENCH/feast_ferry" --wasm "$WASM" --listen-port "$FF_LISTEN_PORT" \
+  --admin-port "$FF_ADMIN_PORT" --reader-port "$FF_READER_PORT" --model-port "$MODEL_PORT" \
+  -o "$RUN_DIR/envoy-feast.yaml" ${READER_PROTOCOL:+--reader-protocol "$READER_PROTOCOL"}
+start envoy-feast "$ENVOY" -c "$RUN_DIR/envoy-feast.yaml" --disable-hot-restart --log-level warn \
+  --concurrency 2
 wait_for reader "http://127.0.0.1:$READER_PORT/healthz"
 wait_for envoy "http://127.0.0.1:$ADMIN_PORT/ready"
+wait_for reader-feast "http://127.0.0.1:$FF_READER_PORT/healthz"
+wait_for envoy-feast "http://127.0.0.1:$FF_ADMIN_PORT/ready"
 wait_for envoy-native "http://127.0.0.1:$NATIVE_ADMIN_PORT/ready"
 for _ in $(seq 600); do curl -fsS -o /dev/null "http://127.0.0.1:$FEAST_PORT/health" 2>/dev/null && break; sleep 0.1; done
 meta feast_server "{\"workers\": \"$FEAST_WORKERS\", \"command\": \"feast serve --workers $FEAST_WORKERS --worker-connections 1000 --registry_ttl_sec 60 --keep-alive-timeout 30 --no-access-log\"}"
@@ -156,6 +169,7 @@ check_ferry() {
 }
 check_ferry /v1/models/scoring:predict
 check_ferry /v1/models/scoring-cached:predict
+check_ferry /v1/models/scoring:predict "$FF_LISTEN_PORT"
 check_ferry /v1/models/scoring:predict "$NATIVE_PORT"
 check_ferry /v1/models/scoring-cached:predict "$NATIVE_PORT"
 curl -fsS -o /dev/null -d '{"instances":[{"user_id":"u000001"}]}' "http://127.0.0.1:$PASS_PORT/v1/models/scoring:predict"
@@ -167,6 +181,7 @@ target() {
     envoy_passthrough) echo "http://127.0.0.1:$PASS_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     ferry_redis) echo "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     ferry_cache) echo "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring-cached:predict kserve $HOT_SET" ;;
+    ferry_feast) echo "http://127.0.0.1:$FF_LISTEN_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     ferry_native) echo "http://127.0.0.1:$NATIVE_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     ferry_native_cache) echo "http://127.0.0.1:$NATIVE_PORT/v1/models/scoring-cached:predict kserve $HOT_SET" ;;
     reader_direct) echo "http://127.0.0.1:$READER_PORT/v1/vectors reader $ENTITIES --fingerprint $FINGERPRINT" ;;

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 
 SCENARIOS = ["envoy_passthrough", "ferry_redis", "ferry_cache", "ferry_native", "ferry_native_cache",
-             "reader_direct", "feast_precomputed", "feast_regular", "feast_sdk"]
+             "reader_direct", "ferry_feast", "feast_precomputed", "feast_regular", "feast_sdk"]
 # Scenarios through Envoy with a ferry filter: their cost is what they add over passthrough.
 FILTERED = ["ferry_redis", "ferry_cache", "ferry_native", "ferry_native_cache"]
 START, END = "<!-- results:start -->", "<!-- results:end -->"

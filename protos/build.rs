@@ -4,6 +4,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/ferry/v1/registry.proto",
         "proto/ferry/v1/vector.proto",
         "proto/ferry/v1/reader.proto",
+        "proto/ferry/v1/feast_layout.proto",
+        "proto/ferry/feast/feast.proto",
     ];
     for f in files {
         println!("cargo:rerun-if-changed={f}");

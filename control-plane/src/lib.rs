@@ -16,11 +16,13 @@
 //! - [`serve`]: `ferry serve`, the control plane: current snapshot (the xDS server's source and
 //!   callbacks), the filter's xDS resources, HTTP API and its wire types, repo watching.
 //! - [`push`]: the HTTP client `ferry apply --push` uses.
+//! - [`oci`]: `ferry oci-image`, the filter as an OCI image layout (Istio, Envoy Gateway).
 
 pub mod envoy_config;
 pub mod envoy_xds;
 pub mod fingerprint;
 pub mod materialize;
+pub mod oci;
 pub mod push;
 pub mod repo;
 pub mod serve;

@@ -48,6 +48,23 @@ enum Command {
     /// EnvoyExtensionPolicy (`pluginConfig`); the filter then runs without
     /// allow_on_headers_stop_iteration (README, "Istio and Envoy Gateway").
     PluginConfig(PluginConfigArgs),
+    /// Write the filter's .wasm as an OCI image layout (Wasm image spec, compat variant: one
+    /// tar+gzip layer holding plugin.wasm), for Istio's WasmPlugin and Envoy Gateway to pull
+    /// once copied to a registry (e.g. `skopeo copy oci:DIR:TAG docker://REGISTRY/NAME:TAG`).
+    OciImage(OciImageArgs),
+}
+
+#[derive(clap::Args)]
+struct OciImageArgs {
+    /// The built filter.
+    #[arg(long, default_value = "target/wasm32-wasip1/release/ferry_filter.wasm")]
+    wasm: PathBuf,
+    /// The image layout's directory.
+    #[arg(short, long, default_value = "target/oci/ferry-filter")]
+    output: PathBuf,
+    /// The manifest's tag in index.json.
+    #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
+    tag: String,
 }
 
 #[derive(clap::Args)]
@@ -58,6 +75,16 @@ struct PluginConfigArgs {
     /// repo's.
     #[arg(long, value_name = "NAME")]
     reader_cluster: Option<String>,
+    /// Have the filter pull the snapshot from this `ferry serve` URL
+    /// (http://HOST:8091/v1/snapshot) instead of carrying it; needs --snapshot-cluster.
+    #[arg(long, value_name = "URL", requires = "snapshot_cluster")]
+    snapshot_url: Option<String>,
+    /// The Envoy cluster that reaches --snapshot-url (Istio: outbound|8091||HOST).
+    #[arg(long, value_name = "NAME", requires = "snapshot_url")]
+    snapshot_cluster: Option<String>,
+    /// How often the filter checks --snapshot-url for a new version (default 5000).
+    #[arg(long, value_name = "MS", requires = "snapshot_url")]
+    snapshot_poll_ms: Option<u64>,
 }
 
 #[derive(clap::Args)]
@@ -292,9 +319,31 @@ fn run(cli: Cli) -> Result<()> {
             materialize_cmd(&load(&args.repo)?, &opts)
         }
         Command::EnvoyConfig(args) => envoy_config_cmd(args),
+        Command::OciImage(args) => {
+            let image = ferry::oci::write_image(&args.wasm, &args.output, &args.tag)?;
+            println!(
+                "wrote {} ({}:{}, manifest {}, plugin.wasm sha256:{}, layer {} bytes)",
+                args.output.display(),
+                args.output.display(),
+                args.tag,
+                image.manifest_digest,
+                image.wasm_sha256,
+                image.layer_size
+            );
+            Ok(())
+        }
         Command::PluginConfig(args) => {
             let reg = load(&args.repo)?;
-            let json = envoy_config::plugin_config_json(&reg, args.reader_cluster.as_deref())?;
+            let reader = args.reader_cluster.as_deref();
+            let json = match (&args.snapshot_url, &args.snapshot_cluster) {
+                (Some(url), Some(cluster)) => envoy_config::plugin_config_pull_json(
+                    url,
+                    cluster,
+                    args.snapshot_poll_ms,
+                    reader,
+                )?,
+                _ => envoy_config::plugin_config_json(&reg, reader)?,
+            };
             println!("{json}");
             Ok(())
         }

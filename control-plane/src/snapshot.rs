@@ -2,11 +2,12 @@
 //! built from a validated registry, so the filter never receives a definition the CLI refused.
 //! Its version is a content hash, so the same repo always yields the same bytes and version.
 
-use ferry_protos::v1;
+use ferry_protos::{feast, v1};
 use prost::Message as _;
 use sha2::{Digest, Sha256};
 
 use crate::repo::{FeatureService, Registry, Route};
+use crate::types::KeyType;
 
 /// Builds the snapshot, version included.
 pub fn build(reg: &Registry) -> v1::Snapshot {
@@ -26,6 +27,7 @@ pub fn build(reg: &Registry) -> v1::Snapshot {
 
 fn service(reg: &Registry, s: &FeatureService) -> v1::FeatureService {
     v1::FeatureService {
+        feast: reg.feast.as_ref().map(|f| feast_layout(reg, &f.project, s)),
         name: s.name.clone(),
         fingerprint: s.fingerprint,
         entity_keys: s
@@ -92,6 +94,37 @@ fn route(reg: &Registry, r: &Route) -> v1::Route {
 }
 
 /// First 16 hex digits of SHA-256 over the snapshot encoded with an empty version.
+/// Where Feast keeps a service: its join keys in key order (Ferry's is Feast's: sorted by
+/// name) and, per view in the service's order, the fields of the selected features.
+fn feast_layout(reg: &Registry, project: &str, s: &FeatureService) -> v1::FeastLayout {
+    v1::FeastLayout {
+        project: project.to_owned(),
+        join_keys: s
+            .keys
+            .iter()
+            .map(|k| v1::FeastJoinKey {
+                name: k.join_key.clone(),
+                int64: k.key_type == KeyType::Int64,
+            })
+            .collect(),
+        views: s
+            .views
+            .iter()
+            .map(|sv| {
+                let view = &reg.views[sv.view];
+                v1::FeastView {
+                    timestamp_field: feast::timestamp_field(&view.name),
+                    feature_fields: sv
+                        .features
+                        .iter()
+                        .map(|&fi| feast::feature_field(&view.name, &view.features[fi].name))
+                        .collect(),
+                }
+            })
+            .collect(),
+    }
+}
+
 pub fn content_version(snap: &v1::Snapshot) -> String {
     let mut unversioned = snap.clone();
     unversioned.version.clear();

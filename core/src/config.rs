@@ -37,6 +37,8 @@ pub struct Config {
     /// true for a binary snapshot (Ferry's own Envoy configs set the flag), as the JSON
     /// plugin configuration says otherwise (see `plugin_config`).
     pub headers_held: bool,
+    /// Every FeatureService of the snapshot, in its order: a `feast_rest` request names any.
+    pub services: Vec<Rc<Service>>,
 }
 
 #[derive(Debug)]
@@ -48,6 +50,9 @@ pub struct Service {
     pub views: Vec<View>,
     /// Number of features over all views (the flattened vector length).
     pub feature_count: usize,
+    /// Set for a service backed by a Feast registry: where Feast's Redis layout keeps it,
+    /// sent along with each reader lookup of the service (checked against the service here).
+    pub feast: Option<pb::FeastLayout>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +121,9 @@ pub enum Format {
         max_header_bytes: u32,
         encoding: HeaderEncoding,
     },
+    /// Feast's REST API (`POST /get-online-features`), answered by the filter from any
+    /// service of the snapshot; the request never reaches an upstream.
+    FeastRest,
 }
 
 impl Format {
@@ -126,6 +134,7 @@ impl Format {
             Format::KserveV2 { .. } => "kserve_v2",
             Format::Json { .. } => "json",
             Format::Header { .. } => "header",
+            Format::FeastRest => "feast_rest",
         }
     }
 
@@ -159,6 +168,7 @@ impl Format {
                     HeaderEncoding::ProtobufBase64 => pb::FeaturesEncoding::ProtobufBase64,
                 } as i32;
             }
+            Format::FeastRest => r.format = pb::Format::FeastRest as i32,
         }
     }
 }
@@ -509,6 +519,7 @@ impl Config {
             routes,
             near_cache_sets: crate::near_cache::sets_for(snap.near_cache_max_bytes),
             headers_held: true,
+            services,
         })
     }
 
@@ -638,7 +649,11 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
     if feature_count == 0 {
         return invalid(&ctx, "no features");
     }
+    if let Some(layout) = &s.feast {
+        feast_layout(layout, &entity_keys, &views, &ctx)?;
+    }
     Ok(Service {
+        feast: s.feast,
         fingerprint_hex: ferry_protos::fingerprint_hex(s.fingerprint),
         name: s.name,
         fingerprint: s.fingerprint,
@@ -646,6 +661,39 @@ fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
         views,
         feature_count,
     })
+}
+
+/// A Feast layout must describe exactly the service: its join keys (same names, order and
+/// types) and, per view, one 4-byte field per feature and a timestamp field.
+fn feast_layout(
+    layout: &pb::FeastLayout,
+    keys: &[EntityKey],
+    views: &[View],
+    ctx: &str,
+) -> Result<(), ConfigError> {
+    let fctx = format!("{ctx}: feast layout");
+    if !ferry_protos::is_valid_name(&layout.project) {
+        return invalid(&fctx, "invalid project name");
+    }
+    let keys_match = layout.join_keys.len() == keys.len()
+        && layout
+            .join_keys
+            .iter()
+            .zip(keys)
+            .all(|(f, k)| f.name == k.join_key && f.int64 == (k.kind == KeyKind::Int64));
+    if !keys_match {
+        return invalid(&fctx, "join keys differ from the service's entity keys");
+    }
+    let views_match = layout.views.len() == views.len()
+        && layout.views.iter().zip(views).all(|(f, v)| {
+            f.feature_fields.len() == v.features.len()
+                && f.feature_fields.iter().all(|x| x.len() == 4)
+                && !f.timestamp_field.is_empty()
+        });
+    if !views_match {
+        return invalid(&fctx, "views or feature fields differ from the service's");
+    }
+    Ok(())
 }
 
 fn view(v: pb::ServiceView, ctx: &str) -> Result<View, ConfigError> {
@@ -706,25 +754,11 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
     let bounded = |b: &rules::Bound, v: u32| b.snapshot_value(v).map_err(wrap);
     let max_entities = bounded(&rules::MAX_ENTITIES, r.max_entities)?;
     rules::keys_per_call(max_entities, parts.len()).map_err(wrap)?;
-    let output_keys = output_names
-        .iter()
-        .map(|name| {
-            let mut k = Vec::with_capacity(name.len() + 3);
-            values::write_str(&mut k, name);
-            k.push(b':');
-            k
-        })
-        .collect();
-    let label = |f: &dyn Fn(&Service) -> &str| {
-        parts
-            .iter()
-            .map(|p| f(&p.service))
-            .collect::<Vec<_>>()
-            .join(",")
-    };
+    let output_keys = output_keys(&output_names);
+    let (services_label, fingerprints_label) = labels(&parts);
     Ok(Route {
-        services_label: label(&|s| s.name.as_str()),
-        fingerprints_label: label(&|s| s.fingerprint_hex.as_str()),
+        services_label,
+        fingerprints_label,
         feature_count: output_names.len(),
         name: r.name,
         conditions,
@@ -740,6 +774,56 @@ fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
         reader_timeout_ms: bounded(&rules::READER_TIMEOUT_MS, r.reader_timeout_ms)?,
         cache_max_age_ms: bounded(&rules::CACHE_MAX_AGE_MS, r.cache_max_age_ms)?,
     })
+}
+
+/// `"name":` of each output name, JSON-escaped once.
+fn output_keys(names: &[String]) -> Vec<Vec<u8>> {
+    names
+        .iter()
+        .map(|name| {
+            let mut k = Vec::with_capacity(name.len() + 3);
+            values::write_str(&mut k, name);
+            k.push(b':');
+            k
+        })
+        .collect()
+}
+
+/// The parts' service names and hex fingerprints, comma-separated.
+fn labels(parts: &[RoutePart]) -> (String, String) {
+    let label = |f: &dyn Fn(&Service) -> &str| {
+        parts
+            .iter()
+            .map(|p| f(&p.service))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    (
+        label(&|s| s.name.as_str()),
+        label(&|s| s.fingerprint_hex.as_str()),
+    )
+}
+
+impl Route {
+    /// This route over other services (`parts`), with its own name, conditions, format,
+    /// policies and limits, and full feature names: the route a `feast_rest` request is served
+    /// by, once its body named the services.
+    pub fn over_services(&self, parts: Vec<RoutePart>) -> Result<Route, String> {
+        let output_names = output_names(&parts, false)?;
+        let (services_label, fingerprints_label) = labels(&parts);
+        Ok(Route {
+            name: self.name.clone(),
+            conditions: self.conditions.clone(),
+            format: self.format.clone(),
+            services_label,
+            fingerprints_label,
+            feature_count: output_names.len(),
+            output_keys: output_keys(&output_names),
+            output_names,
+            parts,
+            ..*self
+        })
+    }
 }
 
 /// The main service, then the extra ones, each with the request fields of its join keys.
@@ -817,6 +901,7 @@ fn route_format(r: &pb::Route, parts: &[RoutePart]) -> Result<Format, String> {
                 encoding,
             }
         }
+        Ok(pb::Format::FeastRest) => Format::FeastRest,
         Ok(other) => return Err(format!("format {other:?} is not supported by this filter")),
         Err(_) => return Err(format!("unknown format {}", r.format)),
     })
@@ -914,6 +999,7 @@ mod tests {
                 max_header_bytes: 4096,
                 encoding: HeaderEncoding::ProtobufBase64,
             },
+            Format::FeastRest,
         ] {
             let mut r = pb::Route::default();
             format.write_to(&mut r);
@@ -1140,5 +1226,43 @@ mod tests {
             "feature name 'age' is given by views 'profile' and 'txn'",
         );
         assert!(Config::from_bytes(b"\xff\xff garbage").is_err());
+    }
+
+    /// A Feast layout matching the fixture's `scoring` service.
+    fn feast_layout() -> pb::FeastLayout {
+        let view = |name: &str, features: &[&str]| pb::FeastView {
+            timestamp_field: ferry_protos::feast::timestamp_field(name),
+            feature_fields: features
+                .iter()
+                .map(|f| ferry_protos::feast::feature_field(name, f))
+                .collect(),
+        };
+        pb::FeastLayout {
+            project: "bank".into(),
+            join_keys: vec![pb::FeastJoinKey {
+                name: "user_id".into(),
+                int64: false,
+            }],
+            views: vec![view("profile", &["age", "score"]), view("txn", &["count"])],
+        }
+    }
+
+    #[test]
+    fn a_feast_layout_must_describe_its_service_exactly() {
+        let with = |edit: &dyn Fn(&mut pb::FeastLayout)| {
+            let mut s = snapshot();
+            let mut layout = feast_layout();
+            edit(&mut layout);
+            s.services[0].feast = Some(layout);
+            Config::from_snapshot(s).map_err(|e| e.to_string())
+        };
+        let c = with(&|_| {}).unwrap();
+        assert_eq!(c.routes[0].service().feast, Some(feast_layout()));
+        let int64 = with(&|l| l.join_keys[0].int64 = true).unwrap_err();
+        assert!(int64.contains("join keys differ"), "{int64}");
+        let short = with(&|l| l.views[1].feature_fields.clear()).unwrap_err();
+        assert!(short.contains("feature fields differ"), "{short}");
+        let project = with(&|l| l.project = "a:b".into()).unwrap_err();
+        assert!(project.contains("invalid project name"), "{project}");
     }
 }

@@ -61,6 +61,7 @@ pub fn reader_request(
             service: part.service.name.clone(),
             fingerprint: part.service.fingerprint,
             entity_keys: order[start..].iter().map(|j| keys[*j].clone()).collect(),
+            feast: part.service.feast.clone(),
         });
     }
     let body = VectorRequest {
@@ -223,6 +224,10 @@ pub fn enrich(
             if partial { "partial" } else { "ok" }.to_string(),
         ),
     ];
+    let mut req = req;
+    if let ParsedRequest::FeastRest(r) = &mut req {
+        r.event_times_us = event_times(route, vectors);
+    }
     Ok(Enriched {
         rewritten: format::rewrite(req, route, features)?,
         headers,
@@ -230,6 +235,22 @@ pub fn enrich(
         missing: missing.len(),
         stale: stale.len(),
     })
+}
+
+/// Per entity, the event time of each feature of its flattened vector (0 = none): Feast's
+/// REST answer reports them.
+fn event_times(route: &Route, vectors: &[Vec<u8>]) -> Vec<Vec<i64>> {
+    vectors
+        .chunks(route.keys_per_entity())
+        .map(|entity| {
+            route
+                .parts
+                .iter()
+                .zip(entity)
+                .flat_map(|(part, bytes)| vector::event_times_us(bytes, &part.service))
+                .collect()
+        })
+        .collect()
 }
 
 /// Under `on_missing_entity: default`, NOT_FOUND features take the repo's default (or stay null).

@@ -108,6 +108,18 @@ pub enum FerryError {
          upstream: the wasm filter needs allow_on_headers_stop_iteration for this route"
     )]
     HeadersAlreadySent { names: String },
+    /// The plugin configuration names a `snapshot_url` and no snapshot came from it yet: no
+    /// request is forwarded unenriched, since none can be told apart from a Ferry route.
+    #[error("no registry snapshot loaded yet from {url}; retried every {poll_ms} ms")]
+    SnapshotNotLoaded { url: String, poll_ms: u64 },
+    /// A `feast_rest` request Feast's REST server refuses, answered as `feast serve` does: its
+    /// status and body (see `format::feast_rest::errors`); `code` is Ferry's name for it.
+    #[error("{body}")]
+    FeastRest {
+        status: u16,
+        code: &'static str,
+        body: String,
+    },
 }
 
 impl FerryError {
@@ -141,6 +153,8 @@ impl FerryError {
             E::DispatchFailed { .. } => (500, "dispatch_failed"),
             E::UnknownRoute { .. } => (500, "unknown_route"),
             E::HeadersAlreadySent { .. } => (500, "headers_already_sent"),
+            E::SnapshotNotLoaded { .. } => (503, "snapshot_not_loaded"),
+            E::FeastRest { status, code, .. } => (*status, code),
         }
     }
 
@@ -171,9 +185,22 @@ impl FerryError {
         self.to_string()
     }
 
+    /// The headers of Ferry's own error answer: `x-ferry-error` tells it from Envoy's local
+    /// replies (which the bootstraps' `local_reply_config` rewrites, and must not here).
+    pub fn reply_headers(&self) -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("content-type", "application/json"),
+            ("x-ferry-error", self.code()),
+        ]
+    }
+
     /// The JSON error body: `{"error": code, "message": ..., "route": ...}`.
-    /// `route` is omitted when the request matched none (e.g. `no_route`).
+    /// `route` is omitted when the request matched none (e.g. `no_route`). A `FeastRest`
+    /// error is answered with Feast's own body instead.
     pub fn body(&self, route: &str) -> Vec<u8> {
+        if let FerryError::FeastRest { body, .. } = self {
+            return body.clone().into_bytes();
+        }
         let mut v = serde_json::json!({
             "error": self.code(),
             "message": self.message(),

@@ -328,7 +328,12 @@ impl<H: Host> HttpFilter<H> {
             State::ReadingBody { framing, .. } => framing.clone(),
             _ => None,
         };
-        let request = match format::parse(&body, route, framing.as_deref()) {
+        let parsed = match &route.format {
+            Format::FeastRest => format::feast_rest::parse(&body, route, config)
+                .map(|r| ParsedRequest::FeastRest(Box::new(r))),
+            _ => format::parse(&body, route, framing.as_deref()),
+        };
+        let request = match parsed {
             Ok(r) => r,
             Err(e) => return self.answer(route, &e),
         };
@@ -351,7 +356,8 @@ impl<H: Host> HttpFilter<H> {
         body_size: usize,
         resume: Resume,
     ) -> Action {
-        let route = &config.routes[index];
+        let route = served_route(config, index, &request);
+        let route = &*route;
         let vectors = self.cached_vectors(config, route, request.keys());
         let misses: Vec<usize> = (0..vectors.len())
             .filter(|i| vectors[*i].is_empty())
@@ -429,7 +435,8 @@ impl<H: Host> HttpFilter<H> {
         let Some(config) = self.config.clone() else {
             return;
         };
-        let route = &config.routes[p.route];
+        let route = served_route(&config, p.route, &p.request);
+        let route = &*route;
         if let Some(id) = self.metrics.id(Metric::ReaderLatencyUs) {
             let took = self.host.now_us().saturating_sub(p.sent_at_us);
             self.host
@@ -558,6 +565,9 @@ impl<H: Host> HttpFilter<H> {
         body_size: usize,
         resume: Resume,
     ) -> Action {
+        if route.format == Format::FeastRest {
+            return self.reply(out);
+        }
         if self.headers_sent && !out.rewritten.headers.is_empty() {
             let names: Vec<&str> = out
                 .rewritten
@@ -596,6 +606,17 @@ impl<H: Host> HttpFilter<H> {
             self.host.resume_response();
         }
         Action::Continue
+    }
+
+    /// A route that answers itself (`feast_rest`): the new body is the response, with
+    /// `x-ferry-*`; nothing reaches an upstream.
+    fn reply(&mut self, out: enrich::Enriched) -> Action {
+        let mut headers: Vec<(&str, &str)> = vec![("content-type", "application/json")];
+        headers.extend(out.headers.iter().map(|(n, v)| (*n, v.as_str())));
+        let body = out.rewritten.body.unwrap_or_default();
+        self.host.send_response(200, headers, &body);
+        self.state = State::Done;
+        Action::Pause
     }
 
     /// A reader-side failure: fail closed (answer) or open (forward with every feature null),
@@ -638,17 +659,35 @@ impl<H: Host> HttpFilter<H> {
 
     fn answer_named(&mut self, route: &str, err: &FerryError) -> Action {
         let body = err.body(route);
-        self.host.send_response(
-            err.status(),
-            vec![
-                ("content-type", "application/json"),
-                ("x-ferry-error", err.code()),
-            ],
-            &body,
-        );
+        self.host
+            .send_response(err.status(), err.reply_headers(), &body);
         self.count(Metric::Rejected, 1);
         self.state = State::Done;
         Action::Pause
+    }
+}
+
+/// The route a request is served by: its own for a `feast_rest` request (the services its
+/// body names), else the snapshot's route `index`.
+enum Served<'a> {
+    Snapshot(&'a Route),
+    Own(Rc<Route>),
+}
+
+impl std::ops::Deref for Served<'_> {
+    type Target = Route;
+    fn deref(&self) -> &Route {
+        match self {
+            Served::Snapshot(r) => r,
+            Served::Own(r) => r,
+        }
+    }
+}
+
+fn served_route<'a>(config: &'a Config, index: usize, request: &ParsedRequest) -> Served<'a> {
+    match request {
+        ParsedRequest::FeastRest(r) => Served::Own(r.route.clone()),
+        _ => Served::Snapshot(&config.routes[index]),
     }
 }
 
@@ -699,6 +738,38 @@ mod tests {
     }
 
     const BODY: &str = r#"{"instances":[{"user_id":"u1"}]}"#;
+
+    #[test]
+    fn a_feast_rest_route_answers_itself_and_forwards_nothing() {
+        let c = route_with(|r| {
+            r.format = pb::Format::FeastRest as i32;
+            r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32;
+        });
+        let body = r#"{"features":["txn:count"],"entities":{"user_id":["u1","u2"]}}"#;
+        let mut f = filter(c, "POST", "/v1/models/fraud", body);
+        assert_eq!(f.on_request_headers(false), Action::Pause);
+        assert_eq!(f.on_request_body(body.len(), true), Action::Pause);
+        reader_ok(
+            &f,
+            vec![
+                vectors::scoring(NOW, Some(1), Some(0.5), Some(9)),
+                Vec::new(),
+            ],
+        );
+        f.on_call_response(7, 3, 100);
+        assert!(!*f.host().resumed.borrow(), "never forwarded");
+        let (status, v) = sent(&f);
+        assert_eq!(status, 200);
+        assert_eq!(
+            v["metadata"]["feature_names"],
+            serde_json::json!(["user_id", "count"])
+        );
+        assert_eq!(v["results"][1]["values"], serde_json::json!([9, null]));
+        assert_eq!(
+            v["results"][1]["statuses"],
+            serde_json::json!(["PRESENT", "NOT_FOUND"])
+        );
+    }
 
     #[test]
     fn enriches_through_one_dispatch_and_resumes() {

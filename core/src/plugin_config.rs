@@ -2,12 +2,19 @@
 //! - the bytes of a `ferry.v1.Snapshot` (what `ferry envoy-config` and `ferry serve` put in
 //!   Envoy's `configuration`, a `google.protobuf.BytesValue`);
 //! - a JSON object (what Istio's WasmPlugin and Envoy Gateway's EnvoyExtensionPolicy pass, their
-//!   `pluginConfig` being a JSON string):
+//!   `pluginConfig` being a JSON string), carrying the snapshot inline or saying where to pull it:
 //!   `{"snapshot_base64": "...", "reader_cluster": "outbound|8090||ferry-reader.ferry.svc.cluster.local",
-//!   "allow_on_headers_stop_iteration": false}`.
+//!   "allow_on_headers_stop_iteration": false}`, or
+//!   `{"snapshot_url": "http://ferry-control-plane.ferry.svc.cluster.local:8091/v1/snapshot",
+//!   "snapshot_cluster": "outbound|8091||ferry-control-plane.ferry.svc.cluster.local",
+//!   "snapshot_poll_ms": 5000, "reader_cluster": "..."}`.
 //!   `reader_cluster` (optional) overrides the snapshot's, since Istio names clusters its own
 //!   way; `allow_on_headers_stop_iteration` (default false, as neither Istio nor Envoy Gateway
 //!   can set it) tells whether Envoy holds the request headers while the body is read.
+//!   A proxy-wasm HTTP call goes to a named cluster, so `snapshot_url` needs `snapshot_cluster`
+//!   (the cluster reaching `ferry serve`'s HTTP port); the URL gives the path and authority.
+
+use std::time::Duration;
 
 use base64::Engine;
 use serde_json::{Map, Value};
@@ -15,18 +22,103 @@ use serde_json::{Map, Value};
 use crate::config::{Config, ConfigError};
 
 /// Keys of the JSON form; any other key is refused (a typo must not pass silently).
-const KEYS: [&str; 3] = [
+const KEYS: [&str; 7] = [
     "snapshot_base64",
+    "snapshot_url",
+    "snapshot_cluster",
+    "snapshot_poll_ms",
+    "snapshot_timeout_ms",
     "reader_cluster",
     "allow_on_headers_stop_iteration",
 ];
 
+/// How often a pulled snapshot is checked for a new version, unless configured.
+pub const DEFAULT_POLL: Duration = Duration::from_secs(5);
+/// How long one pull may take, unless configured.
+pub const DEFAULT_PULL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bounds of `snapshot_poll_ms` and `snapshot_timeout_ms`: a tighter poll would load the
+/// control plane with every Envoy worker's requests, a looser one delays every change.
+const MIN_MS: u64 = 100;
+const MAX_MS: u64 = 3_600_000;
+
+/// What the plugin configuration asks the filter to run on.
+#[derive(Debug)]
+pub enum Plugin {
+    /// The snapshot itself (binary, or the JSON form's `snapshot_base64`).
+    Snapshot(Config),
+    /// The JSON form's `snapshot_url`: pulled by the filter, see [`crate::snapshot_pull`].
+    Pull(Pull),
+}
+
+/// What the JSON form changes in every snapshot it is given, inline or pulled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Overrides {
+    /// Istio / Envoy Gateway's name for the reader cluster; None keeps the snapshot's.
+    pub reader_cluster: Option<String>,
+    /// `allow_on_headers_stop_iteration`.
+    pub headers_held: bool,
+}
+
+/// Where the filter pulls its snapshot from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pull {
+    /// As written, for messages.
+    pub url: String,
+    /// The Envoy cluster the GET goes to.
+    pub cluster: String,
+    /// The URL's host (and port): the GET's `:authority`.
+    pub authority: String,
+    /// The URL's path and query: the GET's `:path`.
+    pub path: String,
+    pub poll: Duration,
+    pub timeout: Duration,
+    pub overrides: Overrides,
+}
+
 /// Decodes and validates the plugin configuration, whichever its form.
-pub fn parse(bytes: &[u8]) -> Result<Config, ConfigError> {
+pub fn parse_plugin(bytes: &[u8]) -> Result<Plugin, ConfigError> {
     if looks_like_json(bytes) {
         from_json(bytes)
     } else {
-        Config::from_bytes(bytes)
+        Config::from_bytes(bytes).map(Plugin::Snapshot)
+    }
+}
+
+/// The snapshot the plugin configuration carries, for hosts that do not pull one (e.g. the
+/// control plane checking what it renders): a `snapshot_url` form is refused by name.
+pub fn parse(bytes: &[u8]) -> Result<Config, ConfigError> {
+    match parse_plugin(bytes)? {
+        Plugin::Snapshot(c) => Ok(c),
+        Plugin::Pull(p) => Err(bad(format!(
+            "names 'snapshot_url' {}, which only the wasm filter pulls",
+            p.url
+        ))),
+    }
+}
+
+impl Overrides {
+    /// The snapshot in `raw` (protobuf bytes) with these overrides, validated.
+    pub fn apply(&self, raw: &[u8]) -> Result<Config, ConfigError> {
+        let mut snap = <ferry_protos::v1::Snapshot as prost::Message>::decode(raw)
+            .map_err(|e| ConfigError::Undecodable(e.to_string()))?;
+        if let Some(cluster) = &self.reader_cluster {
+            // The authority stays the snapshot's (the reader's name), unless it was derived
+            // from the cluster name, which Istio's cluster names are not fit for.
+            if snap.reader_authority.is_empty() {
+                snap.reader_authority = snap.reader_cluster.clone();
+            }
+            snap.reader_cluster = cluster.clone();
+        }
+        let mut config = Config::from_snapshot(snap)?;
+        config.headers_held = self.headers_held;
+        Ok(config)
+    }
+}
+
+fn bad(reason: String) -> ConfigError {
+    ConfigError::Invalid {
+        part: "JSON plugin configuration".into(),
+        reason,
     }
 }
 
@@ -50,11 +142,7 @@ fn looks_like_json(bytes: &[u8]) -> bool {
     )
 }
 
-fn from_json(bytes: &[u8]) -> Result<Config, ConfigError> {
-    let bad = |reason: String| ConfigError::Invalid {
-        part: "JSON plugin configuration".into(),
-        reason,
-    };
+fn from_json(bytes: &[u8]) -> Result<Plugin, ConfigError> {
     let value: Value =
         serde_json::from_slice(bytes).map_err(|e| bad(format!("not valid JSON: {e}")))?;
     let Value::Object(obj) = value else {
@@ -66,26 +154,40 @@ fn from_json(bytes: &[u8]) -> Result<Config, ConfigError> {
             KEYS.join(", ")
         )));
     }
-    let snapshot = string(&obj, "snapshot_base64")
-        .map_err(bad)?
-        .ok_or_else(|| bad("'snapshot_base64' is required".into()))?;
-    let raw = base64::engine::general_purpose::STANDARD
-        .decode(snapshot.trim())
-        .map_err(|e| bad(format!("'snapshot_base64' is not base64: {e}")))?;
-    let mut snap = <ferry_protos::v1::Snapshot as prost::Message>::decode(raw.as_slice())
-        .map_err(|e| ConfigError::Undecodable(e.to_string()))?;
-    if let Some(cluster) = string(&obj, "reader_cluster").map_err(bad)? {
-        if cluster.is_empty() {
-            return Err(bad("'reader_cluster' is empty".into()));
+    let overrides = overrides(&obj)?;
+    let inline = string(&obj, "snapshot_base64")?;
+    let url = string(&obj, "snapshot_url")?;
+    match (inline, url) {
+        (Some(snapshot), None) => {
+            if let Some(k) = [
+                "snapshot_cluster",
+                "snapshot_poll_ms",
+                "snapshot_timeout_ms",
+            ]
+            .into_iter()
+            .find(|k| obj.contains_key(*k))
+            {
+                return Err(bad(format!("'{k}' goes with 'snapshot_url' only")));
+            }
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(snapshot.trim())
+                .map_err(|e| bad(format!("'snapshot_base64' is not base64: {e}")))?;
+            overrides.apply(&raw).map(Plugin::Snapshot)
         }
-        // The authority stays the snapshot's (the reader's name), unless it was derived from
-        // the cluster name, which Istio's cluster names are not fit for.
-        if snap.reader_authority.is_empty() {
-            snap.reader_authority = snap.reader_cluster.clone();
-        }
-        snap.reader_cluster = cluster.to_string();
+        (None, Some(url)) => pull(&obj, url, overrides).map(Plugin::Pull),
+        (Some(_), Some(_)) => Err(bad(
+            "give either 'snapshot_base64' or 'snapshot_url', not both".into(),
+        )),
+        (None, None) => Err(bad("'snapshot_base64' or 'snapshot_url' is required".into())),
     }
-    let held = match obj.get("allow_on_headers_stop_iteration") {
+}
+
+fn overrides(obj: &Map<String, Value>) -> Result<Overrides, ConfigError> {
+    let reader_cluster = string(obj, "reader_cluster")?;
+    if reader_cluster == Some("") {
+        return Err(bad("'reader_cluster' is empty".into()));
+    }
+    let headers_held = match obj.get("allow_on_headers_stop_iteration") {
         None => false,
         Some(Value::Bool(b)) => *b,
         Some(_) => {
@@ -94,16 +196,69 @@ fn from_json(bytes: &[u8]) -> Result<Config, ConfigError> {
             ))
         }
     };
-    let mut config = Config::from_snapshot(snap)?;
-    config.headers_held = held;
-    Ok(config)
+    Ok(Overrides {
+        reader_cluster: reader_cluster.map(str::to_owned),
+        headers_held,
+    })
 }
 
-fn string<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, String> {
+fn pull(obj: &Map<String, Value>, url: &str, overrides: Overrides) -> Result<Pull, ConfigError> {
+    let (authority, path) = split_url(url).map_err(|e| bad(format!("'snapshot_url' {e}")))?;
+    let cluster = string(obj, "snapshot_cluster")?.ok_or_else(|| {
+        bad("'snapshot_url' needs 'snapshot_cluster', the Envoy cluster that reaches it".into())
+    })?;
+    if cluster.is_empty() {
+        return Err(bad("'snapshot_cluster' is empty".into()));
+    }
+    Ok(Pull {
+        url: url.to_owned(),
+        cluster: cluster.to_owned(),
+        authority: authority.to_owned(),
+        path: path.to_owned(),
+        poll: millis(obj, "snapshot_poll_ms", DEFAULT_POLL)?,
+        timeout: millis(obj, "snapshot_timeout_ms", DEFAULT_PULL_TIMEOUT)?,
+        overrides,
+    })
+}
+
+/// `http://host[:port][/path]` (or https, which the cluster's TLS settings decide anyway) into
+/// its authority and path.
+fn split_url(url: &str) -> Result<(&str, &str), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(|| format!("'{url}' is not an http:// or https:// URL"))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, "/"),
+    };
+    if authority.is_empty() {
+        return Err(format!("'{url}' has no host"));
+    }
+    let invalid = |c: char| c.is_whitespace() || c.is_control() || matches!(c, '@' | '#');
+    if url.chars().any(invalid) {
+        return Err(format!("'{url}' has whitespace, a user name or a fragment"));
+    }
+    Ok((authority, path))
+}
+
+fn millis(obj: &Map<String, Value>, key: &str, default: Duration) -> Result<Duration, ConfigError> {
+    match obj.get(key) {
+        None => Ok(default),
+        Some(v) => match v.as_u64() {
+            Some(ms) if (MIN_MS..=MAX_MS).contains(&ms) => Ok(Duration::from_millis(ms)),
+            _ => Err(bad(format!(
+                "'{key}' must be a whole number of milliseconds from {MIN_MS} to {MAX_MS}"
+            ))),
+        },
+    }
+}
+
+fn string<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, ConfigError> {
     match obj.get(key) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(format!("'{key}' must be a string")),
+        Some(_) => Err(bad(format!("'{key}' must be a string"))),
     }
 }
 
@@ -161,14 +316,17 @@ mod tests {
     fn bad_json_configurations_are_refused_by_name() {
         let snap = b64(&snapshot().encode_to_vec());
         let cases = [
-            ("{}".to_string(), "'snapshot_base64' is required"),
+            (
+                "{}".to_string(),
+                "'snapshot_base64' or 'snapshot_url' is required",
+            ),
             (
                 r#"{"snapshot_base64":"%%%"}"#.to_string(),
                 "'snapshot_base64' is not base64",
             ),
             (
-                format!(r#"{{"snapshot_base64":"{snap}","snapshot_url":"http://x"}}"#),
-                "unknown key 'snapshot_url'",
+                format!(r#"{{"snapshot_base64":"{snap}","snapshot_uri":"http://x"}}"#),
+                "unknown key 'snapshot_uri'",
             ),
             (
                 format!(r#"{{"snapshot_base64":"{snap}","reader_cluster":""}}"#),
@@ -195,6 +353,93 @@ mod tests {
         let json = format!(r#"{{"snapshot_base64":"{}"}}"#, b64(&s.encode_to_vec()));
         let err = parse(json.as_bytes()).unwrap_err().to_string();
         assert!(err.contains("reader_cluster is empty"), "{err}");
+    }
+
+    const URL: &str = "http://ferry-control-plane.ferry.svc:8091/v1/snapshot";
+
+    #[test]
+    fn json_may_name_a_url_to_pull_the_snapshot_from() {
+        let json = format!(
+            r#"{{"snapshot_url":"{URL}","snapshot_cluster":"cp","snapshot_poll_ms":250,
+                "reader_cluster":"r"}}"#
+        );
+        let Plugin::Pull(p) = parse_plugin(json.as_bytes()).unwrap() else {
+            panic!("a pull")
+        };
+        assert_eq!(
+            (p.cluster.as_str(), p.authority.as_str(), p.path.as_str()),
+            ("cp", "ferry-control-plane.ferry.svc:8091", "/v1/snapshot")
+        );
+        assert_eq!(p.poll, Duration::from_millis(250));
+        assert_eq!(p.timeout, DEFAULT_PULL_TIMEOUT);
+        assert_eq!(p.overrides.reader_cluster.as_deref(), Some("r"));
+        assert!(!p.overrides.headers_held);
+        // The pulled bytes get the same overrides as an inline snapshot.
+        let c = p.overrides.apply(&snapshot().encode_to_vec()).unwrap();
+        assert_eq!(c.reader_cluster, "r");
+        // A host that cannot pull refuses it by name.
+        let err = parse(json.as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("only the wasm filter pulls"), "{err}");
+
+        let bare = r#"{"snapshot_url":"https://cp","snapshot_cluster":"c"}"#;
+        let Plugin::Pull(p) = parse_plugin(bare.as_bytes()).unwrap() else {
+            panic!("a pull")
+        };
+        assert_eq!((p.authority.as_str(), p.path.as_str()), ("cp", "/"));
+        assert_eq!(p.poll, DEFAULT_POLL);
+    }
+
+    #[test]
+    fn bad_pull_configurations_are_refused_by_name() {
+        let snap = b64(&snapshot().encode_to_vec());
+        let cases = [
+            (
+                format!(r#"{{"snapshot_url":"{URL}"}}"#),
+                "needs 'snapshot_cluster'",
+            ),
+            (
+                format!(r#"{{"snapshot_url":"{URL}","snapshot_cluster":""}}"#),
+                "'snapshot_cluster' is empty",
+            ),
+            (
+                r#"{"snapshot_url":"ftp://x/s","snapshot_cluster":"c"}"#.into(),
+                "not an http:// or https:// URL",
+            ),
+            (
+                r#"{"snapshot_url":"http:///s","snapshot_cluster":"c"}"#.into(),
+                "has no host",
+            ),
+            (
+                r#"{"snapshot_url":"http://u@h/s","snapshot_cluster":"c"}"#.into(),
+                "a user name",
+            ),
+            (
+                format!(
+                    r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c","snapshot_poll_ms":5}}"#
+                ),
+                "'snapshot_poll_ms' must be a whole number of milliseconds from 100",
+            ),
+            (
+                format!(
+                    r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c","snapshot_timeout_ms":"1s"}}"#
+                ),
+                "'snapshot_timeout_ms' must be",
+            ),
+            (
+                format!(
+                    r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c","snapshot_base64":"{snap}"}}"#
+                ),
+                "not both",
+            ),
+            (
+                format!(r#"{{"snapshot_base64":"{snap}","snapshot_cluster":"c"}}"#),
+                "'snapshot_cluster' goes with 'snapshot_url' only",
+            ),
+        ];
+        for (json, expected) in cases {
+            let err = parse_plugin(json.as_bytes()).unwrap_err().to_string();
+            assert!(err.contains(expected), "{json}: {err}");
+        }
     }
 
     /// Project name lengths whose length byte reads as JSON whitespace or `{`: the snapshot

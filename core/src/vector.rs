@@ -125,6 +125,25 @@ pub fn decode(
     Ok(out)
 }
 
+/// The event time (µs) of each feature's view in a stored vector, flattened like its values;
+/// 0 where the view has no row or the vector cannot be read (`decode` reports that).
+pub fn event_times_us(bytes: &[u8], service: &Service) -> Vec<i64> {
+    let stored = StoredVector::decode(bytes).ok();
+    let views = stored
+        .as_ref()
+        .map(|v| v.views.as_slice())
+        .unwrap_or_default();
+    let mut out = Vec::with_capacity(service.feature_count);
+    for (i, view) in service.views.iter().enumerate() {
+        let t = views
+            .get(i)
+            .filter(|v| !v.values.is_empty())
+            .map_or(0, |v| v.event_time_us);
+        out.extend(std::iter::repeat_n(t, view.features.len()));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

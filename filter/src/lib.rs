@@ -13,14 +13,17 @@ use proxy_wasm::types::{
 };
 
 use ferry_core::config::Config;
+use ferry_core::error::FerryError;
 use ferry_core::host::Host;
 use ferry_core::http_context::{Action, HttpFilter};
 use ferry_core::metrics::{self, Metrics};
+use ferry_core::plugin_config::{self, Plugin, Pull};
+use ferry_core::snapshot_pull::{Pulled, Puller};
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
-        Box::new(FerryRoot { config: None, metrics: None })
+        Box::new(FerryRoot { config: None, metrics: None, puller: None })
     });
 }}
 
@@ -29,9 +32,43 @@ struct FerryRoot {
     config: Option<Rc<Config>>,
     /// Defined on the first configure of this VM; ids stay valid for its life.
     metrics: Option<Rc<Metrics>>,
+    /// When the plugin configuration names a `snapshot_url`: the pull on every tick.
+    puller: Option<Puller>,
 }
 
-impl Context for FerryRoot {}
+impl Context for FerryRoot {
+    fn on_http_call_response(
+        &mut self,
+        _token_id: u32,
+        num_headers: usize,
+        body_size: usize,
+        _num_trailers: usize,
+    ) {
+        let Some(puller) = self.puller.as_mut() else {
+            return;
+        };
+        // No headers: the call failed (reset, timeout, no such cluster), and there is no
+        // response to read (reading it would fail, and the hostcall panic).
+        let (status, etag, body) = if num_headers == 0 {
+            (None, None, Vec::new())
+        } else {
+            let body = hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body_size)
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            let status = call_response_header(":status").and_then(|s| s.parse().ok());
+            (status, call_response_header("etag"), body)
+        };
+        match puller.answered(status, etag, &body) {
+            Pulled::Loaded(c) => {
+                log_loaded(&c, &puller.pull().url);
+                self.config = Some(c);
+            }
+            Pulled::Unchanged | Pulled::Kept { log: None } => {}
+            Pulled::Kept { log: Some(m) } => log(LogLevel::Warn, &format!("ferry: {m}")),
+        }
+    }
+}
 
 impl RootContext for FerryRoot {
     fn on_configure(&mut self, _size: usize) -> bool {
@@ -54,18 +91,17 @@ impl RootContext for FerryRoot {
                 return false;
             }
         };
-        match ferry_core::plugin_config::parse(&bytes) {
-            Ok(c) => {
-                log(
-                    LogLevel::Info,
-                    &format!(
-                        "ferry: snapshot {} of project '{}' with {} route(s)",
-                        c.version,
-                        c.project,
-                        c.routes.len()
-                    ),
-                );
+        match plugin_config::parse_plugin(&bytes) {
+            Ok(Plugin::Snapshot(c)) => {
+                log_loaded(&c, "the plugin configuration");
                 self.config = Some(Rc::new(c));
+                if self.puller.take().is_some() {
+                    let _ = hostcalls::set_tick_period(Duration::ZERO);
+                }
+                true
+            }
+            Ok(Plugin::Pull(p)) => {
+                self.start_pull(p);
                 true
             }
             Err(e) => {
@@ -76,7 +112,18 @@ impl RootContext for FerryRoot {
         }
     }
 
+    fn on_tick(&mut self) {
+        self.send_pull();
+    }
+
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+        if let (None, Some(puller)) = (&self.config, &self.puller) {
+            let pull = puller.pull();
+            return Some(Box::new(NotLoaded(FerryError::SnapshotNotLoaded {
+                url: pull.url.clone(),
+                poll_ms: u64::try_from(pull.poll.as_millis()).unwrap_or(u64::MAX),
+            })));
+        }
         let metrics = self.metrics.clone().unwrap_or_default();
         Some(Box::new(FerryHttp {
             filter: HttpFilter::new(HostCalls, self.config.clone(), metrics),
@@ -85,6 +132,87 @@ impl RootContext for FerryRoot {
 
     fn get_type(&self) -> Option<ContextType> {
         Some(ContextType::HttpContext)
+    }
+}
+
+impl FerryRoot {
+    /// Pulls from `pull` from now on, at once and then on every tick. `on_configure` runs more
+    /// than once per update: the same pull keeps its state (and its last version). A new one
+    /// starts afresh, and the snapshot in use stays until the new source answers.
+    fn start_pull(&mut self, pull: Pull) {
+        if self.puller.as_ref().map(Puller::pull) == Some(&pull) {
+            return;
+        }
+        log(
+            LogLevel::Info,
+            &format!(
+                "ferry: pulling the snapshot from {} through cluster '{}' every {} ms",
+                pull.url,
+                pull.cluster,
+                pull.poll.as_millis()
+            ),
+        );
+        let _ = hostcalls::set_tick_period(pull.poll);
+        self.puller = Some(Puller::new(pull));
+        self.send_pull();
+    }
+
+    fn send_pull(&mut self) {
+        let Some(puller) = self.puller.as_mut() else {
+            return;
+        };
+        let Some(headers) = puller.next_request() else {
+            return;
+        };
+        let pull = puller.pull();
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        match hostcalls::dispatch_http_call(&pull.cluster, headers, None, vec![], pull.timeout) {
+            Ok(_) => puller.sent(),
+            Err(status) => {
+                if let Some(m) = puller.not_sent(&format!("status {status:?}")) {
+                    log(LogLevel::Warn, &format!("ferry: {m}"));
+                }
+            }
+        }
+    }
+}
+
+fn log_loaded(c: &Config, from: &str) {
+    log(
+        LogLevel::Info,
+        &format!(
+            "ferry: snapshot {} of project '{}' with {} route(s) from {from}",
+            c.version,
+            c.project,
+            c.routes.len()
+        ),
+    );
+}
+
+fn call_response_header(name: &str) -> Option<String> {
+    hostcalls::get_map_value_bytes(MapType::HttpCallResponseHeaders, name)
+        .ok()
+        .flatten()
+        .map(|v| String::from_utf8_lossy(&v).into_owned())
+}
+
+/// Every request while a pulled snapshot has not arrived: answered with a JSON 503, since
+/// without the snapshot no request can be told apart from one that must be enriched.
+struct NotLoaded(FerryError);
+
+impl Context for NotLoaded {}
+
+impl HttpContext for NotLoaded {
+    fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> WasmAction {
+        let _ = hostcalls::send_http_response(
+            u32::from(self.0.status()),
+            self.0.reply_headers(),
+            Some(&self.0.body("")),
+        );
+        WasmAction::Pause
     }
 }
 

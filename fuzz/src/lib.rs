@@ -67,6 +67,7 @@ pub fn snapshot() -> pb::Snapshot {
         ],
     ));
     let numeric = pb::FeatureService {
+        feast: None,
         name: "numeric".into(),
         fingerprint: FP_NUMERIC,
         entity_keys: vec![key("user_id", T::String)],
@@ -81,6 +82,7 @@ pub fn snapshot() -> pb::Snapshot {
         )],
     };
     let pair = pb::FeatureService {
+        feast: None,
         name: "pair".into(),
         fingerprint: FP_PAIR,
         entity_keys: vec![key("merchant_id", T::Int64), key("user_id", T::String)],

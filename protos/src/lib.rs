@@ -10,7 +10,14 @@ pub mod v1 {
 /// before they get here, so the joined form is unambiguous.
 pub const ENTITY_KEY_SEPARATOR: char = '\u{1f}';
 
+pub mod feast;
 pub mod path;
+
+/// The subset of Feast's own messages Ferry reads (its registry, its stored values).
+#[allow(clippy::all)]
+pub mod feast_proto {
+    include!(concat!(env!("OUT_DIR"), "/ferry.feast.rs"));
+}
 
 /// The bounds every part of Ferry agrees on: the filter refuses a request over them with a 4xx
 /// before any reader call, `ferry apply` refuses a route that could exceed them, and the reader

@@ -4,12 +4,13 @@
 
 use bytes::Buf;
 use ferry_protos::limits::MAX_ENTITY_KEY_BYTES;
-use ferry_protos::v1::{LookupResult, VectorRequest, VectorResponse};
+use ferry_protos::v1::{FeastLayout, LookupResult, VectorRequest, VectorResponse};
 use ferry_protos::{entity_key_problem, is_valid_name, redis_key};
 use prost::Message;
 use redis::Value;
 
 use crate::error::ReaderError;
+use crate::feast;
 
 /// A validated request, ready to be sent to Redis.
 #[derive(Debug)]
@@ -21,6 +22,17 @@ pub struct Batch {
     counts: Vec<usize>,
     /// Sum of `counts`: the length Redis's answer must have.
     keys: usize,
+    /// For a request whose lookups are all of Feast-backed services: one `HMGET` per entity
+    /// key, pipelined, instead of the `MGET` (see `feast`).
+    feast: Option<FeastBatch>,
+}
+
+/// The Feast part of a batch: the pipeline and what each lookup needs to read its answers.
+#[derive(Debug)]
+struct FeastBatch {
+    pipeline: redis::Pipeline,
+    /// Per lookup: its layout and fingerprint.
+    lookups: Vec<(FeastLayout, u64)>,
 }
 
 impl Batch {
@@ -46,6 +58,15 @@ impl Batch {
             });
         }
         check_name("project", &request.project)?;
+        let feast_lookups = request.lookups.iter().filter(|l| l.feast.is_some()).count();
+        if feast_lookups > 0 {
+            if feast_lookups < request.lookups.len() {
+                return Err(ReaderError::BadRequest(
+                    "a request mixes Feast-backed and Ferry-layout lookups".into(),
+                ));
+            }
+            return Self::feast(request, keys);
+        }
 
         let mut counts = Vec::with_capacity(request.lookups.len());
         let mut command = redis::Cmd::with_capacity(keys + 1, estimate_bytes(request));
@@ -75,7 +96,45 @@ impl Batch {
             command: (keys > 0).then_some(command),
             counts,
             keys,
+            feast: None,
         })
+    }
+
+    /// A request of Feast-backed lookups: one pipelined `HMGET` per entity key.
+    fn feast(request: &VectorRequest, keys: usize) -> Result<Self, ReaderError> {
+        let mut pipeline = redis::pipe();
+        let mut lookups = Vec::with_capacity(request.lookups.len());
+        for (i, lookup) in request.lookups.iter().enumerate() {
+            check_name(&format!("lookups[{i}].service"), &lookup.service)?;
+            let layout = lookup.feast.clone().unwrap_or_default();
+            for (j, entity_key) in lookup.entity_keys.iter().enumerate() {
+                if let Some(why) = entity_key_problem(entity_key) {
+                    return Err(ReaderError::BadRequest(format!(
+                        "lookups[{i}].entity_keys[{j}]: {why}"
+                    )));
+                }
+            }
+            feast::add_lookup(&mut pipeline, i, lookup, &layout)?;
+            lookups.push((layout, lookup.fingerprint));
+        }
+        Ok(Self {
+            command: None,
+            counts: request
+                .lookups
+                .iter()
+                .map(|l| l.entity_keys.len())
+                .collect(),
+            keys,
+            feast: Some(FeastBatch { pipeline, lookups }),
+        })
+    }
+
+    /// The pipeline of `HMGET`s to send for a Feast-backed request with keys.
+    pub fn pipeline(&self) -> Option<&redis::Pipeline> {
+        self.feast
+            .as_ref()
+            .filter(|_| self.keys > 0)
+            .map(|f| &f.pipeline)
     }
 
     /// Number of entity keys in the request.
@@ -93,7 +152,7 @@ impl Batch {
     pub fn respond(&self, values: Vec<Value>) -> Result<(VectorResponse, usize), ReaderError> {
         if values.len() != self.keys {
             return Err(ReaderError::Internal(format!(
-                "redis answered MGET of {} keys with {} values",
+                "redis answered {} keys with {} values",
                 self.keys,
                 values.len()
             )));
@@ -103,7 +162,17 @@ impl Batch {
         let mut results = Vec::with_capacity(self.counts.len());
         for &count in &self.counts {
             let mut vectors = Vec::with_capacity(count);
+            let feast = self
+                .feast
+                .as_ref()
+                .and_then(|f| f.lookups.get(results.len()));
             for value in values.by_ref().take(count) {
+                let value = match feast {
+                    Some((layout, fingerprint)) => {
+                        Value::BulkString(feast::vector(value, layout, *fingerprint)?)
+                    }
+                    None => value,
+                };
                 match value {
                     Value::BulkString(bytes) => {
                         found += usize::from(!bytes.is_empty());
@@ -281,6 +350,37 @@ mod tests {
             "batch_too_large"
         );
         assert!(Batch::from_request(&req, 3).is_ok());
+    }
+
+    #[test]
+    fn feast_lookups_are_pipelined_hmgets_and_never_mixed_with_ferry_keys() {
+        let layout = ferry_protos::v1::FeastLayout {
+            project: "p".into(),
+            join_keys: vec![ferry_protos::v1::FeastJoinKey {
+                name: "user_id".into(),
+                int64: false,
+            }],
+            views: vec![ferry_protos::v1::FeastView {
+                timestamp_field: b"_ts:v".to_vec(),
+                feature_fields: vec![vec![1, 2, 3, 4]],
+            }],
+        };
+        let mut req = request("p", &[("s", 1, &["a", "b"]), ("t", 2, &["c"])]);
+        req.lookups[0].feast = Some(layout.clone());
+        let err = Batch::from_request(&req, 10).unwrap_err();
+        assert!(err.to_string().contains("mixes"), "{err}");
+        req.lookups[1].feast = Some(layout);
+        let batch = Batch::from_request(&req, 10).unwrap();
+        assert!(batch.command().is_none());
+        assert_eq!(batch.pipeline().unwrap().cmd_iter().count(), 3);
+        // Entities Feast has nothing for come back empty, per lookup, like missing vectors.
+        let nothing = || Value::Array(vec![Value::Nil, Value::Nil]);
+        let (response, found) = batch
+            .respond(vec![nothing(), nothing(), nothing()])
+            .unwrap();
+        assert_eq!(found, 0);
+        assert_eq!(response.results[0].vectors, vec![Vec::<u8>::new(); 2]);
+        assert_eq!(response.results[1].vectors.len(), 1);
     }
 
     #[test]

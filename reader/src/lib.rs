@@ -7,6 +7,8 @@
 //! - [`service`]: routes requests, bounds concurrency and body size, answers the endpoints.
 //! - [`batch`]: validates a `VectorRequest`, builds its single `MGET`, cuts the answer back into
 //!   one result per lookup.
+//! - [`feast`]: lookups of Feast-backed services: Feast's hashes read in place (pipelined
+//!   `HMGET`s), answered as Ferry's `StoredVector`s.
 //! - [`store`]: Redis (one server or a Cluster, see `ferry-redis`) behind one multiplexed
 //!   self-healing connection, deadlines, silent connections replaced, error classification, the
 //!   up/down state.
@@ -19,6 +21,7 @@
 pub mod batch;
 pub mod config;
 pub mod error;
+pub mod feast;
 pub mod health;
 pub mod metrics;
 pub mod server;

@@ -139,9 +139,10 @@ impl Reader {
             .await
             .map_err(|_| ReaderError::Internal("concurrency semaphore closed".into()))?;
         let batch = Batch::decode(body, self.max_batch)?;
-        let values = match batch.command() {
-            Some(command) => self.store.mget(command).await?,
-            None => Vec::new(),
+        let values = match (batch.command(), batch.pipeline()) {
+            (Some(command), _) => self.store.mget(command).await?,
+            (None, Some(pipeline)) => self.store.pipeline(pipeline).await?,
+            (None, None) => Vec::new(),
         };
         let (response, found) = batch.respond(values)?;
         self.metrics.keys(batch.keys(), found);

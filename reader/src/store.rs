@@ -28,6 +28,22 @@ const DOWN: u8 = 2;
 /// requests stop waiting at their deadline while the attempt carries on.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// What one call sends: a command, or a pipeline of them (one round trip either way).
+#[derive(Clone, Copy)]
+enum Query<'a> {
+    Cmd(&'a redis::Cmd),
+    Pipeline(&'a redis::Pipeline),
+}
+
+impl Query<'_> {
+    async fn run(self, conn: &mut Connection) -> redis::RedisResult<Value> {
+        match self {
+            Query::Cmd(c) => c.query_async::<Value>(conn).await,
+            Query::Pipeline(p) => p.query_async::<Value>(conn).await,
+        }
+    }
+}
+
 /// One connection and when it last proved alive.
 #[derive(Debug)]
 struct Link {
@@ -108,10 +124,20 @@ impl Store {
 
     /// Runs one `MGET` (one round trip) and returns its values in key order.
     pub async fn mget(&self, command: &redis::Cmd) -> Result<Vec<Value>, ReaderError> {
-        match self.call(command).await? {
+        match self.call(Query::Cmd(command)).await? {
             Value::Array(values) => Ok(values),
             other => Err(ReaderError::Internal(format!(
                 "redis answered MGET with {other:?} instead of an array"
+            ))),
+        }
+    }
+
+    /// Runs a pipeline (one round trip) and returns each command's answer in order.
+    pub async fn pipeline(&self, pipeline: &redis::Pipeline) -> Result<Vec<Value>, ReaderError> {
+        match self.call(Query::Pipeline(pipeline)).await? {
+            Value::Array(values) => Ok(values),
+            other => Err(ReaderError::Internal(format!(
+                "redis answered a pipeline with {other:?} instead of an array"
             ))),
         }
     }
@@ -120,24 +146,22 @@ impl Store {
     /// Ferry never writes. Not `PING`, which Envoy's `redis_proxy` answers itself, so a reader
     /// behind one would look healthy with Redis down.
     pub async fn ping(&self) -> Result<(), ReaderError> {
-        self.call(redis::cmd("EXISTS").arg(HEALTH_KEY))
+        self.call(Query::Cmd(redis::cmd("EXISTS").arg(HEALTH_KEY)))
             .await
             .map(drop)
     }
 
     /// One command under the deadline; records the outcome in the health state and metrics.
-    async fn call(&self, command: &redis::Cmd) -> Result<Value, ReaderError> {
+    async fn call(&self, command: Query<'_>) -> Result<Value, ReaderError> {
         let deadline = Instant::now() + self.timeout;
         let link = self.current();
         let mut conn = link.conn.clone();
         let outcome = tokio::time::timeout_at(deadline, async {
-            match command.query_async::<Value>(&mut conn).await {
+            match command.run(&mut conn).await {
                 // A connection that died while idle is only noticed on use, and the manager is
                 // already reconnecting; one retry within the same deadline lets the first request
                 // after Redis comes back succeed. Only read-only commands come through here.
-                Err(e) if e.is_io_error() && !e.is_timeout() => {
-                    command.query_async::<Value>(&mut conn).await
-                }
+                Err(e) if e.is_io_error() && !e.is_timeout() => command.run(&mut conn).await,
                 other => other,
             }
         })

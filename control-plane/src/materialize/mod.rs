@@ -21,6 +21,12 @@ pub use writer::WriteOptions;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MaterializeError {
+    /// A Feast-backed repo's vectors are Feast's own (`feast materialize` writes them).
+    #[error(
+        "the repo's features come from the Feast repo {0}: Ferry reads them where `feast \
+         materialize` wrote them, so there is nothing for `ferry materialize` to write"
+    )]
+    FeastBacked(String),
     #[error("feature view '{view}': {source}")]
     Source {
         view: String,
@@ -113,6 +119,9 @@ type Loaded = Result<(LatestRows, f64), SourceError>;
 
 /// Reads the sources of all views used by a service, one thread per view.
 pub fn load_tables(reg: &Registry) -> Result<Tables, MaterializeError> {
+    if let Some(f) = &reg.feast {
+        return Err(MaterializeError::FeastBacked(f.dir.display().to_string()));
+    }
     let mut used = vec![false; reg.views.len()];
     for s in &reg.services {
         for sv in &s.views {
@@ -122,9 +131,11 @@ pub fn load_tables(reg: &Registry) -> Result<Tables, MaterializeError> {
     // One "now" for every view: the future check means the same for all of them.
     let now_us = TimestampRules::now(None).now_us;
     let results: Vec<(usize, Loaded)> = std::thread::scope(|scope| {
+        // Only a Feast-backed repo (refused above) has views without a source.
         let handles: Vec<_> = (0..reg.views.len())
             .filter(|&i| used[i])
-            .map(|i| {
+            .filter_map(|i| Some((i, reg.views[i].source.as_ref()?)))
+            .map(|(i, source)| {
                 scope.spawn(move || {
                     let view = &reg.views[i];
                     let keys = view_keys(reg, i);
@@ -135,11 +146,11 @@ pub fn load_tables(reg: &Registry) -> Result<Tables, MaterializeError> {
                         .collect();
                     let start = Instant::now();
                     let rows = load_latest(&ViewSpec {
-                        file: &view.source.file,
-                        format: view.source.format,
-                        timestamp_field: &view.source.timestamp_field,
+                        file: &source.file,
+                        format: source.format,
+                        timestamp_field: &source.timestamp_field,
                         timestamps: TimestampRules {
-                            declared: view.source.timestamp_unit,
+                            declared: source.timestamp_unit,
                             now_us,
                         },
                         keys: &keys,

@@ -2,6 +2,7 @@
 //! everything and yields a [`Registry`], the resolved model the snapshot and the vectors are
 //! built from; a repo with any problem yields every problem instead.
 
+pub mod feast;
 mod raw;
 mod routes;
 pub mod scalars;
@@ -38,6 +39,9 @@ pub struct Registry {
     pub near_cache_max_bytes: u64,
     /// Normalised, lowercase path prefixes under which a request matching no route is refused.
     pub protected_paths: Vec<String>,
+    /// Set when entities, views and services come from a Feast registry: every service is
+    /// then read from Feast's Redis layout, and nothing is materialized by Ferry.
+    pub feast: Option<feast::FeastRepo>,
 }
 
 #[derive(Clone, Debug)]
@@ -54,7 +58,8 @@ pub struct FeatureView {
     pub entities: Vec<usize>,
     /// 0 = never stale.
     pub ttl_seconds: i64,
-    pub source: Source,
+    /// None for a view read from a Feast registry: Feast materializes it.
+    pub source: Option<Source>,
     /// In declared order (the source's values are read in this order).
     pub features: Vec<Feature>,
 }
@@ -207,14 +212,18 @@ pub fn load(root: &Path) -> Result<Registry, RepoError> {
 
 /// Validates repo text as if it were `file` inside folder `root`.
 pub fn load_str(root: &Path, file: &str, text: &str) -> Result<Registry, RepoError> {
-    let raw: raw::RawRepo = serde_norway::from_str(text).map_err(|e| RepoError::Parse {
+    let mut raw: raw::RawRepo = serde_norway::from_str(text).map_err(|e| RepoError::Parse {
         file: file.to_owned(),
         reason: e.to_string(),
     })?;
-    validate::validate(raw, root).map_err(|issues| RepoError::Invalid {
+    let invalid = |issues| RepoError::Invalid {
         file: file.to_owned(),
         issues,
-    })
+    };
+    let feast = feast::merge(&mut raw, root).map_err(invalid)?;
+    let mut reg = validate::validate(raw, root).map_err(invalid)?;
+    reg.feast = feast;
+    Ok(reg)
 }
 
 #[cfg(test)]

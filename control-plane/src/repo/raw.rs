@@ -24,6 +24,17 @@ pub struct RawRepo {
     /// Path prefixes under which a request that matches no route is refused (404).
     #[serde(default)]
     pub protected_paths: Vec<String>,
+    /// Entities, views and services come from this Feast repo's registry instead.
+    #[serde(default)]
+    pub feast: Option<RawFeast>,
+}
+
+/// `feast: {repo: PATH}`: a Feast repo folder (holding `feature_store.yaml`), relative to the
+/// Ferry repo.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFeast {
+    pub repo: String,
 }
 
 /// The in-proxy near cache; each route opts in with `cache_max_age_ms`.
@@ -63,8 +74,13 @@ pub struct RawView {
     /// `30d`; a bare number is kept so that its missing unit can be reported.
     #[serde(default)]
     pub ttl: Option<Yaml>,
-    pub source: RawSource,
+    /// Absent only for a view read from a Feast registry (`from_feast`).
+    #[serde(default)]
+    pub source: Option<RawSource>,
     pub features: Vec<RawFeature>,
+    /// Set by the Feast reader (`repo/feast.rs`), never by `ferry.yaml`.
+    #[serde(skip)]
+    pub from_feast: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -287,11 +287,12 @@ fn format_of(rr: &RawRoute, path: &str, issues: &mut Issues) -> Format {
                 ],
             ),
         },
+        "feast_rest" => Format::FeastRest,
         f => {
             issues.add(
                 path,
                 format!(
-                    "unknown format '{f}' (expected one of kserve_v1, kserve_v2, json, header)"
+                    "unknown format '{f}' (expected one of kserve_v1, kserve_v2, json, header, feast_rest)"
                 ),
             );
             Format::KserveV1

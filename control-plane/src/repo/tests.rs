@@ -136,7 +136,7 @@ fn every_problem_is_reported_at_once() {
             "feature_views[1] 'transactions': unknown entity 'merchant'",
             "feature_services[0] 'scoring': feature ref 'transactions:nope': feature view 'transactions' has no feature 'nope'",
             "feature_services[0] 'scoring': feature ref 'clicks': unknown feature view 'clicks'",
-            "routes[0] 'route-0': unknown format 'kserve_v3' (expected one of kserve_v1, kserve_v2, json, header)",
+            "routes[0] 'route-0': unknown format 'kserve_v3' (expected one of kserve_v1, kserve_v2, json, header, feast_rest)",
         ]
     );
 }
@@ -216,7 +216,7 @@ fn a_source_may_declare_its_timestamp_unit() {
         reg.views
             .iter()
             .find(|v| v.name == name)
-            .map(|v| v.source.timestamp_unit)
+            .map(|v| v.source.as_ref().unwrap().timestamp_unit)
     };
     assert_eq!(
         unit("user_profile"),
@@ -282,7 +282,7 @@ fn route_checks() {
         [
             "routes[1] 'fraud2': match takes at most one of path_prefix, path_exact",
             "routes[1] 'fraud2': unknown feature service 'nope'",
-            "routes[1] 'fraud2': unknown format 'kserve_v3' (expected one of kserve_v1, kserve_v2, json, header)",
+            "routes[1] 'fraud2': unknown format 'kserve_v3' (expected one of kserve_v1, kserve_v2, json, header, feast_rest)",
             "routes[1] 'fraud2': feature_names: unknown value 'medium' (expected one of full, short)",
             "routes[1] 'fraud2': on_reader_error: unknown value 'open' (expected one of reject, forward)",
             "routes[1] 'fraud2': max_body_bytes 100 is outside 1024..=8388608",
@@ -566,5 +566,22 @@ fn an_entity_key_has_at_most_four_join_keys() {
         got.iter()
             .any(|i| i.contains("has 5 entities; an entity key has at most 4 join keys")),
         "{got:?}"
+    );
+}
+
+#[test]
+fn a_feast_rest_route_is_accepted_without_other_formats_options() {
+    let yaml = GOOD.replace("format: kserve_v1", "format: feast_rest");
+    let (_dir, reg) = load_repo(&yaml, &FILES);
+    assert_eq!(
+        reg.unwrap().routes[0].format,
+        ferry_core::config::Format::FeastRest
+    );
+    assert_eq!(
+        issues_of(
+            &[("format: kserve_v1", "format: feast_rest\n    packed: true")],
+            &FILES
+        ),
+        ["routes[0] 'route-0': packed applies to format kserve_v2 only"]
     );
 }

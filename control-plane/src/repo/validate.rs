@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use ferry_protos::is_valid_name;
 
-use super::raw::{RawRepo, RawView};
+use super::raw::{RawRepo, RawSource, RawView};
 use super::routes::{route, shadowed_by};
 use super::scalars::{default_value, parse_ttl};
 use super::*;
@@ -79,6 +79,7 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
             authority: raw.reader.authority.clone(),
         },
         near_cache_max_bytes: raw.near_cache.max_bytes,
+        feast: None,
     })
 }
 
@@ -367,35 +368,21 @@ fn view(
         .iter()
         .map(|&e| entities[e].join_key.as_str())
         .collect();
-    let ts = rv.source.timestamp_field.as_str();
-    issues.name(path, "timestamp_field", ts);
     let features = view_features(rv, path, &join_keys, issues);
-    let columns: Vec<&str> = std::iter::once(ts)
-        .chain(join_keys.iter().copied())
-        .chain(rv.features.iter().map(|f| f.name.as_str()))
-        .collect();
-    let (file, format) = view_source(rv, path, root, &columns, issues);
-    let timestamp_unit = rv.source.timestamp_unit.as_deref().and_then(|u| {
-        let unit = TimeUnit::parse(u);
-        if unit.is_none() {
-            issues.add(
-                &format!("{path}: source '{}'", rv.source.path),
-                format!("unknown timestamp_unit '{u}' (expected s, ms, us or ns)"),
-            );
+    let source = match &rv.source {
+        Some(src) => Some(view_source_checked(rv, src, path, root, &join_keys, issues)),
+        // A view from a Feast registry: Feast materializes it, Ferry only reads it.
+        None if rv.from_feast => None,
+        None => {
+            issues.add(path, "has no source");
+            None
         }
-        unit
-    });
+    };
     FeatureView {
         name: rv.name.clone(),
         entities: view_entities,
         ttl_seconds,
-        source: Source {
-            path: rv.source.path.clone(),
-            file,
-            format,
-            timestamp_field: ts.to_owned(),
-            timestamp_unit,
-        },
+        source,
         features,
     }
 }
@@ -441,7 +428,10 @@ fn view_features(
     join_keys: &[&str],
     issues: &mut Issues,
 ) -> Vec<Feature> {
-    let ts = rv.source.timestamp_field.as_str();
+    let ts = rv
+        .source
+        .as_ref()
+        .map_or("", |s| s.timestamp_field.as_str());
     if rv.features.is_empty() {
         issues.add(path, "has no features");
     }
@@ -454,7 +444,7 @@ fn view_features(
             issues.add(&fpath, "duplicate feature name");
             continue;
         }
-        if join_keys.contains(&f.name.as_str()) || f.name == ts {
+        if join_keys.contains(&f.name.as_str()) || (!ts.is_empty() && f.name == ts) {
             issues.add(
                 &fpath,
                 "clashes with a join key or the timestamp field of the view",
@@ -482,18 +472,53 @@ fn view_features(
     features
 }
 
+/// The view's source: its timestamp field, file and unit checked.
+fn view_source_checked(
+    rv: &RawView,
+    src: &RawSource,
+    path: &str,
+    root: &Path,
+    join_keys: &[&str],
+    issues: &mut Issues,
+) -> Source {
+    let ts = src.timestamp_field.as_str();
+    issues.name(path, "timestamp_field", ts);
+    let columns: Vec<&str> = std::iter::once(ts)
+        .chain(join_keys.iter().copied())
+        .chain(rv.features.iter().map(|f| f.name.as_str()))
+        .collect();
+    let (file, format) = view_source(src, path, root, &columns, issues);
+    let timestamp_unit = src.timestamp_unit.as_deref().and_then(|u| {
+        let unit = TimeUnit::parse(u);
+        if unit.is_none() {
+            issues.add(
+                &format!("{path}: source '{}'", src.path),
+                format!("unknown timestamp_unit '{u}' (expected s, ms, us or ns)"),
+            );
+        }
+        unit
+    });
+    Source {
+        path: src.path.clone(),
+        file,
+        format,
+        timestamp_field: ts.to_owned(),
+        timestamp_unit,
+    }
+}
+
 /// The view's source file and format; checked cheaply: it exists and its header has every
 /// column the view reads.
 fn view_source(
-    rv: &RawView,
+    src: &RawSource,
     path: &str,
     root: &Path,
     columns: &[&str],
     issues: &mut Issues,
 ) -> (PathBuf, SourceFormat) {
-    let spath = format!("{path}: source '{}'", rv.source.path);
-    let file = root.join(&rv.source.path);
-    let format = match SourceFormat::from_path(&rv.source.path) {
+    let spath = format!("{path}: source '{}'", src.path);
+    let file = root.join(&src.path);
+    let format = match SourceFormat::from_path(&src.path) {
         Ok(format) => format,
         Err(reason) => {
             issues.add(&spath, reason);

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 
 /// Path of the push endpoint.
 pub const PUSH_PATH: &str = "/v1/snapshot";
+/// `GET /v1/snapshot`'s header naming the version it sends (also its ETag, quoted): the
+/// filter's own constant, so both ends agree.
+pub const VERSION_HEADER: &str = ferry_core::snapshot_pull::VERSION_HEADER;
 /// Header that asks to skip the filter's validation on a push. Tests only: honoured only by a
 /// `ferry` built with the `test-switches` feature and started with `--allow-invalid`.
 pub const UNCHECKED_HEADER: &str = "x-ferry-unchecked";
@@ -147,6 +150,8 @@ pub enum ErrorCode {
     NotFound,
     /// Valid, but the state directory could not save it: not made current.
     StateNotSaved,
+    /// `GET /v1/snapshot` before any snapshot was accepted.
+    NoSnapshot,
 }
 
 impl ErrorCode {
@@ -160,6 +165,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::NotFound => 404,
             ErrorCode::StateNotSaved => 500,
+            ErrorCode::NoSnapshot => 503,
         }
     }
 }

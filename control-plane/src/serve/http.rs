@@ -1,6 +1,7 @@
 //! The control plane's HTTP API: `GET /status` (JSON), `GET /metrics` (OpenMetrics text),
-//! `GET /healthz`, and `POST /v1/snapshot` (a `ferry.v1.Snapshot`, what `ferry apply --push`
-//! sends; bearer token when one is configured). Every answer is JSON except `/metrics`.
+//! `GET /healthz`, `POST /v1/snapshot` (a `ferry.v1.Snapshot`, what `ferry apply --push`
+//! sends; bearer token when one is configured) and `GET /v1/snapshot` (the current one, what
+//! the wasm filter pulls). Every answer is JSON except `/metrics` and the snapshot itself.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +17,7 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-use super::api::{ApiError, ErrorCode, Pushed, PUSH_PATH, UNCHECKED_HEADER};
+use super::api::{ApiError, ErrorCode, Pushed, PUSH_PATH, UNCHECKED_HEADER, VERSION_HEADER};
 use super::metrics::PushOutcome;
 use super::state::{Offered, Refused, State};
 use super::{metrics, status};
@@ -119,12 +120,69 @@ async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
             r
         }
         (&Method::POST, PUSH_PATH) => push(api, req).await,
+        (&Method::GET, PUSH_PATH) => current_snapshot(&api.state, &req),
         (_, "/status" | "/healthz" | "/metrics" | PUSH_PATH) => error(
             ErrorCode::MethodNotAllowed,
-            "GET /status, /metrics, /healthz; POST /v1/snapshot",
+            "GET /status, /metrics, /healthz, /v1/snapshot; POST /v1/snapshot",
         ),
         (_, path) => error(ErrorCode::NotFound, format!("no such endpoint: {path}")),
     }
+}
+
+/// `GET /v1/snapshot`: the current snapshot's bytes, what the wasm filter pulls when its JSON
+/// plugin configuration names a `snapshot_url`. The ETag is the quoted content version, so a
+/// poll whose `if-none-match` names it costs a 304 and no body.
+fn current_snapshot(state: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let current = state.current();
+    let tags: Vec<&str> = req
+        .headers()
+        .get_all(hyper::header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    snapshot_answer(current.as_ref().map(|c| &c.snapshot), &tags)
+}
+
+/// The answer to `GET /v1/snapshot` given the current snapshot and the `if-none-match` values.
+fn snapshot_answer(
+    snapshot: Option<&v1::Snapshot>,
+    if_none_match: &[&str],
+) -> Response<Full<Bytes>> {
+    let Some(snapshot) = snapshot else {
+        return error(
+            ErrorCode::NoSnapshot,
+            "this control plane has no valid snapshot yet",
+        );
+    };
+    let version = &snapshot.version;
+    let etag = format!("\"{version}\"");
+    let unchanged = if_none_match
+        .iter()
+        .flat_map(|v| v.split(','))
+        .any(|tag| tag.trim() == etag || tag.trim() == "*");
+    let mut r = if unchanged {
+        let mut r = Response::new(Full::new(Bytes::new()));
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else {
+        Response::new(Full::new(Bytes::from(snapshot.encode_to_vec())))
+    };
+    let h = r.headers_mut();
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/x-protobuf"),
+    );
+    let mut set = |name, value: &str| {
+        if let Ok(v) = hyper::header::HeaderValue::from_str(value) {
+            h.insert(name, v);
+        }
+    };
+    set(hyper::header::ETAG, &etag);
+    set(
+        hyper::header::HeaderName::from_static(VERSION_HEADER),
+        version,
+    );
+    r
 }
 
 /// Whether the request carries the configured bearer token (compared in constant time).
@@ -226,5 +284,46 @@ impl Api {
     #[cfg(not(feature = "test-switches"))]
     fn offer(&self, snap: v1::Snapshot, _unchecked: bool) -> Result<Offered, Refused> {
         self.state.offer(snap, "push")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body(r: Response<Full<Bytes>>) -> Bytes {
+        r.into_body().collect().await.unwrap().to_bytes()
+    }
+
+    #[tokio::test]
+    async fn the_snapshot_is_served_with_its_version_as_etag_and_304_when_unchanged() {
+        let r = snapshot_answer(None, &[]);
+        assert_eq!(r.status(), 503);
+        let e: ApiError = serde_json::from_slice(&body(r).await).unwrap();
+        assert_eq!(e.error, ErrorCode::NoSnapshot);
+
+        let snap = v1::Snapshot {
+            project: "p".into(),
+            version: "v7".into(),
+            ..Default::default()
+        };
+        for tags in [&[][..], &["\"v6\""], &["v7"]] {
+            let r = snapshot_answer(Some(&snap), tags);
+            assert_eq!(r.status(), 200, "{tags:?}");
+            assert_eq!(r.headers()["etag"], "\"v7\"");
+            assert_eq!(r.headers()[VERSION_HEADER], "v7");
+            assert_eq!(r.headers()["content-type"], "application/x-protobuf");
+            assert_eq!(body(r).await, snap.encode_to_vec());
+        }
+        for tags in [
+            &["\"v7\""][..],
+            &["\"v1\", \"v7\""],
+            &["\"v1\"", "\"v7\""],
+            &["*"],
+        ] {
+            let r = snapshot_answer(Some(&snap), tags);
+            assert_eq!(r.status(), 304, "{tags:?}");
+            assert!(body(r).await.is_empty());
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! Watches the served repo: polls `ferry.yaml` and, when its content changes and then stays the
+//! Watches the served repo: polls `ferry.yaml` (and, for a Feast-backed repo, the Feast repo's
+//! `feature_store.yaml` and registry file) and, when its content changes and then stays the
 //! same for the debounce time, validates the repo and offers the new snapshot. Polling (not
 //! inotify) keeps it portable and bounded: one small read per interval. It reads the file by
 //! path each time, so a file replaced by a rename (editors) or a symlink swap (a Kubernetes
@@ -30,7 +31,17 @@ pub fn load(
         Ok(t) => t,
         Err(e) => return (None, Err(format!("reading {}: {e}", path.display()))),
     };
-    let hash: [u8; 32] = Sha256::digest(text.as_bytes()).into();
+    // A Feast-backed repo also changes when `feast apply` rewrites the Feast repo's files.
+    let mut hasher = Sha256::new();
+    hasher.update(text.as_bytes());
+    for file in repo::feast::watched_files(root, &text) {
+        hasher.update(file.as_os_str().as_encoded_bytes());
+        match std::fs::read(&file) {
+            Ok(bytes) => hasher.update(Sha256::digest(&bytes)),
+            Err(_) => hasher.update(b"absent"),
+        }
+    }
+    let hash: [u8; 32] = hasher.finalize().into();
     let result = repo::load_str(root, &path.display().to_string(), &text)
         .map(|reg| snapshot::build(&reg))
         .map_err(|e| e.to_string());
@@ -43,12 +54,14 @@ fn same_fingerprints(state: &State, snap: &ferry_protos::v1::Snapshot) -> bool {
     let Some(current) = state.current() else {
         return true;
     };
+    // A Feast-backed service's features are already where Feast wrote them: nothing to wait for.
     snap.services.iter().all(|s| {
-        current
-            .snapshot
-            .services
-            .iter()
-            .any(|c| c.name == s.name && c.fingerprint == s.fingerprint)
+        s.feast.is_some()
+            || current
+                .snapshot
+                .services
+                .iter()
+                .any(|c| c.name == s.name && c.fingerprint == s.fingerprint)
     })
 }
 

@@ -5,6 +5,7 @@
 
 pub mod document;
 pub mod entity;
+pub mod feast_rest;
 pub mod header;
 pub mod json;
 pub mod kserve_v1;
@@ -25,6 +26,7 @@ pub enum ParsedRequest {
     KserveV2(kserve_v2::ParsedRequest),
     Json(json::ParsedRequest),
     Header(header::ParsedRequest),
+    FeastRest(Box<feast_rest::ParsedRequest>),
 }
 
 /// What a rewrite produces: a new body (body formats) and request headers to set.
@@ -43,6 +45,7 @@ impl ParsedRequest {
             ParsedRequest::KserveV2(r) => &r.keys,
             ParsedRequest::Json(r) => &r.keys,
             ParsedRequest::Header(r) => &r.keys,
+            ParsedRequest::FeastRest(r) => &r.keys,
         }
     }
 }
@@ -55,6 +58,7 @@ impl ParsedRequest {
             ParsedRequest::KserveV2(_) => "kserve_v2",
             ParsedRequest::Json(_) => "json",
             ParsedRequest::Header(_) => "header",
+            ParsedRequest::FeastRest(_) => "feast_rest",
         }
     }
 }
@@ -82,6 +86,8 @@ pub fn parse(
             ParsedRequest::Json(json::parse(body, route, entity_pointer)?)
         }
         Format::Header { .. } => return Err(shape("this route reads its entity from headers")),
+        // Resolved against the whole snapshot: `feast_rest::parse`.
+        Format::FeastRest => return Err(shape("a feast_rest request is parsed with the snapshot")),
     })
 }
 
@@ -137,6 +143,9 @@ pub fn rewrite(
                 features,
             )?,
         },
+        (ParsedRequest::FeastRest(r), Format::FeastRest) => {
+            body(feast_rest::response::render(&r, &features))
+        }
         // A request is parsed and rewritten with the same route; said, not assumed.
         (req, format) => {
             return Err(shape(&format!(

@@ -7,6 +7,7 @@
 pub mod control_plane;
 pub mod data;
 pub mod expected;
+pub mod feast;
 pub mod http;
 pub mod process;
 pub mod runtime;
@@ -183,24 +184,8 @@ impl Stack {
         let control_plane = xds.then(|| ControlPlane::start_for(dir.path(), &repo, opts.runtime));
         let (listen_port, admin_port) = (free_port(), free_port());
         let envoy_config = dir.path().join("envoy.yaml");
-        let mut cmd = Command::new(bin("ferry"));
-        cmd.arg("envoy-config")
-            .arg(&repo)
-            .args(["--listen-port", &listen_port.to_string()])
-            .args(["--admin-port", &admin_port.to_string()])
-            .args(["--reader-port", &reader_port.to_string()])
-            .args(["--model-port", &model_port.to_string()])
-            .arg("-o")
-            .arg(&envoy_config);
-        match &control_plane {
-            Some(cp) => cmd
-                .arg("--xds")
-                .args(["--xds-address", &format!("127.0.0.1:{}", cp.xds_port)])
-                .args(["--node-id", "envoy-a"])
-                .args(opts.runtime.flags()),
-            None => cmd.args(opts.runtime.flags()),
-        };
-        run(&mut cmd);
+        let ports = [listen_port, admin_port, reader_port, model_port];
+        render_envoy_config(&repo, &envoy_config, ports, control_plane.as_ref(), opts.runtime);
         let envoy = start_envoy(dir.path(), &envoy_config, "envoy");
         let mut stack = Stack {
             dir,
@@ -332,7 +317,42 @@ pub fn example_repo(dir: &Path, opts: &Options, edit: impl FnOnce(String) -> Str
     repo
 }
 
-fn start_envoy(dir: &Path, config: &Path, name: &'static str) -> Proc {
+/// `ferry envoy-config REPO` into `out`, with `ports` = listener, admin, reader, model; static
+/// with the built filter, or (`cp`) taking the filter's config from that control plane.
+pub(crate) fn render_envoy_config(
+    repo: &Path,
+    out: &Path,
+    ports: [u16; 4],
+    cp: Option<&ControlPlane>,
+    runtime: Runtime,
+) {
+    let mut cmd = Command::new(bin("ferry"));
+    cmd.arg("envoy-config").arg(repo);
+    for (flag, port) in [
+        "--listen-port",
+        "--admin-port",
+        "--reader-port",
+        "--model-port",
+    ]
+    .into_iter()
+    .zip(ports)
+    {
+        cmd.args([flag, &port.to_string()]);
+    }
+    cmd.arg("-o").arg(out);
+    match cp {
+        Some(cp) => cmd
+            .arg("--xds")
+            .args(["--xds-address", &format!("127.0.0.1:{}", cp.xds_port)])
+            .args(["--node-id", "envoy-a"])
+            .args(runtime.flags()),
+        None => cmd.args(runtime.flags()),
+    };
+    run(&mut cmd);
+}
+
+/// Envoy on the bootstrap `config`, its log in `dir`.
+pub fn start_envoy(dir: &Path, config: &Path, name: &'static str) -> Proc {
     let mut cmd = Command::new(envoy_bin());
     cmd.arg("-c")
         .arg(config)
@@ -366,7 +386,8 @@ fn redis_flags(
     }
 }
 
-fn start_reader(dir: &Path, port: u16, redis_flags: &[String]) -> Proc {
+/// The reader on 127.0.0.1:`port` over the Redis of `redis_flags`, its log in `dir`.
+pub fn start_reader(dir: &Path, port: u16, redis_flags: &[String]) -> Proc {
     let mut cmd = Command::new(bin("ferry-reader"));
     cmd.args(["--listen", &format!("127.0.0.1:{port}")])
         .args(redis_flags);

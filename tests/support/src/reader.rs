@@ -10,6 +10,7 @@ pub fn request(project: &str, lookups: &[(&str, u64, &[&str])]) -> VectorRequest
         lookups: lookups
             .iter()
             .map(|(service, fingerprint, keys)| Lookup {
+                feast: None,
                 service: (*service).into(),
                 fingerprint: *fingerprint,
                 entity_keys: keys.iter().map(|k| (*k).to_string()).collect(),

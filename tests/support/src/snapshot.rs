@@ -60,6 +60,7 @@ pub fn prefix(path: &str) -> Option<pb::RouteMatch> {
 pub fn scoring() -> pb::FeatureService {
     use ValueType as T;
     pb::FeatureService {
+        feast: None,
         name: "scoring".into(),
         fingerprint: FP,
         entity_keys: vec![key("user_id", T::String)],
@@ -81,6 +82,7 @@ pub fn scoring() -> pb::FeatureService {
 /// `mprofile`, never stale (`risk` float32).
 pub fn merchant(key_type: ValueType) -> pb::FeatureService {
     pb::FeatureService {
+        feast: None,
         name: "merchant".into(),
         fingerprint: MERCHANT_FP,
         entity_keys: vec![key("merchant_id", key_type)],

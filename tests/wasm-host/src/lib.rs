@@ -348,6 +348,15 @@ impl Host {
         }
     }
 
+    /// The root context as the maker of dispatched calls (e.g. a snapshot pull): answer them
+    /// with its `call_response` / `call_failure`; it is no stream, so nothing else applies.
+    pub fn root_caller(&self) -> Stream {
+        Stream {
+            vm: Rc::clone(&self.vm),
+            id: ROOT_ID,
+        }
+    }
+
     /// Runs the root's `proxy_on_tick`.
     pub fn tick(&self) {
         self.vm.borrow_mut().call("proxy_on_tick", ROOT_ID, |e, s| {

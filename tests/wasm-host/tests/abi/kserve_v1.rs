@@ -57,6 +57,7 @@ fn request_is_enriched_through_one_dispatched_call() {
         VectorRequest {
             project: "banking".into(),
             lookups: vec![pb::Lookup {
+                feast: None,
                 service: "scoring".into(),
                 fingerprint: FP,
                 entity_keys: vec!["u1".into(), "u2".into()],

@@ -14,6 +14,7 @@ mod kserve_v1;
 mod kserve_v2;
 mod plugin_config;
 mod routing;
+mod snapshot_pull;
 mod support;
 mod sweep;
 mod trailers;

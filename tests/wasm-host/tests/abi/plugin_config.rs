@@ -10,9 +10,9 @@ use prost::Message;
 use super::header_mode::{get_headers, header_route};
 use super::support::*;
 
-const ISTIO_CLUSTER: &str = "outbound|8090||ferry-reader.ferry.svc.cluster.local";
+pub const ISTIO_CLUSTER: &str = "outbound|8090||ferry-reader.ferry.svc.cluster.local";
 
-fn json_config(snapshot: &ferry_protos::v1::Snapshot) -> String {
+pub fn json_config(snapshot: &ferry_protos::v1::Snapshot) -> String {
     let b64 = base64::engine::general_purpose::STANDARD.encode(snapshot.encode_to_vec());
     format!(r#"{{"snapshot_base64": "{b64}", "reader_cluster": "{ISTIO_CLUSTER}"}}"#)
 }
@@ -87,9 +87,9 @@ fn a_json_configured_header_route_still_holds_the_request() {
 #[test]
 fn a_bad_json_configuration_is_refused_with_its_reason() {
     let host = Host::load_filter();
-    assert!(!host.configure(br#"{"snapshot_base64": "AAA", "snapshot_url": "x"}"#));
+    assert!(!host.configure(br#"{"snapshot_base64": "AAA", "snapshot_uri": "x"}"#));
     assert!(
-        host.log_text().contains("unknown key 'snapshot_url'"),
+        host.log_text().contains("unknown key 'snapshot_uri'"),
         "{}",
         host.log_text()
     );

@@ -1,0 +1,423 @@
+//! A Feast repo as the source of a Ferry repo's entities, views and services (`feast: {repo:
+//! PATH}` in `ferry.yaml`): its `feature_store.yaml` and the file registry `feast apply` writes
+//! (a serialized `feast.core.Registry`, decoded with our own subset in `ferry_protos::feast_proto`).
+//! What Ferry cannot serve from Feast's Redis layout is refused by name, never skipped.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use ferry_protos::feast_proto::{self as fp, ValueType as Fvt};
+use prost::Message;
+use serde_norway::Value as Yaml;
+
+use super::raw::{RawEntity, RawFeature, RawRepo, RawService, RawView};
+use super::Issue;
+
+/// Feast's repo configuration file.
+pub const FEATURE_STORE_FILE: &str = "feature_store.yaml";
+
+/// Where a Feast-backed repo's definitions come from.
+#[derive(Clone, Debug)]
+pub struct FeastRepo {
+    /// Feast project: the suffix of every hash key.
+    pub project: String,
+    /// The Feast repo folder.
+    pub dir: PathBuf,
+    /// Its registry file.
+    pub registry: PathBuf,
+}
+
+fn issue(path: &str, reason: impl Into<String>) -> Issue {
+    Issue {
+        path: path.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+/// The files a change of the Feast repo shows in: `feature_store.yaml` and the registry (for
+/// `ferry serve`'s watcher). Empty when `ferry.yaml` names no Feast repo.
+pub fn watched_files(root: &Path, repo_text: &str) -> Vec<PathBuf> {
+    let Ok(raw) = serde_norway::from_str::<RawRepo>(repo_text) else {
+        return Vec::new();
+    };
+    let Some(f) = raw.feast else {
+        return Vec::new();
+    };
+    let dir = root.join(&f.repo);
+    let mut files = vec![dir.join(FEATURE_STORE_FILE)];
+    if let Ok(config) = store_config(&dir) {
+        files.push(config.registry);
+    }
+    files
+}
+
+/// Reads the Feast repo `raw.feast` names and fills `raw`'s entities, views and services from
+/// its registry. Every problem is returned at once.
+pub fn merge(raw: &mut RawRepo, root: &Path) -> Result<Option<FeastRepo>, Vec<Issue>> {
+    let Some(f) = &raw.feast else {
+        return Ok(None);
+    };
+    let mut issues = Vec::new();
+    if !raw.entities.is_empty() || !raw.feature_views.is_empty() || !raw.feature_services.is_empty()
+    {
+        issues.push(issue(
+            "feast",
+            "a Feast-backed repo takes its entities, feature_views and feature_services from the \
+             Feast registry; remove them from ferry.yaml",
+        ));
+    }
+    let dir = root.join(&f.repo);
+    let config = store_config(&dir).map_err(|e| vec![e])?;
+    let registry = read_registry(&config.registry).map_err(|e| vec![e])?;
+    let converted = convert(&registry, &config.project, &mut issues);
+    if !issues.is_empty() {
+        return Err(issues);
+    }
+    if raw.project != config.project {
+        return Err(vec![issue(
+            "project",
+            format!(
+                "'{}' differs from the Feast repo's project '{}'",
+                raw.project, config.project
+            ),
+        )]);
+    }
+    (raw.entities, raw.feature_views, raw.feature_services) = converted;
+    Ok(Some(FeastRepo {
+        project: config.project,
+        dir,
+        registry: config.registry,
+    }))
+}
+
+/// What Ferry reads from `feature_store.yaml`.
+struct StoreConfig {
+    project: String,
+    registry: PathBuf,
+}
+
+fn store_config(dir: &Path) -> Result<StoreConfig, Issue> {
+    let file = dir.join(FEATURE_STORE_FILE);
+    let fpath = file.display().to_string();
+    let text = std::fs::read_to_string(&file).map_err(|e| issue(&fpath, e.to_string()))?;
+    // Feast expands environment variables in the file before parsing it; so does Ferry.
+    let text = expand_vars(&text, |name| std::env::var(name).ok());
+    let y: Yaml = serde_norway::from_str(&text).map_err(|e| issue(&fpath, e.to_string()))?;
+    let get = |k: &str| y.get(k);
+    let project = get("project")
+        .and_then(Yaml::as_str)
+        .ok_or_else(|| issue(&fpath, "no project"))?
+        .to_owned();
+    check_online_store(get("online_store"), &fpath)?;
+    match get("entity_key_serialization_version").map(Yaml::as_i64) {
+        None | Some(Some(3)) => {}
+        Some(v) => {
+            return Err(issue(
+                &fpath,
+                format!(
+                    "entity_key_serialization_version {v:?} is not supported; Ferry reads keys \
+                     serialized with version 3 only"
+                ),
+            ))
+        }
+    }
+    let registry = registry_path(get("registry"), &fpath)?;
+    Ok(StoreConfig {
+        project,
+        registry: dir.join(registry),
+    })
+}
+
+/// `$NAME` and `${NAME}` replaced by `var(NAME)`, left as written when it has no value, as
+/// Python's `os.path.expandvars` (which Feast applies to `feature_store.yaml`) does.
+fn expand_vars(text: &str, var: impl Fn(&str) -> Option<String>) -> String {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, written) = match after.strip_prefix('{') {
+            Some(braced) => match braced.find('}') {
+                Some(end) => (&braced[..end], end + 2),
+                None => ("", 0),
+            },
+            None => {
+                let end = after.find(|c| !is_name(c)).unwrap_or(after.len());
+                (&after[..end], end)
+            }
+        };
+        match (!name.is_empty()).then(|| var(name)).flatten() {
+            Some(value) => out.push_str(&value),
+            None => out.push_str(&rest[at..=at + written]),
+        }
+        rest = &rest[at + 1 + written..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn check_online_store(store: Option<&Yaml>, fpath: &str) -> Result<(), Issue> {
+    let (kind, redis_type) = match store {
+        None => ("sqlite", None),
+        Some(Yaml::String(s)) => (s.as_str(), None),
+        Some(m) => (
+            m.get("type").and_then(Yaml::as_str).unwrap_or("sqlite"),
+            m.get("redis_type").and_then(Yaml::as_str),
+        ),
+    };
+    if kind != "redis" {
+        return Err(issue(
+            fpath,
+            format!(
+                "online store '{kind}' is not supported; Ferry reads Feast's Redis online store \
+                 only"
+            ),
+        ));
+    }
+    if let Some(t @ "redis_sentinel") = redis_type {
+        return Err(issue(fpath, format!("redis_type '{t}' is not supported")));
+    }
+    Ok(())
+}
+
+fn registry_path(registry: Option<&Yaml>, fpath: &str) -> Result<String, Issue> {
+    let (path, kind) = match registry {
+        Some(Yaml::String(s)) => (s.clone(), "file"),
+        Some(m) => (
+            m.get("path")
+                .and_then(Yaml::as_str)
+                .unwrap_or("")
+                .to_owned(),
+            m.get("registry_type")
+                .and_then(Yaml::as_str)
+                .unwrap_or("file"),
+        ),
+        None => return Err(issue(fpath, "no registry")),
+    };
+    if kind != "file" || (path.contains("://") && !path.starts_with("file://")) {
+        return Err(issue(
+            fpath,
+            format!(
+                "registry '{path}' (type {kind}) is not supported; Ferry reads a local file \
+                 registry only"
+            ),
+        ));
+    }
+    if let Some(v) = registry
+        .and_then(|r| r.get("enable_online_feature_view_versioning"))
+        .and_then(Yaml::as_bool)
+        .filter(|v| *v)
+    {
+        return Err(issue(
+            fpath,
+            format!("enable_online_feature_view_versioning: {v} is not supported"),
+        ));
+    }
+    Ok(path.trim_start_matches("file://").to_owned())
+}
+
+fn read_registry(file: &Path) -> Result<fp::Registry, Issue> {
+    let fpath = file.display().to_string();
+    let bytes = std::fs::read(file).map_err(|e| {
+        issue(
+            &fpath,
+            format!("{e} (has `feast apply` been run in the Feast repo?)"),
+        )
+    })?;
+    fp::Registry::decode(bytes.as_slice())
+        .map_err(|e| issue(&fpath, format!("not a Feast registry: {e}")))
+}
+
+type Converted = (Vec<RawEntity>, Vec<RawView>, Vec<RawService>);
+
+/// The project's services, the views they select (with only the selected features) and those
+/// views' entities, as if written in `ferry.yaml`.
+fn convert(reg: &fp::Registry, project: &str, issues: &mut Vec<Issue>) -> Converted {
+    let views: BTreeMap<&str, &fp::FeatureViewSpec> = reg
+        .feature_views
+        .iter()
+        .filter_map(|v| v.spec.as_ref())
+        .filter(|s| s.project == project)
+        .map(|s| (s.name.as_str(), s))
+        .collect();
+    let named = |list: Vec<Option<&fp::NamedSpec>>| -> BTreeSet<String> {
+        list.into_iter()
+            .flatten()
+            .filter(|s| s.project == project)
+            .map(|s| s.name.clone())
+            .collect()
+    };
+    let odfvs = named(
+        reg.on_demand_feature_views
+            .iter()
+            .map(|v| v.spec.as_ref())
+            .collect(),
+    );
+    let streams = named(
+        reg.stream_feature_views
+            .iter()
+            .map(|v| v.spec.as_ref())
+            .collect(),
+    );
+    let mut selected: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut services = Vec::new();
+    for spec in reg.feature_services.iter().filter_map(|s| s.spec.as_ref()) {
+        if spec.project != project {
+            continue;
+        }
+        let path = format!("feast feature service '{}'", spec.name);
+        let mut refs = Vec::new();
+        for p in &spec.features {
+            let name = p.feature_view_name.as_str();
+            let ppath = format!("{path}: feature view '{name}'");
+            if odfvs.contains(name) {
+                issues.push(issue(&ppath, "on-demand feature views are not supported"));
+            } else if streams.contains(name) {
+                issues.push(issue(&ppath, "stream feature views are not supported"));
+            } else if !p.feature_view_name_alias.is_empty() {
+                issues.push(issue(
+                    &ppath,
+                    "feature view aliases (with_name) are not supported",
+                ));
+            } else if !p.join_key_map.is_empty() {
+                issues.push(issue(
+                    &ppath,
+                    "join key maps (with_join_key_map) are not supported",
+                ));
+            } else if let Some(v) = views.get(name) {
+                if !v.online {
+                    issues.push(issue(&ppath, "is not online (online=False)"));
+                }
+                let set = selected.entry(name).or_default();
+                for c in &p.feature_columns {
+                    set.insert(c.name.as_str());
+                    refs.push(format!("{name}:{}", c.name));
+                }
+            } else {
+                issues.push(issue(&ppath, "not in the registry"));
+            }
+        }
+        services.push(RawService {
+            name: spec.name.clone(),
+            features: refs,
+        });
+    }
+    let mut entity_names = BTreeSet::new();
+    let raw_views = selected
+        .iter()
+        .map(|(name, features)| {
+            let v = views[name];
+            entity_names.extend(v.entities.iter().cloned());
+            raw_view(v, features, issues)
+        })
+        .collect();
+    let entities = entities(reg, project, &entity_names, issues);
+    (entities, raw_views, services)
+}
+
+fn raw_view(
+    v: &fp::FeatureViewSpec,
+    selected: &BTreeSet<&str>,
+    issues: &mut Vec<Issue>,
+) -> RawView {
+    let path = format!("feast feature view '{}'", v.name);
+    let features = v
+        .features
+        .iter()
+        .filter(|f| selected.contains(f.name.as_str()))
+        .map(|f| RawFeature {
+            name: f.name.clone(),
+            ty: feature_type(f.value_type)
+                .unwrap_or_else(|| {
+                    issues.push(issue(
+                        &format!("{path}: feature '{}'", f.name),
+                        format!("Feast type {} is not supported", type_name(f.value_type)),
+                    ));
+                    "int64"
+                })
+                .to_owned(),
+            default: None,
+        })
+        .collect();
+    let ttl = v.ttl.as_ref().map(|d| d.seconds).filter(|s| *s > 0);
+    RawView {
+        name: v.name.clone(),
+        entities: v.entities.clone(),
+        ttl: ttl.map(|s| Yaml::String(format!("{s}s"))),
+        source: None,
+        features,
+        from_feast: true,
+    }
+}
+
+fn entities(
+    reg: &fp::Registry,
+    project: &str,
+    names: &BTreeSet<String>,
+    issues: &mut Vec<Issue>,
+) -> Vec<RawEntity> {
+    let mut out = Vec::new();
+    for name in names {
+        let path = format!("feast entity '{name}'");
+        if name == "__dummy" {
+            issues.push(issue(
+                &path,
+                "feature views without entities are not supported",
+            ));
+            continue;
+        }
+        let Some(e) = reg
+            .entities
+            .iter()
+            .filter_map(|e| e.spec.as_ref())
+            .find(|e| e.project == project && &e.name == name)
+        else {
+            issues.push(issue(&path, "not in the registry"));
+            continue;
+        };
+        let ty = match Fvt::try_from(e.value_type) {
+            Ok(Fvt::String) => "string",
+            Ok(Fvt::Int64) => "int64",
+            _ => {
+                issues.push(issue(
+                    &path,
+                    format!(
+                        "join key type {} is not supported (string or int64)",
+                        type_name(e.value_type)
+                    ),
+                ));
+                continue;
+            }
+        };
+        out.push(RawEntity {
+            name: e.name.clone(),
+            join_key: e.join_key.clone(),
+            ty: ty.to_owned(),
+        });
+    }
+    out
+}
+
+/// Ferry's name of a Feast value type it serves.
+fn feature_type(t: i32) -> Option<&'static str> {
+    Some(match Fvt::try_from(t).ok()? {
+        Fvt::Int32 => "int32",
+        Fvt::Int64 => "int64",
+        Fvt::Float => "float32",
+        Fvt::Double => "float64",
+        Fvt::Bool => "bool",
+        Fvt::String => "string",
+        Fvt::Bytes => "bytes",
+        Fvt::FloatList => "float32_list",
+        _ => return None,
+    })
+}
+
+fn type_name(t: i32) -> String {
+    Fvt::try_from(t).map_or_else(|_| format!("#{t}"), |v| v.as_str_name().to_owned())
+}
+
+#[cfg(test)]
+#[path = "feast_tests.rs"]
+mod tests;

@@ -1,0 +1,252 @@
+use std::collections::HashMap;
+
+use ferry_protos::feast_proto as fp;
+
+use super::*;
+use crate::repo::{self, Registry, RepoError};
+use crate::snapshot;
+
+const STORE_YAML: &str = "project: shop\nregistry: data/registry.db\n\
+    online_store:\n  type: redis\n  connection_string: localhost:6379\n\
+    entity_key_serialization_version: 3\n";
+
+const FERRY_YAML: &str = "project: shop\nfeast: {repo: feast}\nroutes:\n\
+    - {match: {path_prefix: /m}, service: scoring, format: kserve_v1, entity: {field: user_id}}\n";
+
+fn feature(name: &str, t: Fvt) -> fp::FeatureSpec {
+    fp::FeatureSpec {
+        name: name.into(),
+        value_type: t as i32,
+    }
+}
+
+fn view(name: &str, entities: &[&str], features: Vec<fp::FeatureSpec>) -> fp::FeatureView {
+    fp::FeatureView {
+        spec: Some(fp::FeatureViewSpec {
+            name: name.into(),
+            project: "shop".into(),
+            entities: entities.iter().map(|e| e.to_string()).collect(),
+            features,
+            ttl: Some(fp::Duration {
+                seconds: 3600,
+                nanos: 0,
+            }),
+            online: true,
+            entity_columns: Vec::new(),
+        }),
+    }
+}
+
+fn projection(view: &str, features: Vec<fp::FeatureSpec>) -> fp::FeatureViewProjection {
+    fp::FeatureViewProjection {
+        feature_view_name: view.into(),
+        feature_columns: features,
+        feature_view_name_alias: String::new(),
+        join_key_map: HashMap::new(),
+    }
+}
+
+fn entity(name: &str, join_key: &str, t: Fvt, project: &str) -> fp::Entity {
+    fp::Entity {
+        spec: Some(fp::EntitySpec {
+            name: name.into(),
+            value_type: t as i32,
+            join_key: join_key.into(),
+            project: project.into(),
+        }),
+    }
+}
+
+/// A registry as `feast apply` would write it: one service over two views of one entity,
+/// plus another project's objects (ignored).
+fn registry() -> fp::Registry {
+    let profile = vec![feature("age", Fvt::Int64), feature("score", Fvt::Float)];
+    fp::Registry {
+        entities: vec![
+            entity("user", "user_id", Fvt::String, "shop"),
+            entity("user", "uid", Fvt::Int64, "other"),
+        ],
+        feature_views: vec![
+            view("profile", &["user"], profile.clone()),
+            view("recent", &["user"], vec![feature("clicks", Fvt::Int64)]),
+        ],
+        feature_services: vec![fp::FeatureService {
+            spec: Some(fp::FeatureServiceSpec {
+                name: "scoring".into(),
+                project: "shop".into(),
+                features: vec![
+                    projection("profile", profile),
+                    projection("recent", vec![feature("clicks", Fvt::Int64)]),
+                ],
+                precompute_online: true,
+            }),
+        }],
+        on_demand_feature_views: Vec::new(),
+        stream_feature_views: Vec::new(),
+    }
+}
+
+fn load(reg: &fp::Registry, store_yaml: &str) -> (tempfile::TempDir, Result<Registry, RepoError>) {
+    let dir = tempfile::tempdir().unwrap();
+    let feast = dir.path().join("feast");
+    std::fs::create_dir_all(feast.join("data")).unwrap();
+    std::fs::write(feast.join(FEATURE_STORE_FILE), store_yaml).unwrap();
+    std::fs::write(feast.join("data/registry.db"), reg.encode_to_vec()).unwrap();
+    std::fs::write(dir.path().join(repo::REPO_FILE), FERRY_YAML).unwrap();
+    let loaded = repo::load(dir.path());
+    (dir, loaded)
+}
+
+fn problems(reg: &fp::Registry, store_yaml: &str) -> String {
+    match load(reg, store_yaml).1 {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("expected the repo to be refused"),
+    }
+}
+
+#[test]
+fn a_feast_registry_becomes_the_repos_entities_views_and_services() {
+    let (_dir, loaded) = load(&registry(), STORE_YAML);
+    let reg = loaded.unwrap();
+    assert_eq!(reg.feast.as_ref().unwrap().project, "shop");
+    assert_eq!(reg.entities.len(), 1);
+    assert_eq!(reg.entities[0].join_key, "user_id");
+    let service = reg.service("scoring").unwrap();
+    let names: Vec<&str> = service
+        .views
+        .iter()
+        .map(|sv| reg.views[sv.view].name.as_str())
+        .collect();
+    assert_eq!(names, ["profile", "recent"]);
+    assert!(reg
+        .views
+        .iter()
+        .all(|v| v.ttl_seconds == 3600 && v.source.is_none()));
+
+    // The snapshot carries Feast's layout: join keys, `_ts:` fields, murmur3 feature fields.
+    let snap = snapshot::build(&reg);
+    let layout = snap.services[0].feast.as_ref().unwrap();
+    assert_eq!(layout.project, "shop");
+    assert_eq!(layout.join_keys[0].name, "user_id");
+    assert!(!layout.join_keys[0].int64);
+    assert_eq!(layout.views[0].timestamp_field, b"_ts:profile");
+    assert_eq!(
+        layout.views[0].feature_fields,
+        [
+            ferry_protos::feast::feature_field("profile", "age"),
+            ferry_protos::feast::feature_field("profile", "score"),
+        ]
+    );
+    ferry_core::config::Config::from_snapshot(snap).unwrap();
+}
+
+#[test]
+fn ferry_materialize_has_nothing_to_write_for_a_feast_backed_repo() {
+    let (_dir, loaded) = load(&registry(), STORE_YAML);
+    let Err(err) = crate::materialize::load_tables(&loaded.unwrap()) else {
+        panic!("materialize must refuse a Feast-backed repo");
+    };
+    assert!(err.to_string().contains("feast materialize"), "{err}");
+}
+
+#[test]
+fn unsupported_feast_configurations_are_refused_by_name() {
+    let sqlite = STORE_YAML.replace("type: redis", "type: sqlite");
+    assert!(problems(&registry(), &sqlite).contains("online store 'sqlite' is not supported"));
+    let v2 = STORE_YAML.replace("version: 3", "version: 2");
+    assert!(problems(&registry(), &v2).contains("entity_key_serialization_version"));
+    let remote = STORE_YAML.replace("data/registry.db", "s3://bucket/registry.db");
+    assert!(problems(&registry(), &remote).contains("local file registry only"));
+    let sentinel = STORE_YAML.replace("type: redis", "type: redis\n  redis_type: redis_sentinel");
+    assert!(problems(&registry(), &sentinel).contains("redis_sentinel"));
+}
+
+fn service_of(reg: &mut fp::Registry) -> &mut fp::FeatureServiceSpec {
+    reg.feature_services[0].spec.as_mut().unwrap()
+}
+
+#[test]
+fn unsupported_registry_objects_are_refused_by_name() {
+    let named = |name: &str| fp::NamedSpec {
+        name: name.into(),
+        project: "shop".into(),
+    };
+
+    let mut odfv = registry();
+    odfv.on_demand_feature_views.push(fp::OnDemandFeatureView {
+        spec: Some(named("live")),
+    });
+    service_of(&mut odfv)
+        .features
+        .push(projection("live", Vec::new()));
+    assert!(problems(&odfv, STORE_YAML)
+        .contains("feature view 'live': on-demand feature views are not supported"));
+
+    let mut stream = registry();
+    stream.stream_feature_views.push(fp::StreamFeatureView {
+        spec: Some(named("clicks_stream")),
+    });
+    service_of(&mut stream)
+        .features
+        .push(projection("clicks_stream", Vec::new()));
+    assert!(problems(&stream, STORE_YAML).contains("stream feature views are not supported"));
+
+    let mut alias = registry();
+    service_of(&mut alias).features[0].feature_view_name_alias = "p2".into();
+    assert!(problems(&alias, STORE_YAML).contains("aliases"));
+
+    let mut map = registry();
+    service_of(&mut map).features[0]
+        .join_key_map
+        .insert("user_id".into(), "customer_id".into());
+    assert!(problems(&map, STORE_YAML).contains("join key maps"));
+
+    let mut offline = registry();
+    offline.feature_views[1].spec.as_mut().unwrap().online = false;
+    assert!(problems(&offline, STORE_YAML).contains("'recent': is not online"));
+
+    let mut list = registry();
+    let strings = feature("tags", Fvt::StringList);
+    list.feature_views[1]
+        .spec
+        .as_mut()
+        .unwrap()
+        .features
+        .push(strings.clone());
+    service_of(&mut list).features[1]
+        .feature_columns
+        .push(strings);
+    assert!(problems(&list, STORE_YAML)
+        .contains("feature 'tags': Feast type STRING_LIST is not supported"));
+
+    let mut int32_key = registry();
+    int32_key.entities[0] = entity("user", "user_id", Fvt::Int32, "shop");
+    assert!(problems(&int32_key, STORE_YAML).contains("join key type INT32 is not supported"));
+}
+
+#[test]
+fn a_missing_or_foreign_registry_file_is_explained() {
+    let (dir, _) = load(&registry(), STORE_YAML);
+    std::fs::write(dir.path().join("feast/data/registry.db"), b"\xff\xff").unwrap();
+    let err = repo::load(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("not a Feast registry"), "{err}");
+    std::fs::remove_file(dir.path().join("feast/data/registry.db")).unwrap();
+    let err = repo::load(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("has `feast apply` been run"), "{err}");
+}
+
+#[test]
+fn the_watcher_also_watches_the_feast_repos_files() {
+    let files = watched_files(Path::new("/r"), FERRY_YAML);
+    assert_eq!(files[0], Path::new("/r/feast/feature_store.yaml"));
+    assert!(watched_files(Path::new("/r"), "project: p\n").is_empty());
+}
+
+#[test]
+fn environment_variables_are_expanded_as_feast_does() {
+    let var = |name: &str| (name == "REG").then(|| "data/r.db".to_owned());
+    assert_eq!(expand_vars("registry: ${REG}", var), "registry: data/r.db");
+    assert_eq!(expand_vars("a $REG b", var), "a data/r.db b");
+    assert_eq!(expand_vars("${NOPE} $NOPE $ ${", var), "${NOPE} $NOPE $ ${");
+    assert_eq!(expand_vars("x$REG$REG", var), "xdata/r.dbdata/r.db");
+}

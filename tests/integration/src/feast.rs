@@ -1,0 +1,157 @@
+//! A Feast-backed stack: the Feast repo fixture (`feast_repo/`) applied and materialized by
+//! Feast itself (from `FERRY_FEAST_VENV`) into the stack's Redis, and a Ferry repo that only
+//! points at it and declares routes, served by `ferry serve` to a real Envoy. Nothing is
+//! materialized by Ferry.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::process::{free_port, Proc};
+use crate::{bin, http, process, render_envoy_config, run, start_envoy, start_reader};
+use crate::{ControlPlane, RedisServer, Runtime};
+
+/// The Feast project of the fixture.
+pub const PROJECT: &str = "ferrytest";
+
+pub struct FeastStack {
+    pub dir: tempfile::TempDir,
+    /// The Feast repo (a copy of the fixture, with this stack's feature_store.yaml).
+    pub feast_repo: PathBuf,
+    /// The Ferry repo: `ferry.yaml` with `feast: {repo: ../feast}` and the routes.
+    pub repo: PathBuf,
+    pub redis: RedisServer,
+    pub reader: Proc,
+    pub model: Proc,
+    pub envoy: Proc,
+    pub listen_port: u16,
+    pub control_plane: ControlPlane,
+}
+
+/// The Feast virtualenv (`scripts/feast_venv.sh`): FERRY_FEAST_VENV, else the repo's
+/// `.venv-feast`.
+pub fn feast_venv() -> PathBuf {
+    let venv = std::env::var_os("FERRY_FEAST_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::root().join(".venv-feast"));
+    assert!(
+        venv.join("bin/feast").is_file(),
+        "no Feast at {} (run scripts/feast_venv.sh or set FERRY_FEAST_VENV)",
+        venv.display()
+    );
+    venv
+}
+
+fn fixture() -> PathBuf {
+    crate::root().join("tests/integration/feast_repo")
+}
+
+/// Runs a command of the Feast venv (`feast ...` or `python ...`) in `dir`; its output.
+pub fn feast(dir: &Path, program: &str, args: &[&str]) -> String {
+    run(Command::new(feast_venv().join("bin").join(program))
+        .args(args)
+        .current_dir(dir))
+}
+
+/// Writes the fixture's parquet files, with event times relative to now (`make_data.py`).
+pub fn write_data(feast_repo: &Path) {
+    let make_data = fixture().join("make_data.py");
+    feast(
+        feast_repo,
+        "python",
+        &[make_data.to_str().expect("utf-8 path"), "."],
+    );
+}
+
+/// `feast materialize` of everything up to now (from long ago, so that rows older than a
+/// view's ttl are in Redis too: Ferry must report them OUTSIDE_MAX_AGE).
+pub fn materialize(feast_repo: &Path) {
+    let now = crate::now_rfc3339();
+    let end = now.trim_end_matches('Z');
+    feast(
+        feast_repo,
+        "feast",
+        &["materialize", "2000-01-01T00:00:00", end],
+    );
+}
+
+impl FeastStack {
+    /// Applies and materializes the fixture with Feast, then starts the reader, the demo model,
+    /// `ferry serve` on a Ferry repo holding `routes`, and Envoy taking its config over xDS.
+    pub fn start(routes: &str) -> FeastStack {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let redis = RedisServer::start();
+        let feast_repo = dir.path().join("feast");
+        std::fs::create_dir_all(feast_repo.join("data")).expect("feast repo dir");
+        std::fs::copy(
+            fixture().join("features.py"),
+            feast_repo.join("features.py"),
+        )
+        .expect("copy features.py");
+        std::fs::write(
+            feast_repo.join("feature_store.yaml"),
+            format!(
+                "project: {PROJECT}\nprovider: local\nregistry: data/registry.db\n\
+                 online_store:\n  type: redis\n  connection_string: \"127.0.0.1:{}\"\n\
+                 offline_store:\n  type: file\nentity_key_serialization_version: 3\n",
+                redis.port
+            ),
+        )
+        .expect("feature_store.yaml");
+        write_data(&feast_repo);
+        feast(&feast_repo, "feast", &["apply"]);
+        materialize(&feast_repo);
+
+        let repo = dir.path().join("ferry");
+        std::fs::create_dir_all(&repo).expect("ferry repo dir");
+        std::fs::write(
+            repo.join("ferry.yaml"),
+            format!("project: {PROJECT}\nfeast: {{repo: ../feast}}\nroutes:\n{routes}"),
+        )
+        .expect("ferry.yaml");
+
+        let reader_port = free_port();
+        let reader = start_reader(dir.path(), reader_port, &["--redis".into(), redis.url()]);
+        let model_port = free_port();
+        let mut cmd = Command::new(bin("ferry-demo-model"));
+        cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
+        let mut model = Proc::start("model", cmd, dir.path());
+        let control_plane = ControlPlane::start(dir.path(), &repo);
+        let (listen_port, admin_port) = (free_port(), free_port());
+        let config = dir.path().join("envoy.yaml");
+        let ports = [listen_port, admin_port, reader_port, model_port];
+        render_envoy_config(&repo, &config, ports, Some(&control_plane), Runtime::Wasm);
+        let mut envoy = start_envoy(dir.path(), &config, "envoy");
+        envoy.wait_ready(|| http::get_ok(admin_port, "/ready"), "envoy /ready");
+        model.wait_ready(|| process::tcp_open(model_port), "demo model");
+        FeastStack {
+            dir,
+            feast_repo,
+            repo,
+            redis,
+            reader,
+            model,
+            envoy,
+            listen_port,
+            control_plane,
+        }
+    }
+
+    /// What Feast's own `get_online_features` answers for `service`'s features and `rows`
+    /// (JSON entity rows), by `feast_repo/feast_online.py`.
+    pub fn feast_online(&self, service: &str, rows: &serde_json::Value) -> serde_json::Value {
+        let out = Command::new(feast_venv().join("bin/python"))
+            .arg(fixture().join("feast_online.py"))
+            .args([".", service, &rows.to_string()])
+            .current_dir(&self.feast_repo)
+            .output()
+            .expect("feast_online.py");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "feast_online.py failed: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let last = stdout.lines().last().unwrap_or_default();
+        serde_json::from_str(last).unwrap_or_else(|e| panic!("feast_online.py: {e}: {stdout}"))
+    }
+}

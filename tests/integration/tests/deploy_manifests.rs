@@ -1,0 +1,302 @@
+//! The example manifests under deploy/ (Kubernetes, Istio, Envoy Gateway), validated without a
+//! cluster (none here): every document parses, has the fields its kind needs, the names it
+//! refers to exist (Services, ports, clusters), the filter's own parser accepts each plugin
+//! config, and the Envoy config each implies (the wasm filter with that config as a
+//! StringValue, the clusters it names) passes `envoy --mode validate` with the built filter.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ferry_core::plugin_config::{parse_plugin, Plugin, Pull};
+use ferry_integration_tests::{envoy_bin, root, wasm};
+use serde_json::{json, Value as Json};
+
+/// Every document of a deploy/ file, as JSON values.
+fn documents(file: &str) -> Vec<Json> {
+    let path = root().join("deploy").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let mut docs = Vec::new();
+    for doc in serde_norway::Deserializer::from_str(&text) {
+        let v: Json =
+            serde::Deserialize::deserialize(doc).unwrap_or_else(|e| panic!("{file}: {e}"));
+        for key in ["apiVersion", "kind"] {
+            assert!(v[key].is_string(), "{file}: a document without {key}: {v}");
+        }
+        assert!(
+            v["metadata"]["name"].is_string(),
+            "{file}: no metadata.name: {v}"
+        );
+        docs.push(v);
+    }
+    assert!(!docs.is_empty(), "{file} is empty");
+    docs
+}
+
+fn of_kind<'a>(docs: &'a [Json], kind: &str) -> Vec<&'a Json> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+fn str_at<'a>(v: &'a Json, pointer: &str) -> &'a str {
+    v.pointer(pointer)
+        .and_then(Json::as_str)
+        .unwrap_or_else(|| panic!("no string at {pointer}: {v}"))
+}
+
+/// The filter's parser on a manifest's plugin config (a YAML object, passed on as JSON).
+fn pull_of(config: &Json) -> Pull {
+    match parse_plugin(config.to_string().as_bytes()) {
+        Ok(Plugin::Pull(p)) => p,
+        Ok(Plugin::Snapshot(_)) => panic!("the examples pull the snapshot: {config}"),
+        Err(e) => panic!("the filter refuses {config}: {e}"),
+    }
+}
+
+/// `envoy --mode validate` on a bootstrap with the wasm filter configured by `config` (a JSON
+/// string in a StringValue, as Istio and Envoy Gateway pass it) and `clusters`. Validate mode
+/// loads the built filter and runs its `on_configure` on the config (seen here: a config the
+/// filter refuses fails validation with "Unable to create Wasm plugin").
+fn envoy_validate(name: &str, config: &Json, clusters: Vec<Json>) -> Result<(), String> {
+    let filter = json!({
+        "name": "envoy.filters.http.wasm",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
+            "config": {
+                "name": "ferry", "root_id": "ferry", "failure_policy": "FAIL_CLOSED",
+                "configuration": {
+                    "@type": "type.googleapis.com/google.protobuf.StringValue",
+                    "value": config.to_string(),
+                },
+                "vm_config": {
+                    "vm_id": "ferry", "runtime": "envoy.wasm.runtime.v8",
+                    "code": {"local": {"filename": wasm().display().to_string()}},
+                },
+            },
+        },
+    });
+    let router = json!({"name": "envoy.filters.http.router", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}});
+    let hcm = json!({
+        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+        "stat_prefix": "ingress",
+        "http_filters": [filter, router],
+        "route_config": {"virtual_hosts": [{"name": "model", "domains": ["*"],
+            "routes": [{"match": {"prefix": "/"}, "route": {"cluster": "model"}}]}]},
+    });
+    let mut clusters = clusters;
+    clusters.push(dns_cluster("model", "127.0.0.1", 8080));
+    let bootstrap = json!({"static_resources": {
+        "listeners": [{"name": "in", "address": {"socket_address": {"address": "127.0.0.1", "port_value": 10000}},
+            "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]}]}],
+        "clusters": clusters,
+    }});
+    let dir = tempfile::tempdir().unwrap();
+    let path: PathBuf = dir.path().join(format!("{name}.json"));
+    std::fs::write(&path, bootstrap.to_string()).unwrap();
+    let out = Command::new(envoy_bin())
+        .args(["--mode", "validate", "--disable-hot-restart", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(log)
+    }
+}
+
+fn dns_cluster(name: &str, host: &str, port: u64) -> Json {
+    json!({"name": name, "type": "STRICT_DNS", "connect_timeout": "1s", "load_assignment": {
+        "cluster_name": name, "endpoints": [{"lb_endpoints": [{"endpoint": {"address":
+        {"socket_address": {"address": host, "port_value": port}}}}]}]}})
+}
+
+/// (FQDN, port) of every port of every Service in deploy/kubernetes, whose selector matches a
+/// Deployment's pod labels and whose targetPort a container of it declares.
+fn services() -> Vec<(String, u64)> {
+    let docs = documents("kubernetes/ferry.yaml");
+    let deployments = of_kind(&docs, "Deployment");
+    for d in &deployments {
+        assert_eq!(
+            d["spec"]["selector"]["matchLabels"], d["spec"]["template"]["metadata"]["labels"],
+            "{d}"
+        );
+        for c in d["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+        {
+            assert!(c["image"].is_string() && c["args"].is_array(), "{c}");
+        }
+    }
+    let mut out = Vec::new();
+    for s in of_kind(&docs, "Service") {
+        let pod = deployments
+            .iter()
+            .find(|d| d["spec"]["template"]["metadata"]["labels"] == s["spec"]["selector"])
+            .unwrap_or_else(|| panic!("no Deployment for the Service {s}"));
+        let container_ports: Vec<&Json> = pod["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| c["ports"].as_array().unwrap())
+            .map(|p| &p["containerPort"])
+            .collect();
+        let host = format!(
+            "{}.{}.svc.cluster.local",
+            str_at(s, "/metadata/name"),
+            str_at(s, "/metadata/namespace")
+        );
+        for p in s["spec"]["ports"].as_array().unwrap() {
+            assert!(container_ports.contains(&&p["targetPort"]), "{s}");
+            out.push((host.clone(), p["port"].as_u64().unwrap()));
+        }
+    }
+    out
+}
+
+/// `outbound|PORT||HOST`, Istio's cluster name, back to (HOST, PORT).
+fn istio_cluster(name: &str) -> (String, u64) {
+    let rest = name
+        .strip_prefix("outbound|")
+        .unwrap_or_else(|| panic!("{name}"));
+    let (port, host) = rest.split_once("||").unwrap_or_else(|| panic!("{name}"));
+    (host.to_owned(), port.parse().unwrap())
+}
+
+#[test]
+fn the_istio_wasmplugin_names_what_the_kubernetes_services_make() {
+    let services = services();
+    let docs = documents("istio/wasmplugin.yaml");
+    let [plugin] = of_kind(&docs, "WasmPlugin")[..] else {
+        panic!("one WasmPlugin")
+    };
+    assert_eq!(plugin["apiVersion"], "extensions.istio.io/v1alpha1");
+    assert!(str_at(plugin, "/spec/url").starts_with("oci://"));
+    assert_eq!(plugin["spec"]["type"], "HTTP");
+    assert_eq!(plugin["spec"]["failStrategy"], "FAIL_CLOSE");
+    let config = &plugin["spec"]["pluginConfig"];
+    let pull = pull_of(config);
+    assert!(!pull.overrides.headers_held);
+
+    // Each cluster named is one Istio makes for a Service, and the URL goes to that Service.
+    let reader = istio_cluster(pull.overrides.reader_cluster.as_deref().unwrap());
+    let cp = istio_cluster(&pull.cluster);
+    for target in [&reader, &cp] {
+        assert!(
+            services.contains(target),
+            "{target:?} is no Service port: {services:?}"
+        );
+    }
+    assert_eq!(pull.authority, format!("{}:{}", cp.0, cp.1));
+    assert_eq!(pull.path, "/v1/snapshot");
+
+    let clusters = vec![
+        dns_cluster(
+            pull.overrides.reader_cluster.as_deref().unwrap(),
+            &reader.0,
+            reader.1,
+        ),
+        dns_cluster(&pull.cluster, &cp.0, cp.1),
+    ];
+    if let Err(log) = envoy_validate("istio", config, clusters.clone()) {
+        panic!("envoy --mode validate refused the Istio config:\n{log}");
+    }
+    // The check bites: the same with a key the filter does not know is refused.
+    let mut typo = config.clone();
+    typo["snapshot_pol_ms"] = json!(5000);
+    let log = envoy_validate("istio-typo", &typo, clusters).unwrap_err();
+    assert!(log.contains("Unable to create Wasm plugin"), "{log}");
+
+    // The ServiceEntry alternative: hosts and ports of its own, for a mesh-external reader.
+    let entries = documents("istio/serviceentry.yaml");
+    for e in of_kind(&entries, "ServiceEntry") {
+        assert_eq!(e["spec"]["location"], "MESH_EXTERNAL");
+        assert!(e["spec"]["hosts"][0].is_string(), "{e}");
+        assert!(e["spec"]["ports"][0]["number"].is_u64(), "{e}");
+    }
+    assert_eq!(of_kind(&entries, "ServiceEntry").len(), 2);
+}
+
+#[test]
+fn the_envoy_gateway_policy_names_the_clusters_its_patch_adds() {
+    let services = services();
+    let docs = documents("envoy-gateway/extension-policy.yaml");
+    let [policy] = of_kind(&docs, "EnvoyExtensionPolicy")[..] else {
+        panic!("one EnvoyExtensionPolicy")
+    };
+    assert_eq!(policy["apiVersion"], "gateway.envoyproxy.io/v1alpha1");
+    assert_eq!(policy["spec"]["targetRefs"][0]["kind"], "HTTPRoute");
+    let wasm_ext = &policy["spec"]["wasm"][0];
+    assert_eq!(wasm_ext["code"]["type"], "Image");
+    assert!(wasm_ext["code"]["image"]["url"].is_string());
+    assert_eq!(wasm_ext["failOpen"], false);
+    let config = &wasm_ext["config"];
+    let pull = pull_of(config);
+
+    let [patch] = of_kind(&docs, "EnvoyPatchPolicy")[..] else {
+        panic!("one EnvoyPatchPolicy")
+    };
+    assert_eq!(patch["spec"]["type"], "JSONPatch");
+    assert_eq!(patch["spec"]["targetRef"]["kind"], "Gateway");
+    let mut clusters = Vec::new();
+    for p in patch["spec"]["jsonPatches"].as_array().unwrap() {
+        assert_eq!(
+            p["type"],
+            "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+        );
+        assert_eq!(p["operation"]["op"], "add");
+        let cluster = p["operation"]["value"].clone();
+        assert_eq!(cluster["name"], p["name"]);
+        let addr = &cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
+            ["address"]["socket_address"];
+        let target = (
+            str_at(addr, "/address").to_owned(),
+            addr["port_value"].as_u64().unwrap(),
+        );
+        assert!(services.contains(&target), "{target:?} is no Service port");
+        clusters.push(cluster);
+    }
+    let names: Vec<&str> = clusters.iter().map(|c| str_at(c, "/name")).collect();
+    for named in [
+        pull.overrides.reader_cluster.as_deref().unwrap(),
+        &pull.cluster,
+    ] {
+        assert!(
+            names.contains(&named),
+            "{named} is not among the patched clusters {names:?}"
+        );
+    }
+    if let Err(log) = envoy_validate("envoy-gateway", config, clusters) {
+        panic!("envoy --mode validate refused the Envoy Gateway config:\n{log}");
+    }
+}
+
+#[test]
+fn every_deploy_file_is_covered_here() {
+    let mut files = Vec::new();
+    collect(&root().join("deploy"), &mut files);
+    files.sort();
+    let covered = [
+        "envoy-gateway/extension-policy.yaml",
+        "istio/serviceentry.yaml",
+        "istio/wasmplugin.yaml",
+        "kubernetes/ferry.yaml",
+    ];
+    assert_eq!(files, covered, "a new manifest needs its checks here");
+}
+
+fn collect(dir: &Path, out: &mut Vec<String>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.is_dir() {
+            collect(&path, out);
+        } else if path.extension().is_some_and(|x| x == "yaml") {
+            let rel = path.strip_prefix(root().join("deploy")).unwrap();
+            out.push(rel.display().to_string());
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! The filter pulling its snapshot from `ferry serve` (`snapshot_url` in its JSON plugin
+//! config), through real Envoy without `allow_on_headers_stop_iteration`, as Istio or Envoy
+//! Gateway would run it: a JSON 503 until the control plane answers, then enriched requests;
+//! a repo change pushed to `ferry serve` reaches the filter by re-pull, without an Envoy
+//! restart; a snapshot the filter refuses leaves the last good one serving, with a warning.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ferry::serve::api::{PUSH_PATH, UNCHECKED_HEADER};
+use ferry_integration_tests::control_plane::{ControlPlane, TOKEN};
+use ferry_integration_tests::expected::{Entity, Service, Store};
+use ferry_integration_tests::http::Response;
+use ferry_integration_tests::{bin, run, Options, Stack};
+use ferry_protos::v1;
+use prost::Message;
+
+use super::support::{as_istio, check_unheld, error_of, instances, post, ISTIO_CLUSTER};
+
+/// The Envoy cluster the filter reaches `ferry serve` by.
+const CP_CLUSTER: &str = "ferry_control_plane";
+/// A route only the pushed repo change has.
+const NEW_ROUTE: &str = "
+  - name: added-later
+    match: {path_prefix: /t/added-later}
+    service: realtime_scoring
+    format: kserve_v1
+    entity: {field: user_id}
+";
+/// Upper bound on each wait for the filter to see a change (polls every 200 ms).
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The bootstrap plus a cluster for the control plane's HTTP port.
+fn with_cp_cluster(yaml: String, port: u16) -> String {
+    let cluster = format!(
+        "  clusters:\n  - name: {CP_CLUSTER}\n    type: STATIC\n    connect_timeout: 0.25s\n    \
+         load_assignment:\n      cluster_name: {CP_CLUSTER}\n      endpoints:\n      - lb_endpoints:\n        \
+         - endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}}}\n"
+    );
+    assert!(yaml.contains("\n  clusters:\n"), "{yaml}");
+    yaml.replacen("  clusters:\n", &cluster, 1)
+}
+
+/// Posts until `done` holds for the answer, up to [`WAIT`]; returns that answer.
+async fn post_until(
+    port: u16,
+    path: &str,
+    what: &str,
+    done: impl Fn(&Response) -> bool,
+) -> Response {
+    let start = Instant::now();
+    loop {
+        let resp = post(port, path, instances(&["u000001", "u000002"])).await;
+        if done(&resp) {
+            return resp;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "{what}: not within {WAIT:?}; last {} {}",
+            resp.status,
+            String::from_utf8_lossy(&resp.body)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn enriched(resp: &Response) -> bool {
+    resp.status == 200 && resp.header("x-ferry-status") == Some("ok")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes() {
+    let stack = Stack::start(Options {
+        extra_routes: "",
+        entities: Some(50),
+        ..Options::default()
+    });
+    // Down when Envoy starts: its ports are known, nothing listens on them.
+    let mut cp = ControlPlane::start(stack.dir.path(), &stack.repo);
+    cp.proc.kill();
+    let url = format!("{}/v1/snapshot", cp.url());
+    let plugin_config = run(Command::new(bin("ferry"))
+        .arg("plugin-config")
+        .arg(&stack.repo)
+        .args(["--reader-cluster", ISTIO_CLUSTER])
+        .args(["--snapshot-url", &url, "--snapshot-cluster", CP_CLUSTER])
+        .args(["--snapshot-poll-ms", "200"]));
+    let cp_port = cp.http_port;
+    let envoy =
+        stack.static_envoy_edited(|y| with_cp_cluster(as_istio(y, &plugin_config), cp_port));
+    let p = envoy.listen_port;
+
+    // No snapshot yet: every request, on a Ferry route or not, gets the JSON 503.
+    for path in ["/v1/models/fraud:predict", "/elsewhere"] {
+        let resp = post(p, path, instances(&["u000001"])).await;
+        assert_eq!(error_of(&resp), (503, "snapshot_not_loaded".into()));
+        let message = resp.json()["message"].as_str().unwrap_or("").to_owned();
+        assert!(message.contains(&url), "{message}");
+    }
+
+    // The control plane comes up: the next poll loads the snapshot, values as in the store.
+    cp.restart();
+    let resp = post_until(p, "/v1/models/fraud:predict", "first pull", enriched).await;
+    check_unheld(&resp, Some("ok"));
+    let users = [
+        Entity::User("u000001".into()),
+        Entity::User("u000002".into()),
+    ];
+    let store = Store::load(&stack);
+    store.check_instances(Service::RealtimeScoring, &resp.json(), &users);
+    let before = post(p, "/t/added-later", instances(&["u000001"])).await;
+    assert_eq!(before.status, 200);
+    assert!(
+        before.header("x-ferry-status").is_none(),
+        "no such route yet"
+    );
+
+    // A repo change pushed to ferry serve reaches the filter by re-pull.
+    let yaml = stack.repo.join("ferry.yaml");
+    let text = std::fs::read_to_string(&yaml).unwrap() + NEW_ROUTE;
+    std::fs::write(&yaml, text).unwrap();
+    let v2 = cp.apply_push(&stack.repo, &stack.redis.url(), false);
+    assert_eq!(cp.version(), v2);
+    // What a poll costs once the filter has it: a 304 without a body.
+    let etag = format!("\"{v2}\"");
+    let (code, body) = cp.request("GET", PUSH_PATH, &[("if-none-match", &etag)], b"");
+    assert_eq!((code, body.as_str()), (304, ""));
+    let (code, body) = cp.request("GET", PUSH_PATH, &[("if-none-match", "\"old\"")], b"");
+    assert_eq!(code, 200);
+    assert!(body.contains("added-later"), "the snapshot's bytes");
+    let resp = post_until(p, "/t/added-later", "the pushed route", enriched).await;
+    store.check_instances(Service::RealtimeScoring, &resp.json(), &users);
+
+    // A snapshot the filter refuses (forced past the control plane's own check): the last
+    // good one keeps serving, and Envoy's log says why.
+    let bad = v1::Snapshot {
+        project: "banking".into(),
+        reader_cluster: "ferry_reader".into(),
+        routes: vec![v1::Route {
+            name: "broken".into(),
+            service: "nope".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let auth = format!("Bearer {TOKEN}");
+    let (code, text) = cp.request(
+        "POST",
+        PUSH_PATH,
+        &[("authorization", &auth), (UNCHECKED_HEADER, "1")],
+        &bad.encode_to_vec(),
+    );
+    assert_eq!(code, 200, "{text}");
+    let start = Instant::now();
+    while !envoy
+        .proc
+        .log_text()
+        .contains("refused, the last good one stays")
+    {
+        assert!(
+            start.elapsed() < WAIT,
+            "no warning:\n{}",
+            envoy.proc.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(envoy.proc.log_text().contains(&url));
+    let resp = post(p, "/t/added-later", instances(&["u000001", "u000002"])).await;
+    check_unheld(&resp, Some("ok"));
+    store.check_instances(Service::RealtimeScoring, &resp.json(), &users);
+    // Polls, 304s, failures and the refusal never crashed a VM (a panic would be logged).
+    assert!(
+        !envoy.proc.log_text().contains("panicked"),
+        "{}",
+        envoy.proc.log_text()
+    );
+}
