@@ -185,7 +185,13 @@ impl Stack {
         let (listen_port, admin_port) = (free_port(), free_port());
         let envoy_config = dir.path().join("envoy.yaml");
         let ports = [listen_port, admin_port, reader_port, model_port];
-        render_envoy_config(&repo, &envoy_config, ports, control_plane.as_ref(), opts.runtime);
+        render_envoy_config(
+            &repo,
+            &envoy_config,
+            ports,
+            control_plane.as_ref(),
+            opts.runtime,
+        );
         let envoy = start_envoy(dir.path(), &envoy_config, "envoy");
         let mut stack = Stack {
             dir,
