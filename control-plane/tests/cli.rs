@@ -81,7 +81,7 @@ fn an_invalid_repo_exits_1_with_every_problem_on_stderr() {
     for want in [
         format!("{file}: feature_views[0] 'user_profile': feature 'age': unknown type 'int46'"),
         format!("{file}: feature_views[1] 'transactions': ttl '1y': expected a number with unit s, m, h or d (e.g. 30d)"),
-        format!("{file}: routes[0] 'fraud-lenient': unknown format 'kserve_v3' (expected one of kserve_v1, kserve_v2, json, header)"),
+        format!("{file}: routes[0] 'fraud-lenient': unknown format 'kserve_v3' (expected one of kserve_v1, kserve_v2, kserve_v2_grpc, json, header, feast_rest)"),
         "3 problem(s) in the feature repo".to_owned(),
     ] {
         assert!(err.contains(&want), "stderr lacks {want:?}:\n{err}");

@@ -110,6 +110,10 @@ pub enum Format {
     KserveV2 {
         packed: bool,
     },
+    /// KServe v2 / Triton `ModelInfer` over gRPC (protobuf), with the same `packed` choice.
+    KserveV2Grpc {
+        packed: bool,
+    },
     /// Any JSON: entities at `entity_pointer`, features written at `inject_pointer` of each.
     Json {
         entity_pointer: String,
@@ -132,6 +136,7 @@ impl Format {
         match self {
             Format::KserveV1 => "kserve_v1",
             Format::KserveV2 { .. } => "kserve_v2",
+            Format::KserveV2Grpc { .. } => "kserve_v2_grpc",
             Format::Json { .. } => "json",
             Format::Header { .. } => "header",
             Format::FeastRest => "feast_rest",
@@ -145,6 +150,10 @@ impl Format {
             Format::KserveV1 => r.format = pb::Format::KserveV1 as i32,
             Format::KserveV2 { packed } => {
                 r.format = pb::Format::KserveV2 as i32;
+                r.packed = *packed;
+            }
+            Format::KserveV2Grpc { packed } => {
+                r.format = pb::Format::KserveV2Grpc as i32;
                 r.packed = *packed;
             }
             Format::Json {
@@ -865,14 +874,12 @@ fn route_format(r: &pb::Route, parts: &[RoutePart]) -> Result<Format, String> {
     Ok(match pb::Format::try_from(r.format) {
         Ok(pb::Format::KserveV1) => Format::KserveV1,
         Ok(pb::Format::KserveV2) => {
-            if r.packed {
-                for v in parts.iter().flat_map(|p| &p.service.views) {
-                    for f in &v.features {
-                        rules::packable(&v.name, &f.name, f.value_type)?;
-                    }
-                }
-            }
+            packable(r, parts)?;
             Format::KserveV2 { packed: r.packed }
+        }
+        Ok(pb::Format::KserveV2Grpc) => {
+            packable(r, parts)?;
+            Format::KserveV2Grpc { packed: r.packed }
         }
         Ok(pb::Format::Json) => {
             rules::json_pointer("entity_pointer", &r.entity_pointer)?;
@@ -905,6 +912,18 @@ fn route_format(r: &pb::Route, parts: &[RoutePart]) -> Result<Format, String> {
         Ok(other) => return Err(format!("format {other:?} is not supported by this filter")),
         Err(_) => return Err(format!("unknown format {}", r.format)),
     })
+}
+
+/// A packed route's features must all fit its FP32 tensor.
+fn packable(r: &pb::Route, parts: &[RoutePart]) -> Result<(), String> {
+    if r.packed {
+        for v in parts.iter().flat_map(|p| &p.service.views) {
+            for f in &v.features {
+                rules::packable(&v.name, &f.name, f.value_type)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The output name of every feature over all parts, by the shared rule.
@@ -990,6 +1009,8 @@ mod tests {
         for format in [
             Format::KserveV1,
             Format::KserveV2 { packed: true },
+            Format::KserveV2Grpc { packed: true },
+            Format::KserveV2Grpc { packed: false },
             Format::Json {
                 entity_pointer: "/rows".into(),
                 inject_pointer: "/features".into(),

@@ -15,6 +15,9 @@ pub enum FerryError {
     BodyTooLarge { limit: u32, size: u64 },
     #[error("request body is not valid JSON: {0}")]
     MalformedJson(String),
+    /// A gRPC body that is not a valid protobuf message of the route's type.
+    #[error("request body is not a valid protobuf message: {0}")]
+    MalformedProtobuf(String),
     /// Valid JSON, but not the shape the route's format expects.
     #[error("{0}")]
     BadShape(String),
@@ -129,6 +132,7 @@ impl FerryError {
         match self {
             E::NoBody => (400, "no_body"),
             E::MalformedJson(_) => (400, "malformed_json"),
+            E::MalformedProtobuf(_) => (400, "malformed_protobuf"),
             E::BadShape(_) => (400, "bad_request_shape"),
             E::BadFraming(_) => (400, "bad_binary_framing"),
             E::MissingEntityId { .. } | E::MissingEntityTensor { .. } => (400, "missing_entity_id"),
@@ -155,6 +159,25 @@ impl FerryError {
             E::HeadersAlreadySent { .. } => (500, "headers_already_sent"),
             E::SnapshotNotLoaded { .. } => (503, "snapshot_not_loaded"),
             E::FeastRest { status, code, .. } => (*status, code),
+        }
+    }
+
+    /// The gRPC status code a gRPC route answers this error with, by its HTTP status: the
+    /// client's mistakes are INVALID_ARGUMENT (too big: RESOURCE_EXHAUSTED), the reader or
+    /// Redis away UNAVAILABLE, their timeouts DEADLINE_EXCEEDED, unusable vectors INTERNAL.
+    pub fn grpc_status(&self) -> u32 {
+        use FerryError as E;
+        match self {
+            E::EntitiesNotFound { .. } | E::NoRoute { .. } => grpc::NOT_FOUND,
+            E::StaleFeatures { .. } => grpc::FAILED_PRECONDITION,
+            E::ReaderError { .. } => grpc::UNAVAILABLE,
+            _ => match self.status() {
+                413 => grpc::RESOURCE_EXHAUSTED,
+                400..=499 => grpc::INVALID_ARGUMENT,
+                503 => grpc::UNAVAILABLE,
+                504 => grpc::DEADLINE_EXCEEDED,
+                _ => grpc::INTERNAL,
+            },
         }
     }
 
@@ -210,6 +233,17 @@ impl FerryError {
         }
         v.to_string().into_bytes()
     }
+}
+
+/// The gRPC status codes Ferry answers with (grpc/grpc doc/statuscodes.md).
+pub mod grpc {
+    pub const INVALID_ARGUMENT: u32 = 3;
+    pub const DEADLINE_EXCEEDED: u32 = 4;
+    pub const NOT_FOUND: u32 = 5;
+    pub const RESOURCE_EXHAUSTED: u32 = 8;
+    pub const FAILED_PRECONDITION: u32 = 9;
+    pub const INTERNAL: u32 = 13;
+    pub const UNAVAILABLE: u32 = 14;
 }
 
 /// "1 entity", "2 entities".

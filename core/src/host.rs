@@ -27,6 +27,20 @@ pub trait Host {
     /// Host time, microseconds since the Unix epoch.
     fn now_us(&self) -> i64;
     fn send_response(&self, status: u16, headers: Vec<(&str, &str)>, body: &[u8]);
+    /// Answers a gRPC request with a gRPC error: HTTP 200, `content-type: application/grpc`,
+    /// `grpc-status` and `grpc-message`, no message. The default writes those headers through
+    /// `send_response`; a host that has its own gRPC local reply (proxy-wasm's takes the
+    /// status) overrides it.
+    fn send_grpc_error(&self, grpc_status: u32, message: &str, headers: Vec<(&str, &str)>) {
+        let status = grpc_status.to_string();
+        let mut all = vec![
+            ("content-type", "application/grpc"),
+            ("grpc-status", status.as_str()),
+            ("grpc-message", message),
+        ];
+        all.extend(headers);
+        self.send_response(200, all, b"");
+    }
     fn resume_request(&self);
     /// Lets a response held by `on_response_headers` go on.
     fn resume_response(&self);

@@ -76,6 +76,9 @@ pub struct HttpFilter<H: Host> {
     headers_sent: bool,
     /// `on_response_headers` paused the response until the request is forwarded.
     response_held: bool,
+    /// The client speaks gRPC (`content-type: application/grpc...`): errors are answered as
+    /// gRPC statuses. Read with the headers, as they may be gone by the time of an answer.
+    grpc_client: bool,
 }
 
 impl<H: Host> HttpFilter<H> {
@@ -88,6 +91,7 @@ impl<H: Host> HttpFilter<H> {
             summary: Vec::new(),
             headers_sent: false,
             response_held: false,
+            grpc_client: false,
         }
     }
 
@@ -109,6 +113,10 @@ impl<H: Host> HttpFilter<H> {
         // Whatever a client sent under a header Ferry writes never reaches the model, whether or
         // not a route matches. The names also tell how often each id header was sent.
         let names = self.host.request_header_names();
+        self.grpc_client = self
+            .host
+            .request_header("content-type")
+            .is_some_and(|t| t.starts_with("application/grpc"));
         for name in &names {
             if config.owns_header(name) {
                 self.host.set_request_header(name, None);
@@ -657,10 +665,21 @@ impl<H: Host> HttpFilter<H> {
         self.answer_named(&route.name, err)
     }
 
+    /// Answers the request with `err`: a JSON error body, or to a gRPC client (its
+    /// `content-type` says so) a gRPC status whose message starts with the error's code.
     fn answer_named(&mut self, route: &str, err: &FerryError) -> Action {
-        let body = err.body(route);
-        self.host
-            .send_response(err.status(), err.reply_headers(), &body);
+        if self.grpc_client {
+            let message = format!("{}: {}", err.code(), err.message());
+            self.host.send_grpc_error(
+                err.grpc_status(),
+                &message,
+                vec![("x-ferry-error", err.code())],
+            );
+        } else {
+            let body = err.body(route);
+            self.host
+                .send_response(err.status(), err.reply_headers(), &body);
+        }
         self.count(Metric::Rejected, 1);
         self.state = State::Done;
         Action::Pause
@@ -854,6 +873,61 @@ mod tests {
         let mut f = filter(config(), "POST", "/v1/models/fraud", "");
         assert_eq!(f.on_request_headers(true), Action::Pause);
         assert_eq!(sent(&f).0, 400);
+    }
+
+    #[test]
+    fn a_grpc_client_gets_its_errors_as_grpc_statuses() {
+        use crate::format::kserve_v2_grpc::frame;
+        use ferry_protos::inference::{model_infer_request::InferInputTensor, *};
+        let grpc_filter = |body: &[u8]| {
+            let c = route_with(|r| r.format = pb::Format::KserveV2Grpc as i32);
+            let mut f = filter(c, "POST", "/v1/models/fraud", "");
+            *f.host().body.borrow_mut() = body.to_vec();
+            let h = f.host();
+            h.set_request_header("content-type", Some("application/grpc"));
+            h.set_request_header("content-length", None);
+            f.on_request_headers(false);
+            f.on_request_body(body.len(), true);
+            f
+        };
+        let grpc_reply = |f: &HttpFilter<FakeHost>| {
+            let (status, headers, body) = f.host().sent.borrow().clone().expect("a reply");
+            assert_eq!((status, body.len()), (200, 0));
+            let h: HashMap<String, String> = headers.into_iter().collect();
+            assert_eq!(h["content-type"], "application/grpc");
+            (
+                h["grpc-status"].clone(),
+                h["grpc-message"].clone(),
+                h["x-ferry-error"].clone(),
+            )
+        };
+        let f = grpc_filter(&frame(b"abc"));
+        let (status, message, code) = grpc_reply(&f);
+        assert_eq!(
+            (status.as_str(), code.as_str()),
+            ("3", "malformed_protobuf")
+        );
+        assert!(message.starts_with("malformed_protobuf: request body is not a valid protobuf"));
+        // A well-formed call whose reader is away: UNAVAILABLE.
+        let request = ModelInferRequest {
+            inputs: vec![InferInputTensor {
+                name: "user_id".into(),
+                datatype: "BYTES".into(),
+                shape: vec![1],
+                contents: Some(InferTensorContents {
+                    bytes_contents: vec![b"u1".to_vec()],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut f = grpc_filter(&frame(&request.encode_to_vec()));
+        assert!(f.host().sent.borrow().is_none());
+        f.on_call_response(7, 0, 0);
+        let (status, message, _) = grpc_reply(&f);
+        assert_eq!(status, "14", "{message}");
+        assert!(message.starts_with("reader_unavailable: "), "{message}");
     }
 
     #[test]

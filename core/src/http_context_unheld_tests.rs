@@ -139,3 +139,51 @@ fn a_binary_tensor_request_is_refused_when_headers_are_not_held() {
     assert!(String::from_utf8_lossy(&sent.2).contains("bad_binary_framing"));
     assert!(f.host().dispatched.borrow().is_empty());
 }
+
+#[test]
+fn a_grpc_model_infer_call_is_enriched_without_held_headers() {
+    use crate::format::kserve_v2_grpc::{frame, unframe};
+    use ferry_protos::inference::{model_infer_request::InferInputTensor, *};
+    use prost::Message;
+    let c = route_with(|r| r.format = ferry_protos::v1::Format::KserveV2Grpc as i32);
+    let request = ModelInferRequest {
+        inputs: vec![InferInputTensor {
+            name: "user_id".into(),
+            datatype: "BYTES".into(),
+            shape: vec![1],
+            contents: Some(InferTensorContents {
+                bytes_contents: vec![b"u1".to_vec()],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let body = frame(&request.encode_to_vec());
+    let mut f = unheld(c, "POST", "/v1/models/fraud", "");
+    *f.host().body.borrow_mut() = body.clone();
+    f.host().set_request_header("content-length", None);
+    f.host()
+        .set_request_header("content-type", Some("application/grpc"));
+    assert_eq!(f.on_request_headers(false), Action::Continue);
+    let sent_upstream = headers(&f);
+    assert_eq!(f.on_request_body(body.len(), true), Action::Pause);
+    reader_answers(&f, 30);
+    f.on_call_response(7, 3, 100);
+    assert!(*f.host().resumed.borrow(), "{:?}", f.host().sent.borrow());
+    let out = f.host().body.borrow().clone();
+    let out = ModelInferRequest::decode(unframe(&out).unwrap()).unwrap();
+    let age = &out.inputs[1];
+    assert_eq!(
+        (
+            age.name.as_str(),
+            age.contents.clone().unwrap().int64_contents
+        ),
+        ("profile__age", vec![30])
+    );
+    assert_eq!(
+        headers(&f),
+        sent_upstream,
+        "no header written after they went on"
+    );
+}

@@ -11,12 +11,18 @@
 //! - `inference-header-content-length`, when the request had it (KServe v2's binary tensor data
 //!   extension): the echoed body keeps the request's framing, so an Open Inference Protocol
 //!   client (e.g. tritonclient) can read the echo as a framed answer.
+//!
+//! A gRPC `ModelInfer` call (KServe v2 / Triton, h2c) gets a `ModelInferResponse` holding what
+//! it received instead (`grpc`).
+
+pub mod grpc;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::time::Duration;
 
+use http_body_util::Either;
 use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use hyper::{HeaderMap, Request, Response};
@@ -100,7 +106,16 @@ pub async fn serve(listener: TcpListener, shutdown: impl Future<Output = ()>) {
         let connection = builder
             .serve_connection(
                 TokioIo::new(stream),
-                hyper::service::service_fn(|request| async { Ok::<_, Infallible>(echo(request)) }),
+                hyper::service::service_fn(|request: Request<Incoming>| async {
+                    let response = if request.uri().path() == grpc::MODEL_INFER_PATH {
+                        grpc::model_infer(request.into_body())
+                            .await
+                            .map(Either::Right)
+                    } else {
+                        echo(request).map(Either::Left)
+                    };
+                    Ok::<_, Infallible>(response)
+                }),
             )
             .into_owned();
         tokio::spawn(async move {
@@ -194,6 +209,60 @@ mod tests {
             let got = response.into_body().collect().await.unwrap().to_bytes();
             assert_eq!(got, body);
         }
+    }
+
+    #[tokio::test]
+    async fn model_infer_over_h2c_echoes_inputs_raw_contents_and_parameters() {
+        use ferry_protos::inference::{model_infer_request::InferInputTensor, *};
+        use prost::Message;
+        let (addr, _stop) = start().await;
+        let client = Client::builder(TokioExecutor::new())
+            .http2_only(true)
+            .build_http::<Full<Bytes>>();
+        let mut request = ModelInferRequest {
+            id: "r1".into(),
+            inputs: vec![InferInputTensor {
+                name: "x".into(),
+                datatype: "FP32".into(),
+                shape: vec![1],
+                ..Default::default()
+            }],
+            raw_input_contents: vec![1.5f32.to_le_bytes().to_vec()],
+            ..Default::default()
+        };
+        request.parameters.insert(
+            "p".into(),
+            InferParameter {
+                parameter_choice: Some(infer_parameter::ParameterChoice::StringParam("v".into())),
+            },
+        );
+        let message = request.encode_to_vec();
+        let mut body = vec![0];
+        body.extend((message.len() as u32).to_be_bytes());
+        body.extend(&message);
+        let call = |body: Vec<u8>| {
+            Request::post(format!("http://{addr}{}", grpc::MODEL_INFER_PATH))
+                .header("content-type", "application/grpc")
+                .body(Full::new(Bytes::from(body)))
+                .unwrap()
+        };
+        let response = client.request(call(body)).await.unwrap();
+        assert_eq!(response.headers()["content-type"], "application/grpc");
+        let collected = response.into_body().collect().await.unwrap();
+        assert_eq!(collected.trailers().unwrap()["grpc-status"], "0");
+        let got = collected.to_bytes();
+        let echo = ModelInferResponse::decode(&got[5..]).unwrap();
+        assert_eq!(echo.id, "r1");
+        assert_eq!(echo.outputs[0].name, "x");
+        assert_eq!(echo.raw_output_contents, request.raw_input_contents);
+        assert_eq!(echo.parameters, request.parameters);
+        // Not a ModelInferRequest: INVALID_ARGUMENT in the trailers.
+        let response = client
+            .request(call(vec![0, 0, 0, 0, 1, 0xff]))
+            .await
+            .unwrap();
+        let collected = response.into_body().collect().await.unwrap();
+        assert_eq!(collected.trailers().unwrap()["grpc-status"], "3");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{
-    Action as WasmAction, BufferType, ContextType, LogLevel, MapType, MetricType,
+    Action as WasmAction, BufferType, ContextType, GrpcStatusCode, LogLevel, MapType, MetricType,
 };
 
 use ferry_core::config::Config;
@@ -347,6 +347,16 @@ impl Host for HostCalls {
         let _ = hostcalls::send_http_response(u32::from(status), headers, Some(body));
     }
 
+    /// Envoy's gRPC local reply: it writes `grpc-status` and the percent-encoded
+    /// `grpc-message` itself (the HTTP status is 200).
+    fn send_grpc_error(&self, grpc_status: u32, message: &str, headers: Vec<(&str, &str)>) {
+        let metadata = headers
+            .into_iter()
+            .map(|(n, v)| (n, v.as_bytes()))
+            .collect();
+        let _ = hostcalls::send_grpc_response(grpc_code(grpc_status), Some(message), metadata);
+    }
+
     fn resume_request(&self) {
         let _ = hostcalls::resume_http_request();
     }
@@ -383,5 +393,20 @@ impl Host for HostCalls {
 
     fn set_response_header(&self, name: &str, value: &str) {
         let _ = hostcalls::set_map_value(MapType::HttpResponseHeaders, name, Some(value));
+    }
+}
+
+/// The SDK's enum for a gRPC status code (the codes Ferry answers with; others are INTERNAL).
+fn grpc_code(code: u32) -> GrpcStatusCode {
+    use ferry_core::error::grpc;
+    use GrpcStatusCode as G;
+    match code {
+        grpc::INVALID_ARGUMENT => G::InvalidArgument,
+        grpc::DEADLINE_EXCEEDED => G::DeadlineExceeded,
+        grpc::NOT_FOUND => G::NotFound,
+        grpc::RESOURCE_EXHAUSTED => G::ResourceExhausted,
+        grpc::FAILED_PRECONDITION => G::FailedPrecondition,
+        grpc::UNAVAILABLE => G::Unavailable,
+        _ => G::Internal,
     }
 }

@@ -6,6 +6,13 @@ pub mod v1 {
     include!(concat!(env!("OUT_DIR"), "/ferry.v1.rs"));
 }
 
+/// KServe v2 / Open Inference Protocol gRPC messages (`ModelInfer`), which the
+/// `kserve_v2_grpc` route format rewrites and the demo model echoes.
+#[allow(clippy::all)]
+pub mod inference {
+    include!(concat!(env!("OUT_DIR"), "/inference.rs"));
+}
+
 /// Separates the parts of a composite entity key. Ids containing control characters are refused
 /// before they get here, so the joined form is unambiguous.
 pub const ENTITY_KEY_SEPARATOR: char = '\u{1f}';

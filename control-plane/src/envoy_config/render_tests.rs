@@ -164,7 +164,12 @@ fn the_reader_is_health_checked_and_only_unseen_model_calls_are_retried() {
         .map(str::trim)
         .filter(|l| l.starts_with("retry_on:"))
         .collect();
-    assert_eq!(retries, ["retry_on: connect-failure,refused-stream"]);
+    // The gRPC route and the catch-all one.
+    assert_eq!(retries, ["retry_on: connect-failure,refused-stream"; 2]);
+    // gRPC calls reach the model over HTTP/2.
+    let grpc = cluster_lines(&text, "model_grpc");
+    assert!(grpc.contains(&"http2_protocol_options: {}"), "{grpc:?}");
+    assert!(text.contains("cluster: model_grpc"));
 }
 
 #[test]

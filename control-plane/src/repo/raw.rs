@@ -138,7 +138,7 @@ pub struct RawRoute {
     pub reader_timeout_ms: Option<u64>,
     #[serde(default)]
     pub cache_max_age_ms: Option<u64>,
-    /// kserve_v2: one packed FP32 tensor instead of one tensor per feature.
+    /// kserve_v2, kserve_v2_grpc: one packed FP32 tensor instead of one tensor per feature.
     #[serde(default)]
     pub packed: Option<bool>,
     /// json: RFC 6901 pointer to the entity object or array of objects.

@@ -146,7 +146,10 @@ pub(super) fn route(
                 .map(|e| (&services[e.service], &e.entity_fields)),
         )
         .collect();
-    let packed = matches!(format, Format::KserveV2 { packed: true });
+    let packed = matches!(
+        format,
+        Format::KserveV2 { packed: true } | Format::KserveV2Grpc { packed: true }
+    );
     check_features(&parts, views, packed, feature_names, path, issues);
     let (on_missing_entity, on_stale, on_reader_error) = policies(rr, path, issues);
     let route = Route {
@@ -264,6 +267,9 @@ fn format_of(rr: &RawRoute, path: &str, issues: &mut Issues) -> Format {
         "kserve_v2" => Format::KserveV2 {
             packed: rr.packed.unwrap_or(false),
         },
+        "kserve_v2_grpc" => Format::KserveV2Grpc {
+            packed: rr.packed.unwrap_or(false),
+        },
         "json" => Format::Json {
             entity_pointer: json_pointer("entity_pointer", &rr.entity_pointer, path, issues),
             inject_pointer: json_pointer("inject_pointer", &rr.inject_pointer, path, issues),
@@ -292,15 +298,18 @@ fn format_of(rr: &RawRoute, path: &str, issues: &mut Issues) -> Format {
             issues.add(
                 path,
                 format!(
-                    "unknown format '{f}' (expected one of kserve_v1, kserve_v2, json, header, feast_rest)"
+                    "unknown format '{f}' (expected one of kserve_v1, kserve_v2, kserve_v2_grpc, json, header, feast_rest)"
                 ),
             );
             Format::KserveV1
         }
     };
     let word = format.word();
-    if rr.packed.is_some() && word != "kserve_v2" {
-        issues.add(path, "packed applies to format kserve_v2 only");
+    if rr.packed.is_some() && !matches!(word, "kserve_v2" | "kserve_v2_grpc") {
+        issues.add(
+            path,
+            "packed applies to formats kserve_v2 and kserve_v2_grpc only",
+        );
     }
     if (rr.entity_pointer.is_some() || rr.inject_pointer.is_some()) && word != "json" {
         issues.add(

@@ -136,7 +136,7 @@ fn every_problem_is_reported_at_once() {
             "feature_views[1] 'transactions': unknown entity 'merchant'",
             "feature_services[0] 'scoring': feature ref 'transactions:nope': feature view 'transactions' has no feature 'nope'",
             "feature_services[0] 'scoring': feature ref 'clicks': unknown feature view 'clicks'",
-            "routes[0] 'route-0': unknown format 'kserve_v3' (expected one of kserve_v1, kserve_v2, json, header, feast_rest)",
+            "routes[0] 'route-0': unknown format 'kserve_v3' (expected one of kserve_v1, kserve_v2, kserve_v2_grpc, json, header, feast_rest)",
         ]
     );
 }
@@ -282,7 +282,7 @@ fn route_checks() {
         [
             "routes[1] 'fraud2': match takes at most one of path_prefix, path_exact",
             "routes[1] 'fraud2': unknown feature service 'nope'",
-            "routes[1] 'fraud2': unknown format 'kserve_v3' (expected one of kserve_v1, kserve_v2, json, header, feast_rest)",
+            "routes[1] 'fraud2': unknown format 'kserve_v3' (expected one of kserve_v1, kserve_v2, kserve_v2_grpc, json, header, feast_rest)",
             "routes[1] 'fraud2': feature_names: unknown value 'medium' (expected one of full, short)",
             "routes[1] 'fraud2': on_reader_error: unknown value 'open' (expected one of reject, forward)",
             "routes[1] 'fraud2': max_body_bytes 100 is outside 1024..=8388608",
@@ -570,6 +570,27 @@ fn an_entity_key_has_at_most_four_join_keys() {
 }
 
 #[test]
+fn grpc_routes_take_the_packed_choice_of_kserve_v2() {
+    let route = |name: &str, format: &str| {
+        format!(
+            "\n  - name: {name}\n    match: {{path_prefix: /{name}}}\n    service: scoring\n    format: {format}\n    \
+             entity: {{field: user_id}}\n    packed: true\n"
+        )
+    };
+    let yaml = GOOD.to_string() + &route("grpc", "kserve_v2_grpc");
+    let (_dir, reg) = load_repo(&yaml, &FILES);
+    let snap = crate::snapshot::build(&reg.unwrap());
+    let r = &snap.routes[1];
+    assert_eq!(r.format, ferry_protos::v1::Format::KserveV2Grpc as i32);
+    assert!(r.packed);
+    let (_dir, reg) = load_repo(&(GOOD.to_string() + &route("v1", "kserve_v1")), &FILES);
+    assert_eq!(
+        issues(reg),
+        ["routes[1] 'v1': packed applies to formats kserve_v2 and kserve_v2_grpc only"]
+    );
+}
+
+#[test]
 fn a_feast_rest_route_is_accepted_without_other_formats_options() {
     let yaml = GOOD.replace("format: kserve_v1", "format: feast_rest");
     let (_dir, reg) = load_repo(&yaml, &FILES);
@@ -582,6 +603,6 @@ fn a_feast_rest_route_is_accepted_without_other_formats_options() {
             &[("format: kserve_v1", "format: feast_rest\n    packed: true")],
             &FILES
         ),
-        ["routes[0] 'route-0': packed applies to format kserve_v2 only"]
+        ["routes[0] 'route-0': packed applies to formats kserve_v2 and kserve_v2_grpc only"]
     );
 }

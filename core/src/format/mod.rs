@@ -1,5 +1,5 @@
-//! Request formats, one module per `format:` word of a route (`kserve_v1`, `kserve_v2`, `json`,
-//! `header`), and this dispatcher, which only dispatches: each format gets its options from its
+//! Request formats, one module per `format:` word of a route (`kserve_v1`, `kserve_v2`,
+//! `kserve_v2_grpc`, `json`, `header`), and this dispatcher, which only dispatches: each format gets its options from its
 //! `Format` variant. What formats share lives in `document` (the JSON body), `entity` (ids and
 //! batch limits) and `metadata` (the `ferry` field).
 
@@ -10,6 +10,7 @@ pub mod header;
 pub mod json;
 pub mod kserve_v1;
 pub mod kserve_v2;
+pub mod kserve_v2_grpc;
 pub mod metadata;
 
 use crate::config::{Format, Route};
@@ -24,6 +25,7 @@ pub use metadata::METADATA_FIELD;
 pub enum ParsedRequest {
     KserveV1(kserve_v1::ParsedRequest),
     KserveV2(kserve_v2::ParsedRequest),
+    KserveV2Grpc(kserve_v2_grpc::ParsedRequest),
     Json(json::ParsedRequest),
     Header(header::ParsedRequest),
     FeastRest(Box<feast_rest::ParsedRequest>),
@@ -43,6 +45,7 @@ impl ParsedRequest {
         match self {
             ParsedRequest::KserveV1(r) => &r.keys,
             ParsedRequest::KserveV2(r) => &r.keys,
+            ParsedRequest::KserveV2Grpc(r) => &r.keys,
             ParsedRequest::Json(r) => &r.keys,
             ParsedRequest::Header(r) => &r.keys,
             ParsedRequest::FeastRest(r) => &r.keys,
@@ -56,6 +59,7 @@ impl ParsedRequest {
         match self {
             ParsedRequest::KserveV1(_) => "kserve_v1",
             ParsedRequest::KserveV2(_) => "kserve_v2",
+            ParsedRequest::KserveV2Grpc(_) => "kserve_v2_grpc",
             ParsedRequest::Json(_) => "json",
             ParsedRequest::Header(_) => "header",
             ParsedRequest::FeastRest(_) => "feast_rest",
@@ -82,6 +86,9 @@ pub fn parse(
     Ok(match &route.format {
         Format::KserveV1 => ParsedRequest::KserveV1(kserve_v1::parse(body, route)?),
         Format::KserveV2 { .. } => ParsedRequest::KserveV2(kserve_v2::parse(body, route, framing)?),
+        Format::KserveV2Grpc { .. } => {
+            ParsedRequest::KserveV2Grpc(kserve_v2_grpc::parse(body, route)?)
+        }
         Format::Json { entity_pointer, .. } => {
             ParsedRequest::Json(json::parse(body, route, entity_pointer)?)
         }
@@ -115,6 +122,9 @@ pub fn rewrite(
                     .into_iter()
                     .collect(),
             }
+        }
+        (ParsedRequest::KserveV2Grpc(r), Format::KserveV2Grpc { packed }) => {
+            body(kserve_v2_grpc::rewrite(r, route, *packed, features)?)
         }
         (
             ParsedRequest::Json(r),

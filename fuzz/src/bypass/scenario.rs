@@ -284,7 +284,8 @@ fn body(b: &mut Bytes<'_>, route: &Route) -> Json {
             let instances: Vec<Json> = (0..n).map(|_| Json::Object(entity(b, route))).collect();
             json!({ "instances": instances })
         }
-        Format::KserveV2 { .. } => kserve_v2_body(b, route, n),
+        // A gRPC route (none in this fuzzer's snapshot) refuses any JSON body.
+        Format::KserveV2 { .. } | Format::KserveV2Grpc { .. } => kserve_v2_body(b, route, n),
         Format::Json { entity_pointer, .. } => {
             let single = b.one_in(3);
             let entities: Vec<Json> = (0..n).map(|_| Json::Object(entity(b, route))).collect();

@@ -201,6 +201,16 @@ fn owned(key: &[&str]) -> Vec<String> {
 
 /// Compares a value the model received with the source value: floats as f32/f64 (the JSON
 /// text of an f32 is its shortest form, so compare after narrowing).
+/// The zero a KServe v2 tensor carries for a null of this kind (an embedding's elements: 0.0).
+pub fn tensor_zero(kind: Kind) -> Json {
+    match kind {
+        Kind::Bool => Json::Bool(false),
+        Kind::Str => Json::from(""),
+        Kind::F32 | Kind::F64 | Kind::F32List => Json::from(0.0),
+        Kind::Int => Json::from(0),
+    }
+}
+
 pub fn same(received: &Json, source: &Json, kind: Kind) -> bool {
     match (kind, received, source) {
         (Kind::F32, Json::Number(a), Json::Number(b)) => {

@@ -51,6 +51,18 @@ pub fn envoy_bin() -> PathBuf {
     p
 }
 
+/// The Python with Triton's clients (`tritonclient[http,grpc]`): .venv's, or FERRY_PYTHON.
+pub fn python() -> PathBuf {
+    let p = std::env::var_os("FERRY_PYTHON")
+        .map_or_else(|| root().join(".venv/bin/python3"), PathBuf::from);
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup.sh (it installs tritonclient into .venv)",
+        p.display()
+    );
+    p
+}
+
 pub fn wasm() -> PathBuf {
     let p = root().join("target/wasm32-wasip1/release/ferry_filter.wasm");
     assert!(

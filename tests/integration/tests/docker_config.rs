@@ -27,14 +27,14 @@ fn committed() -> String {
     std::fs::read_to_string(docker("envoy.yaml")).expect("docker/envoy.yaml")
 }
 
-/// `old` must occur exactly once in `text`; returns the text with it replaced.
-fn replace_once(text: &str, old: &str, new: &str) -> String {
+/// `old` must occur exactly `times` times in `text`; returns the text with each replaced.
+fn replace_each(text: &str, old: &str, new: &str, times: usize) -> String {
     assert_eq!(
         text.matches(old).count(),
-        1,
-        "expected exactly one {old:?} in docker/envoy.yaml"
+        times,
+        "expected {times} of {old:?} in docker/envoy.yaml"
     );
-    text.replacen(old, new, 1)
+    text.replace(old, new)
 }
 
 fn addr(host: &str, port: u16) -> String {
@@ -174,14 +174,15 @@ async fn the_docker_bootstrap_enriches_a_request() {
 
     let (listen_port, admin_port) = (free_port(), free_port());
     let mut config = committed();
-    for (old, new) in [
-        (addr("0.0.0.0", 10000), listen_port),
-        (addr("0.0.0.0", 9901), admin_port),
-        (addr("control-plane", 18000), cp.xds_port),
-        (addr("reader", 8090), reader_port),
-        (addr("model", 8080), model_port),
+    // The model twice: its HTTP/1.1 cluster and its gRPC (h2c) one.
+    for (old, new, times) in [
+        (addr("0.0.0.0", 10000), listen_port, 1),
+        (addr("0.0.0.0", 9901), admin_port, 1),
+        (addr("control-plane", 18000), cp.xds_port, 1),
+        (addr("reader", 8090), reader_port, 1),
+        (addr("model", 8080), model_port, 2),
     ] {
-        config = replace_once(&config, &old, &addr("127.0.0.1", new));
+        config = replace_each(&config, &old, &addr("127.0.0.1", new), times);
     }
     let path = dir.path().join("docker-envoy.yaml");
     std::fs::write(&path, &config).expect("write config");

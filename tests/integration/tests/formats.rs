@@ -1,6 +1,6 @@
 //! KServe v2 and generic JSON requests through real Envoy, values checked against the source.
 
-use ferry_integration_tests::data::{same, Kind, VIEWS};
+use ferry_integration_tests::data::{same, tensor_zero, Kind, VIEWS};
 use ferry_integration_tests::http::{post, Conn};
 use ferry_integration_tests::{each_runtime, Options, Runtime, Stack};
 use serde_json::{json, Value as Json};
@@ -31,16 +31,6 @@ const ROUTES: &str = r#"
     entity: {field: x-user-id}
     features_header: x-features
 "#;
-
-/// The zero a tensor carries for a null of this kind.
-fn zero(kind: Kind) -> Json {
-    match kind {
-        Kind::Bool => json!(false),
-        Kind::Str => json!(""),
-        Kind::F32 | Kind::F64 => json!(0.0),
-        _ => json!(0),
-    }
-}
 
 async fn kserve_v2_tensors_carry_the_source_values(runtime: Runtime) {
     let stack = Stack::start(Options {
@@ -101,7 +91,7 @@ async fn kserve_v2_tensors_carry_the_source_values(runtime: Runtime) {
                     {
                         json!([0, 0, 0, 0, 0, 0, 0, 0])
                     }
-                    ("NULL_VALUE" | "NOT_FOUND" | "OUTSIDE_MAX_AGE", _) => zero(*kind),
+                    ("NULL_VALUE" | "NOT_FOUND" | "OUTSIDE_MAX_AGE", _) => tensor_zero(*kind),
                     (s, v) => panic!("{u} {name}: status {s} with source {v:?}"),
                 };
                 assert!(

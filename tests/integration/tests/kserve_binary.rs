@@ -8,12 +8,11 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use ferry_integration_tests::data::{same, Kind};
+use ferry_integration_tests::data::{same, tensor_zero, Kind};
 use ferry_integration_tests::expected::{Entity, Service, Store};
-use ferry_integration_tests::{each_runtime_blocking, root, Options, Runtime, Stack};
+use ferry_integration_tests::{each_runtime_blocking, python, root, Options, Runtime, Stack};
 use serde_json::{json, Value as Json};
 
 /// A kserve_v2 route for the composite-key service, under the example's protected /v2/models/.
@@ -28,17 +27,6 @@ const ROUTES: &str = r#"
 
 /// The client's own inputs the script sends besides the ids (and the forged tensor).
 const CLIENT_INPUTS: [&str; 2] = ["amount", "note"];
-
-fn python() -> PathBuf {
-    let p = std::env::var_os("FERRY_PYTHON")
-        .map_or_else(|| root().join(".venv/bin/python3"), PathBuf::from);
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/setup.sh (it installs tritonclient into .venv)",
-        p.display()
-    );
-    p
-}
 
 /// One input tensor as received: its JSON description and, if binary, its bytes.
 struct Tensor {
@@ -75,16 +63,6 @@ fn decode(body: &[u8], header_length: Option<usize>) -> (Json, BTreeMap<String, 
         rest.len()
     );
     (header, tensors)
-}
-
-/// The zero a tensor carries for a null of this kind.
-fn zero(kind: Kind) -> Json {
-    match kind {
-        Kind::Bool => json!(false),
-        Kind::Str => json!(""),
-        Kind::F32 | Kind::F64 => json!(0.0),
-        _ => json!(0),
-    }
 }
 
 /// Numbers as f64, so two JSON writers' spellings of one number compare equal.
@@ -130,7 +108,7 @@ fn check_features(
             let want = match (status, f.kind) {
                 ("PRESENT", _) => f.value.clone(),
                 (_, Kind::F32List) => Json::Array(vec![json!(0.0); got.as_array().unwrap().len()]),
-                (_, k) => zero(k),
+                (_, k) => tensor_zero(k),
             };
             assert!(
                 same(&got, &want, f.kind),

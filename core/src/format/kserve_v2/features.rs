@@ -79,16 +79,25 @@ pub(super) fn feature_tensors(
 /// length D; a null is D zeros.
 fn embedding_column(name: &str, column: &[Json]) -> Result<(Json, Vec<Json>), FerryError> {
     let lists: Vec<Option<&Vec<Json>>> = column.iter().map(Json::as_array).collect();
-    let lengths: Vec<usize> = lists.iter().flatten().map(|l| l.len()).collect();
-    let d = lengths.first().copied().unwrap_or(0);
-    if let Some(other) = lengths.iter().find(|l| **l != d) {
-        return Err(FerryError::BadVector {
-            detail: format!("feature '{name}' has lists of lengths {d} and {other} in one batch"),
-        });
-    }
+    let d = embedding_width(name, lists.iter().flatten().map(|l| l.len()))?;
     let data: Vec<Json> = lists
         .into_iter()
         .flat_map(|l| l.cloned().unwrap_or_else(|| vec![json!(0.0); d]))
         .collect();
     Ok((json!([column.len(), d]), data))
+}
+
+/// The width D of an embedding feature's `[N, D]` tensor: every list of one batch (`lengths`,
+/// nulls left out) must have the same length; 0 when all are null.
+pub(crate) fn embedding_width(
+    name: &str,
+    mut lengths: impl Iterator<Item = usize>,
+) -> Result<usize, FerryError> {
+    let d = lengths.next().unwrap_or(0);
+    match lengths.find(|l| *l != d) {
+        Some(other) => Err(FerryError::BadVector {
+            detail: format!("feature '{name}' has lists of lengths {d} and {other} in one batch"),
+        }),
+        None => Ok(d),
+    }
 }

@@ -10,7 +10,7 @@
 //! data of the client's other inputs goes on unchanged after it.
 
 pub mod binary;
-mod features;
+pub(crate) mod features;
 #[cfg(test)]
 mod tests;
 
@@ -67,27 +67,70 @@ pub fn parse(
         }
     };
     let bin = binary::locate(inputs, binary_part, framing.is_some())?;
-    // One column of ids per join key of every part, then each part's keys per entity.
+    let keys = tensor_keys(route, |name, kind| {
+        let mut named = inputs
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.get("name").and_then(Json::as_str) == Some(name));
+        let (at, tensor) = named
+            .next()
+            .ok_or_else(|| FerryError::MissingEntityTensor { name: name.into() })?;
+        // A second tensor of that name could be the one the model reads.
+        if named.next().is_some() {
+            return Err(FerryError::DuplicateEntityId { field: name.into() });
+        }
+        let data = bin.ranges[at].clone().map(|r| &bin.bytes[r]);
+        id_column(tensor, data, name, kind, route)
+    })?;
+    Ok(ParsedRequest {
+        doc,
+        keys,
+        spellings: parsed.spellings,
+        binary: bin,
+    })
+}
+
+/// The canonical ids of one entity tensor, checked against its datatype and shape; `binary`
+/// is its data when it came in the binary part.
+fn id_column(
+    t: &Json,
+    binary: Option<&[u8]>,
+    name: &str,
+    kind: KeyKind,
+    route: &Route,
+) -> Result<Vec<String>, FerryError> {
+    let bad = |what: String| shape(&format!("input tensor '{name}': {what}"));
+    let datatype = t.get("datatype").and_then(Json::as_str).unwrap_or("");
+    let dims: Vec<u64> = match t.get("shape").and_then(Json::as_array) {
+        Some(s) => s
+            .iter()
+            .map(Json::as_u64)
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad("shape must be non-negative integers".into()))?,
+        None => return Err(bad("no shape".into())),
+    };
+    let n = id_count(datatype, &dims, name, kind, route)?;
+    let values = match binary {
+        Some(data) => binary::ids(data, datatype, n)
+            .map_err(|why| FerryError::BadFraming(format!("input tensor '{name}': {why}")))?,
+        None => json_ids(t, n).map_err(bad)?,
+    };
+    canonical_ids(&values, name, kind)
+}
+
+/// The entity keys of a request whose ids come in named tensors, in request order (one per
+/// route part for each entity); `column(name, kind)` gives the canonical ids of the tensor
+/// named `name`. Every tensor must hold the same number of ids.
+pub(crate) fn tensor_keys(
+    route: &Route,
+    mut column: impl FnMut(&str, KeyKind) -> Result<Vec<String>, FerryError>,
+) -> Result<Vec<String>, FerryError> {
     let mut part_keys: Vec<Vec<String>> = Vec::with_capacity(route.parts.len());
     let mut n = None;
     for p in &route.parts {
         let mut columns: Vec<Vec<String>> = Vec::with_capacity(p.entity_fields.len());
         for (name, key) in p.entity_fields.iter().zip(&p.service.entity_keys) {
-            let mut named = inputs
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| t.get("name").and_then(Json::as_str) == Some(name.as_str()));
-            let (at, tensor) = named
-                .next()
-                .ok_or_else(|| FerryError::MissingEntityTensor { name: name.clone() })?;
-            // A second tensor of that name could be the one the model reads.
-            if named.next().is_some() {
-                return Err(FerryError::DuplicateEntityId {
-                    field: name.clone(),
-                });
-            }
-            let data = bin.ranges[at].clone().map(|r| &bin.bytes[r]);
-            let column = id_column(tensor, data, name, key.kind, route)?;
+            let column = column(name, key.kind)?;
             let want = *n.get_or_insert(column.len());
             if column.len() != want {
                 return Err(shape(&format!(
@@ -114,25 +157,19 @@ pub fn parse(
             keys.push(pk[i].clone());
         }
     }
-    Ok(ParsedRequest {
-        doc,
-        keys,
-        spellings: parsed.spellings,
-        binary: bin,
-    })
+    Ok(keys)
 }
 
-/// The canonical ids of one entity tensor, checked against its datatype and shape; `binary`
-/// is its data when it came in the binary part.
-fn id_column(
-    t: &Json,
-    binary: Option<&[u8]>,
+/// How many ids an entity tensor of this datatype and shape holds: `BYTES` for string keys,
+/// `INT64` (or `INT32`) for integer keys, shape `[N]` or `[N, 1]`, N within the route's limit.
+pub(crate) fn id_count(
+    datatype: &str,
+    dims: &[u64],
     name: &str,
     kind: KeyKind,
     route: &Route,
-) -> Result<Vec<String>, FerryError> {
+) -> Result<usize, FerryError> {
     let bad = |what: String| shape(&format!("input tensor '{name}': {what}"));
-    let datatype = t.get("datatype").and_then(Json::as_str).unwrap_or("");
     let ok_type = match kind {
         KeyKind::String => datatype == "BYTES",
         KeyKind::Int64 => matches!(datatype, "INT64" | "INT32"),
@@ -145,24 +182,20 @@ fn id_column(
         };
         return Err(bad(format!("datatype must be {want}, got '{datatype}'")));
     }
-    let dims: Vec<u64> = match t.get("shape").and_then(Json::as_array) {
-        Some(s) => s
-            .iter()
-            .map(Json::as_u64)
-            .collect::<Option<_>>()
-            .ok_or_else(|| bad("shape must be non-negative integers".into()))?,
-        None => return Err(bad("no shape".into())),
-    };
-    let n = match dims.as_slice() {
+    let n = match dims {
         [n] | [n, 1] => usize::try_from(*n).unwrap_or(usize::MAX),
         _ => return Err(bad(format!("shape must be [N] or [N, 1], got {dims:?}"))),
     };
     entity::check_count(n, route)?;
-    let values = match binary {
-        Some(data) => binary::ids(data, datatype, n)
-            .map_err(|why| FerryError::BadFraming(format!("input tensor '{name}': {why}")))?,
-        None => json_ids(t, n).map_err(bad)?,
-    };
+    Ok(n)
+}
+
+/// The canonical form of each id of the tensor `name` (`None`: not UTF-8), by the id rules.
+pub(crate) fn canonical_ids(
+    values: &[Option<Json>],
+    name: &str,
+    kind: KeyKind,
+) -> Result<Vec<String>, FerryError> {
     values
         .iter()
         .enumerate()

@@ -3,7 +3,7 @@
 //! parameters, the JSON route's features objects), the `ferry` metadata, a header route's
 //! features object; and, outside those places, exactly what the client sent.
 
-use ferry_integration_tests::data::{same, Kind};
+use ferry_integration_tests::data::{same, tensor_zero, Kind};
 use ferry_integration_tests::expected::{Feature, Store};
 use ferry_integration_tests::http::Response;
 use serde_json::{json, Map, Value as Json};
@@ -222,16 +222,6 @@ fn check_metadata(
     Ok(())
 }
 
-/// The zero a KServe v2 tensor carries for a null of this kind.
-fn zero(kind: Kind) -> Json {
-    match kind {
-        Kind::Bool => json!(false),
-        Kind::Str => json!(""),
-        Kind::F32 | Kind::F64 | Kind::F32List => json!(0.0),
-        Kind::Int => json!(0),
-    }
-}
-
 /// One tensor per feature, named by its output name, with the store's values (nulls as zeros,
 /// lists flattened to shape [n, d]).
 fn check_tensors(doc: &Json, feats: &[Vec<Feature>]) -> Result<(), String> {
@@ -269,7 +259,7 @@ fn check_tensors(doc: &Json, feats: &[Vec<Feature>]) -> Result<(), String> {
                     f.value
                         .as_array()
                         .cloned()
-                        .unwrap_or_else(|| vec![zero(Kind::F32); d])
+                        .unwrap_or_else(|| vec![tensor_zero(Kind::F32); d])
                 })
                 .collect();
             (json!([n, d]), data, Kind::F32)
@@ -278,7 +268,7 @@ fn check_tensors(doc: &Json, feats: &[Vec<Feature>]) -> Result<(), String> {
                 .iter()
                 .map(|f| {
                     if f.value.is_null() {
-                        zero(f.kind)
+                        tensor_zero(f.kind)
                     } else {
                         f.value.clone()
                     }

@@ -10,6 +10,7 @@ mod header_mode;
 mod host;
 mod json_body;
 mod kserve_binary;
+mod kserve_grpc;
 mod kserve_v1;
 mod kserve_v2;
 mod plugin_config;
