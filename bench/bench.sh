@@ -23,20 +23,22 @@ else
   RATES=${BENCH_RATES:-"100 400"}
 fi
 BATCHES=${BENCH_BATCHES:-"1 5 10 50 100"}
-SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache reader_direct ferry_feast feast_precomputed feast_regular"}
+SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache ferry_native ferry_native_cache reader_direct ferry_feast feast_precomputed feast_regular feast_sdk"}
 HOT_SET=${BENCH_HOT_SET:-1000}   # ids of the near-cache scenario: a warm working set
 FEAST_WORKERS=${BENCH_FEAST_WORKERS:--1}
 # The reader cluster's protocol (http1 | http2); empty = the generator's default, the measured
 # choice (README, "Reader cluster protocol"; bench/reader_protocol.sh compares the two).
 READER_PROTOCOL=${BENCH_READER_PROTOCOL:-}
 
-# Ports: a block of its own (default 19100..19107) so that a running `make demo` is untouched.
+# Ports: a block of its own (default 19101..19112) so that a running `make demo` is untouched.
 BASE=${BENCH_PORT_BASE:-19100}
 REDIS_PORT=$((BASE + 1)); READER_PORT=$((BASE + 2)); MODEL_PORT=$((BASE + 3))
 LISTEN_PORT=$((BASE + 4)); ADMIN_PORT=$((BASE + 5)); PASS_PORT=$((BASE + 6)); FEAST_PORT=$((BASE + 7))
 # ferry_feast: a second reader (on Feast's db) and Envoy, serving bench/feast_ferry.
 FF_LISTEN_PORT=$((BASE + 8)); FF_ADMIN_PORT=$((BASE + 9)); FF_READER_PORT=$((BASE + 10))
-PROCS="feast envoy envoy-feast model reader reader-feast redis"
+# A third Envoy runs the native build (libferry_native.so) on the same reader and model.
+NATIVE_PORT=$((BASE + 11)); NATIVE_ADMIN_PORT=$((BASE + 12))
+PROCS="feast envoy envoy-feast envoy-native model reader reader-feast redis"
 
 cleanup() {
   local rc=$?
@@ -59,11 +61,13 @@ else
   say "building (release)"
   cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model -p bench
   cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
+  cargo build --release --quiet -p ferry-native
 fi
 
 for p in $PROCS; do stop "$p" >/dev/null || true; done
 for p in $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT $PASS_PORT $FEAST_PORT \
-  $FF_LISTEN_PORT $FF_ADMIN_PORT $FF_READER_PORT; do
+  $FF_LISTEN_PORT $FF_ADMIN_PORT $FF_READER_PORT \
+  $NATIVE_PORT $NATIVE_ADMIN_PORT; do
   port_free "$p" || { echo "bench: port $p is in use; set BENCH_PORT_BASE" >&2; exit 1; }
 done
 rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"
@@ -127,6 +131,13 @@ start model "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
   ${READER_PROTOCOL:+--reader-protocol "$READER_PROTOCOL"}
 "$PY" "$BENCH/passthrough.py" "$RUN_DIR/envoy-ferry.yaml" "$PASS_PORT" > "$RUN_DIR/envoy.yaml"
 start envoy "$ENVOY" -c "$RUN_DIR/envoy.yaml" --disable-hot-restart --log-level warn --concurrency 2
+"$BIN/ferry" envoy-config "$BENCH/repo" --runtime native --native-module "$NATIVE" \
+  --listen-port "$NATIVE_PORT" --admin-port "$NATIVE_ADMIN_PORT" \
+  --reader-port "$READER_PORT" --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy-native.yaml" \
+  ${READER_PROTOCOL:+--reader-protocol "$READER_PROTOCOL"}
+# Its own base id: two Envoys on one machine need distinct shared-memory regions.
+start envoy-native "$ENVOY" -c "$RUN_DIR/envoy-native.yaml" --disable-hot-restart --log-level warn \
+  --concurrency 2 --base-id 1
 # Feast's documented production settings: --workers -1 (2 x cores + 1), --worker-connections
 # 1000, --registry_ttl_sec 60, keep-alive 30 s; no access log (one line per request otherwise).
 start feast "$FEAST" -c "$BENCH/feast" serve --host 127.0.0.1 --port "$FEAST_PORT" \
@@ -143,6 +154,7 @@ wait_for reader "http://127.0.0.1:$READER_PORT/healthz"
 wait_for envoy "http://127.0.0.1:$ADMIN_PORT/ready"
 wait_for reader-feast "http://127.0.0.1:$FF_READER_PORT/healthz"
 wait_for envoy-feast "http://127.0.0.1:$FF_ADMIN_PORT/ready"
+wait_for envoy-native "http://127.0.0.1:$NATIVE_ADMIN_PORT/ready"
 for _ in $(seq 600); do curl -fsS -o /dev/null "http://127.0.0.1:$FEAST_PORT/health" 2>/dev/null && break; sleep 0.1; done
 meta feast_server "{\"workers\": \"$FEAST_WORKERS\", \"command\": \"feast serve --workers $FEAST_WORKERS --worker-connections 1000 --registry_ttl_sec 60 --keep-alive-timeout 30 --no-access-log\"}"
 
@@ -158,6 +170,8 @@ check_ferry() {
 check_ferry /v1/models/scoring:predict
 check_ferry /v1/models/scoring-cached:predict
 check_ferry /v1/models/scoring:predict "$FF_LISTEN_PORT"
+check_ferry /v1/models/scoring:predict "$NATIVE_PORT"
+check_ferry /v1/models/scoring-cached:predict "$NATIVE_PORT"
 curl -fsS -o /dev/null -d '{"instances":[{"user_id":"u000001"}]}' "http://127.0.0.1:$PASS_PORT/v1/models/scoring:predict"
 "$PY" "$BENCH/feast_ops.py" check "$BENCH/feast" "http://127.0.0.1:$FEAST_PORT/get-online-features"
 
@@ -168,6 +182,8 @@ target() {
     ferry_redis) echo "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     ferry_cache) echo "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring-cached:predict kserve $HOT_SET" ;;
     ferry_feast) echo "http://127.0.0.1:$FF_LISTEN_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
+    ferry_native) echo "http://127.0.0.1:$NATIVE_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
+    ferry_native_cache) echo "http://127.0.0.1:$NATIVE_PORT/v1/models/scoring-cached:predict kserve $HOT_SET" ;;
     reader_direct) echo "http://127.0.0.1:$READER_PORT/v1/vectors reader $ENTITIES --fingerprint $FINGERPRINT" ;;
     feast_precomputed) echo "http://127.0.0.1:$FEAST_PORT/get-online-features feast $ENTITIES --feature-service scoring_precomputed" ;;
     feast_regular) echo "http://127.0.0.1:$FEAST_PORT/get-online-features feast $ENTITIES --feature-service scoring" ;;
@@ -177,6 +193,18 @@ target() {
 LOADGEN="$BIN/ferry-bench"
 n_runs=0
 for s in $SCENARIOS; do
+  if [ "$s" = feast_sdk ]; then
+    # In-process: no server, no load generator; one caller, closed loop, timed in Python.
+    say "scenario feast_sdk (Feast's get_online_features in process)"
+    for b in $BATCHES; do
+      # A failure here (Feast's SDK is not our code) is reported and leaves a gap in the tables.
+      "$PY" "$BENCH/feast_ops.py" sdk "$BENCH/feast" "$b" "$DURATION" "$WARMUP" "$ENTITIES" \
+        >>"$ROWS" 2>"$RUN_DIR/feast-sdk.log" || { echo "feast_sdk batch $b failed:"; tail -5 "$RUN_DIR/feast-sdk.log"; }
+      tail -1 "$ROWS"
+      n_runs=$((n_runs + 1))
+    done
+    continue
+  fi
   read -r url proto ids extra <<<"$(target "$s")"
   # shellcheck disable=SC2086
   common=(--url "$url" --protocol "$proto" --scenario "$s" --id-space "$ids" $extra)

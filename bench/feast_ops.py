@@ -6,6 +6,11 @@
                                             and prints a JSON line with the timings
   feast_ops.py check REPO URL               one request per FeatureService against the running
                                             feature server, to fail early on a broken setup
+  feast_ops.py sdk REPO BATCH DURATION WARMUP ID_SPACE
+                                            Feast's in-process SDK call (the figure Feast
+                                            publishes): get_online_features of the precomputed
+                                            service on the same Redis, one call at a time, timed
+                                            here; prints one row in ferry-bench's format
 """
 
 import datetime as dt
@@ -54,11 +59,57 @@ def check(url):
             sys.exit(f"feast {service} answered unexpectedly: {json.dumps(doc)[:600]}")
 
 
+def sdk(repo, batch, duration, warmup, id_space):
+    """Closed loop, one caller: each call asks for `batch` random users (uniform in the id
+    space, as ferry-bench picks them) and converts the answer to a dict, as a caller would."""
+    import random
+    from feast import FeatureStore
+
+    store = FeatureStore(repo_path=repo)
+    service = store.get_feature_service("scoring_precomputed")
+    rng = random.Random(batch)
+
+    def call():
+        rows = [{"user_id": f"u{rng.randint(1, id_space):06d}"} for _ in range(batch)]
+        return store.get_online_features(features=service, entity_rows=rows,
+                                         full_feature_names=True).to_dict()
+
+    answer = call()
+    filled = sum(1 for col in answer.values() for v in col if v is not None)
+    if len(answer) != 31 or filled == 0 or any(len(col) != batch for col in answer.values()):
+        sys.exit(f"feast sdk answered unexpectedly: {json.dumps(answer, default=str)[:600]}")
+    end = time.perf_counter() + warmup
+    while time.perf_counter() < end:
+        call()
+    samples = []
+    t0 = time.perf_counter()
+    end = t0 + duration
+    while time.perf_counter() < end:
+        s = time.perf_counter_ns()
+        call()
+        samples.append((time.perf_counter_ns() - s) // 1000)
+    elapsed = time.perf_counter() - t0
+    samples.sort()
+
+    def q(x):
+        return samples[min(len(samples) - 1, int(x * len(samples)))]
+
+    print(json.dumps({
+        "scenario": "feast_sdk", "batch": batch, "connections": 1, "rate": None,
+        "p50_us": q(0.50), "p90_us": q(0.90), "p99_us": q(0.99), "p999_us": q(0.999),
+        "max_us": samples[-1], "mean_us": round(sum(samples) / len(samples), 1),
+        "rps": round(len(samples) / elapsed, 1), "errors": 0, "requests": len(samples),
+        "dropped": 0, "duration_s": elapsed,
+    }))
+
+
 def main():
     if len(sys.argv) == 5 and sys.argv[1] == "materialize":
         materialize(*sys.argv[2:])
     elif len(sys.argv) == 4 and sys.argv[1] == "check":
         check(sys.argv[3])
+    elif len(sys.argv) == 7 and sys.argv[1] == "sdk":
+        sdk(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]))
     else:
         sys.exit(__doc__)
 

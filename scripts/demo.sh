@@ -4,7 +4,8 @@
 # example repo, sends sample requests (printing each before and after enrichment), pushes a
 # change hot and shows /status, and leaves the stack running (`make stop`).
 # FERRY_MODE=static runs the older static mode: the snapshot inlined in Envoy's bootstrap, no
-# control plane.
+# control plane. FERRY_RUNTIME=native runs the filter as an Envoy dynamic module
+# (libferry_native.so) instead of the Wasm filter (the default, FERRY_RUNTIME=wasm).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -18,6 +19,12 @@ REDIS_PORT=${FERRY_REDIS_PORT:-6379}
 XDS_PORT=${FERRY_XDS_PORT:-18000}
 CP_PORT=${FERRY_CP_PORT:-8091}
 MODE=${FERRY_MODE:-xds}
+RUNTIME=${FERRY_RUNTIME:-wasm}
+case "$RUNTIME" in
+  wasm) RUNTIME_FLAGS=(--wasm "$WASM") ;;
+  native) RUNTIME_FLAGS=(--runtime native --native-module "$NATIVE") ;;
+  *) echo "FERRY_RUNTIME must be wasm or native" >&2; exit 1 ;;
+esac
 export FERRY_REDIS="redis://127.0.0.1:$REDIS_PORT"
 case "$MODE" in xds|static) ;; *) echo "FERRY_MODE must be xds or static" >&2; exit 1;; esac
 PORTS="$LISTEN_PORT $ADMIN_PORT $READER_PORT $MODEL_PORT $REDIS_PORT"
@@ -27,6 +34,7 @@ bash scripts/setup.sh
 echo "== building (release)"
 cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model
 cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
+cargo build --release --quiet -p ferry-native
 
 bash scripts/stop.sh >/dev/null
 for p in $PORTS; do
@@ -44,7 +52,7 @@ python3 "$REPO/generate_data.py" --entities 10000
 echo "== materializing vectors into Redis"
 "$BIN/ferry" materialize "$REPO"
 
-echo "== starting the reader (:$READER_PORT), the demo model (:$MODEL_PORT) and Envoy (:$LISTEN_PORT, $MODE mode)"
+echo "== starting the reader (:$READER_PORT), the demo model (:$MODEL_PORT) and Envoy (:$LISTEN_PORT, $MODE mode, $RUNTIME filter)"
 start reader "$BIN/ferry-reader" --listen "127.0.0.1:$READER_PORT"
 start model "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
 ENVOY_ARGS=(--listen-port "$LISTEN_PORT" --admin-port "$ADMIN_PORT" --reader-port "$READER_PORT"
@@ -54,12 +62,13 @@ if [ "$MODE" = xds ]; then
   # A fresh state directory: the demo's Redis starts empty, so last run's pushed snapshot
   # (restored from the state directory otherwise) is not wanted.
   rm -rf "$RUN_DIR/cp-state"
-  start control-plane "$BIN/ferry" serve "$REPO" --wasm "$WASM" --state-dir "$RUN_DIR/cp-state" \
+  start control-plane "$BIN/ferry" serve "$REPO" "${RUNTIME_FLAGS[@]}" --state-dir "$RUN_DIR/cp-state" \
     --xds-listen "127.0.0.1:$XDS_PORT" --http-listen "127.0.0.1:$CP_PORT"
   wait_for control-plane "http://127.0.0.1:$CP_PORT/healthz"
-  "$BIN/ferry" envoy-config "$REPO" --xds --xds-address "127.0.0.1:$XDS_PORT" "${ENVOY_ARGS[@]}"
+  "$BIN/ferry" envoy-config "$REPO" --xds --xds-address "127.0.0.1:$XDS_PORT" "${RUNTIME_FLAGS[@]}" \
+    "${ENVOY_ARGS[@]}"
 else
-  "$BIN/ferry" envoy-config "$REPO" --wasm "$WASM" "${ENVOY_ARGS[@]}"
+  "$BIN/ferry" envoy-config "$REPO" "${RUNTIME_FLAGS[@]}" "${ENVOY_ARGS[@]}"
 fi
 start envoy "$ENVOY" -c "$RUN_DIR/envoy.yaml" --disable-hot-restart --log-level warn
 wait_for reader "http://127.0.0.1:$READER_PORT/healthz"

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# `make test`: every test. Installs what is missing, builds the binaries and the .wasm the
-# integration tests drive, then runs unit tests and integration tests (real Envoy, real Redis,
-# the reader and the demo model, all started by the tests on free loopback ports).
+# `make test`: every test. Installs what is missing, builds the binaries, the .wasm and the
+# native module (libferry_native.so) the integration tests drive, then runs unit tests and
+# integration tests (real Envoy, real Redis, the reader and the demo model, all started by the
+# tests on free loopback ports; the enrichment tests once per build of the filter).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # Feast 0.67, which the Feast-compatibility tests run beside Ferry on the same Redis.
 bash scripts/feast_venv.sh .venv-feast
-echo "== building binaries (debug) and the filter (.wasm, release)"
+echo "== building binaries (debug) and the filter (.wasm and native module, release)"
 cargo build --workspace --bins --quiet
 cargo build --release -p ferry-filter --target wasm32-wasip1 --quiet
+cargo build --release -p ferry-native --quiet
 echo "== cargo test"
 FERRY_ENVOY="$PWD/.venv/bin/envoy" FERRY_FEAST_VENV="$PWD/.venv-feast" cargo test --workspace -- --test-threads 4

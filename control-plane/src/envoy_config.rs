@@ -1,6 +1,7 @@
 //! `ferry envoy-config`: the static Envoy bootstrap (envoy/static.yaml.tmpl) with the snapshot
-//! inlined as the Wasm plugin configuration. Every `{{NAME}}` placeholder must be filled: a
-//! template that grows a new placeholder fails here, not in Envoy.
+//! inlined as the filter's configuration (Wasm plugin or native module, [`runtime`]). Every
+//! `{{NAME}}` placeholder must be filled: a template that grows a new placeholder fails here,
+//! not in Envoy.
 
 use std::path::Path;
 
@@ -10,9 +11,11 @@ use crate::repo::Registry;
 use crate::snapshot;
 
 pub mod redis_proxy;
+pub mod runtime;
 pub mod upstream;
 
 pub use redis_proxy::RedisProxyOptions;
+pub use runtime::{Runtime, RuntimeKind};
 pub use upstream::{Discovery, Upstream};
 
 /// The bootstrap template, embedded at build time.
@@ -41,7 +44,7 @@ pub enum EnvoyConfigError {
          '{TEMPLATE_READER_CLUSTER}'; use the default reader section"
     )]
     ReaderCluster(String),
-    #[error("wasm path {0:?} cannot be written into the config (quotes, backslashes or control characters)")]
+    #[error("filter path {0:?} cannot be written into the config (quotes, backslashes or control characters)")]
     WasmPath(String),
     #[error("{0} {1:?} may only hold letters, digits and - _ . :")]
     Field(&'static str, String),
@@ -80,6 +83,8 @@ impl ReaderProtocol {
 pub struct StaticOptions {
     /// Path of the filter's .wasm, as Envoy will open it (made absolute by the caller).
     pub wasm_path: String,
+    /// The filter's build (Wasm, or the native module and its path).
+    pub runtime: Runtime,
     pub listen_port: u16,
     pub admin_port: u16,
     /// The reader: an IP (STATIC) or a host name (STRICT_DNS).
@@ -205,19 +210,11 @@ pub(crate) fn check_repo_fits(
 /// Renders the static bootstrap for this repo.
 pub fn render_static(reg: &Registry, opts: &StaticOptions) -> Result<String, EnvoyConfigError> {
     check_repo_fits(reg, opts.buffer_limit_bytes)?;
-    // The path sits inside a YAML double-quoted string.
-    if opts
-        .wasm_path
-        .chars()
-        .any(|c| c == '"' || c == '\\' || c.is_control())
-    {
-        return Err(EnvoyConfigError::WasmPath(opts.wasm_path.clone()));
-    }
     let snap = snapshot::build(reg);
     let b64 = base64::engine::general_purpose::STANDARD.encode(snapshot::encode(&snap));
+    let filter = opts.runtime.static_filter(&opts.wasm_path, &b64)?;
     let mut values = opts.common_values()?;
-    values.push(("WASM_PATH", opts.wasm_path.clone()));
-    values.push(("SNAPSHOT_BASE64", b64));
+    values.push(("FERRY_HTTP_FILTER", filter));
     render_template(STATIC_TEMPLATE, &values)
 }
 

@@ -83,6 +83,7 @@ pub fn render_xds(
         ),
         ("XDS_HOST", xds.xds.yaml_host()),
         ("XDS_PORT", xds.xds.port.to_string()),
+        ("FILTER_TYPE_URL", opts.runtime.type_url().to_owned()),
     ]);
     render_template(XDS_TEMPLATE, &values)
 }
@@ -90,12 +91,14 @@ pub fn render_xds(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::envoy_config::Runtime;
     use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
 
     fn opts() -> (StaticOptions, XdsOptions) {
         (
             StaticOptions {
                 wasm_path: String::new(),
+                runtime: Runtime::Wasm,
                 listen_port: 10000,
                 admin_port: 9901,
                 reader: Upstream::loopback(8090),

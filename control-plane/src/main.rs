@@ -9,7 +9,9 @@ use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use ferry::envoy_config::{self, ReaderProtocol, RedisProxyOptions, StaticOptions, Upstream};
+use ferry::envoy_config::{
+    self, ReaderProtocol, RedisProxyOptions, Runtime, RuntimeKind, StaticOptions, Upstream,
+};
 use ferry::envoy_xds::{default_node_id, render_xds, XdsOptions};
 use ferry::materialize::{self, WriteOptions};
 use ferry::push;
@@ -134,9 +136,12 @@ struct MaterializeArgs {
 struct EnvoyConfigArgs {
     /// Feature repo folder (holding ferry.yaml).
     repo: PathBuf,
-    /// The ferry filter's .wasm file (static mode; with --xds the control plane names it).
-    #[arg(long, required_unless_present = "xds")]
+    /// The ferry filter's .wasm file (static mode with --runtime wasm; with --xds the control
+    /// plane names it).
+    #[arg(long)]
     wasm: Option<PathBuf>,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
     /// Take the filter's configuration from the control plane (ECDS over ADS) instead of
     /// inlining the snapshot.
     #[arg(long)]
@@ -198,13 +203,60 @@ struct EnvoyConfigArgs {
     output: Option<PathBuf>,
 }
 
+/// Which build of the filter Envoy runs.
+#[derive(clap::Args)]
+struct RuntimeArgs {
+    /// wasm: the proxy-wasm filter on Envoy's V8 runtime (--wasm FILE); native: the same
+    /// filter as an Envoy dynamic module (--native-module FILE, libferry_native.so).
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Wasm)]
+    runtime: RuntimeKind,
+    /// The native module (target/release/libferry_native.so), as Envoy will open it (with
+    /// --runtime native).
+    #[arg(long, value_name = "FILE")]
+    native_module: Option<PathBuf>,
+}
+
+impl RuntimeArgs {
+    /// The runtime and the absolute path of the file Envoy loads (`wasm` for the Wasm build);
+    /// `None` paths are allowed only when Envoy gets the filter elsewhere (`--xds`).
+    fn resolve(&self, wasm: Option<&Path>, paths_needed: bool) -> Result<(Runtime, String)> {
+        let (flag, path) = match self.runtime {
+            RuntimeKind::Wasm => ("--wasm", wasm),
+            RuntimeKind::Native => ("--native-module", self.native_module.as_deref()),
+        };
+        let path = match path {
+            Some(p) => {
+                if !p.is_file() {
+                    eprintln!(
+                        "warning: {} does not exist (yet); Envoy needs it",
+                        p.display()
+                    );
+                }
+                envoy_config::absolute_wasm_path(p)?
+            }
+            None if paths_needed => anyhow::bail!(
+                "--runtime {} needs {flag} FILE",
+                clap::ValueEnum::to_possible_value(&self.runtime)
+                    .map_or_else(String::new, |v| v.get_name().to_owned())
+            ),
+            None => String::new(),
+        };
+        Ok(match self.runtime {
+            RuntimeKind::Wasm => (Runtime::Wasm, path),
+            RuntimeKind::Native => (Runtime::Native { module_path: path }, String::new()),
+        })
+    }
+}
+
 #[derive(clap::Args)]
 struct ServeArgs {
     /// Feature repo folder (holding ferry.yaml): the first snapshot, then watched for changes.
     repo: PathBuf,
-    /// The ferry filter's .wasm file, as Envoy will open it.
+    /// The ferry filter's .wasm file, as Envoy will open it (with --runtime wasm).
     #[arg(long)]
-    wasm: PathBuf,
+    wasm: Option<PathBuf>,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
     /// xDS (gRPC) address.
     #[arg(long, default_value = "127.0.0.1:18000")]
     xds_listen: std::net::SocketAddr,
@@ -317,20 +369,10 @@ fn apply_cmd(args: ApplyArgs) -> Result<()> {
 
 fn envoy_config_cmd(args: EnvoyConfigArgs) -> Result<()> {
     let reg = load(&args.repo)?;
-    let wasm_path = match &args.wasm {
-        Some(w) if !args.xds => {
-            if !w.is_file() {
-                eprintln!(
-                    "warning: {} does not exist (yet); Envoy needs it at start",
-                    w.display()
-                );
-            }
-            envoy_config::absolute_wasm_path(w)?
-        }
-        _ => String::new(),
-    };
+    let (runtime, wasm_path) = args.runtime.resolve(args.wasm.as_deref(), !args.xds)?;
     let opts = StaticOptions {
         wasm_path,
+        runtime,
         listen_port: args.listen_port,
         admin_port: args.admin_port,
         reader: args
@@ -567,9 +609,7 @@ fn serve_cmd(args: ServeArgs) -> Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    if !args.wasm.is_file() {
-        tracing::warn!(wasm = %args.wasm.display(), "the .wasm does not exist (yet); Envoy needs it");
-    }
+    let (runtime, wasm_path) = args.runtime.resolve(args.wasm.as_deref(), true)?;
     let state_dir = args
         .state_dir
         .unwrap_or_else(|| args.repo.join(serve::persist::DEFAULT_STATE_DIR));
@@ -580,7 +620,8 @@ fn serve_cmd(args: ServeArgs) -> Result<()> {
         http_listen: args.http_listen,
         filter: FilterOptions {
             filter_name: args.filter_name,
-            wasm_path: envoy_config::absolute_wasm_path(&args.wasm)?,
+            wasm_path,
+            runtime,
         },
         reader_cluster: envoy_config::TEMPLATE_READER_CLUSTER.to_owned(),
         token: args.token.filter(|t| !t.is_empty()),

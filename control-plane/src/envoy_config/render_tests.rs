@@ -8,6 +8,7 @@ use prost::Message as _;
 fn opts() -> StaticOptions {
     StaticOptions {
         wasm_path: "/opt/ferry/ferry_filter.wasm".into(),
+        runtime: crate::envoy_config::Runtime::Wasm,
         listen_port: 10000,
         admin_port: 9901,
         reader: Upstream::loopback(8090),

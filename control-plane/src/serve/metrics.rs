@@ -204,6 +204,7 @@ mod tests {
         let filter = FilterOptions {
             filter_name: "ferry".into(),
             wasm_path: "/ferry.wasm".into(),
+            runtime: crate::envoy_config::Runtime::Wasm,
         };
         State::new(filter, TEMPLATE_READER_CLUSTER.into(), None)
     }

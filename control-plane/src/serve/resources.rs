@@ -1,13 +1,16 @@
 //! From a registry snapshot to the xDS resources Envoy receives: the ferry filter's
 //! `TypedExtensionConfig` (ECDS), an `envoy.extensions.filters.http.wasm.v3.Wasm` whose
-//! `configuration` is the snapshot. Everything but `configuration` is fixed for the life of the
-//! server, so Envoy keeps the same VM and only re-runs `on_configure`.
+//! `configuration` is the snapshot, or (`--runtime native`) a `DynamicModuleFilter` whose
+//! `filter_config` is. Everything but the snapshot is fixed for the life of the server, so Envoy
+//! keeps the same VM (or loaded module) and only re-reads the configuration.
 
 use std::collections::BTreeMap;
 
 use envoy_types::pb::envoy::config::core::v3::{
     async_data_source, data_source, AsyncDataSource, DataSource, TypedExtensionConfig,
 };
+use envoy_types::pb::envoy::extensions::dynamic_modules::v3::DynamicModuleConfig;
+use envoy_types::pb::envoy::extensions::filters::http::dynamic_modules::v3::DynamicModuleFilter;
 use envoy_types::pb::envoy::extensions::filters::http::wasm::v3::Wasm;
 use envoy_types::pb::envoy::extensions::wasm::v3::{
     plugin_config, FailurePolicy, PluginConfig, VmConfig,
@@ -17,6 +20,8 @@ use envoy_types::util::pack_any;
 use ferry_protos::v1;
 use prost::Message as _;
 
+use crate::envoy_config::runtime::NATIVE_MODULE_NAME;
+use crate::envoy_config::Runtime;
 use crate::xds::{Resource, ResourceType, XdsSnapshot};
 
 /// The one type ferry serves: its filter's config, over ECDS.
@@ -29,6 +34,8 @@ pub struct FilterOptions {
     pub filter_name: String,
     /// Absolute path of the .wasm as Envoy opens it.
     pub wasm_path: String,
+    /// The filter's build: Wasm, or the native module (and its path).
+    pub runtime: Runtime,
 }
 
 /// The Wasm filter config carrying `snapshot` (same fields as envoy/static.yaml.tmpl).
@@ -62,11 +69,40 @@ pub fn wasm_filter(snapshot: &v1::Snapshot, opts: &FilterOptions) -> Wasm {
     }
 }
 
+/// The dynamic-module filter config carrying `snapshot` (same fields as
+/// envoy/filter_native.yaml.tmpl).
+pub fn native_filter(snapshot: &v1::Snapshot, module_path: &str) -> DynamicModuleFilter {
+    let config = BytesValue {
+        value: snapshot.encode_to_vec(),
+    };
+    DynamicModuleFilter {
+        dynamic_module_config: Some(DynamicModuleConfig {
+            name: NATIVE_MODULE_NAME.into(),
+            // The near cache lives in the module's memory: never unloaded.
+            do_not_close: true,
+            module: Some(AsyncDataSource {
+                specifier: Some(async_data_source::Specifier::Local(DataSource {
+                    specifier: Some(data_source::Specifier::Filename(module_path.to_owned())),
+                    ..Default::default()
+                })),
+            }),
+            ..Default::default()
+        }),
+        filter_name: "ferry".into(),
+        filter_config: Some(pack_any(config)),
+        ..Default::default()
+    }
+}
+
 /// The xDS snapshot for one registry snapshot; its version is the registry snapshot's.
 pub fn build(snapshot: &v1::Snapshot, opts: &FilterOptions) -> XdsSnapshot {
+    let typed_config = match &opts.runtime {
+        Runtime::Wasm => pack_any(wasm_filter(snapshot, opts)),
+        Runtime::Native { module_path } => pack_any(native_filter(snapshot, module_path)),
+    };
     let ext = TypedExtensionConfig {
         name: opts.filter_name.clone(),
-        typed_config: Some(pack_any(wasm_filter(snapshot, opts))),
+        typed_config: Some(typed_config),
     };
     let mut resources = BTreeMap::new();
     resources.insert(
@@ -94,6 +130,7 @@ mod tests {
         let opts = FilterOptions {
             filter_name: "ferry".into(),
             wasm_path: "/opt/ferry.wasm".into(),
+            runtime: Runtime::Wasm,
         };
         let x = build(&snap, &opts);
         assert_eq!(x.version, snap.version);
@@ -103,8 +140,7 @@ mod tests {
         let ext = TypedExtensionConfig::decode(r.body.value.as_slice()).unwrap();
         let any = ext.typed_config.unwrap();
         // What the bootstrap's `config_discovery.type_urls` names.
-        let type_urls = format!("type_urls: [\"{}\"]", any.type_url);
-        assert!(crate::envoy_xds::XDS_TEMPLATE.contains(&type_urls));
+        assert_eq!(any.type_url, opts.runtime.type_url());
         let cfg = Wasm::decode(any.value.as_slice()).unwrap().config.unwrap();
         assert_eq!(cfg.failure_policy, FailurePolicy::FailReload as i32);
         assert_eq!(
@@ -121,5 +157,38 @@ mod tests {
         let b = wasm_filter(&other, &opts).config.unwrap();
         assert_eq!(a.vm, b.vm);
         assert_ne!(a.configuration, b.configuration);
+    }
+
+    #[test]
+    fn native_runtime_serves_a_dynamic_module_filter_with_the_snapshot() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let snap = crate::snapshot::build(&reg.unwrap());
+        let opts = FilterOptions {
+            filter_name: "ferry".into(),
+            wasm_path: String::new(),
+            runtime: Runtime::Native {
+                module_path: "/opt/libferry_native.so".into(),
+            },
+        };
+        let x = build(&snap, &opts);
+        let ext =
+            TypedExtensionConfig::decode(x.resources[&RESOURCE_TYPE][0].body.value.as_slice())
+                .unwrap();
+        let any = ext.typed_config.unwrap();
+        assert_eq!(any.type_url, opts.runtime.type_url());
+        let f = DynamicModuleFilter::decode(any.value.as_slice()).unwrap();
+        let m = f.dynamic_module_config.unwrap();
+        assert_eq!(m.name, NATIVE_MODULE_NAME);
+        assert!(m.do_not_close);
+        let Some(async_data_source::Specifier::Local(DataSource {
+            specifier: Some(data_source::Specifier::Filename(path)),
+            ..
+        })) = m.module.and_then(|s| s.specifier)
+        else {
+            panic!("the module is a local file");
+        };
+        assert_eq!(path, "/opt/libferry_native.so");
+        let bytes = BytesValue::decode(f.filter_config.unwrap().value.as_slice()).unwrap();
+        assert_eq!(v1::Snapshot::decode(bytes.value.as_slice()).unwrap(), snap);
     }
 }

@@ -192,6 +192,7 @@ mod tests {
         let filter = FilterOptions {
             filter_name: "ferry".into(),
             wasm_path: "/ferry.wasm".into(),
+            runtime: crate::envoy_config::Runtime::Wasm,
         };
         Arc::new(State::new(filter, TEMPLATE_READER_CLUSTER.into(), None))
     }

@@ -9,7 +9,7 @@ pub use ferry::serve::api::Status;
 
 use crate::http::raw;
 use crate::process::{free_port, Proc};
-use crate::{bin, wasm};
+use crate::{bin, wasm, Runtime};
 
 /// The push token every test control plane requires.
 pub const TOKEN: &str = "test-token";
@@ -20,8 +20,10 @@ pub struct ControlPlane {
     pub http_port: u16,
     repo: PathBuf,
     dir: PathBuf,
-    /// The .wasm path it names to Envoy.
+    /// The .wasm path it names to Envoy (Wasm runtime).
     wasm: PathBuf,
+    /// The filter's build it serves.
+    runtime: Runtime,
 }
 
 impl ControlPlane {
@@ -31,16 +33,26 @@ impl ControlPlane {
         ControlPlane::start_with_wasm(dir, repo, &wasm())
     }
 
+    /// The same, serving the given build of the filter.
+    pub fn start_for(dir: &Path, repo: &Path, runtime: Runtime) -> ControlPlane {
+        ControlPlane::start_as(dir, repo, &wasm(), runtime)
+    }
+
     /// The same, naming `wasm` as the filter's path to Envoy (which need not exist here).
     pub fn start_with_wasm(dir: &Path, repo: &Path, wasm: &Path) -> ControlPlane {
+        ControlPlane::start_as(dir, repo, wasm, Runtime::Wasm)
+    }
+
+    fn start_as(dir: &Path, repo: &Path, wasm: &Path, runtime: Runtime) -> ControlPlane {
         let (xds_port, http_port) = (free_port(), free_port());
         let mut cp = ControlPlane {
-            proc: spawn(dir, repo, wasm, xds_port, http_port),
+            proc: spawn(dir, repo, &filter_flags(wasm, runtime), xds_port, http_port),
             xds_port,
             http_port,
             repo: repo.to_owned(),
             dir: dir.to_owned(),
             wasm: wasm.to_owned(),
+            runtime,
         };
         cp.wait_healthy();
         cp
@@ -63,7 +75,7 @@ impl ControlPlane {
         self.proc = spawn(
             &self.dir,
             &self.repo,
-            &self.wasm,
+            &filter_flags(&self.wasm, self.runtime),
             self.xds_port,
             self.http_port,
         );
@@ -191,12 +203,25 @@ impl ControlPlane {
     }
 }
 
-fn spawn(dir: &Path, repo: &Path, wasm: &Path, xds_port: u16, http_port: u16) -> Proc {
+/// `ferry serve`'s flags naming the filter: `--wasm PATH`, or the native module's.
+fn filter_flags(wasm: &Path, runtime: Runtime) -> Vec<std::ffi::OsString> {
+    match runtime {
+        Runtime::Wasm => vec!["--wasm".into(), wasm.into()],
+        Runtime::Native => runtime.flags(),
+    }
+}
+
+fn spawn(
+    dir: &Path,
+    repo: &Path,
+    filter: &[std::ffi::OsString],
+    xds_port: u16,
+    http_port: u16,
+) -> Proc {
     let mut cmd = Command::new(bin("ferry"));
     cmd.arg("serve")
         .arg(repo)
-        .arg("--wasm")
-        .arg(wasm)
+        .args(filter)
         .args(["--xds-listen", &format!("127.0.0.1:{xds_port}")])
         .args(["--http-listen", &format!("127.0.0.1:{http_port}")])
         .args([

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use crate::process::{free_port, Proc};
 use crate::{bin, http, process, render_envoy_config, run, start_envoy, start_reader};
-use crate::{ControlPlane, RedisServer};
+use crate::{ControlPlane, RedisServer, Runtime};
 
 /// The Feast project of the fixture.
 pub const PROJECT: &str = "ferrytest";
@@ -119,7 +119,7 @@ impl FeastStack {
         let (listen_port, admin_port) = (free_port(), free_port());
         let config = dir.path().join("envoy.yaml");
         let ports = [listen_port, admin_port, reader_port, model_port];
-        render_envoy_config(&repo, &config, ports, Some(&control_plane));
+        render_envoy_config(&repo, &config, ports, Some(&control_plane), Runtime::Wasm);
         let mut envoy = start_envoy(dir.path(), &config, "envoy");
         envoy.wait_ready(|| http::get_ok(admin_port, "/ready"), "envoy /ready");
         model.wait_ready(|| process::tcp_open(model_port), "demo model");

@@ -1,7 +1,8 @@
 //! The integration harness: starts a whole Ferry stack (Redis, reader, demo model, Envoy with
 //! the built filter) as real processes on free loopback ports, in a temp dir, and stops it on
 //! drop. Binaries come from `target/debug` (override: FERRY_BIN_DIR), Envoy from `.venv`
-//! (override: FERRY_ENVOY), the filter from `target/wasm32-wasip1/release`.
+//! (override: FERRY_ENVOY), the filter from `target/wasm32-wasip1/release` (Wasm) or
+//! `target/release/libferry_native.so` (native, [`Runtime`]).
 
 pub mod control_plane;
 pub mod data;
@@ -9,6 +10,7 @@ pub mod expected;
 pub mod feast;
 pub mod http;
 pub mod process;
+pub mod runtime;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,6 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use control_plane::ControlPlane;
 pub use ferry_test_support::redis::{RedisCluster, RedisServer, TlsFiles};
 pub use process::{free_port, Proc};
+pub use runtime::Runtime;
 
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -102,6 +105,8 @@ pub struct Options {
     pub extra_routes: &'static str,
     /// Entities to generate (default 10,000, the example's size).
     pub entities: Option<usize>,
+    /// The filter's build Envoy runs (default Wasm).
+    pub runtime: Runtime,
 }
 
 pub struct Stack {
@@ -121,6 +126,8 @@ pub struct Stack {
     pub listen_port: u16,
     pub admin_port: u16,
     pub envoy_config: PathBuf,
+    /// The filter's build this stack's Envoy runs.
+    pub runtime: Runtime,
     /// In xDS mode ([`Stack::start_xds`]): the control plane Envoy takes the filter config from.
     pub control_plane: Option<ControlPlane>,
 }
@@ -186,11 +193,17 @@ impl Stack {
         cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
         let model = Proc::start("model", cmd, dir.path());
 
-        let control_plane = xds.then(|| ControlPlane::start(dir.path(), &repo));
+        let control_plane = xds.then(|| ControlPlane::start_for(dir.path(), &repo, opts.runtime));
         let (listen_port, admin_port) = (free_port(), free_port());
         let envoy_config = dir.path().join("envoy.yaml");
         let ports = [listen_port, admin_port, reader_port, model_port];
-        render_envoy_config(&repo, &envoy_config, ports, control_plane.as_ref());
+        render_envoy_config(
+            &repo,
+            &envoy_config,
+            ports,
+            control_plane.as_ref(),
+            opts.runtime,
+        );
         let envoy = start_envoy(dir.path(), &envoy_config, "envoy");
         let mut stack = Stack {
             dir,
@@ -206,6 +219,7 @@ impl Stack {
             listen_port,
             admin_port,
             envoy_config,
+            runtime: opts.runtime,
             control_plane,
         };
         let (admin, reader) = (stack.admin_port, stack.reader_port);
@@ -239,6 +253,7 @@ impl Stack {
             .arg("--xds")
             .args(["--xds-address", &format!("127.0.0.1:{}", cp.xds_port)])
             .args(["--node-id", node_id])
+            .args(self.runtime.flags())
             .args(["--listen-port", &listen_port.to_string()])
             .args(["--admin-port", &admin_port.to_string()])
             .args(["--reader-port", &self.reader_port.to_string()])
@@ -263,8 +278,7 @@ impl Stack {
         run(Command::new(bin("ferry"))
             .arg("envoy-config")
             .arg(&self.repo)
-            .arg("--wasm")
-            .arg(wasm())
+            .args(self.runtime.flags())
             .args(["--listen-port", &listen_port.to_string()])
             .args(["--admin-port", &admin_port.to_string()])
             .args(["--reader-port", &self.reader_port.to_string()])
@@ -328,6 +342,7 @@ pub(crate) fn render_envoy_config(
     out: &Path,
     ports: [u16; 4],
     cp: Option<&ControlPlane>,
+    runtime: Runtime,
 ) {
     let mut cmd = Command::new(bin("ferry"));
     cmd.arg("envoy-config").arg(repo);
@@ -347,8 +362,9 @@ pub(crate) fn render_envoy_config(
         Some(cp) => cmd
             .arg("--xds")
             .args(["--xds-address", &format!("127.0.0.1:{}", cp.xds_port)])
-            .args(["--node-id", "envoy-a"]),
-        None => cmd.arg("--wasm").arg(wasm()),
+            .args(["--node-id", "envoy-a"])
+            .args(runtime.flags()),
+        None => cmd.args(runtime.flags()),
     };
     run(&mut cmd);
 }

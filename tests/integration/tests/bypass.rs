@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use ferry_integration_tests::expected::{Entity, Store};
 use ferry_integration_tests::http::{Conn, Protocol, Response};
-use ferry_integration_tests::{Options, Stack};
+use ferry_integration_tests::{each_runtime, Options, Runtime, Stack};
 
 use case::Case;
 use cases::Pair;
@@ -62,9 +62,9 @@ fn panic_text(e: tokio::task::JoinError) -> String {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_model_only_ever_sees_features_from_the_store() {
+async fn the_model_only_ever_sees_features_from_the_store(runtime: Runtime) {
     let stack = Stack::start(Options {
+        runtime,
         extra_routes: routes::EXTRA_ROUTES,
         entities: Some(300),
     });
@@ -116,3 +116,5 @@ async fn the_model_only_ever_sees_features_from_the_store() {
         failed.join("\n")
     );
 }
+
+each_runtime!(the_model_only_ever_sees_features_from_the_store,);

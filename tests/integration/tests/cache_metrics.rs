@@ -2,7 +2,7 @@
 //! from the proxy without a reader call (even with the reader down), and the counters show it.
 
 use ferry_integration_tests::http::{post, raw};
-use ferry_integration_tests::{Options, Stack};
+use ferry_integration_tests::{each_runtime, Options, Runtime, Stack};
 use serde_json::{json, Value as Json};
 
 const ROUTES: &str = r#"
@@ -22,12 +22,13 @@ fn get(port: u16, path: &str) -> String {
     .unwrap()
 }
 
-/// The value of one Envoy stat (`/stats` text format: `name: value`).
+/// The value of one of the filter's Envoy stats (`/stats` text format: `name: value`).
 fn stat(stack: &Stack, name: &str) -> i64 {
     let all = get(stack.admin_port, "/stats?filter=ferry");
+    let full = format!("{}.{name}", stack.runtime.stats_namespace());
     all.lines()
         .filter_map(|l| l.split_once(": "))
-        .find(|(n, _)| n.ends_with(name))
+        .find(|(n, _)| *n == full)
         .and_then(|(_, v)| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("no stat {name} in:\n{all}"))
 }
@@ -49,9 +50,9 @@ fn body(users: &[&str]) -> String {
     json!({ "instances": v }).to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn repeat_entities_come_from_the_near_cache() {
+async fn repeat_entities_come_from_the_near_cache(runtime: Runtime) {
     let mut stack = Stack::start(Options {
+        runtime,
         extra_routes: ROUTES,
         entities: Some(100),
     });
@@ -108,8 +109,14 @@ async fn repeat_entities_come_from_the_near_cache() {
     assert_eq!(stat(&stack, "ferry_reader_errors"), 1);
     assert_eq!(stat(&stack, "ferry_entities_found"), 9);
     let prom = get(stack.admin_port, "/stats/prometheus");
+    let line = format!(
+        "\n{}{{}} 5",
+        stack.runtime.prometheus_name("ferry_cache_hits")
+    );
     assert!(
-        prom.contains("\nferry_cache_hits{} 5"),
+        prom.contains(&line),
         "Prometheus text lists the filter's stats:\n{prom}"
     );
 }
+
+each_runtime!(repeat_entities_come_from_the_near_cache,);

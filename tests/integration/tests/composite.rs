@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ferry_integration_tests::data::{same, KeyedView, Kind};
 use ferry_integration_tests::expected::{judge_keyed, Entity, Service, Store};
 use ferry_integration_tests::http::{post, Conn, Response};
-use ferry_integration_tests::{Options, Stack};
+use ferry_integration_tests::{each_runtime, Options, Runtime, Stack};
 use serde_json::{json, Value as Json};
 
 /// The example's composite-key route (examples/banking/ferry.yaml, on_missing_entity: "null").
@@ -43,8 +43,9 @@ const ROUTES: &str = r#"
     on_missing_entity: "null"
 "#;
 
-fn stack() -> Stack {
+fn stack(runtime: Runtime) -> Stack {
     Stack::start(Options {
+        runtime,
         extra_routes: ROUTES,
         entities: Some(300),
     })
@@ -122,9 +123,8 @@ fn present_pairs(src: &KeyedView) -> Vec<Pair> {
     pairs
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn composite_route_enriches_present_pairs_and_nulls_absent_ones() {
-    let stack = stack();
+async fn composite_route_enriches_present_pairs_and_nulls_absent_ones(runtime: Runtime) {
+    let stack = stack(runtime);
     let src = pairs_view(&stack);
     let mut pairs = present_pairs(&src);
     let stale = pairs
@@ -175,9 +175,8 @@ async fn composite_route_enriches_present_pairs_and_nulls_absent_ones() {
     assert_eq!(resp.upstream_headers()["x-ferry-status"], "ok");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn composite_ids_follow_the_key_types_and_the_strict_policy() {
-    let stack = stack();
+async fn composite_ids_follow_the_key_types_and_the_strict_policy(runtime: Runtime) {
+    let stack = stack(runtime);
     let src = pairs_view(&stack);
     let known = present_pairs(&src)
         .into_iter()
@@ -234,9 +233,8 @@ async fn composite_ids_follow_the_key_types_and_the_strict_policy() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn composite_keys_in_kserve_v2_and_header_mode_and_the_merchant_service() {
-    let stack = stack();
+async fn composite_keys_in_kserve_v2_and_header_mode_and_the_merchant_service(runtime: Runtime) {
+    let stack = stack(runtime);
     let src = pairs_view(&stack);
     let p = stack.listen_port;
     // Fresh, stale (u000007's first pair), absent.
@@ -384,10 +382,9 @@ async fn composite_keys_in_kserve_v2_and_header_mode_and_the_merchant_service() 
 /// merchant_profile's TTL in the example repo (90d).
 const MERCHANT_TTL: f64 = 90.0 * 86_400.0;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_route_enriches_from_three_services_in_one_call() {
+async fn one_route_enriches_from_three_services_in_one_call(runtime: Runtime) {
     use ferry_integration_tests::data::VIEWS;
-    let stack = stack();
+    let stack = stack(runtime);
     let pairs = pairs_view(&stack);
     let merchants = KeyedView::load(&stack.repo.join("data"), "merchant_profile");
     let users = stack.source();
@@ -468,3 +465,10 @@ async fn one_route_enriches_from_three_services_in_one_call() {
     assert_eq!(status_of(1, "merchant_profile__category"), "NOT_FOUND");
     assert_eq!(status_of(0, "merchant_profile__category"), "PRESENT");
 }
+
+each_runtime!(
+    composite_route_enriches_present_pairs_and_nulls_absent_ones,
+    composite_ids_follow_the_key_types_and_the_strict_policy,
+    composite_keys_in_kserve_v2_and_header_mode_and_the_merchant_service,
+    one_route_enriches_from_three_services_in_one_call,
+);

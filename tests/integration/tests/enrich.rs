@@ -1,9 +1,12 @@
 //! Issue #2 end to end: real Envoy running the built filter, real Redis, the reader and the
-//! demo model, each test on its own stack and ports.
+//! demo model, each test on its own stack and ports, once per build of the filter (`NAME::wasm`,
+//! `NAME::native`: `each_runtime!` at the end).
 
 use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::{post, raw, Conn, Response};
-use ferry_integration_tests::{envoy_bin, run, Options, Stack};
+use ferry_integration_tests::{
+    each_runtime, each_runtime_blocking, envoy_bin, run, Options, Runtime, Stack,
+};
 use serde_json::{json, Value as Json};
 
 const STRICT: &str = "/v1/models/fraud:predict";
@@ -39,8 +42,9 @@ const TEST_ROUTES: &str = r#"
     on_reader_error: forward
 "#;
 
-fn stack(entities: usize) -> Stack {
+fn stack(runtime: Runtime, entities: usize) -> Stack {
     Stack::start(Options {
+        runtime,
         extra_routes: TEST_ROUTES,
         entities: Some(entities),
     })
@@ -87,9 +91,8 @@ fn error_of(resp: &Response) -> (u16, String, String) {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn enriches_one_and_fifty_instances_with_the_source_values() {
-    let stack = stack(10_000);
+async fn enriches_one_and_fifty_instances_with_the_source_values(runtime: Runtime) {
+    let stack = stack(runtime, 10_000);
     let one = vec![user(1)];
     let resp = post(stack.listen_port, STRICT, instances(&one)).await;
     check_against_source(&stack, &resp, &one);
@@ -147,9 +150,8 @@ async fn enriches_one_and_fifty_instances_with_the_source_values() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unknown_entity_follows_each_policy() {
-    let stack = stack(300);
+async fn unknown_entity_follows_each_policy(runtime: Runtime) {
+    let stack = stack(runtime, 300);
     let users = vec![user(4), "nobody".to_string()];
 
     let (status, code, message) =
@@ -179,9 +181,8 @@ async fn unknown_entity_follows_each_policy() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stale_view_is_null_by_default_and_rejected_when_asked() {
-    let stack = stack(300);
+async fn stale_view_is_null_by_default_and_rejected_when_asked(runtime: Runtime) {
+    let stack = stack(runtime, 300);
     let stale = vec![user(7)];
     let resp = post(stack.listen_port, STRICT, instances(&stale)).await;
     let counts = check_against_source(&stack, &resp, &stale);
@@ -197,9 +198,8 @@ async fn stale_view_is_null_by_default_and_rejected_when_asked() {
     assert!(message.contains("'u000007'"), "{message}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_requests_get_clear_json_errors() {
-    let stack = stack(100);
+async fn bad_requests_get_clear_json_errors(runtime: Runtime) {
+    let stack = stack(runtime, 100);
     let p = stack.listen_port;
     let (s, code, msg) = error_of(&post(p, STRICT, r#"{"instances": [{"user_id": "#).await);
     assert_eq!((s, code.as_str()), (400, "malformed_json"));
@@ -247,9 +247,8 @@ async fn bad_requests_get_clear_json_errors() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn forged_features_and_headers_are_replaced() {
-    let stack = stack(100);
+async fn forged_features_and_headers_are_replaced(runtime: Runtime) {
+    let stack = stack(runtime, 100);
     let mut conn = Conn::open(stack.listen_port).await;
     let body = json!({
         "instances": [{"user_id": user(3), "amount": 10.5, "user_profile__credit_score": 850.0, "transactions__txn_count_7d": 0}],
@@ -277,9 +276,8 @@ async fn forged_features_and_headers_are_replaced() {
     assert_eq!(up["x-ferry-fingerprint"], v["ferry"]["fingerprint"]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reader_down_fails_closed_or_open_and_recovers() {
-    let mut stack = stack(100);
+async fn reader_down_fails_closed_or_open_and_recovers(runtime: Runtime) {
+    let mut stack = stack(runtime, 100);
     let users = vec![user(1)];
     stack.reader.kill();
 
@@ -311,9 +309,8 @@ async fn reader_down_fails_closed_or_open_and_recovers() {
     check_against_source(&stack, &resp, &users);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_down_is_a_503_and_recovery_needs_no_restart() {
-    let mut stack = stack(100);
+async fn redis_down_is_a_503_and_recovery_needs_no_restart(runtime: Runtime) {
+    let mut stack = stack(runtime, 100);
     let users = vec![user(2)];
     stack.redis.stop();
     let (s, code, _) = error_of(&post(stack.listen_port, STRICT, instances(&users)).await);
@@ -339,9 +336,8 @@ async fn redis_down_is_a_503_and_recovery_needs_no_restart() {
     panic!("still {last} after Redis came back");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keep_alive_connection_survives_rewritten_bodies_and_passthrough() {
-    let stack = stack(100);
+async fn keep_alive_connection_survives_rewritten_bodies_and_passthrough(runtime: Runtime) {
+    let stack = stack(runtime, 100);
     let mut conn = Conn::open(stack.listen_port).await;
     for n in [1, 7, 2, 20] {
         let users: Vec<String> = (1..=n).map(user).collect();
@@ -382,11 +378,23 @@ async fn keep_alive_connection_survives_rewritten_bodies_and_passthrough() {
     assert!(resp.header("x-echo-headers").is_none(), "model not called");
 }
 
-#[test]
-fn rendered_bootstrap_validates_with_envoy() {
-    let stack = stack(10);
+fn rendered_bootstrap_validates_with_envoy(runtime: Runtime) {
+    let stack = stack(runtime, 10);
     let out = run(std::process::Command::new(envoy_bin())
         .args(["--mode", "validate", "-c"])
         .arg(&stack.envoy_config));
     assert!(out.contains("OK"), "{out}");
 }
+
+each_runtime!(
+    enriches_one_and_fifty_instances_with_the_source_values,
+    unknown_entity_follows_each_policy,
+    stale_view_is_null_by_default_and_rejected_when_asked,
+    bad_requests_get_clear_json_errors,
+    forged_features_and_headers_are_replaced,
+    reader_down_fails_closed_or_open_and_recovers,
+    redis_down_is_a_503_and_recovery_needs_no_restart,
+    keep_alive_connection_survives_rewritten_bodies_and_passthrough,
+);
+
+each_runtime_blocking!(rendered_bootstrap_validates_with_envoy,);

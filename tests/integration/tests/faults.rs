@@ -266,6 +266,7 @@ fn stack() -> Stack {
     Stack::start(Options {
         extra_routes: ROUTES,
         entities: Some(100),
+        ..Options::default()
     })
 }
 
@@ -363,6 +364,7 @@ async fn control_plane_killed_and_restarted_under_load() {
         Options {
             extra_routes: ROUTES,
             entities: Some(100),
+            ..Options::default()
         },
         |y| y,
     );

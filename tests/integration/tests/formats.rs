@@ -2,7 +2,7 @@
 
 use ferry_integration_tests::data::{same, tensor_zero, Kind, VIEWS};
 use ferry_integration_tests::http::{post, Conn};
-use ferry_integration_tests::{Options, Stack};
+use ferry_integration_tests::{each_runtime, Options, Runtime, Stack};
 use serde_json::{json, Value as Json};
 
 const ROUTES: &str = r#"
@@ -32,9 +32,9 @@ const ROUTES: &str = r#"
     features_header: x-features
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kserve_v2_tensors_carry_the_source_values() {
+async fn kserve_v2_tensors_carry_the_source_values(runtime: Runtime) {
     let stack = Stack::start(Options {
+        runtime,
         extra_routes: ROUTES,
         entities: Some(200),
     });
@@ -138,9 +138,9 @@ async fn kserve_v2_tensors_carry_the_source_values() {
     assert_eq!(missing.json()["error"], "missing_entity_id");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn generic_json_features_land_at_the_inject_pointer() {
+async fn generic_json_features_land_at_the_inject_pointer(runtime: Runtime) {
     let stack = Stack::start(Options {
+        runtime,
         extra_routes: ROUTES,
         entities: Some(200),
     });
@@ -188,9 +188,9 @@ async fn generic_json_features_land_at_the_inject_pointer() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn header_mode_enriches_a_get_through_a_header() {
+async fn header_mode_enriches_a_get_through_a_header(runtime: Runtime) {
     let stack = Stack::start(Options {
+        runtime,
         extra_routes: ROUTES,
         entities: Some(200),
     });
@@ -264,11 +264,11 @@ fn value_json(v: &ferry_protos::v1::Value) -> Json {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn header_mode_writes_a_base64_protobuf_and_leaves_a_post_body_alone() {
+async fn header_mode_writes_a_base64_protobuf_and_leaves_a_post_body_alone(runtime: Runtime) {
     use base64::Engine;
     use prost::Message;
     let stack = Stack::start(Options {
+        runtime,
         extra_routes: ROUTES,
         entities: Some(200),
     });
@@ -321,3 +321,10 @@ async fn header_mode_writes_a_base64_protobuf_and_leaves_a_post_body_alone() {
         }
     }
 }
+
+each_runtime!(
+    kserve_v2_tensors_carry_the_source_values,
+    generic_json_features_land_at_the_inject_pointer,
+    header_mode_enriches_a_get_through_a_header,
+    header_mode_writes_a_base64_protobuf_and_leaves_a_post_body_alone,
+);

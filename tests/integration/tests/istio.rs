@@ -58,6 +58,7 @@ async fn every_format_and_policy_without_the_flag_and_with_a_json_config() {
     let mut stack = Stack::start(Options {
         extra_routes: ROUTES,
         entities: Some(300),
+        ..Options::default()
     });
     let plugin_config = run(Command::new(bin("ferry"))
         .arg("plugin-config")

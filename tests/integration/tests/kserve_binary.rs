@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use ferry_integration_tests::data::{same, tensor_zero, Kind};
 use ferry_integration_tests::expected::{Entity, Service, Store};
-use ferry_integration_tests::{python, root, Options, Stack};
+use ferry_integration_tests::{each_runtime_blocking, python, root, Options, Runtime, Stack};
 use serde_json::{json, Value as Json};
 
 /// A kserve_v2 route for the composite-key service, under the example's protected /v2/models/.
@@ -239,9 +239,9 @@ fn run_client(stack: &Stack, cases: &[Case]) -> Vec<Json> {
     serde_json::from_slice::<Vec<Json>>(&report).unwrap()
 }
 
-#[test]
-fn tritonclient_binary_and_json_requests_are_enriched_with_the_source_values() {
+fn tritonclient_binary_and_json_requests_are_enriched_with_the_source_values(runtime: Runtime) {
     let stack = Stack::start(Options {
+        runtime,
         extra_routes: ROUTES,
         entities: Some(300),
     });
@@ -327,3 +327,5 @@ fn tritonclient_binary_and_json_requests_are_enriched_with_the_source_values() {
         2 * cases.len()
     );
 }
+
+each_runtime_blocking!(tritonclient_binary_and_json_requests_are_enriched_with_the_source_values,);

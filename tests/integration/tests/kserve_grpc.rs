@@ -284,6 +284,7 @@ fn tritonclient_grpc_model_infer_is_enriched_with_the_source_values() {
     let mut stack = Stack::start(Options {
         extra_routes: ROUTES,
         entities: Some(300),
+        ..Options::default()
     });
     let store = Store::load(&stack);
     let user = |i: usize| Entity::User(format!("u{i:06}"));

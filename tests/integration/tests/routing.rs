@@ -2,7 +2,7 @@
 //! name from an Envoy route's `metadata.filter_metadata.ferry.route`.
 
 use ferry_integration_tests::http::Conn;
-use ferry_integration_tests::{Options, Stack};
+use ferry_integration_tests::{each_runtime, Options, Runtime, Stack};
 use serde_json::json;
 
 const ROUTES: &str = r#"
@@ -43,9 +43,9 @@ fn add_metadata_routes(yaml: String) -> String {
 
 const BAD_BODY: &str = "{oops";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn routes_are_selected_by_host_header_and_envoy_route_metadata() {
+async fn routes_are_selected_by_host_header_and_envoy_route_metadata(runtime: Runtime) {
     let stack = Stack::start(Options {
+        runtime,
         extra_routes: ROUTES,
         entities: Some(100),
     });
@@ -111,3 +111,5 @@ async fn routes_are_selected_by_host_header_and_envoy_route_metadata() {
     assert_eq!(r.json()["error"], "unknown_route");
     assert_eq!(r.json()["route"], "not-in-the-snapshot");
 }
+
+each_runtime!(routes_are_selected_by_host_header_and_envoy_route_metadata,);

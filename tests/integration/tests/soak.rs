@@ -37,6 +37,7 @@ fn stack() -> Stack {
     Stack::start(Options {
         extra_routes: ROUTES,
         entities: Some(100),
+        ..Options::default()
     })
 }
 

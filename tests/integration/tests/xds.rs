@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use ferry::serve::api::{ApiError, ErrorCode, Pushed, Status, PUSH_PATH, UNCHECKED_HEADER};
 use ferry_integration_tests::control_plane::TOKEN;
 use ferry_integration_tests::http::{post, Response};
-use ferry_integration_tests::{bin, envoy_bin, example_repo, run, ControlPlane, Options, Stack};
+use ferry_integration_tests::{
+    bin, each_runtime, envoy_bin, example_repo, run, ControlPlane, Options, Runtime, Stack,
+};
 use serde_json::{json, Value as Json};
 
 const STRICT: &str = "/v1/models/fraud:predict";
@@ -37,11 +39,12 @@ fn ferry(args: &[&str], repo: &std::path::Path) -> std::process::Output {
         .unwrap()
 }
 
-fn xds_stack(entities: usize) -> Stack {
+fn xds_stack(runtime: Runtime, entities: usize) -> Stack {
     Stack::start_xds(
         Options {
             extra_routes: "",
             entities: Some(entities),
+            runtime,
         },
         v1,
     )
@@ -84,9 +87,8 @@ fn push(stack: &Stack, materialize: bool) -> String {
         .apply_push(&stack.repo, &stack.redis.url(), materialize)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hot_update_reaches_two_envoys_without_a_restart() {
-    let mut stack = xds_stack(200);
+async fn hot_update_reaches_two_envoys_without_a_restart(runtime: Runtime) {
+    let mut stack = xds_stack(runtime, 200);
     let mut second = stack.another_envoy("envoy-b");
     let cp = stack.cp();
     let v1_version = cp.version();
@@ -157,6 +159,7 @@ fn pushes_are_authenticated_validated_and_bad_repos_refused() {
     let opts = Options {
         extra_routes: "",
         entities: Some(20),
+        ..Options::default()
     };
     let repo = example_repo(dir.path(), &opts, |y| y);
     let cp = ControlPlane::start(dir.path(), &repo);
@@ -276,9 +279,8 @@ fn invalid_snapshot() -> Vec<u8> {
     snap
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn refused_snapshot_is_nacked_reported_and_not_resent() {
-    let stack = xds_stack(100);
+async fn refused_snapshot_is_nacked_reported_and_not_resent(runtime: Runtime) {
+    let stack = xds_stack(runtime, 100);
     let cp = stack.cp();
     let good = cp.version();
     cp.wait_converged(&good, 1, Duration::from_secs(15));
@@ -338,7 +340,7 @@ async fn refused_snapshot_is_nacked_reported_and_not_resent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn envoy_keeps_serving_without_the_control_plane_and_a_restart_holds_back_a_new_fingerprint()
 {
-    let mut stack = xds_stack(100);
+    let mut stack = xds_stack(Runtime::Wasm, 100);
     let good = stack.cp().version();
     stack.cp().wait_converged(&good, 1, Duration::from_secs(15));
     stack.control_plane.as_mut().unwrap().proc.kill();
@@ -383,7 +385,7 @@ fn fingerprint(status: &Status) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schema_change_under_steady_load_has_no_error_and_no_mix() {
-    let stack = xds_stack(300);
+    let stack = xds_stack(Runtime::Wasm, 300);
     let cp = stack.cp();
     let v1_version = cp.version();
     cp.wait_converged(&v1_version, 1, Duration::from_secs(15));
@@ -462,3 +464,9 @@ async fn schema_change_under_steady_load_has_no_error_and_no_mix() {
     cp.wait_converged(&v1_version, 1, Duration::from_secs(5));
     drop(v2_version);
 }
+
+// The ECDS path for both builds of the filter: a hot update, and a snapshot the filter refuses.
+each_runtime!(
+    hot_update_reaches_two_envoys_without_a_restart,
+    refused_snapshot_is_nacked_reported_and_not_resent,
+);

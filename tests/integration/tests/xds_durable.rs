@@ -25,6 +25,7 @@ fn xds_stack() -> Stack {
         Options {
             extra_routes: "",
             entities: Some(100),
+            ..Options::default()
         },
         |y| y.replace(ALL_VIEWS, NO_EMBEDDING),
     )
@@ -220,6 +221,7 @@ fn a_half_written_ferry_yaml_is_not_applied_and_a_renamed_one_is() {
     let opts = Options {
         extra_routes: "",
         entities: Some(20),
+        ..Options::default()
     };
     let repo = example_repo(dir.path(), &opts, |y| y);
     let cp = ControlPlane::start(dir.path(), &repo);

@@ -73,6 +73,7 @@ async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes(
     let stack = Stack::start(Options {
         extra_routes: "",
         entities: Some(50),
+        ..Options::default()
     });
     // Down when Envoy starts: its ports are known, nothing listens on them.
     let mut cp = ControlPlane::start(stack.dir.path(), &stack.repo);
