@@ -2,7 +2,8 @@
 //! Envoy: the wasm filter without `allow_on_headers_stop_iteration` (neither can set it), its
 //! configuration the JSON form in a `google.protobuf.StringValue` (their `pluginConfig`), and
 //! the reader cluster named the way Istio names clusters (so only the JSON's `reader_cluster`
-//! reaches it). Every format and the route policies, values checked against the source.
+//! reaches it). Every format and the route policies, values checked against the source
+//! (`kserve_v2_grpc` without the flag: core's unheld-headers unit tests).
 //!
 //! Without the flag, a body route's headers go upstream before the body is read: the model
 //! gets the rewritten body without a `content-length` (chunked) and without `x-ferry-*`
@@ -51,6 +52,12 @@ const ROUTES: &str = r#"
     format: kserve_v1
     entity: {field: user_id}
     cache_max_age_ms: 60000
+  - name: feast
+    match: {path_exact: /get-online-features}
+    service: realtime_scoring
+    format: feast_rest
+    entity: {field: user_id}
+    on_missing_entity: "null"
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -184,6 +191,25 @@ async fn every_format_and_policy_without_the_flag_and_with_a_json_config() {
         .await;
     check_unheld(&resp, Some("ok"));
     assert_eq!(resp.json()["instances"][0]["user_profile__age"], want);
+
+    // feast_rest: the headers went upstream before the body was read; the answer is still the
+    // filter's own local reply, in Feast's shape.
+    let body = json!({"feature_service": "realtime_scoring", "full_feature_names": true,
+                      "entities": {"user_id": ["u000001", "nobody"]}});
+    let resp = post(p, "/get-online-features", body.to_string()).await;
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    let out = resp.json();
+    let names = out["metadata"]["feature_names"].as_array().unwrap();
+    let col = names.iter().position(|n| n == "user_profile__age").unwrap();
+    assert_eq!(out["results"][col]["values"], json!([want, null]), "{out}");
+    assert_eq!(
+        out["results"][col]["statuses"],
+        json!(["PRESENT", "NOT_FOUND"])
+    );
+    assert!(
+        resp.header("x-echo-headers").is_none(),
+        "the model answered, not the filter: {out}"
+    );
 
     // Reader down: fail closed, or open with null features.
     stack.reader.kill();
