@@ -10,9 +10,11 @@
 //! - [`enrich`]: the reader call and its answer, features per entity, the rewrite.
 //! - [`http_context`]: one request's state machine over the [`host::Host`] seam.
 //! - [`rules`]: a route's rules, each written once, for the filter and `ferry apply`.
+//! - [`civil`]: dates of day counts (RFC 3339 texts).
 //! - [`near_cache`], [`metrics`], [`error`]: the near cache's layout, stats, and every error
 //!   with its status and code.
 
+pub mod civil;
 pub mod config;
 pub mod enrich;
 pub mod error;
