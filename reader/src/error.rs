@@ -66,10 +66,14 @@ impl ReaderError {
         }
     }
 
+    /// The JSON body: `{"error": code, "message": what exactly}`.
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({ "error": self.code(), "message": self.to_string() })
+    }
+
     /// The complete HTTP answer.
     pub fn into_response(self) -> Response<Full<Bytes>> {
-        let body = serde_json::json!({ "error": self.code(), "message": self.to_string() });
-        let mut response = json_response(self.status(), &body);
+        let mut response = json_response(self.status(), &self.body());
         if let Self::MethodNotAllowed { allow, .. } = self {
             response
                 .headers_mut()

@@ -133,6 +133,19 @@ impl Reader {
         // The body first, charged to the memory budget as its bytes arrive; the Redis slot only
         // once it is all here, so clients that send slowly cannot keep it from the others.
         let (body, _memory) = self.read_body(request).await?;
+        let response = self.lookup(body).await?;
+        let mut http = Response::new(Full::new(response));
+        http.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static(PROTOBUF_CONTENT_TYPE),
+        );
+        Ok(http)
+    }
+
+    /// One encoded `VectorRequest` in, one Redis round trip, the encoded `VectorResponse` out:
+    /// what `POST /v1/vectors` answers, without HTTP (the native module's in-process reader
+    /// calls it directly). Waits for one of the `--max-concurrency` Redis slots.
+    pub async fn lookup(&self, body: impl Buf) -> Result<Bytes, ReaderError> {
         let _permit = self
             .permits
             .acquire()
@@ -146,12 +159,7 @@ impl Reader {
         };
         let (response, found) = batch.respond(values)?;
         self.metrics.keys(batch.keys(), found);
-        let mut http = Response::new(Full::new(Bytes::from(response.encode_to_vec())));
-        http.headers_mut().insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static(PROTOBUF_CONTENT_TYPE),
-        );
-        Ok(http)
+        Ok(Bytes::from(response.encode_to_vec()))
     }
 
     /// Reads the body, refusing it up front when its declared length is over the limit and
