@@ -188,6 +188,16 @@ extern "C" {
         timeout_milliseconds: u64,
     ) -> u32;
 
+    /// A scheduler for `filter`: events committed to it (from any thread) run the stream's
+    /// `on_http_filter_scheduled` hook on its worker thread.
+    pub fn envoy_dynamic_module_callback_http_filter_scheduler_new(filter: EnvoyPtr)
+        -> *mut c_void;
+    pub fn envoy_dynamic_module_callback_http_filter_scheduler_commit(
+        scheduler: *mut c_void,
+        event_id: u64,
+    );
+    pub fn envoy_dynamic_module_callback_http_filter_scheduler_delete(scheduler: *mut c_void);
+
     pub fn envoy_dynamic_module_callback_http_filter_continue_decoding(filter: EnvoyPtr);
     pub fn envoy_dynamic_module_callback_http_filter_continue_encoding(filter: EnvoyPtr);
 

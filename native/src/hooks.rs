@@ -11,6 +11,7 @@ use ferry_core::metrics;
 
 use crate::abi::{self, EnvoyBuffer, EnvoyHeader, EnvoyPtr, ModuleBuffer};
 use crate::config::FilterConfig;
+use crate::direct::Slot;
 use crate::host::{log, CallResponse, EnvoyHost};
 
 /// The ABI version this module was written against (Envoy 1.40's `abi.h`).
@@ -22,10 +23,28 @@ static ABI_VERSION: &[u8] = b"v0.2.0\0";
 struct Stream {
     filter: RefCell<HttpFilter<EnvoyHost>>,
     pending: RefCell<Option<(u32, CallResponse)>>,
+    /// The answers of its in-process lookups (the host holds the same slot).
+    direct: Slot,
 }
 
+/// Loads the module; with `FERRY_NATIVE_READER` set, also starts the in-process reader (a
+/// null return makes Envoy refuse the module, with the reason in its log).
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_program_init() -> *const u8 {
+    match crate::direct::init() {
+        Ok(None) => {}
+        Ok(Some(d)) => log(
+            abi::LOG_INFO,
+            &format!(
+                "ferry: reader calls answered in process from Redis at {}",
+                d.redis()
+            ),
+        ),
+        Err(e) => {
+            log(abi::LOG_ERROR, &format!("ferry: {e}"));
+            return std::ptr::null();
+        }
+    }
     ABI_VERSION.as_ptr()
 }
 
@@ -114,13 +133,15 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_new(
         return std::ptr::null();
     };
     let (snapshot, metrics) = fc.for_this_thread();
+    let direct = Slot::default();
     let stream = Stream {
         filter: RefCell::new(HttpFilter::new(
-            EnvoyHost::new(filter_envoy),
+            EnvoyHost::new(filter_envoy, direct.clone()),
             snapshot,
             metrics,
         )),
         pending: RefCell::new(None),
+        direct,
     };
     Box::into_raw(Box::new(stream)) as *const c_void
 }
@@ -286,12 +307,39 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
     } else {
         CallResponse::default() // a reset or an oversized answer: no headers, as in proxy-wasm
     };
+    hand_over(s, token, response);
+}
+
+/// An answer for the stream: delivered now, or, inside the hook that sent the call, when that
+/// hook ends.
+fn hand_over(s: &Stream, token: u32, response: CallResponse) {
     match s.filter.try_borrow_mut() {
         Ok(mut f) => {
             deliver(&mut f, token, response);
         }
-        // Delivered inside the hook that sent the call: handled when that hook ends.
         Err(_) => *s.pending.borrow_mut() = Some((token, response)),
+    }
+}
+
+/// An in-process lookup (`direct`) finished: Envoy runs this on the stream's worker thread.
+///
+/// # Safety
+/// Called by Envoy with a live module filter pointer.
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(
+    _envoy: EnvoyPtr,
+    filter: *const c_void,
+    event_id: u64,
+) {
+    // SAFETY: Envoy passes the pointer from filter_new.
+    let Some(s) = (unsafe { stream(filter) }) else {
+        return;
+    };
+    let Ok(token) = u32::try_from(event_id) else {
+        return;
+    };
+    if let Some(response) = s.direct.take(token) {
+        hand_over(s, token, response);
     }
 }
 
@@ -360,7 +408,6 @@ unused_hooks! {
     envoy_dynamic_module_on_http_filter_http_stream_trailers -> () = ();
     envoy_dynamic_module_on_http_filter_http_stream_complete -> () = ();
     envoy_dynamic_module_on_http_filter_http_stream_reset -> () = ();
-    envoy_dynamic_module_on_http_filter_scheduled -> () = ();
     envoy_dynamic_module_on_http_filter_config_scheduled -> () = ();
     envoy_dynamic_module_on_http_filter_config_http_callout_done -> () = ();
     envoy_dynamic_module_on_http_filter_config_http_stream_headers -> () = ();

@@ -9,6 +9,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ferry_core::host::Host;
 
 use crate::abi::{self, EnvoyBuffer, EnvoyHeader, EnvoyPtr, ModuleBuffer, ModuleHeader};
+use crate::direct::{self, Slot};
+
+/// Tokens of in-process lookups start here, above any id Envoy gives a callout.
+const FIRST_DIRECT_TOKEN: u32 = 1 << 31;
 
 /// The reader's answer being delivered to the filter.
 #[derive(Default)]
@@ -27,10 +31,13 @@ pub struct EnvoyHost {
     /// Inside the request-body hook the newest chunk is not in the buffered body yet.
     pub in_body_hook: Cell<bool>,
     pub call_response: RefCell<CallResponse>,
+    /// Answers of in-process lookups (`direct`), shared with the stream and the lookups.
+    direct: Slot,
+    next_direct_token: Cell<u32>,
 }
 
 impl EnvoyHost {
-    pub fn new(envoy: EnvoyPtr) -> Self {
+    pub fn new(envoy: EnvoyPtr, direct: Slot) -> Self {
         EnvoyHost {
             envoy,
             in_hook: Cell::new(false),
@@ -38,6 +45,8 @@ impl EnvoyHost {
             resume_response_deferred: Cell::new(false),
             in_body_hook: Cell::new(false),
             call_response: RefCell::new(CallResponse::default()),
+            direct,
+            next_direct_token: Cell::new(FIRST_DIRECT_TOKEN),
         }
     }
 
@@ -228,6 +237,20 @@ impl Host for EnvoyHost {
         body: &[u8],
         timeout: Duration,
     ) -> Result<u32, String> {
+        let to_reader = headers
+            .iter()
+            .any(|(n, v)| *n == ":path" && *v == ferry_protos::READER_PATH);
+        if let (Some(d), true) = (direct::get(), to_reader) {
+            // SAFETY: this stream's live filter, inside one of its hooks.
+            if !unsafe { self.direct.ready(self.envoy) } {
+                return Err("Envoy gave no scheduler for the in-process reader".into());
+            }
+            let token = self.next_direct_token.get();
+            self.next_direct_token
+                .set(token.checked_add(1).unwrap_or(FIRST_DIRECT_TOKEN));
+            d.submit(&self.direct, token, body.to_vec(), timeout);
+            return Ok(token);
+        }
         let mut h = module_headers(&headers);
         let mut id: u64 = 0;
         let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);

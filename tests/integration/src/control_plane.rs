@@ -207,7 +207,7 @@ impl ControlPlane {
 fn filter_flags(wasm: &Path, runtime: Runtime) -> Vec<std::ffi::OsString> {
     match runtime {
         Runtime::Wasm => vec!["--wasm".into(), wasm.into()],
-        Runtime::Native => runtime.flags(),
+        Runtime::Native | Runtime::NativeInProcess => runtime.flags(),
     }
 }
 

@@ -204,7 +204,8 @@ impl Stack {
             control_plane.as_ref(),
             opts.runtime,
         );
-        let envoy = start_envoy(dir.path(), &envoy_config, "envoy");
+        let env = opts.runtime.envoy_env(&redis_flags);
+        let envoy = start_envoy_with(dir.path(), &envoy_config, "envoy", &env);
         let mut stack = Stack {
             dir,
             repo,
@@ -371,7 +372,18 @@ pub(crate) fn render_envoy_config(
 
 /// Envoy on the bootstrap `config`, its log in `dir`.
 pub fn start_envoy(dir: &Path, config: &Path, name: &'static str) -> Proc {
+    start_envoy_with(dir, config, name, &[])
+}
+
+/// [`start_envoy`] with these variables in Envoy's environment.
+pub fn start_envoy_with(
+    dir: &Path,
+    config: &Path,
+    name: &'static str,
+    env: &[(&str, String)],
+) -> Proc {
     let mut cmd = Command::new(envoy_bin());
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
     cmd.arg("-c")
         .arg(config)
         .args(["--disable-hot-restart", "--log-level", "warn"]);

@@ -1,6 +1,8 @@
 //! The two builds of the filter a stack can run: the proxy-wasm filter (`filter/`) and the
-//! Envoy dynamic module (`native/`). Enrichment tests run against both: a test body takes the
-//! runtime as a parameter and [`each_runtime!`](crate::each_runtime) makes one test per build.
+//! Envoy dynamic module (`native/`), the latter also with its in-process reader. Enrichment
+//! tests run against both builds: a test body takes the runtime as a parameter and
+//! [`each_runtime!`](crate::each_runtime) makes one test per build;
+//! [`also_in_process!`](crate::also_in_process) adds the in-process reader's run.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -12,6 +14,10 @@ pub enum Runtime {
     Wasm,
     /// The dynamic module: target/release/libferry_native.so.
     Native,
+    /// The dynamic module answering reader calls in process (`FERRY_NATIVE_READER` in
+    /// Envoy's environment, with the reader's Redis flags); the reader process runs but is not
+    /// called for lookups.
+    NativeInProcess,
 }
 
 impl Runtime {
@@ -19,7 +25,7 @@ impl Runtime {
     pub fn flags(self) -> Vec<OsString> {
         match self {
             Runtime::Wasm => vec!["--wasm".into(), crate::wasm().into()],
-            Runtime::Native => vec![
+            Runtime::Native | Runtime::NativeInProcess => vec![
                 "--runtime".into(),
                 "native".into(),
                 "--native-module".into(),
@@ -32,7 +38,7 @@ impl Runtime {
     pub fn stats_namespace(self) -> &'static str {
         match self {
             Runtime::Wasm => "wasmcustom",
-            Runtime::Native => "dynamicmodulescustom",
+            Runtime::Native | Runtime::NativeInProcess => "dynamicmodulescustom",
         }
     }
 
@@ -41,7 +47,17 @@ impl Runtime {
     pub fn prometheus_name(self, stat: &str) -> String {
         match self {
             Runtime::Wasm => stat.to_owned(),
-            Runtime::Native => format!("envoy_dynamicmodulescustom_{stat}"),
+            Runtime::Native | Runtime::NativeInProcess => {
+                format!("envoy_dynamicmodulescustom_{stat}")
+            }
+        }
+    }
+
+    /// What Envoy's environment needs for this build, given the reader's Redis flags.
+    pub fn envoy_env(self, redis_flags: &[String]) -> Vec<(&'static str, String)> {
+        match self {
+            Runtime::NativeInProcess => vec![("FERRY_NATIVE_READER", redis_flags.join(" "))],
+            Runtime::Wasm | Runtime::Native => Vec::new(),
         }
     }
 }
@@ -73,6 +89,20 @@ macro_rules! each_runtime {
             }
         }
     )*};
+}
+
+/// More runs of bodies that [`each_runtime!`] already runs: `in_process::NAME`, on the native
+/// module with its in-process reader ([`Runtime::NativeInProcess`]).
+#[macro_export]
+macro_rules! also_in_process {
+    ($($name:ident),* $(,)?) => {
+        mod in_process {$(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                super::$name($crate::Runtime::NativeInProcess).await
+            }
+        )*}
+    };
 }
 
 /// [`each_runtime!`] for a blocking body `fn NAME(runtime: Runtime)`.
