@@ -23,14 +23,14 @@ else
   RATES=${BENCH_RATES:-"100 400"}
 fi
 BATCHES=${BENCH_BATCHES:-"1 5 10 50 100"}
-SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache ferry_native ferry_native_cache reader_direct ferry_feast feast_precomputed feast_regular feast_sdk"}
+SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache ferry_native ferry_native_cache ferry_native_inproc reader_direct ferry_feast feast_precomputed feast_regular feast_sdk"}
 HOT_SET=${BENCH_HOT_SET:-1000}   # ids of the near-cache scenario: a warm working set
 FEAST_WORKERS=${BENCH_FEAST_WORKERS:--1}
 # The reader cluster's protocol (http1 | http2); empty = the generator's default, the measured
 # choice (README, "Reader cluster protocol"; bench/reader_protocol.sh compares the two).
 READER_PROTOCOL=${BENCH_READER_PROTOCOL:-}
 
-# Ports: a block of its own (default 19101..19112) so that a running `make demo` is untouched.
+# Ports: a block of its own (default 19101..19114) so that a running `make demo` is untouched.
 BASE=${BENCH_PORT_BASE:-19100}
 REDIS_PORT=$((BASE + 1)); READER_PORT=$((BASE + 2)); MODEL_PORT=$((BASE + 3))
 LISTEN_PORT=$((BASE + 4)); ADMIN_PORT=$((BASE + 5)); PASS_PORT=$((BASE + 6)); FEAST_PORT=$((BASE + 7))
@@ -38,7 +38,9 @@ LISTEN_PORT=$((BASE + 4)); ADMIN_PORT=$((BASE + 5)); PASS_PORT=$((BASE + 6)); FE
 FF_LISTEN_PORT=$((BASE + 8)); FF_ADMIN_PORT=$((BASE + 9)); FF_READER_PORT=$((BASE + 10))
 # A third Envoy runs the native build (libferry_native.so) on the same reader and model.
 NATIVE_PORT=$((BASE + 11)); NATIVE_ADMIN_PORT=$((BASE + 12))
-PROCS="feast envoy envoy-feast envoy-native model reader reader-feast redis"
+# A fourth Envoy runs the native build with the in-process reader (FERRY_NATIVE_READER).
+INPROC_PORT=$((BASE + 13)); INPROC_ADMIN_PORT=$((BASE + 14))
+PROCS="feast envoy envoy-feast envoy-native envoy-inproc model reader reader-feast redis"
 
 cleanup() {
   local rc=$?
@@ -138,6 +140,14 @@ start envoy "$ENVOY" -c "$RUN_DIR/envoy.yaml" --disable-hot-restart --log-level 
 # Its own base id: two Envoys on one machine need distinct shared-memory regions.
 start envoy-native "$ENVOY" -c "$RUN_DIR/envoy-native.yaml" --disable-hot-restart --log-level warn \
   --concurrency 2 --base-id 1
+# The same module answering reader calls in process, from the same Redis (its config still
+# names the reader cluster, unused for lookups).
+"$BIN/ferry" envoy-config "$BENCH/repo" --runtime native --native-module "$NATIVE" \
+  --listen-port "$INPROC_PORT" --admin-port "$INPROC_ADMIN_PORT" \
+  --reader-port "$READER_PORT" --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy-inproc.yaml"
+start envoy-inproc env FERRY_NATIVE_READER="--redis redis://127.0.0.1:$REDIS_PORT/0" \
+  "$ENVOY" -c "$RUN_DIR/envoy-inproc.yaml" --disable-hot-restart --log-level warn \
+  --concurrency 2 --base-id 2
 # Feast's documented production settings: --workers -1 (2 x cores + 1), --worker-connections
 # 1000, --registry_ttl_sec 60, keep-alive 30 s; no access log (one line per request otherwise).
 start feast "$FEAST" -c "$BENCH/feast" serve --host 127.0.0.1 --port "$FEAST_PORT" \
@@ -155,6 +165,7 @@ wait_for envoy "http://127.0.0.1:$ADMIN_PORT/ready"
 wait_for reader-feast "http://127.0.0.1:$FF_READER_PORT/healthz"
 wait_for envoy-feast "http://127.0.0.1:$FF_ADMIN_PORT/ready"
 wait_for envoy-native "http://127.0.0.1:$NATIVE_ADMIN_PORT/ready"
+wait_for envoy-inproc "http://127.0.0.1:$INPROC_ADMIN_PORT/ready"
 for _ in $(seq 600); do curl -fsS -o /dev/null "http://127.0.0.1:$FEAST_PORT/health" 2>/dev/null && break; sleep 0.1; done
 meta feast_server "{\"workers\": \"$FEAST_WORKERS\", \"command\": \"feast serve --workers $FEAST_WORKERS --worker-connections 1000 --registry_ttl_sec 60 --keep-alive-timeout 30 --no-access-log\"}"
 
@@ -172,6 +183,7 @@ check_ferry /v1/models/scoring-cached:predict
 check_ferry /v1/models/scoring:predict "$FF_LISTEN_PORT"
 check_ferry /v1/models/scoring:predict "$NATIVE_PORT"
 check_ferry /v1/models/scoring-cached:predict "$NATIVE_PORT"
+check_ferry /v1/models/scoring:predict "$INPROC_PORT"
 curl -fsS -o /dev/null -d '{"instances":[{"user_id":"u000001"}]}' "http://127.0.0.1:$PASS_PORT/v1/models/scoring:predict"
 "$PY" "$BENCH/feast_ops.py" check "$BENCH/feast" "http://127.0.0.1:$FEAST_PORT/get-online-features"
 
@@ -184,6 +196,7 @@ target() {
     ferry_feast) echo "http://127.0.0.1:$FF_LISTEN_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     ferry_native) echo "http://127.0.0.1:$NATIVE_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     ferry_native_cache) echo "http://127.0.0.1:$NATIVE_PORT/v1/models/scoring-cached:predict kserve $HOT_SET" ;;
+    ferry_native_inproc) echo "http://127.0.0.1:$INPROC_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     reader_direct) echo "http://127.0.0.1:$READER_PORT/v1/vectors reader $ENTITIES --fingerprint $FINGERPRINT" ;;
     feast_precomputed) echo "http://127.0.0.1:$FEAST_PORT/get-online-features feast $ENTITIES --feature-service scoring_precomputed" ;;
     feast_regular) echo "http://127.0.0.1:$FEAST_PORT/get-online-features feast $ENTITIES --feature-service scoring" ;;

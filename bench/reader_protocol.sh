@@ -10,7 +10,8 @@
 # Needs what `make bench` installs and builds (BENCH_NO_BUILD=1 skips the build).
 # Knobs: RP_ROUNDS (3), RP_BATCHES ("1 10 100"), RP_CONNECTIONS ("1 8"), RP_DURATION (4 s),
 # RP_WARMUP (1 s), RP_ENTITIES (100000), RP_PORT_BASE (19200), RP_READER_ARGS (extra reader
-# flags, e.g. to try another runtime).
+# flags, e.g. to try another runtime), RP_RUNTIME (wasm or native: the filter build both Envoys
+# run).
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 cd "$ROOT"
@@ -25,6 +26,12 @@ DURATION=${RP_DURATION:-4}
 WARMUP=${RP_WARMUP:-1}
 ENTITIES=${RP_ENTITIES:-100000}
 READER_ARGS=${RP_READER_ARGS:-}
+RUNTIME=${RP_RUNTIME:-wasm}
+case $RUNTIME in
+  wasm) FILTER_ARGS=(--wasm "$WASM") ;;
+  native) FILTER_ARGS=(--runtime native --native-module "$NATIVE") ;;
+  *) echo "reader_protocol: RP_RUNTIME must be wasm or native, not '$RUNTIME'" >&2; exit 2 ;;
+esac
 BASE=${RP_PORT_BASE:-19200}
 REDIS_PORT=$((BASE + 1)); READER_PORT=$((BASE + 2)); MODEL_PORT=$((BASE + 3))
 PASS_PORT=$((BASE + 4))
@@ -47,6 +54,7 @@ if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
   say "building (release)"
   cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model -p bench
   cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
+  if [ "$RUNTIME" = native ]; then cargo build --release --quiet -p ferry-native; fi
 fi
 [ -x "$PY" ] || { echo "reader_protocol: no bench/.venv; run make bench once" >&2; exit 1; }
 for p in envoy-http2 envoy-http1 model reader redis; do stop "$p" >/dev/null || true; done
@@ -56,7 +64,7 @@ done
 rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"
 ROWS="$RUN_DIR/rows.jsonl"
 
-say "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+say "filter runtime: $RUNTIME; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 say "generating $ENTITIES users, materializing into Redis :$REDIS_PORT"
 "$PY" "$BENCH/repo/generate_data.py" --entities "$ENTITIES" --anchor "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 start redis redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no
@@ -69,7 +77,7 @@ say "starting the reader, the model and one Envoy per protocol"
 start reader "$BIN/ferry-reader" --listen "127.0.0.1:$READER_PORT" --redis "redis://127.0.0.1:$REDIS_PORT/0" $READER_ARGS
 start model "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
 for proto in $PROTOCOLS; do
-  "$BIN/ferry" envoy-config "$BENCH/repo" --wasm "$WASM" --reader-protocol "$proto" \
+  "$BIN/ferry" envoy-config "$BENCH/repo" "${FILTER_ARGS[@]}" --reader-protocol "$proto" \
     --listen-port "$(listen_port "$proto")" --admin-port "$(admin_port "$proto")" \
     --reader-port "$READER_PORT" --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy-$proto.yaml"
 done
