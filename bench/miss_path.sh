@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# bench/miss_path.sh: where a near-cache miss's time and CPU go under the native module, measured
+# in one sitting. One Redis, one reader and one model serve two Envoys running the native module:
+# A calls the reader cluster (a dispatched call, as the Wasm build does), B answers reader calls
+# in process (FERRY_NATIVE_READER). A also has bench.sh's passthrough listener (the floor).
+# ferry-bench drives each case in turn, round after round (closed loop, 1 connection), and the
+# CPU time (utime + stime from /proc) each process spent during the case is divided by the
+# requests it served. Prints one table (medians over rounds); rows stay in
+# bench/.run/miss-path/ (git-ignored).
+#
+# Needs what `make bench` installs and builds (BENCH_NO_BUILD=1 skips the build).
+# Knobs: MP_ROUNDS (3), MP_BATCHES ("1 100"), MP_DURATION (4 s), MP_ENTITIES (100000),
+# MP_PORT_BASE (19300).
+set -euo pipefail
+source "$(dirname "$0")/../scripts/lib.sh"
+cd "$ROOT"
+RUN_DIR="$ROOT/bench/.run/miss-path"   # lib.sh's start/stop keep pids and logs here
+BENCH="$ROOT/bench"
+PY="$BENCH/.venv/bin/python"
+
+ROUNDS=${MP_ROUNDS:-3}
+BATCHES=${MP_BATCHES:-"1 100"}
+DURATION=${MP_DURATION:-4}
+ENTITIES=${MP_ENTITIES:-100000}
+BASE=${MP_PORT_BASE:-19300}
+REDIS_PORT=$((BASE + 1)); READER_PORT=$((BASE + 2)); MODEL_PORT=$((BASE + 3))
+PASS_PORT=$((BASE + 4)); A_PORT=$((BASE + 10)); B_PORT=$((BASE + 20))
+PROCS="envoy-a envoy-b model reader redis"
+
+cleanup() {
+  local rc=$?
+  for p in $PROCS; do stop "$p" >/dev/null || true; done
+  [ $rc -eq 0 ] || echo "miss_path: failed (exit $rc); logs in $RUN_DIR" >&2
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+say() { echo "== $(date +%H:%M:%S) $*"; }
+
+if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
+  say "building (release)"
+  cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model -p bench -p ferry-native
+fi
+[ -x "$PY" ] || { echo "miss_path: no bench/.venv; run make bench once" >&2; exit 1; }
+for p in $PROCS; do stop "$p" >/dev/null || true; done
+for p in $REDIS_PORT $READER_PORT $MODEL_PORT $PASS_PORT $A_PORT $((A_PORT + 1)) $B_PORT $((B_PORT + 1)); do
+  port_free "$p" || { echo "miss_path: port $p is in use; set MP_PORT_BASE" >&2; exit 1; }
+done
+rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"
+
+say "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+say "generating $ENTITIES users, materializing into Redis :$REDIS_PORT"
+"$PY" "$BENCH/repo/generate_data.py" --entities "$ENTITIES" --anchor "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >/dev/null
+start redis redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no
+for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+REDIS="redis://127.0.0.1:$REDIS_PORT/0"
+FERRY_REDIS="$REDIS" "$BIN/ferry" materialize "$BENCH/repo" >/dev/null 2>"$RUN_DIR/materialize.err"
+FINGERPRINT=$("$BIN/ferry" apply "$BENCH/repo" | awk '/^feature service scoring / {for (i=1;i<NF;i++) if ($i=="fingerprint") print $(i+1)}')
+
+say "starting the reader, the model and two Envoys (A: reader cluster, B: in-process reader)"
+start reader "$BIN/ferry-reader" --listen "127.0.0.1:$READER_PORT" --redis "$REDIS"
+start model "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
+for x in A B; do
+  port=$([ $x = A ] && echo "$A_PORT" || echo "$B_PORT")
+  "$BIN/ferry" envoy-config "$BENCH/repo" --runtime native --native-module "$NATIVE" \
+    --listen-port "$port" --admin-port $((port + 1)) --reader-port "$READER_PORT" \
+    --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy-$x.yaml"
+done
+"$PY" "$BENCH/passthrough.py" "$RUN_DIR/envoy-A.yaml" "$PASS_PORT" > "$RUN_DIR/envoy-A-pass.yaml"
+start envoy-a "$ENVOY" -c "$RUN_DIR/envoy-A-pass.yaml" --disable-hot-restart --log-level warn \
+  --concurrency 2 --base-id 301
+start envoy-b env FERRY_NATIVE_READER="--redis $REDIS" "$ENVOY" -c "$RUN_DIR/envoy-B.yaml" \
+  --disable-hot-restart --log-level warn --concurrency 2 --base-id 302
+wait_for reader "http://127.0.0.1:$READER_PORT/healthz"
+wait_for envoy-a "http://127.0.0.1:$((A_PORT + 1))/ready"
+wait_for envoy-b "http://127.0.0.1:$((B_PORT + 1))/ready"
+
+PREDICT=/v1/models/scoring:predict
+for port in $A_PORT $B_PORT; do
+  h=$(curl -sS -D - -o /dev/null -H 'content-type: application/json' \
+    --data-binary '{"instances":[{"user_id":"u000001","amount":1.5}]}' "http://127.0.0.1:$port$PREDICT")
+  echo "$h" | grep -qi '^x-echo-headers:.*"x-ferry-status":"ok"' || {
+    echo "miss_path: :$port was not enriched:"; echo "$h"; exit 1; }
+done
+
+ROWS="$RUN_DIR/rows.jsonl"; CPU="$RUN_DIR/cpu.txt"
+cpu() { awk '{print $14 + $15}' "/proc/$(cat "$RUN_DIR/$1.pid")/stat"; }
+run() { # run CASE URL PROTOCOL BATCH: one measured case, and each process's CPU ticks during it
+  local before=() after=() p
+  for p in envoy-a envoy-b reader redis; do before+=("$(cpu $p)"); done
+  "$BIN/ferry-bench" --url "$2" --protocol "$3" --scenario "$1" --id-space "$ENTITIES" \
+    --fingerprint "$FINGERPRINT" --batch "$4" --connections 1 --duration "$DURATION" \
+    --warmup 0 --out "$ROWS" >/dev/null
+  for p in envoy-a envoy-b reader redis; do after+=("$(cpu $p)"); done
+  echo "$1 $4 $((after[0] - before[0])) $((after[1] - before[1])) $((after[2] - before[2])) $((after[3] - before[3]))" >> "$CPU"
+}
+for port in $A_PORT $B_PORT; do  # warm the pools; not recorded
+  "$BIN/ferry-bench" --url "http://127.0.0.1:$port$PREDICT" --protocol kserve --scenario warm \
+    --id-space "$ENTITIES" --batch 10 --connections 2 --duration 1 --warmup 0 >/dev/null
+done
+for round in $(seq "$ROUNDS"); do
+  say "round $round/$ROUNDS; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  for b in $BATCHES; do
+    run passthrough "http://127.0.0.1:$PASS_PORT$PREDICT" kserve "$b"
+    run native_reader_cluster "http://127.0.0.1:$A_PORT$PREDICT" kserve "$b"
+    run native_in_process "http://127.0.0.1:$B_PORT$PREDICT" kserve "$b"
+  done
+  run reader_direct "http://127.0.0.1:$READER_PORT/v1/vectors" reader 1
+done
+say "done; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+
+"$PY" - "$ROWS" "$CPU" "$(getconf CLK_TCK)" <<'PY'
+import collections, json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+cpu = [l.split() for l in open(sys.argv[2])]
+tick_us = 1e6 / int(sys.argv[3])
+runs = collections.defaultdict(list)
+for r, c in zip(rows, cpu):
+    assert r["scenario"] == c[0], (r["scenario"], c[0])
+    per = [int(t) * tick_us / r["requests"] for t in c[2:]]
+    runs[(c[0], r["batch"])].append((r, per))
+med = lambda xs: statistics.median(xs)
+print("\nmedian over rounds; CPU is µs per request (Envoy A = passthrough listener and the module")
+print("calling the reader cluster; Envoy B = the module with its in-process reader)")
+print("| case | batch | p50 µs | p99 µs | req/s | CPU Envoy A | CPU Envoy B | CPU reader | CPU Redis |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+for (s, b), rs in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    print(f"| {s} | {b} | {med(r['p50_us'] for r, _ in rs):.0f} | {med(r['p99_us'] for r, _ in rs):.0f} | "
+          f"{med(r['rps'] for r, _ in rs):.0f} | " +
+          " | ".join(f"{med(p[i] for _, p in rs):.0f}" for i in range(4)) + " |")
+PY
