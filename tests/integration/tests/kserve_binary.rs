@@ -7,12 +7,10 @@
 //! for byte, and its forged tensor under a Ferry name must not.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::process::{Command, Stdio};
 
 use ferry_integration_tests::data::{same, tensor_zero, Kind};
 use ferry_integration_tests::expected::{Entity, Service, Store};
-use ferry_integration_tests::{each_runtime_blocking, python, root, Options, Runtime, Stack};
+use ferry_integration_tests::{client_script, each_runtime_blocking, Options, Runtime, Stack};
 use serde_json::{json, Value as Json};
 
 /// A kserve_v2 route for the composite-key service, under the example's protected /v2/models/.
@@ -210,33 +208,15 @@ fn cases(store: &Store) -> Vec<Case> {
 fn run_client(stack: &Stack, cases: &[Case]) -> Vec<Json> {
     let out = stack.dir.path().join("triton");
     std::fs::create_dir_all(&out).unwrap();
-    let script = root().join("tests/integration/scripts/triton_client.py");
-    let mut child = Command::new(python())
-        .arg(&script)
-        .arg(format!("127.0.0.1:{}", stack.listen_port))
-        .arg(&out)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python");
     let spec = Json::Array(cases.iter().map(Case::spec).collect());
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(spec.to_string().as_bytes())
-        .unwrap();
-    let done = child.wait_with_output().unwrap();
-    let said = String::from_utf8_lossy(&done.stdout);
-    assert!(
-        done.status.success(),
-        "the tritonclient script failed:\n{said}{}",
-        String::from_utf8_lossy(&done.stderr)
+    let report = client_script::run(
+        stack,
+        "triton_client.py",
+        &out,
+        &spec,
+        &out.join("cases.json"),
     );
-    println!("{}", said.trim());
-    let report = std::fs::read(out.join("cases.json")).unwrap();
-    serde_json::from_slice::<Vec<Json>>(&report).unwrap()
+    serde_json::from_value(report).expect("a list of answers")
 }
 
 fn tritonclient_binary_and_json_requests_are_enriched_with_the_source_values(runtime: Runtime) {

@@ -7,12 +7,9 @@
 //! parameter with the source's; the client's own tensors and parameter must arrive unchanged
 //! and its forged tensor under a Ferry name must not. Errors arrive as gRPC statuses.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use ferry_integration_tests::data::{same, tensor_zero, Kind};
 use ferry_integration_tests::expected::{Entity, Feature, Service, Store};
-use ferry_integration_tests::{python, root, Options, Stack};
+use ferry_integration_tests::{client_script, Options, Stack};
 use serde_json::{json, Value as Json};
 
 /// One gRPC path, three routes told apart by the `x-route` metadata (first match wins).
@@ -122,31 +119,14 @@ impl Case {
 /// Runs the tritonclient[grpc] script on `specs`; returns its per-case report.
 fn run_client(stack: &Stack, specs: Vec<Json>, out: &str) -> Vec<Json> {
     let out = stack.dir.path().join(out);
-    let script = root().join("tests/integration/scripts/triton_grpc_client.py");
-    let mut child = Command::new(python())
-        .arg(&script)
-        .arg(format!("127.0.0.1:{}", stack.listen_port))
-        .arg(&out)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(Json::Array(specs).to_string().as_bytes())
-        .unwrap();
-    let done = child.wait_with_output().unwrap();
-    let said = String::from_utf8_lossy(&done.stdout);
-    assert!(
-        done.status.success(),
-        "the tritonclient[grpc] script failed:\n{said}{}",
-        String::from_utf8_lossy(&done.stderr)
+    let report = client_script::run(
+        stack,
+        "triton_grpc_client.py",
+        &out,
+        &Json::Array(specs),
+        &out,
     );
-    println!("{}", said.trim());
-    serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap()
+    serde_json::from_value(report).expect("a list of answers")
 }
 
 /// A received value against the source's: numbers by value (FP32 at f32 precision).
