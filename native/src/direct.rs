@@ -24,10 +24,6 @@ use crate::host::CallResponse;
 /// The variable that turns the in-process reader on; its value is the reader's flags.
 pub const VARIABLE: &str = "FERRY_NATIVE_READER";
 
-/// Threads of the runtime that talks to Redis: Redis calls are I/O, one thread keeps up with
-/// several Envoy workers, and two leave one free while the other parses a large answer.
-const THREADS: usize = 2;
-
 pub struct Direct {
     runtime: tokio::runtime::Runtime,
     reader: Arc<Reader>,
@@ -59,8 +55,13 @@ pub fn get() -> Option<&'static Direct> {
 fn start(flags: &str) -> Result<Direct, String> {
     let args = std::iter::once("ferry-native").chain(flags.split_whitespace());
     let config = Config::try_parse_from(args).map_err(|e| format!("{VARIABLE}: {e}"))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(THREADS)
+    // The reader's `--threads` (default: one per core) sizes the runtime here too; always a
+    // multi-thread one, whose workers run the lookups (nothing here blocks on the runtime).
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if config.threads > 0 {
+        builder.worker_threads(config.threads);
+    }
+    let runtime = builder
         .thread_name("ferry-reader")
         .enable_all()
         .build()
