@@ -155,6 +155,16 @@ pub fn request(ids: &[&str], mode: Mode) -> Vec<u8> {
     Call::new(mode).amount(ids.len()).ids(ids).body()
 }
 
+/// A request for `ids` whose gRPC prefix says `flag` (1: compressed) and a length `extra`
+/// bytes over the message's.
+pub fn misframed(ids: &[&str], flag: u8, extra: u32) -> Vec<u8> {
+    let mut body = request(ids, Mode::Typed);
+    body[0] = flag;
+    let n = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) + extra;
+    body[1..5].copy_from_slice(&n.to_be_bytes());
+    body
+}
+
 /// A request with one `user_id` tensor per element of `tensors`.
 pub fn id_tensors(tensors: &[&[&str]]) -> Vec<u8> {
     tensors

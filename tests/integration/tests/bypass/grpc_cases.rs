@@ -4,9 +4,9 @@
 
 use ferry_integration_tests::expected::Service;
 
-use crate::case::{post, users, Case};
+use crate::case::{post, request as http_request, users, Case};
 use crate::feast;
-use crate::grpc::{id_tensors, request, Call, Mode, PATH};
+use crate::grpc::{id_tensors, misframed, request, Call, Mode, PATH};
 use crate::routes::GRPC;
 
 const U1: &str = "u000001";
@@ -88,6 +88,16 @@ fn grpc_rows() -> Vec<Case> {
             id_tensors(&[&[U1], &[U1]]),
         )
         .grpc_refused(INVALID_ARGUMENT, "duplicate_entity_id"),
+        call("grpc compressed flag", PATH, misframed(&[U1], 1, 0))
+            .grpc_refused(INVALID_ARGUMENT, "bad_binary_framing"),
+        call("grpc prefix over the body", PATH, misframed(&[U1], 0, 1))
+            .grpc_refused(INVALID_ARGUMENT, "bad_binary_framing"),
+        call(
+            "grpc not a ModelInferRequest",
+            PATH,
+            b"\0\0\0\0\x03\xff\xff\xff".to_vec(),
+        )
+        .grpc_refused(INVALID_ARGUMENT, "malformed_protobuf"),
         call("grpc 256-byte id", PATH, request(&[&at_limit], Mode::Raw))
             .enriched(GRPC, users(&[&at_limit])),
         call("grpc 257-byte id", PATH, request(&[&over], Mode::Raw))
@@ -185,6 +195,9 @@ fn feast_rows() -> Vec<Case> {
             feast::request(SCORING, &[&over]),
         )
         .refused(400, "invalid_entity_id"),
+        // No body, nothing to answer from: it passes like any bodiless request on a body
+        // route, without Ferry's headers.
+        http_request("feast GET", "GET", feast::PATH, "").forged_headers(),
     ];
     c.extend(
         [
