@@ -131,7 +131,7 @@ pub fn snapshot() -> pb::Snapshot {
         route("policy_stale_reject", "scoring", F::KserveV1, &["user_id"]),
         route("policy_forward", "scoring", F::KserveV1, &["user_id"]),
         route("header_forward", "scoring", F::Header, &["user_id"]),
-        // After the routes `bypass` drives (it knows neither format: `bypass_config`).
+        // Last, so that `bypass`'s inputs from before these routes choose the routes they did.
         route("grpc", "scoring", F::KserveV2Grpc, &["user_id"]),
         route("grpc_packed", "numeric", F::KserveV2Grpc, &["user_id"]),
         route(
@@ -200,20 +200,6 @@ pub fn config() -> Config {
     match Config::from_snapshot(snapshot()) {
         Ok(c) => c,
         Err(e) => panic!("the fuzz fixture snapshot is refused: {e}"),
-    }
-}
-
-/// The snapshot without the routes `bypass` does not drive (`kserve_v2_grpc`, `feast_rest`):
-/// its scenarios build JSON and header requests, and its route choices stay those of its
-/// committed inputs.
-pub fn bypass_config() -> Config {
-    let mut s = snapshot();
-    s.routes.retain(|r| {
-        r.format != pb::Format::KserveV2Grpc as i32 && r.format != pb::Format::FeastRest as i32
-    });
-    match Config::from_snapshot(s) {
-        Ok(c) => c,
-        Err(e) => panic!("the fuzz fixture snapshot (bypass) is refused: {e}"),
     }
 }
 

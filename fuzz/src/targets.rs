@@ -10,7 +10,6 @@ use ferry_core::{enrich, format, vector};
 use super::{config, features, format_target, routes_named, seed, NOW_US};
 
 thread_local!(static CONFIG: Rc<Config> = Rc::new(config()));
-thread_local!(static BYPASS_CONFIG: Rc<Config> = Rc::new(super::bypass_config()));
 
 /// A fuzz target: any bytes in, a panic on a broken property.
 pub type Target = fn(&[u8]);
@@ -218,7 +217,7 @@ pub fn reader_response(data: &[u8]) {
 /// headers, data frames, trailers and reader answers: nothing a client chose reaches the model
 /// under a Ferry-owned name (see `bypass`).
 pub fn bypass(data: &[u8]) {
-    BYPASS_CONFIG.with(|c| {
+    CONFIG.with(|c| {
         super::bypass::run(data, c);
     });
 }
