@@ -202,7 +202,12 @@ pub fn request_json(body: &[u8]) -> Result<Json, String> {
         .inputs
         .iter()
         .map(|t| (&t.name, &t.datatype, &t.shape, &t.parameters, &t.contents));
-    document(inputs, &r.raw_input_contents, &r.parameters, &r.id)
+    document(
+        inputs,
+        &r.raw_input_contents,
+        &r.parameters,
+        (&r.model_name, &r.id),
+    )
 }
 
 /// What the demo model says it received (its echo: outputs = inputs), as a KServe v2 JSON
@@ -213,7 +218,12 @@ pub fn echo_json(body: &[u8]) -> Result<Json, String> {
         .outputs
         .iter()
         .map(|t| (&t.name, &t.datatype, &t.shape, &t.parameters, &t.contents));
-    document(outputs, &r.raw_output_contents, &r.parameters, &r.id)
+    document(
+        outputs,
+        &r.raw_output_contents,
+        &r.parameters,
+        (&r.model_name, &r.id),
+    )
 }
 
 type Tensor<'a> = (
@@ -228,7 +238,7 @@ fn document<'a>(
     tensors: impl Iterator<Item = Tensor<'a>>,
     raw: &[Vec<u8>],
     parameters: &BTreeMap<String, InferParameter>,
-    id: &str,
+    (model, id): (&str, &str),
 ) -> Result<Json, String> {
     let mut inputs = Vec::new();
     for (i, (name, datatype, shape, params, contents)) in tensors.enumerate() {
@@ -250,7 +260,9 @@ fn document<'a>(
             inputs.len()
         ));
     }
-    Ok(json!({"id": id, "inputs": inputs, "parameters": params_json(parameters)}))
+    Ok(json!({
+        "model_name": model, "id": id, "inputs": inputs, "parameters": params_json(parameters),
+    }))
 }
 
 fn params_json(p: &BTreeMap<String, InferParameter>) -> Json {
