@@ -188,7 +188,7 @@ fn column(t: &InferInputTensor, raw: Option<&Vec<u8>>) -> Option<Column> {
         });
     };
     fn fixed<const N: usize, T>(raw: &[u8], f: fn([u8; N]) -> T) -> Option<Vec<T>> {
-        (raw.len() % N == 0).then(|| {
+        raw.len().is_multiple_of(N).then(|| {
             raw.chunks_exact(N)
                 .map(|c| f(c.try_into().unwrap_or([0; N])))
                 .collect()
