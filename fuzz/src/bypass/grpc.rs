@@ -309,76 +309,49 @@ type Tensor = (String, &'static str, Vec<i64>, Column);
 
 /// A scalar feature's column: its values in its type, a null its type's zero.
 fn scalar(t: ValueType, values: &[Option<&Kind>]) -> (&'static str, Column) {
+    fn each<T>(values: &[Option<&Kind>], f: fn(Option<&Kind>) -> T) -> Vec<T> {
+        values.iter().map(|v| f(*v)).collect()
+    }
     match t {
         ValueType::Int32 => (
             "INT32",
-            Column::I32(
-                values
-                    .iter()
-                    .map(|v| match v {
-                        Some(Kind::Int32Val(i)) => *i,
-                        _ => 0,
-                    })
-                    .collect(),
-            ),
+            Column::I32(each(values, |v| match v {
+                Some(Kind::Int32Val(i)) => *i,
+                _ => 0,
+            })),
         ),
         ValueType::Int64 => (
             "INT64",
-            Column::I64(
-                values
-                    .iter()
-                    .map(|v| match v {
-                        Some(Kind::Int64Val(i)) => *i,
-                        _ => 0,
-                    })
-                    .collect(),
-            ),
+            Column::I64(each(values, |v| match v {
+                Some(Kind::Int64Val(i)) => *i,
+                _ => 0,
+            })),
         ),
         ValueType::Float64 => (
             "FP64",
-            Column::F64(
-                values
-                    .iter()
-                    .map(|v| match v {
-                        Some(Kind::DoubleVal(d)) => *d,
-                        _ => 0.0,
-                    })
-                    .collect(),
-            ),
+            Column::F64(each(values, |v| match v {
+                Some(Kind::DoubleVal(d)) => *d,
+                _ => 0.0,
+            })),
         ),
         ValueType::Bool => (
             "BOOL",
-            Column::Bool(
-                values
-                    .iter()
-                    .map(|v| matches!(v, Some(Kind::BoolVal(true))))
-                    .collect(),
-            ),
+            Column::Bool(each(values, |v| matches!(v, Some(Kind::BoolVal(true))))),
         ),
         ValueType::String | ValueType::Bytes => (
             "BYTES",
-            Column::Bytes(
-                values
-                    .iter()
-                    .map(|v| match v {
-                        Some(Kind::StringVal(s)) => s.as_bytes().to_vec(),
-                        Some(Kind::BytesVal(b)) => b.clone(),
-                        _ => Vec::new(),
-                    })
-                    .collect(),
-            ),
+            Column::Bytes(each(values, |v| match v {
+                Some(Kind::StringVal(s)) => s.as_bytes().to_vec(),
+                Some(Kind::BytesVal(b)) => b.clone(),
+                _ => Vec::new(),
+            })),
         ),
         _ => (
             "FP32",
-            Column::F32(
-                values
-                    .iter()
-                    .map(|v| match v {
-                        Some(Kind::FloatVal(f)) => *f,
-                        _ => 0.0,
-                    })
-                    .collect(),
-            ),
+            Column::F32(each(values, |v| match v {
+                Some(Kind::FloatVal(f)) => *f,
+                _ => 0.0,
+            })),
         ),
     }
 }
