@@ -105,6 +105,11 @@ impl Call {
         self.tensor("user_id", vec![n], Data::Bytes(data))
     }
 
+    /// A `merchant_id` INT64 tensor `[N]`.
+    pub fn merchants(self, ids: &[i64]) -> Call {
+        self.tensor("merchant_id", vec![len(ids.len())], Data::I64(ids.to_vec()))
+    }
+
     /// The client's own FP32 `amount` tensor `[N]`.
     pub fn amount(self, n: usize) -> Call {
         self.tensor("amount", vec![len(n)], Data::F32(vec![1.5; n]))
@@ -124,14 +129,13 @@ impl Call {
         self
     }
 
-    /// Tensors under two of Ferry's feature names.
-    pub fn forged_tensors(self) -> Call {
-        self.tensor(
-            "user_profile__credit_score",
+    /// Tensors under two of Ferry's feature names (of the route's service), FP32 and INT64.
+    pub fn forged_tensors(self, [float, int]: [&str; 2]) -> Call {
+        self.tensor(float, vec![1], Data::F32(vec![850.0])).tensor(
+            int,
             vec![1],
-            Data::F32(vec![850.0]),
+            Data::I64(vec![99]),
         )
-        .tensor("user_profile__age", vec![1], Data::I64(vec![99]))
     }
 
     /// The framed body.

@@ -2,21 +2,62 @@
 //! (Triton `ModelInfer` over gRPC: h2c only, since gRPC is HTTP/2; refusals are gRPC statuses)
 //! and `feast_rest` (answered by the filter itself: the model is never called).
 
-use ferry_integration_tests::expected::Service;
+use ferry_integration_tests::expected::{Entity, Service};
 
 use crate::case::{post, request as http_request, users, Case};
+use crate::cases::Pair;
 use crate::feast;
 use crate::grpc::{id_tensors, misframed, request, Call, Mode, PATH};
-use crate::routes::GRPC;
+use crate::routes::{GRPC, PAIR_GRPC};
 
 const U1: &str = "u000001";
 /// gRPC status codes (grpc/grpc doc/statuscodes.md).
 const INVALID_ARGUMENT: u32 = 3;
 const NOT_FOUND: u32 = 5;
 const SCORING: Service = Service::RealtimeScoring;
+/// Feature names of each service a client forges tensors under.
+const SCORING_FORGED: [&str; 2] = ["user_profile__credit_score", "user_profile__age"];
+const PAIR_FORGED: [&str; 2] = [
+    "user_merchant__amount_sum_30d",
+    "user_merchant__txn_count_30d",
+];
 
-pub fn all() -> Vec<Case> {
-    [grpc_rows(), grpc_paths(), feast_rows()].concat()
+pub fn all(pair: &Pair) -> Vec<Case> {
+    [grpc_rows(), composite(pair), grpc_paths(), feast_rows()].concat()
+}
+
+/// The composite-key gRPC route (INT64 and BYTES id tensors), chosen by gRPC metadata.
+fn composite(pair: &Pair) -> Vec<Case> {
+    let entity = vec![Entity::Pair {
+        merchant: pair.merchant,
+        user: pair.user.clone(),
+    }];
+    let call_for = |mode| {
+        Call::new(mode)
+            .merchants(&[pair.merchant])
+            .ids(&[&pair.user])
+            .amount(1)
+    };
+    vec![
+        call(
+            "grpc composite control (raw)",
+            PATH,
+            call_for(Mode::Raw).body(),
+        )
+        .header("x-route", "pair")
+        .enriched(PAIR_GRPC, entity.clone()),
+        call(
+            "grpc composite forged (typed)",
+            PATH,
+            call_for(Mode::Typed)
+                .forged_tensors(PAIR_FORGED)
+                .forged_parameters()
+                .body(),
+        )
+        .header("x-route", "pair")
+        .forged_headers()
+        .enriched(PAIR_GRPC, entity),
+    ]
 }
 
 fn call(name: &str, path: &str, body: Vec<u8>) -> Case {
@@ -42,13 +83,19 @@ fn grpc_rows() -> Vec<Case> {
         call(
             "grpc forged tensors (raw)",
             PATH,
-            Call::new(Mode::Raw).ids(&[U1]).forged_tensors().body(),
+            Call::new(Mode::Raw)
+                .ids(&[U1])
+                .forged_tensors(SCORING_FORGED)
+                .body(),
         )
         .enriched(GRPC, users(&[U1])),
         call(
             "grpc forged tensors (typed)",
             PATH,
-            Call::new(Mode::Typed).forged_tensors().ids(&[U1]).body(),
+            Call::new(Mode::Typed)
+                .forged_tensors(SCORING_FORGED)
+                .ids(&[U1])
+                .body(),
         )
         .enriched(GRPC, users(&[U1])),
         call(
@@ -69,7 +116,7 @@ fn grpc_rows() -> Vec<Case> {
             PATH,
             Call::new(Mode::Raw)
                 .ids(&[U1])
-                .forged_tensors()
+                .forged_tensors(SCORING_FORGED)
                 .forged_parameters()
                 .body(),
         )

@@ -30,6 +30,14 @@ pub const EXTRA_ROUTES: &str = r#"
     format: header
     entity: {field: x-user-id}
     features_header: x-features
+  - name: pair-grpc
+    match:
+      path_prefix: /inference.GRPCInferenceService/ModelInfer
+      headers: [{name: x-route, exact: pair}]
+    service: user_merchant_scoring
+    format: kserve_v2_grpc
+    entity: {fields: [merchant_id, user_id]}
+    on_missing_entity: "null"
   - name: fraud-grpc
     match: {path_prefix: /inference.GRPCInferenceService/ModelInfer}
     service: realtime_scoring
@@ -125,4 +133,11 @@ pub const GRPC: Route = Route {
     name: "fraud-grpc",
     format: Format::KserveV2Grpc,
     service: SCORING,
+};
+/// kserve_v2_grpc at the same path for gRPC metadata `x-route: pair`, keyed by
+/// (merchant_id INT64, user_id BYTES) tensors; unknown pairs are forwarded with zeros.
+pub const PAIR_GRPC: Route = Route {
+    name: "pair-grpc",
+    format: Format::KserveV2Grpc,
+    service: Service::UserMerchantScoring,
 };
