@@ -1,7 +1,10 @@
 //! Issue #9 end to end: "the model only ever sees features from the store". Every way a client
 //! could get features of its own choosing to the model, tried through real Envoy over HTTP/1.1
 //! and h2c: request trailers, path spellings, missed host and header conditions, forged
-//! feature fields, metadata and headers, over-long and duplicate ids, and client numbers.
+//! feature fields, metadata and headers, over-long and duplicate ids, and client numbers. Triton
+//! `ModelInfer` calls (`kserve_v2_grpc`) go over h2c only (gRPC is HTTP/2; their rows are
+//! skipped on HTTP/1.1) and are refused with gRPC statuses; `feast_rest` requests are answered by
+//! the filter itself (`bypass/grpc_cases.rs`).
 //!
 //! Each case is one row of a table and must end in exactly one of two outcomes (see
 //! `outcome.rs`): the model received the request with every Ferry-owned place holding what the
