@@ -13,7 +13,8 @@
 //!   client (e.g. tritonclient) can read the echo as a framed answer.
 //!
 //! A gRPC `ModelInfer` call (KServe v2 / Triton, h2c) gets a `ModelInferResponse` holding what
-//! it received instead (`grpc`).
+//! it received instead (`grpc`), with the same `x-echo-headers`, `x-echo-method` and
+//! `x-echo-path`.
 
 pub mod grpc;
 
@@ -51,6 +52,12 @@ pub fn echo(request: Request<Incoming>) -> Response<Incoming> {
     if let Some(length) = parts.headers.get(INFERENCE_HEADER_LENGTH) {
         headers.insert(INFERENCE_HEADER_LENGTH, length.clone());
     }
+    echo_request(&parts, headers);
+    response
+}
+
+/// The `x-echo-*` headers describing a request (its headers, method and path), on any answer.
+fn echo_request(parts: &hyper::http::request::Parts, headers: &mut HeaderMap) {
     // JSON escapes control characters, so the value never contains CR/LF; the fallback is
     // only there because the type system cannot know that.
     let echoed = HeaderValue::from_str(&headers_json(&parts.headers))
@@ -66,7 +73,6 @@ pub fn echo(request: Request<Incoming>) -> Response<Incoming> {
     if let Ok(path) = HeaderValue::from_str(path) {
         headers.insert(X_ECHO_PATH, path);
     }
-    response
 }
 
 /// The request headers as a compact JSON object (names sorted, repeated values joined).
@@ -108,9 +114,10 @@ pub async fn serve(listener: TcpListener, shutdown: impl Future<Output = ()>) {
                 TokioIo::new(stream),
                 hyper::service::service_fn(|request: Request<Incoming>| async {
                     let response = if request.uri().path() == grpc::MODEL_INFER_PATH {
-                        grpc::model_infer(request.into_body())
-                            .await
-                            .map(Either::Right)
+                        let (parts, body) = request.into_parts();
+                        let mut answer = grpc::model_infer(body).await;
+                        echo_request(&parts, answer.headers_mut());
+                        answer.map(Either::Right)
                     } else {
                         echo(request).map(Either::Left)
                     };
@@ -248,6 +255,11 @@ mod tests {
         };
         let response = client.request(call(body)).await.unwrap();
         assert_eq!(response.headers()["content-type"], "application/grpc");
+        // The request is described as on the HTTP echo.
+        assert_eq!(response.headers()["x-echo-path"], grpc::MODEL_INFER_PATH);
+        let echoed: serde_json::Value =
+            serde_json::from_str(response.headers()["x-echo-headers"].to_str().unwrap()).unwrap();
+        assert_eq!(echoed["content-type"], "application/grpc");
         let collected = response.into_body().collect().await.unwrap();
         assert_eq!(collected.trailers().unwrap()["grpc-status"], "0");
         let got = collected.to_bytes();

@@ -11,6 +11,8 @@
 //! `[[bin]]` in Cargo.toml, and a few seeds in corpus/NAME/.
 
 pub mod bypass;
+pub mod feast_rest;
+pub mod grpc;
 pub mod kserve_binary;
 pub mod targets;
 
@@ -45,7 +47,8 @@ pub fn route(name: &str, service: &str, format: pb::Format, fields: &[&str]) -> 
 /// one or more per format, named after it (`kserve_v1*`, `kserve_v2*`, `json*`, `header*`; the
 /// `*_multi` ones also enrich from `pair`, `header_pb` writes a base64 protobuf,
 /// `header_forward` a custom features header and fails open), and per policy (`policy_*`,
-/// KServe v1). Every route is under the protected prefix.
+/// KServe v1); `grpc*` are `kserve_v2_grpc` (per feature, packed, composite, two services) and
+/// `feast_rest` answers Feast's REST requests. Every route is under the protected prefix.
 pub fn snapshot() -> pb::Snapshot {
     use ValueType as T;
     // The standard `scoring` with a feature of every other value type (its `count` is the
@@ -128,10 +131,21 @@ pub fn snapshot() -> pb::Snapshot {
         route("policy_stale_reject", "scoring", F::KserveV1, &["user_id"]),
         route("policy_forward", "scoring", F::KserveV1, &["user_id"]),
         route("header_forward", "scoring", F::Header, &["user_id"]),
+        // Last, so that `bypass`'s inputs from before these routes choose the routes they did.
+        route("grpc", "scoring", F::KserveV2Grpc, &["user_id"]),
+        route("grpc_packed", "numeric", F::KserveV2Grpc, &["user_id"]),
+        route(
+            "grpc_pair",
+            "pair",
+            F::KserveV2Grpc,
+            &["merchant_id", "user_id"],
+        ),
+        route("grpc_multi", "scoring", F::KserveV2Grpc, &["user_id"]),
+        route("feast_rest", "scoring", F::FeastRest, &["user_id"]),
     ];
     for r in &mut routes {
         match r.name.as_str() {
-            "kserve_v2_packed" => r.packed = true,
+            "kserve_v2_packed" | "grpc_packed" => r.packed = true,
             "json" | "json_pair" => {
                 r.entity_pointer = "/users".into();
                 r.inject_pointer = "/features".into();
@@ -141,7 +155,7 @@ pub fn snapshot() -> pb::Snapshot {
                 r.features_encoding = pb::FeaturesEncoding::ProtobufBase64 as i32;
                 r.max_header_bytes = 1024;
             }
-            "kserve_v1_multi" | "kserve_v2_multi" | "json_multi" => {
+            "kserve_v1_multi" | "kserve_v2_multi" | "json_multi" | "grpc_multi" => {
                 r.extra_services = vec![pb::ExtraService {
                     service: "pair".into(),
                     entity_fields: vec!["merchant_id".into(), "user_id".into()],
@@ -156,6 +170,8 @@ pub fn snapshot() -> pb::Snapshot {
                 r.on_missing_entity = pb::MissingEntityPolicy::MissingDefault as i32
             }
             "policy_stale_reject" => r.on_stale = pb::StalePolicy::StaleReject as i32,
+            // Feast answers unknown entities with nulls.
+            "feast_rest" => r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32,
             "policy_forward" => {
                 r.on_reader_error = pb::ReaderErrorPolicy::ReaderErrorForward as i32;
                 r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32;

@@ -19,6 +19,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("kserve_v1", kserve_v1),
     ("kserve_v2", kserve_v2),
     ("kserve_v2_binary", kserve_v2_binary),
+    ("kserve_v2_grpc", kserve_v2_grpc),
+    ("feast_rest", feast_rest),
     ("json", json),
     ("header", header),
     ("vector_decode", vector_decode),
@@ -51,6 +53,25 @@ pub fn kserve_v2_binary(data: &[u8]) {
     CONFIG.with(|c| {
         for i in routes_named(c, "kserve_v2") {
             super::kserve_binary::check(data, &c.routes[i]);
+        }
+    });
+}
+
+/// Triton `ModelInfer` bodies (gRPC prefix + `ModelInferRequest`) on every `kserve_v2_grpc`
+/// route (per feature, packed, composite, two services): see `grpc`.
+pub fn kserve_v2_grpc(data: &[u8]) {
+    CONFIG.with(|c| {
+        for i in routes_named(c, "grpc") {
+            super::grpc::check(data, &c.routes[i]);
+        }
+    });
+}
+
+/// Feast `/get-online-features` bodies on the `feast_rest` route: see `feast_rest`.
+pub fn feast_rest(data: &[u8]) {
+    CONFIG.with(|c| {
+        for i in routes_named(c, "feast_rest") {
+            super::feast_rest::check(data, &c.routes[i], c);
         }
     });
 }

@@ -294,7 +294,7 @@ pub fn check_enriched_body(route: &Route, want: &Expected, doc: &Json) {
             }
         }
         // A feast_rest request is answered by the filter, never forwarded; a kserve_v2_grpc body
-        // is protobuf, and this fuzzer's routes are JSON and header routes only.
+        // is checked as protobuf (`grpc::check_enriched`).
         Format::Header { .. } | Format::FeastRest | Format::KserveV2Grpc { .. } => {}
     }
 }
@@ -360,7 +360,7 @@ pub fn model_keys(route: &Route, headers: &Headers, doc: &Json) -> Vec<String> {
             }
             per_entity.push(parts);
         }
-        Format::KserveV2 { .. } => {
+        Format::KserveV2 { .. } | Format::KserveV2Grpc { .. } => {
             let inputs = doc["inputs"].as_array().map_or(&[][..], Vec::as_slice);
             let mut columns: Vec<Vec<Vec<String>>> = Vec::new();
             for p in 0..route.parts.len() {

@@ -13,11 +13,12 @@
 //! - `scenario`: the input decoded into a request and the reader's behaviour; `path`, its path.
 //! - `reader`: the fake reader's answer, and what each entity's features must be.
 //! - `expected`: what Ferry must write, from that answer and the route's policies.
-//! - `check`: the owned places of what reached the model.
+//! - `check`: the owned places of what reached the model; `grpc`, those of a gRPC request.
 //! - `verdict`: the checks of one run, from what the client got or the model received.
 
 mod check;
 mod expected;
+mod grpc;
 mod path;
 mod reader;
 mod scenario;

@@ -132,7 +132,13 @@ impl Scenario {
         let body = match b.below(8) {
             6 => b.raw(64),
             7 => Vec::new(),
-            _ => body(b, route).to_string().into_bytes(),
+            _ => {
+                let doc = body(b, route);
+                match route.format {
+                    Format::KserveV2Grpc { .. } => super::grpc::body(&doc, b.one_in(2)),
+                    _ => doc.to_string().into_bytes(),
+                }
+            }
         };
         let mut chunks = Vec::new();
         if !body.is_empty() || b.one_in(6) {
@@ -279,12 +285,12 @@ fn entity(b: &mut Bytes<'_>, route: &Route) -> Map<String, Json> {
 fn body(b: &mut Bytes<'_>, route: &Route) -> Json {
     let n = entity_count(b);
     let mut doc = match &route.format {
-        // The scenarios make no feast_rest route (it forwards nothing to bypass).
-        Format::KserveV1 | Format::Header { .. } | Format::FeastRest => {
+        Format::FeastRest => return feast_body(b, n),
+        Format::KserveV1 | Format::Header { .. } => {
             let instances: Vec<Json> = (0..n).map(|_| Json::Object(entity(b, route))).collect();
             json!({ "instances": instances })
         }
-        // A gRPC route (none in this fuzzer's snapshot) refuses any JSON body.
+        // A gRPC route's body is this document as a ModelInferRequest (`grpc::body`).
         Format::KserveV2 { .. } | Format::KserveV2Grpc { .. } => kserve_v2_body(b, route, n),
         Format::Json { entity_pointer, .. } => {
             let single = b.one_in(3);
@@ -306,6 +312,45 @@ fn body(b: &mut Bytes<'_>, route: &Route) -> Json {
         if b.one_in(2) {
             m.insert("ferry".into(), forged(b));
         }
+    }
+    doc
+}
+
+/// A Feast `/get-online-features` body: ids for the snapshot's join keys (sometimes one
+/// missing), a `feature_service` or a `features` list (some unknown), and fields a client could
+/// hope the answer trusts.
+fn feast_body(b: &mut Bytes<'_>, n: usize) -> Json {
+    let mut entities = Map::new();
+    for (key, int) in [("user_id", false), ("merchant_id", true)] {
+        if !b.one_in(4) {
+            let ids: Vec<Json> = (0..n).map(|_| id(b, int)).collect();
+            entities.insert(key.into(), Json::Array(ids));
+        }
+    }
+    let mut doc = json!({ "entities": entities });
+    match b.below(6) {
+        0 => doc["feature_service"] = json!("scoring"),
+        1 => doc["feature_service"] = json!("pair"),
+        2 => doc["feature_service"] = json!(FORGED),
+        _ => {
+            const REFS: [&str; 6] = [
+                "profile:age",
+                "affinity:score",
+                "stats:b",
+                "user_embedding:embedding",
+                "profile:nope",
+                "nope:age",
+            ];
+            let refs: Vec<&str> = (0..1 + b.below(4)).map(|_| REFS[b.below(6)]).collect();
+            doc["features"] = json!(refs);
+        }
+    }
+    if b.one_in(2) {
+        doc["full_feature_names"] = json!(true);
+    }
+    if b.one_in(2) {
+        doc["results"] = json!([{ "values": [FORGED_NUMBER], "statuses": ["PRESENT"] }]);
+        doc["metadata"] = json!({ "feature_names": [FORGED] });
     }
     doc
 }
@@ -370,6 +415,9 @@ fn headers(
         (":path".into(), path.into()),
         (":authority".into(), "models.example".into()),
     ];
+    if matches!(route.format, Format::KserveV2Grpc { .. }) && !b.one_in(8) {
+        h.push(("content-type".into(), "application/grpc".into()));
+    }
     let text = |v: Json| match v {
         Json::String(s) => s,
         other => other.to_string(),

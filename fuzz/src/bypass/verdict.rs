@@ -47,22 +47,41 @@ impl Run<'_> {
     }
 
     fn check_reply(&self, (status, headers, body): (u16, Headers, Vec<u8>)) {
-        assert!((400..600).contains(&status), "local reply {status}");
-        let json: Json = serde_json::from_slice(&body).unwrap_or(Json::Null);
-        let code = json["error"].as_str().unwrap_or_else(|| {
-            panic!(
-                "local reply without a JSON error: {}",
-                String::from_utf8_lossy(&body)
-            )
-        });
         let header = |n: &str| {
             headers
                 .iter()
                 .find(|(k, _)| k == n)
                 .map(|(_, v)| v.as_str())
         };
+        let feast = match self.sc.expect {
+            Expect::Route(r) => self.config.routes[r].format == Format::FeastRest,
+            _ => false,
+        };
+        if header("content-type") == Some("application/grpc") {
+            return self.check_grpc_reply(status, &headers, &body);
+        }
+        if feast && status == 200 && header("x-ferry-error").is_none() {
+            return check_feast_answer(&body);
+        }
+        assert!((400..600).contains(&status), "local reply {status}");
+        let json: Json = serde_json::from_slice(&body).unwrap_or(Json::Null);
+        // Feast's refusals have Feast's bodies (JSON); Ferry's code is in x-ferry-error.
+        let feast_code = header("x-ferry-error").filter(|c| feast && c.starts_with("feast_"));
+        let code = json["error"].as_str().or(feast_code).unwrap_or_else(|| {
+            panic!(
+                "local reply without a JSON error: {}",
+                String::from_utf8_lossy(&body)
+            )
+        });
         assert_eq!(header("content-type"), Some("application/json"));
         assert_eq!(header("x-ferry-error"), Some(code));
+        if feast_code.is_some() {
+            assert!(
+                serde_json::from_slice::<Json>(&body).is_ok(),
+                "a Feast refusal whose body is not JSON"
+            );
+            return;
+        }
         match self.sc.expect {
             Expect::Pass => panic!(
                 "an unmatched path outside the protected prefix was answered {status} {code}"
@@ -75,6 +94,35 @@ impl Run<'_> {
                 );
                 assert_eq!(json["route"], self.config.routes[r].name.as_str(), "{json}");
             }
+        }
+    }
+
+    /// A gRPC client's refusal: a gRPC status (HTTP 200, `grpc-status` ≠ 0, `grpc-message`
+    /// starting with the code in `x-ferry-error`, no message).
+    fn check_grpc_reply(&self, status: u16, headers: &Headers, body: &[u8]) {
+        let header = |n: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k == n)
+                .map_or("", |(_, v)| v.as_str())
+        };
+        assert_eq!(status, 200, "a gRPC status is sent with HTTP 200");
+        assert!(body.is_empty(), "a gRPC refusal with a message");
+        let grpc: u32 = header("grpc-status").parse().unwrap_or(0);
+        let code = header("x-ferry-error");
+        assert!(
+            grpc != 0 && !code.is_empty(),
+            "gRPC status {grpc}, x-ferry-error {code:?}"
+        );
+        assert!(
+            header("grpc-message").starts_with(&format!("{code}: ")),
+            "grpc-message {:?} for {code}",
+            header("grpc-message")
+        );
+        match self.sc.expect {
+            Expect::Pass => panic!("an unmatched path outside the protected prefix was refused"),
+            Expect::NoRoute => assert_eq!((grpc, code), (5, "no_route")),
+            Expect::Route(r) => assert_ne!(code, "no_route", "route {r}'s path found no route"),
         }
     }
 
@@ -108,6 +156,10 @@ impl Run<'_> {
             assert_owned_headers(self.config, &self.up.headers, &[], &[]);
             return;
         }
+        assert!(
+            route.format != Format::FeastRest,
+            "a feast_rest request went upstream"
+        );
         match &self.delivered {
             None => panic!("the request went upstream before the reader answered"),
             Some(Delivered::Vectors(answer)) => match expected::expected(route, answer) {
@@ -133,10 +185,14 @@ impl Run<'_> {
         let summary = want.summary(route);
         // The features are those of the entities the model sees.
         let header_mode = matches!(route.format, Format::Header { .. });
-        let doc = if header_mode {
-            Json::Null
-        } else {
-            check::parse_body(&self.up.body)
+        let grpc = match route.format {
+            Format::KserveV2Grpc { .. } => Some(super::grpc::decode(&self.up.body)),
+            _ => None,
+        };
+        let doc = match (&grpc, header_mode) {
+            (Some(r), _) => super::grpc::as_v2_document(r),
+            (None, true) => Json::Null,
+            (None, false) => check::parse_body(&self.up.body),
         };
         let asked: Vec<String> = (0..want.entities.len())
             .flat_map(|j| answer.asked.iter().map(move |(_, keys)| keys[j].clone()))
@@ -154,7 +210,10 @@ impl Run<'_> {
         else {
             assert_owned_headers(self.config, &self.up.headers, &summary, &[]);
             self.assert_content_length();
-            check::check_enriched_body(route, want, &doc);
+            match &grpc {
+                Some(r) => super::grpc::check_enriched(route, want, r),
+                None => check::check_enriched_body(route, want, &doc),
+            }
             return;
         };
         self.check_header_mode(route, want, &summary, features_header, *encoding);
@@ -226,9 +285,16 @@ impl Run<'_> {
     }
 
     pub(super) fn outcome(&self) -> String {
-        let what = if let Some((status, _, body)) = self.host().sent.borrow().as_ref() {
-            let json: Json = serde_json::from_slice(body).unwrap_or(Json::Null);
-            format!("answered {status} {}", json["error"].as_str().unwrap_or(""))
+        let what = if let Some((status, headers, _)) = self.host().sent.borrow().as_ref() {
+            let code = headers
+                .iter()
+                .find(|(n, _)| n == "x-ferry-error")
+                .map_or("", |(_, v)| v.as_str());
+            let grpc = headers
+                .iter()
+                .find(|(n, _)| n == "grpc-status")
+                .map_or(String::new(), |(_, v)| format!(" (gRPC status {v})"));
+            format!("answered {status}{grpc} {code}")
         } else if !self.up.released {
             "held (the reader never answered)".to_string()
         } else if self
@@ -258,5 +324,30 @@ impl Run<'_> {
             Some(self.up.body.len().to_string().as_str()),
             "content-length of the forwarded body"
         );
+    }
+}
+
+/// The filter's own answer to a `feast_rest` request: Feast's shape, one name per column, each
+/// column one value, status and event time per entity.
+fn check_feast_answer(body: &[u8]) {
+    let json: Json = serde_json::from_slice(body).unwrap_or(Json::Null);
+    let results = json["results"].as_array().map_or(&[][..], Vec::as_slice);
+    let names = json["metadata"]["feature_names"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert!(
+        !results.is_empty() && names == results.len(),
+        "a feast_rest answer of {} columns and {names} names: {json}",
+        results.len()
+    );
+    let n = results[0]["values"].as_array().map_or(0, Vec::len);
+    for c in results {
+        for field in ["values", "statuses", "event_timestamps"] {
+            assert_eq!(
+                c[field].as_array().map(Vec::len),
+                Some(n),
+                "{field} in {json}"
+            );
+        }
     }
 }

@@ -29,6 +29,8 @@ pub struct Response {
     pub status: u16,
     pub headers: hyper::HeaderMap,
     pub body: Bytes,
+    /// The response's trailers, if it had any (a gRPC answer's `grpc-status`).
+    pub trailers: Option<hyper::HeaderMap>,
 }
 
 impl Response {
@@ -179,7 +181,13 @@ impl Conn {
             // HTTP/2 has no host header: the authority travels in :authority.
             Sender::H2c(_) => req.uri(format!("http://{host}{path}")),
         };
-        req = req.header("content-type", "application/json");
+        // JSON unless the caller names its own content type (gRPC: application/grpc).
+        if !headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+        {
+            req = req.header("content-type", "application/json");
+        }
         for (n, v) in headers {
             if !n.eq_ignore_ascii_case("host") {
                 req = req.header(*n, *v);
@@ -204,15 +212,16 @@ impl Conn {
             .expect("response");
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
-        let body = tokio::time::timeout(Duration::from_secs(10), resp.into_body().collect())
+        let collected = tokio::time::timeout(Duration::from_secs(10), resp.into_body().collect())
             .await
             .expect("response body within 10 s")
-            .expect("body")
-            .to_bytes();
+            .expect("body");
+        let trailers = collected.trailers().cloned();
         Response {
             status,
             headers,
-            body,
+            body: collected.to_bytes(),
+            trailers,
         }
     }
 

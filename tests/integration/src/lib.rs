@@ -146,6 +146,11 @@ impl Stack {
         Stack::start_with(opts, |y| y, false, Backend::Single)
     }
 
+    /// The same stack, with the repo's ferry.yaml rewritten by `edit` before anything reads it.
+    pub fn start_edited(opts: Options, edit: impl FnOnce(String) -> String) -> Stack {
+        Stack::start_with(opts, edit, false, Backend::Single)
+    }
+
     /// The same stack on a three-master Redis Cluster: `ferry materialize` writes into it and
     /// the reader reads from it (`--redis-cluster`).
     pub fn start_on_redis_cluster(opts: Options) -> Stack {

@@ -1,7 +1,7 @@
 //! One row of the matrix (what the client sends, what must come of it), built fluently, and the
 //! request bodies the rows use.
 
-use ferry_integration_tests::expected::Entity;
+use ferry_integration_tests::expected::{Entity, Service};
 use serde_json::json;
 
 use crate::outcome::{Expect, Refuser, Route};
@@ -34,14 +34,16 @@ pub struct Case {
     pub path: String,
     /// `host` becomes the HTTP/1.1 host header or the h2c :authority.
     pub headers: Vec<(String, String)>,
-    pub body: String,
+    pub body: Vec<u8>,
     /// Sent as a trailers frame after the body (itself sent in two data frames).
     pub trailers: Option<Vec<(&'static str, &'static str)>>,
+    /// Sent over h2c only (gRPC is HTTP/2: over HTTP/1.1 no gRPC client exists to try).
+    pub h2c_only: bool,
     pub expect: Expect,
 }
 
 /// A request Ferry must leave alone (the default expectation; the builders below change it).
-pub fn request(name: &str, method: &'static str, path: &str, body: impl Into<String>) -> Case {
+pub fn request(name: &str, method: &'static str, path: &str, body: impl Into<Vec<u8>>) -> Case {
     Case {
         name: name.to_string(),
         method,
@@ -49,13 +51,14 @@ pub fn request(name: &str, method: &'static str, path: &str, body: impl Into<Str
         headers: Vec::new(),
         body: body.into(),
         trailers: None,
+        h2c_only: false,
         expect: Expect::Untouched {
             model_path: path.to_string(),
         },
     }
 }
 
-pub fn post(name: &str, path: &str, body: impl Into<String>) -> Case {
+pub fn post(name: &str, path: &str, body: impl Into<Vec<u8>>) -> Case {
     request(name, "POST", path, body)
 }
 
@@ -109,6 +112,26 @@ impl Case {
             code,
             by: Refuser::Filter,
         };
+        self
+    }
+
+    /// A gRPC call (`content-type: application/grpc`), sent over h2c only.
+    pub fn grpc(self) -> Case {
+        let mut c = self.header("content-type", "application/grpc");
+        c.h2c_only = true;
+        c
+    }
+
+    /// Refused with a gRPC status whose message starts with the filter's error `code`.
+    pub fn grpc_refused(mut self, grpc_status: u32, code: &'static str) -> Case {
+        self.expect = Expect::GrpcRefused { grpc_status, code };
+        self
+    }
+
+    /// A `feast_rest` request answered by the filter itself from the store, for `entities`
+    /// of `service`, nothing sent to the model.
+    pub fn answered(mut self, service: Service, entities: Vec<Entity>) -> Case {
+        self.expect = Expect::Answered { service, entities };
         self
     }
 

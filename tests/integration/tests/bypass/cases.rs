@@ -43,6 +43,7 @@ pub fn all(pair: &Pair) -> Vec<Case> {
         long_ids(pair),
         duplicates(),
         numbers(),
+        crate::grpc_cases::all(pair),
     ]
     .concat()
 }

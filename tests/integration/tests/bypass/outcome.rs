@@ -3,6 +3,10 @@
 //! `ferry` metadata, every `x-ferry-*` header, a route's features header) holds exactly what
 //! the store holds for the request's entities, or is absent where Ferry writes nothing; or
 //! (b) the client got a 4xx with a JSON `{"error": CODE, ...}` body and the model was not called.
+//! A gRPC call's refusal is a gRPC status instead (HTTP 200, `grpc-status` ≠ 0 in the headers
+//! of a trailers-only answer or in the trailers, `grpc-message` starting with the code); a
+//! `feast_rest` request's (a) is the filter's own answer from the store, its refusals Feast's
+//! bodies with Ferry's code in `x-ferry-error`.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +27,8 @@ const STATUS_HEADER: &str = "x-ferry-feature-status";
 pub enum Format {
     KserveV1,
     KserveV2,
+    /// Triton `ModelInfer` over gRPC (h2c).
+    KserveV2Grpc,
     /// The example's `score-json` shape: entities at /batch/users, features at /features.
     Json,
     Header {
@@ -66,12 +72,41 @@ pub enum Expect {
         code: &'static str,
         by: Refuser,
     },
+    /// (b) for a gRPC call: the filter's gRPC status, its message starting with `code`.
+    GrpcRefused {
+        grpc_status: u32,
+        code: &'static str,
+    },
+    /// (a) for `feast_rest`: the filter answered with the store's values for `entities` of
+    /// `service` (requested with `feature_service` and full names); the model not called.
+    Answered {
+        service: Service,
+        entities: Vec<Entity>,
+    },
 }
 
-/// How a response ended: the model's echo (it answers with what it received), or a refusal.
+/// How a response ended: the model's echo (it answers with what it received), a refusal, a
+/// gRPC status from the filter, or the filter's own 200 answer.
 enum Outcome {
     Model,
     Refused { status: u16, error: String },
+    Grpc { status: u32, message: String },
+    Answer,
+}
+
+/// A gRPC answer's status: in the headers (trailers-only) or the trailers.
+fn grpc_status(resp: &Response) -> Option<(u32, String)> {
+    let get = |name: &str| {
+        resp.header(name).map(str::to_string).or_else(|| {
+            resp.trailers
+                .as_ref()
+                .and_then(|t| t.get(name))
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        })
+    };
+    let status = get("grpc-status")?.parse().ok()?;
+    Some((status, get("grpc-message").unwrap_or_default()))
 }
 
 /// Classifies a response into the two outcomes; anything else (a 5xx, a 2xx the model did not
@@ -79,6 +114,15 @@ enum Outcome {
 fn classify(resp: &Response) -> Result<Outcome, String> {
     if resp.header("x-echo-headers").is_some() {
         return Ok(Outcome::Model);
+    }
+    let grpc = resp
+        .header("content-type")
+        .is_some_and(|t| t.starts_with("application/grpc"));
+    if let (true, 200, Some((status, message))) = (grpc, resp.status, grpc_status(resp)) {
+        return Ok(Outcome::Grpc { status, message });
+    }
+    if resp.status == 200 && resp.header("x-ferry-error").is_none() {
+        return Ok(Outcome::Answer);
     }
     if !(400..500).contains(&resp.status) {
         return Err(format!(
@@ -94,7 +138,11 @@ fn classify(resp: &Response) -> Result<Outcome, String> {
             text(&resp.body)
         )
     })?;
-    match body.get("error").and_then(Json::as_str) {
+    // Feast's refusals (feast_rest) have Feast's bodies; Ferry's code is in x-ferry-error.
+    let feast = resp
+        .header("x-ferry-error")
+        .filter(|c| c.starts_with("feast_") && body.get("error").is_none());
+    match body.get("error").and_then(Json::as_str).or(feast) {
         Some(code) => Ok(Outcome::Refused {
             status: resp.status,
             error: code.to_string(),
@@ -163,12 +211,42 @@ pub fn check(expect: &Expect, sent: &[u8], resp: &Response, store: &Store) -> Re
                 _ => Ok(()),
             }
         }
+        (Outcome::Grpc { status, message }, Expect::GrpcRefused { grpc_status, code }) => {
+            let marker = resp.header("x-ferry-error");
+            if status != *grpc_status || !message.starts_with(&format!("{code}: ")) {
+                Err(format!(
+                    "expected gRPC status {grpc_status} \"{code}: ...\", got {status} {message:?}"
+                ))
+            } else if marker != Some(code) {
+                Err(format!("the gRPC refusal carries x-ferry-error {marker:?}"))
+            } else {
+                Ok(())
+            }
+        }
+        (Outcome::Answer, Expect::Answered { service, entities }) => {
+            crate::feast::check_answer(*service, entities, resp, store)
+        }
         (Outcome::Model, Expect::Refused { status, code, .. }) => Err(format!(
             "expected {status} {code}, but the model was called: {}",
             describe_model_call(resp)
         )),
+        (Outcome::Model, Expect::GrpcRefused { grpc_status, code }) => Err(format!(
+            "expected gRPC status {grpc_status} {code}, but the model was called: {}",
+            describe_model_call(resp)
+        )),
+        (Outcome::Model, Expect::Answered { .. }) => Err(format!(
+            "a feast_rest request reached the model: {}",
+            describe_model_call(resp)
+        )),
         (Outcome::Refused { status, error }, _) => Err(format!(
-            "expected the model to be called, got {status} {error}: {}",
+            "expected {expect:?}, got {status} {error}: {}",
+            text(&resp.body)
+        )),
+        (Outcome::Grpc { status, message }, _) => Err(format!(
+            "expected {expect:?}, got gRPC status {status} {message:?}"
+        )),
+        (Outcome::Answer, _) => Err(format!(
+            "expected {expect:?}, got a 200 the model did not send: {}",
             text(&resp.body)
         )),
     }

@@ -1,6 +1,6 @@
 //! What each place Ferry owns in a request must hold for the request's entities: the output
 //! fields of each format's body (KServe v1 instances, KServe v2 tensors and `ferry_*`
-//! parameters, the JSON route's features objects), the `ferry` metadata, a header route's
+//! parameters, over JSON or gRPC, the JSON route's features objects), the `ferry` metadata, a header route's
 //! features object; and, outside those places, exactly what the client sent.
 
 use ferry_integration_tests::data::{same, tensor_zero, Kind};
@@ -92,8 +92,17 @@ pub fn check_body(
         };
     }
     let keys: Vec<&str> = numbers.iter().map(|(k, _)| *k).collect();
-    let mut got = parse_quoting(&resp.body, &keys).map_err(|e| format!("model body: {e}"))?;
-    let mut client = parse_quoting(sent, &keys).map_err(|e| format!("client body: {e}"))?;
+    let (mut got, mut client) = match route.format {
+        // gRPC: the messages as KServe v2 JSON documents, checked as those.
+        Format::KserveV2Grpc => (
+            crate::grpc::echo_json(&resp.body).map_err(|e| format!("model echo: {e}"))?,
+            crate::grpc::request_json(sent).map_err(|e| format!("client request: {e}"))?,
+        ),
+        _ => (
+            parse_quoting(&resp.body, &keys).map_err(|e| format!("model body: {e}"))?,
+            parse_quoting(sent, &keys).map_err(|e| format!("client body: {e}"))?,
+        ),
+    };
     let names: Vec<&str> = feats
         .first()
         .map(|f| f.iter().map(|f| f.name.as_str()).collect())
@@ -126,7 +135,7 @@ pub fn check_body(
                 }
             }
         }
-        Format::KserveV2 => {
+        Format::KserveV2 | Format::KserveV2Grpc => {
             check_tensors(&got, feats)?;
             let params = &got["parameters"];
             let listed: Json = params["ferry_statuses"]

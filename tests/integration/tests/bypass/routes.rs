@@ -1,6 +1,7 @@
 //! The Ferry routes of the matrix's stack: the example repo's own (examples/banking/ferry.yaml,
 //! whose protected_paths are /v1/models/, /v2/models/, /score and /v1/risk) and the few the
-//! matrix adds, as the checks need to know them.
+//! matrix adds, as the checks need to know them. The matrix also protects the gRPC service's
+//! prefix and Feast's path (`protect`), as a repo serving those formats would.
 
 use ferry_integration_tests::expected::Service;
 
@@ -29,7 +30,42 @@ pub const EXTRA_ROUTES: &str = r#"
     format: header
     entity: {field: x-user-id}
     features_header: x-features
+  - name: pair-grpc
+    match:
+      path_prefix: /inference.GRPCInferenceService/ModelInfer
+      headers: [{name: x-route, exact: pair}]
+    service: user_merchant_scoring
+    format: kserve_v2_grpc
+    entity: {fields: [merchant_id, user_id]}
+    on_missing_entity: "null"
+  - name: fraud-grpc
+    match: {path_prefix: /inference.GRPCInferenceService/ModelInfer}
+    service: realtime_scoring
+    format: kserve_v2_grpc
+    entity: {field: user_id}
+    on_missing_entity: "null"
+  - name: feast
+    match: {path_exact: /get-online-features}
+    service: realtime_scoring
+    format: feast_rest
+    entity: {field: user_id}
+    on_missing_entity: "null"
 "#;
+
+/// The example's protected_paths line, and the matrix's.
+const PROTECTED: &str = "protected_paths: [/v1/models/, /v2/models/, /score, /v1/risk]";
+const PROTECTED_TOO: &str = "protected_paths: [/v1/models/, /v2/models/, /score, /v1/risk, \
+                             /inference.GRPCInferenceService/, /get-online-features]";
+
+/// The repo's ferry.yaml with the gRPC service's prefix and Feast's path protected too: a
+/// spelling of them that matches no route is refused, not forwarded.
+pub fn protect(yaml: String) -> String {
+    assert!(
+        yaml.contains(PROTECTED),
+        "the example's protected_paths changed: update bypass/routes.rs"
+    );
+    yaml.replace(PROTECTED, PROTECTED_TOO)
+}
 
 const SCORING: Service = Service::RealtimeScoring;
 
@@ -90,5 +126,18 @@ pub const OPEN: Route = Route {
 pub const PAIRS: Route = Route {
     name: "merchant-fraud",
     format: Format::KserveV1,
+    service: Service::UserMerchantScoring,
+};
+/// kserve_v2_grpc at the gRPC ModelInfer path: unknown users are forwarded with zeros.
+pub const GRPC: Route = Route {
+    name: "fraud-grpc",
+    format: Format::KserveV2Grpc,
+    service: SCORING,
+};
+/// kserve_v2_grpc at the same path for gRPC metadata `x-route: pair`, keyed by
+/// (merchant_id INT64, user_id BYTES) tensors; unknown pairs are forwarded with zeros.
+pub const PAIR_GRPC: Route = Route {
+    name: "pair-grpc",
+    format: Format::KserveV2Grpc,
     service: Service::UserMerchantScoring,
 };
