@@ -133,3 +133,5 @@ async fn the_model_only_ever_sees_features_from_the_store(runtime: Runtime) {
 }
 
 each_runtime!(the_model_only_ever_sees_features_from_the_store,);
+// And on the native module reading Redis in process: the same matrix, the same two outcomes.
+ferry_integration_tests::also_in_process!(the_model_only_ever_sees_features_from_the_store,);
