@@ -105,7 +105,8 @@ async fn the_model_only_ever_sees_features_from_the_store(runtime: Runtime) {
                     Ok(resp) => outcome::check(&case.expect, &case.body, &resp, &store),
                     Err(e) => Err(format!("request failed: {}", panic_text(e))),
                 };
-                lines.push((format!("{:?} {}", protocol, case.name), verdict));
+                let name = format!("{:?} {}: {}", protocol, case.name, case.expect.summary());
+                lines.push((name, verdict));
             }
         }
         lines

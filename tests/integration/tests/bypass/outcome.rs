@@ -85,6 +85,31 @@ pub enum Expect {
     },
 }
 
+impl Expect {
+    /// The outcome in a few words, for the matrix's printed table.
+    pub fn summary(&self) -> String {
+        match self {
+            Expect::Enriched {
+                route, entities, ..
+            } => format!("enriched by {} ({} entities)", route.name, entities.len()),
+            Expect::Untouched { .. } => "forwarded untouched, no Ferry header".into(),
+            Expect::Refused { status, code, by } => {
+                let who = match by {
+                    Refuser::Filter => "filter",
+                    Refuser::Envoy => "Envoy",
+                };
+                format!("refused {status} {code} by {who}")
+            }
+            Expect::GrpcRefused { grpc_status, code } => {
+                format!("refused, gRPC status {grpc_status} {code}")
+            }
+            Expect::Answered { entities, .. } => {
+                format!("answered by the filter ({} entities)", entities.len())
+            }
+        }
+    }
+}
+
 /// How a response ended: the model's echo (it answers with what it received), a refusal, a
 /// gRPC status from the filter, or the filter's own 200 answer.
 enum Outcome {
