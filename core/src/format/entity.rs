@@ -31,27 +31,28 @@ pub fn keys_of_object(
     place: &str,
     keys: &mut Vec<String>,
 ) -> Result<(), FerryError> {
+    let place = || place.to_string();
     keys_of_fields(|f| Ok(obj.get(f).map(Cow::Borrowed)), route, place, keys)
 }
 
 /// The entity keys of one entity, one per route part, pushed onto `keys`: `field(name)` is
-/// the value of the entity's field of that name, if it has one; `place` names the entity in
-/// errors (e.g. `instances[3]`).
+/// the value of the entity's field of that name, if it has one; `place()` names the entity in
+/// errors (e.g. `instances[3]`; only written when there is an error).
 pub fn keys_of_fields<'v>(
     field: impl Fn(&str) -> Result<Option<Cow<'v, Json>>, FerryError>,
     route: &Route,
-    place: &str,
+    place: impl Fn() -> String,
     keys: &mut Vec<String>,
 ) -> Result<(), FerryError> {
     for p in &route.parts {
         let mut parts: Vec<String> = Vec::with_capacity(p.entity_fields.len());
         for (name, key) in p.entity_fields.iter().zip(&p.service.entity_keys) {
             let v = field(name)?.ok_or_else(|| FerryError::MissingEntityId {
-                place: place.to_string(),
+                place: place(),
                 field: name.clone(),
             })?;
             let part = entity_part(&v, key.kind).map_err(|reason| FerryError::InvalidEntityId {
-                place: format!("{place}.{name}"),
+                place: format!("{}.{name}", place()),
                 reason,
             })?;
             parts.push(part);

@@ -92,7 +92,7 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
         let place = || format!("instances[{index}]");
         let fields = raw::object(item)?
             .ok_or_else(|| shape(&format!("{} must be a JSON object", place())))?;
-        entity_keys(&fields, route, &place(), &mut req.keys)?;
+        entity_keys(&fields, route, place, &mut req.keys)?;
         for f in &fields {
             if !route.output_names.iter().any(|o| *o == f.name) {
                 req.fields.push(member(body, f)?);
@@ -108,7 +108,7 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
 fn entity_keys(
     fields: &[Field],
     route: &Route,
-    place: &str,
+    place: impl Fn() -> String,
     keys: &mut Vec<String>,
 ) -> Result<(), FerryError> {
     let value = |name: &str| {
@@ -118,14 +118,24 @@ fn entity_keys(
         };
         if named.next().is_some() {
             return Err(FerryError::DuplicateEntityId {
-                field: format!("{place}.{name}"),
+                field: format!("{}.{name}", place()),
             });
         }
-        serde_json::from_str::<Json>(field.value.get())
-            .map(|v| Some(Cow::Owned(v)))
-            .map_err(|e| FerryError::MalformedJson(e.to_string()))
+        id_value(field.value.get()).map(|v| Some(Cow::Owned(v)))
     };
-    entity::keys_of_fields(value, route, place, keys)
+    entity::keys_of_fields(value, route, &place, keys)
+}
+
+/// An entity id field's value: a string without escapes taken as it is, anything else parsed.
+fn id_value(text: &str) -> Result<Json, FerryError> {
+    let plain = text
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .filter(|t| !t.contains('\\'));
+    match plain {
+        Some(s) => Ok(Json::String(s.to_owned())),
+        None => serde_json::from_str(text).map_err(|e| FerryError::MalformedJson(e.to_string())),
+    }
 }
 
 fn member(body: &[u8], f: &Field) -> Result<Member, FerryError> {
