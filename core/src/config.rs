@@ -723,7 +723,7 @@ fn view(v: pb::ServiceView, ctx: &str) -> Result<View, ConfigError> {
         };
         let default = match f.default_value {
             None => None,
-            Some(d) if values::matches_type(&d, value_type) => d.kind,
+            Some(d) if values::matches_type(&d.kind, value_type) => d.kind,
             Some(_) => {
                 return invalid(
                     &vctx,

@@ -187,17 +187,17 @@ pub fn enrich(
             statuses: Vec::with_capacity(route.feature_count),
         };
         for ((part, key), bytes) in route.parts.iter().zip(keys).zip(vectors) {
-            let f = if bytes.is_empty() {
+            let from = entity.statuses.len();
+            if bytes.is_empty() {
                 missing.push(key.clone());
-                EntityFeatures::not_found(&part.service)
+                entity.push_not_found(part.service.feature_count);
             } else {
-                vector::decode(bytes, &part.service, key, now_us)?
-            };
-            if f.has(FeatureStatus::OutsideMaxAge) {
+                vector::decode_into(bytes, &part.service, key, now_us, &mut entity)?;
+            }
+            let statuses = entity.statuses.get(from..).unwrap_or_default();
+            if statuses.contains(&FeatureStatus::OutsideMaxAge) {
                 stale.push(key.clone());
             }
-            entity.values.extend(f.values);
-            entity.statuses.extend(f.statuses);
         }
         features.push(entity);
     }

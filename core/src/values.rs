@@ -3,16 +3,16 @@
 //! output buffer (the KServe v1 fast path).
 
 use base64::Engine;
-use ferry_protos::v1::{value::Kind, Value, ValueType};
+use ferry_protos::v1::{value::Kind, ValueType};
 use serde_json::Value as Json;
 
 /// One feature's value as decoded from a stored vector; `None` is null.
 pub type FeatureValue = Option<Kind>;
 
 /// Whether a stored value fits the registry type. Null (no kind) fits every type.
-pub fn matches_type(v: &Value, t: ValueType) -> bool {
+pub fn matches_type(v: &FeatureValue, t: ValueType) -> bool {
     matches!(
-        (&v.kind, t),
+        (v, t),
         (None, _)
             | (Some(Kind::Int32Val(_)), ValueType::Int32)
             | (Some(Kind::Int64Val(_)), ValueType::Int64)
@@ -228,24 +228,12 @@ mod tests {
 
     #[test]
     fn type_checks() {
-        assert!(matches_type(
-            &Value {
-                kind: v(Kind::Int64Val(1))
-            },
-            ValueType::Int64
-        ));
+        assert!(matches_type(&v(Kind::Int64Val(1)), ValueType::Int64));
+        assert!(!matches_type(&v(Kind::Int32Val(1)), ValueType::Int64));
         assert!(!matches_type(
-            &Value {
-                kind: v(Kind::Int32Val(1))
-            },
-            ValueType::Int64
-        ));
-        assert!(!matches_type(
-            &Value {
-                kind: v(Kind::StringVal("1".into()))
-            },
+            &v(Kind::StringVal("1".into())),
             ValueType::Float32
         ));
-        assert!(matches_type(&Value { kind: None }, ValueType::Float32List));
+        assert!(matches_type(&None, ValueType::Float32List));
     }
 }

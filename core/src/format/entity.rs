@@ -2,6 +2,8 @@
 //! `ferry_protos::key_part_problem`), the batch limit, and the keys of an object whose fields hold
 //! the join keys.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value as Json};
 
 use crate::config::{KeyKind, Route};
@@ -21,24 +23,36 @@ pub fn check_count(n: usize, route: &Route) -> Result<(), FerryError> {
     Ok(())
 }
 
-/// The entity keys of one object whose fields hold the join keys (KServe v1 instances, JSON
-/// entity objects), one per route part, pushed onto `keys`; `place` names the object in
-/// errors (e.g. `instances[3]`).
+/// The entity keys of one object whose fields hold the join keys (JSON entity objects), one
+/// per route part, pushed onto `keys`; `place` names the object in errors (e.g. `/users/3`).
 pub fn keys_of_object(
     obj: &Map<String, Json>,
     route: &Route,
     place: &str,
     keys: &mut Vec<String>,
 ) -> Result<(), FerryError> {
+    let place = || place.to_string();
+    keys_of_fields(|f| Ok(obj.get(f).map(Cow::Borrowed)), route, place, keys)
+}
+
+/// The entity keys of one entity, one per route part, pushed onto `keys`: `field(name)` is
+/// the value of the entity's field of that name, if it has one; `place()` names the entity in
+/// errors (e.g. `instances[3]`; only written when there is an error).
+pub fn keys_of_fields<'v>(
+    field: impl Fn(&str) -> Result<Option<Cow<'v, Json>>, FerryError>,
+    route: &Route,
+    place: impl Fn() -> String,
+    keys: &mut Vec<String>,
+) -> Result<(), FerryError> {
     for p in &route.parts {
         let mut parts: Vec<String> = Vec::with_capacity(p.entity_fields.len());
-        for (field, key) in p.entity_fields.iter().zip(&p.service.entity_keys) {
-            let v = obj.get(field).ok_or_else(|| FerryError::MissingEntityId {
-                place: place.to_string(),
-                field: field.clone(),
+        for (name, key) in p.entity_fields.iter().zip(&p.service.entity_keys) {
+            let v = field(name)?.ok_or_else(|| FerryError::MissingEntityId {
+                place: place(),
+                field: name.clone(),
             })?;
-            let part = entity_part(v, key.kind).map_err(|reason| FerryError::InvalidEntityId {
-                place: format!("{place}.{field}"),
+            let part = entity_part(&v, key.kind).map_err(|reason| FerryError::InvalidEntityId {
+                place: format!("{}.{name}", place()),
                 reason,
             })?;
             parts.push(part);

@@ -8,6 +8,8 @@ use crate::config::Service;
 use crate::error::FerryError;
 use crate::values::{self, FeatureValue};
 
+mod wire;
+
 /// Per-feature status, with Feast's names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FeatureStatus {
@@ -36,16 +38,11 @@ pub struct EntityFeatures {
 }
 
 impl EntityFeatures {
-    /// All features NOT_FOUND: the entity has no vector at all.
-    pub fn not_found(service: &Service) -> EntityFeatures {
-        EntityFeatures {
-            values: vec![None; service.feature_count],
-            statuses: vec![FeatureStatus::NotFound; service.feature_count],
-        }
-    }
-
-    pub fn has(&self, status: FeatureStatus) -> bool {
-        self.statuses.contains(&status)
+    /// `n` more features NOT_FOUND (null): a view without a row, an entity without a vector.
+    pub fn push_not_found(&mut self, n: usize) {
+        self.values.extend(std::iter::repeat_n(None, n));
+        self.statuses
+            .extend(std::iter::repeat_n(FeatureStatus::NotFound, n));
     }
 }
 
@@ -57,16 +54,36 @@ pub fn is_stale(event_time_us: i64, ttl_us: Option<i64>, now_us: i64) -> bool {
     }
 }
 
+/// One entity's features from its stored vector, checked against its FeatureService.
 pub fn decode(
     bytes: &[u8],
     service: &Service,
     entity: &str,
     now_us: i64,
 ) -> Result<EntityFeatures, FerryError> {
+    let mut out = EntityFeatures {
+        values: Vec::with_capacity(service.feature_count),
+        statuses: Vec::with_capacity(service.feature_count),
+    };
+    decode_into(bytes, service, entity, now_us, &mut out)?;
+    Ok(out)
+}
+
+/// `decode`, the features appended to `out` (an entity keyed by several services gets each
+/// service's features in turn). The bytes are read in place (`wire`): each value goes from
+/// them straight into `out`.
+pub fn decode_into(
+    bytes: &[u8],
+    service: &Service,
+    entity: &str,
+    now_us: i64,
+    out: &mut EntityFeatures,
+) -> Result<(), FerryError> {
     let bad = |detail: String| FerryError::BadVector {
         detail: format!("entity '{entity}': {detail}"),
     };
-    let v = StoredVector::decode(bytes).map_err(|e| bad(format!("undecodable: {e}")))?;
+    let undecodable = |e: wire::WireError| bad(format!("undecodable: {e}"));
+    let v = wire::stored(bytes).map_err(undecodable)?;
     if v.fingerprint != service.fingerprint {
         return Err(FerryError::FingerprintMismatch {
             entity: entity.to_string(),
@@ -81,35 +98,28 @@ pub fn decode(
             service.views.len()
         )));
     }
-    let mut out = EntityFeatures {
-        values: Vec::with_capacity(service.feature_count),
-        statuses: Vec::with_capacity(service.feature_count),
-    };
-    for (stored, view) in v.views.into_iter().zip(&service.views) {
+    for (stored, view) in v.views.iter().zip(&service.views) {
+        let stored = wire::view(stored).map_err(undecodable)?;
         let n = view.features.len();
-        if stored.values.is_empty() {
-            out.values.extend(std::iter::repeat_n(None, n));
-            out.statuses
-                .extend(std::iter::repeat_n(FeatureStatus::NotFound, n));
+        if stored.count == 0 {
+            out.push_not_found(n);
             continue;
         }
-        if stored.values.len() != n {
+        if stored.count != n {
             return Err(bad(format!(
                 "view '{}' has {} values, the registry {} features",
-                view.name,
-                stored.values.len(),
-                n
+                view.name, stored.count, n
             )));
         }
         let stale = is_stale(stored.event_time_us, view.ttl_us, now_us);
-        for (value, feature) in stored.values.into_iter().zip(&view.features) {
-            if !values::matches_type(&value, feature.value_type) {
+        for (value, feature) in stored.values().zip(&view.features) {
+            let kind = value.and_then(wire::value).map_err(undecodable)?;
+            if !values::matches_type(&kind, feature.value_type) {
                 return Err(bad(format!(
                     "feature '{}:{}' is not of type {:?}",
                     view.name, feature.name, feature.value_type
                 )));
             }
-            let kind = value.kind;
             let (value, status) = if stale {
                 (None, FeatureStatus::OutsideMaxAge)
             } else if values::is_json_null(&kind) {
@@ -122,7 +132,7 @@ pub fn decode(
             out.statuses.push(status);
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The event time (µs) of each feature's view in a stored vector, flattened like its values;
