@@ -378,14 +378,14 @@ fn duplicates() -> Vec<Case> {
             v2_id_tensors(&[&[U1], &[U1]]),
         )
         .refused(400, "duplicate_entity_id"),
-        // One JSON object naming user_id twice: JSON parsers (the filter's, Python's) keep the
-        // last; the model must see one id, the one enriched.
+        // One JSON object naming user_id twice: a model's parser may read either one, so
+        // Ferry refuses it (as for two id headers or two id tensors).
         post(
             "v1 user_id key twice",
             PREDICT,
             r#"{"instances":[{"user_id":"u000001","amount":1,"user_id":"u000002"}]}"#,
         )
-        .enriched(FRAUD, users(&["u000002"])),
+        .refused(400, "duplicate_entity_id"),
     ]
 }
 
