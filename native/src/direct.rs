@@ -27,7 +27,6 @@ pub const VARIABLE: &str = "FERRY_NATIVE_READER";
 pub struct Direct {
     runtime: tokio::runtime::Runtime,
     reader: Arc<Reader>,
-    max_body_bytes: u64,
 }
 
 static DIRECT: OnceLock<Option<Direct>> = OnceLock::new();
@@ -74,7 +73,6 @@ fn start(flags: &str) -> Result<Direct, String> {
     Ok(Direct {
         runtime,
         reader: Arc::new(reader),
-        max_body_bytes: config.max_body_bytes,
     })
 }
 
@@ -90,22 +88,16 @@ impl Direct {
     pub fn submit(&'static self, slot: &Slot, token: u32, body: Vec<u8>, timeout: Duration) {
         let slot = slot.clone();
         self.runtime.spawn(async move {
-            let answer = if body.len() as u64 > self.max_body_bytes {
-                error(ferry_reader::ReaderError::BodyTooLarge {
-                    max: self.max_body_bytes,
-                })
-            } else {
-                match tokio::time::timeout(timeout, self.reader.lookup(&body[..])).await {
-                    Ok(Ok(vectors)) => CallResponse {
-                        status: Some(200),
-                        body: vectors.to_vec(),
-                    },
-                    Ok(Err(e)) => error(e),
-                    Err(_) => CallResponse {
-                        status: Some(504),
-                        body: Vec::new(),
-                    },
-                }
+            let answer = match tokio::time::timeout(timeout, self.reader.lookup(&body[..])).await {
+                Ok(Ok(vectors)) => CallResponse {
+                    status: Some(200),
+                    body: vectors.to_vec(),
+                },
+                Ok(Err(e)) => error(e),
+                Err(_) => CallResponse {
+                    status: Some(504),
+                    body: Vec::new(),
+                },
             };
             slot.answer(token, answer);
         });

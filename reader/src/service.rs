@@ -144,8 +144,14 @@ impl Reader {
 
     /// One encoded `VectorRequest` in, one Redis round trip, the encoded `VectorResponse` out:
     /// what `POST /v1/vectors` answers, without HTTP (the native module's in-process reader
-    /// calls it directly). Waits for one of the `--max-concurrency` Redis slots.
+    /// calls it directly). A body over `--max-body-bytes` is refused; otherwise waits for one
+    /// of the `--max-concurrency` Redis slots.
     pub async fn lookup(&self, body: impl Buf) -> Result<Bytes, ReaderError> {
+        if body.remaining() as u64 > self.max_body_bytes {
+            return Err(ReaderError::BodyTooLarge {
+                max: self.max_body_bytes,
+            });
+        }
         let _permit = self
             .permits
             .acquire()
