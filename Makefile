@@ -10,7 +10,7 @@ stop:            ## stop exactly what `make demo` started
 test:            ## every test: unit + integration (real Envoy, Redis, reader, model)
 	bash scripts/test.sh
 
-lint:            ## rustfmt + clippy (also for wasm32-wasip1), warnings are errors
+lint:            ## docs links + rustfmt + clippy (also for wasm32-wasip1), warnings are errors
 	bash scripts/lint.sh
 
 build:

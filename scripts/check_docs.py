@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Checks the Markdown docs offline (`make lint`): every relative link's target exists, every
+`#anchor` names a heading of its target, and docs/SUMMARY.md lists every chapter of the book.
+
+Anchors follow GitHub's (and mdBook's) rule: the heading's text, lowercased, spaces to '-',
+every character but letters, digits, '-' and '_' dropped; a repeated heading gets '-1', '-2'.
+Exit status 1 with one line per broken link. Python 3 standard library only.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+BOOK = "docs"
+SUMMARY = os.path.join(BOOK, "SUMMARY.md")
+# Never walked when git is unavailable: build output, virtualenvs, fuzz output.
+SKIP_DIRS = {".git", "target", ".venv", ".venv-feast", "node_modules", ".run"}
+
+FENCE = re.compile(r"^\s{0,3}(```+|~~~+)")
+HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+INLINE_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*(<[^>]*>|[^)\s]+)(?:\s+\"[^\"]*\")?\s*\)")
+REF_DEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)")
+CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+HTML_ID = re.compile(r"<a\s+(?:name|id)=\"([^\"]+)\"")
+INCLUDE = re.compile(r"\{\{#include\s+([^}\s:]+)[^}]*\}\}")
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def markdown_files():
+    """Tracked and new (not ignored) *.md files, repository-relative."""
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.md"],
+            cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        files = [f for f in out.splitlines() if f and os.path.isfile(os.path.join(ROOT, f))]
+    except (OSError, subprocess.CalledProcessError):
+        files = []
+        for d, dirs, names in os.walk(ROOT):
+            dirs[:] = [x for x in dirs if x not in SKIP_DIRS]
+            files += [os.path.relpath(os.path.join(d, n), ROOT) for n in names if n.endswith(".md")]
+    rendered = os.path.join(BOOK, "book") + os.sep
+    return sorted(set(f for f in files if not f.startswith(rendered)))
+
+
+def prose_lines(text):
+    """(line number, line) outside fenced code blocks."""
+    fence = None
+    for n, line in enumerate(text.splitlines(), 1):
+        m = FENCE.match(line)
+        if m:
+            mark = m.group(1)
+            if fence is None:
+                fence = mark
+            elif mark[0] == fence[0] and len(mark) >= len(fence):
+                fence = None
+            continue
+        if fence is None:
+            yield n, line
+
+
+def slug(heading):
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link's text stays
+    text = text.replace("`", "").replace("*", "")
+    text = re.sub(r"<[^>]+>", "", text)
+    kept = "".join(c for c in text.lower() if c.isalnum() or c in " -_" or c.isspace())
+    return re.sub(r"\s", "-", kept)
+
+
+_anchor_cache = {}
+
+
+def anchors(path, seen=()):
+    """Every anchor a Markdown file defines (headings, HTML ids, mdBook includes)."""
+    if path in _anchor_cache:
+        return _anchor_cache[path]
+    found, counts = set(), {}
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for _, line in prose_lines(text):
+        m = HEADING.match(line)
+        if m:
+            base = slug(m.group(2))
+            n = counts.get(base, 0)
+            counts[base] = n + 1
+            found.add(base if n == 0 else f"{base}-{n}")
+        found.update(HTML_ID.findall(line))
+        for inc in INCLUDE.findall(line):
+            target = os.path.normpath(os.path.join(os.path.dirname(path), inc))
+            if target not in seen and os.path.isfile(target):
+                found |= anchors(target, seen + (path,))
+    _anchor_cache[path] = found
+    return found
+
+
+def links(text):
+    """(line number, destination) of every link outside code."""
+    for n, line in prose_lines(text):
+        m = REF_DEF.match(line)
+        if m:
+            yield n, m.group(1).strip("<>")
+            continue
+        for m in INLINE_LINK.finditer(CODE_SPAN.sub("", line)):
+            yield n, m.group(1).strip("<>")
+
+
+def check_link(src, dest):
+    """None if the link holds, else why not."""
+    if SCHEME.match(dest) or dest.startswith("//"):
+        return None  # external: not checked offline
+    path, _, anchor = dest.partition("#")
+    if path.startswith("/"):
+        target = os.path.join(ROOT, path.lstrip("/"))
+    elif path:
+        target = os.path.join(os.path.dirname(os.path.join(ROOT, src)), path)
+    else:
+        target = os.path.join(ROOT, src)
+    target = os.path.normpath(target)
+    if not os.path.exists(target):
+        return f"no such file: {os.path.relpath(target, ROOT)}"
+    if anchor and target.endswith(".md") and os.path.isfile(target):
+        if anchor not in anchors(target):
+            return f"no heading for #{anchor} in {os.path.relpath(target, ROOT)}"
+    return None
+
+
+def check_summary(files):
+    """The book's chapters and SUMMARY.md agree both ways."""
+    problems = []
+    summary = os.path.join(ROOT, SUMMARY)
+    if not os.path.isfile(summary):
+        return [f"{SUMMARY}: missing"]
+    with open(summary, encoding="utf-8") as f:
+        text = f.read()
+    listed = set()
+    for n, dest in links(text):
+        path = dest.partition("#")[0]
+        if not path or SCHEME.match(path):
+            problems.append(f"{SUMMARY}:{n}: entry '{dest}' is not a chapter file")
+            continue
+        listed.add(os.path.normpath(os.path.join(BOOK, path)))
+    chapters = {f for f in files if f.startswith(BOOK + os.sep) and f != SUMMARY}
+    for ch in sorted(chapters - listed):
+        problems.append(f"{ch}: chapter not listed in {SUMMARY}")
+    # An entry naming no file is reported with the other links (SUMMARY.md is checked as one).
+    return problems
+
+
+def main():
+    files = markdown_files()
+    problems = []
+    for src in files:
+        with open(os.path.join(ROOT, src), encoding="utf-8") as f:
+            text = f.read()
+        for n, dest in links(text):
+            why = check_link(src, dest)
+            if why:
+                problems.append(f"{src}:{n}: ({dest}) {why}")
+    problems += check_summary(files)
+    if problems:
+        print(f"check_docs: {len(problems)} broken link(s) or book entries:", file=sys.stderr)
+        for p in problems:
+            print(f"  {p}", file=sys.stderr)
+        return 1
+    print(f"check_docs: {len(files)} Markdown files, every relative link and anchor holds")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
