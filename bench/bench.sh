@@ -27,7 +27,7 @@ SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache ferry_na
 HOT_SET=${BENCH_HOT_SET:-1000}   # ids of the near-cache scenario: a warm working set
 FEAST_WORKERS=${BENCH_FEAST_WORKERS:--1}
 # The reader cluster's protocol (http1 | http2); empty = the generator's default, the measured
-# choice (README, "Reader cluster protocol"; bench/reader_protocol.sh compares the two).
+# choice (bench/README.md, "Reader cluster protocol"; bench/reader_protocol.sh compares the two).
 READER_PROTOCOL=${BENCH_READER_PROTOCOL:-}
 
 # Ports: a block of its own (default 19101..19114) so that a running `make demo` is untouched.

@@ -38,7 +38,7 @@ cargo build --release --quiet -p ferry-native
 
 bash scripts/stop.sh >/dev/null
 for p in $PORTS; do
-  port_free "$p" || { echo "port $p is in use; free it or set the FERRY_*_PORT variables (see README)" >&2; exit 1; }
+  port_free "$p" || { echo "port $p is in use; free it or set the FERRY_*_PORT variables (see docs/getting-started.md#ports)" >&2; exit 1; }
 done
 
 echo "== starting Redis on 127.0.0.1:$REDIS_PORT"

@@ -46,7 +46,7 @@ enum Command {
     EnvoyConfig(EnvoyConfigArgs),
     /// Print the filter's configuration as JSON, for Istio's WasmPlugin or Envoy Gateway's
     /// EnvoyExtensionPolicy (`pluginConfig`); the filter then runs without
-    /// allow_on_headers_stop_iteration (README, "Istio and Envoy Gateway").
+    /// allow_on_headers_stop_iteration (docs/kubernetes.md).
     PluginConfig(PluginConfigArgs),
     /// Write the filter's .wasm as an OCI image layout (Wasm image spec, compat variant: one
     /// tar+gzip layer holding plugin.wasm), for Istio's WasmPlugin and Envoy Gateway to pull

@@ -1,5 +1,5 @@
 //! The filter's Envoy stats (proxy-wasm metrics). Defined once per VM by the root context;
-//! Envoy shows them at `/stats/prometheus` as `wasmcustom_<name>` (see README).
+//! Envoy shows them as `wasmcustom.<name>` in `/stats`, `<name>` in Prometheus (docs/metrics.md).
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
