@@ -77,6 +77,22 @@ async fn text(response: Response<Incoming>) -> String {
     String::from_utf8(bytes.to_vec()).unwrap()
 }
 
+/// A `/slow` request, sent and (by the time this returns) in its handler.
+async fn slow_request(addr: SocketAddr) -> JoinHandle<Result<Response<Incoming>, hyper::Error>> {
+    let mut client = http1(addr).await;
+    let in_flight = tokio::spawn(async move { client.send_request(get("/slow")).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    in_flight
+}
+
+/// Waits for `serve` to return, failing after 5 s.
+async fn returns(served: JoinHandle<()>) {
+    tokio::time::timeout(Duration::from_secs(5), served)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
 #[tokio::test]
 async fn serves_http1_with_keep_alive() {
     let server = start(Options::default()).await;
@@ -117,10 +133,7 @@ async fn http1_only_refuses_h2c() {
 #[tokio::test]
 async fn shutdown_stops_accepting_and_drains_a_request_in_flight() {
     let server = start(Options::default()).await;
-    let mut client = http1(server.addr).await;
-    let in_flight = tokio::spawn(async move { client.send_request(get("/slow")).await });
-    // Let the request reach the handler before the signal.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let in_flight = slow_request(server.addr).await;
     server.stop.send(()).unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(TcpStream::connect(server.addr).await.is_err());
@@ -131,10 +144,7 @@ async fn shutdown_stops_accepting_and_drains_a_request_in_flight() {
     server.release.notify_one();
     let response = in_flight.await.unwrap().unwrap();
     assert_eq!(text(response).await, "/slow");
-    tokio::time::timeout(Duration::from_secs(5), server.served)
-        .await
-        .unwrap()
-        .unwrap();
+    returns(server.served).await;
 }
 
 #[tokio::test]
@@ -144,14 +154,9 @@ async fn the_grace_period_bounds_the_drain() {
         ..Options::default()
     };
     let server = start(options).await;
-    let mut client = http1(server.addr).await;
-    let _stuck = tokio::spawn(async move { client.send_request(get("/slow")).await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _stuck = slow_request(server.addr).await;
     server.stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), server.served)
-        .await
-        .unwrap()
-        .unwrap();
+    returns(server.served).await;
 }
 
 #[tokio::test]
