@@ -3,9 +3,12 @@
 # same machine, same Redis, same data, one run. Installs what it needs (Envoy, redis-server, the
 # bench virtualenv with feast[redis] and matplotlib), builds in release, generates the data set,
 # materializes it for both, starts every server on its own loopback port, drives each scenario
-# with bench's load generator (ferry-bench), and writes bench/results/latest.json (+ a dated
-# copy), the table in bench/README.md and bench/results/latency.png. Every process it started
-# is stopped at the end, by pid, also on failure or Ctrl-C.
+# with bench's load generator (ferry-bench), and writes the report: results/latest.json (+ a
+# dated copy), results/latency.png, results/added.png and the results tables. By default they go
+# to bench/.run/ (git-ignored: bench/.run/report.md and bench/.run/results/), so a run never
+# touches committed files; RECORD=1 writes them where they are committed (bench/results/ and
+# the results section of bench/README.md). Every process it started is stopped at the end, by
+# pid, also on failure or Ctrl-C.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 cd "$ROOT"
@@ -15,6 +18,7 @@ PY="$BENCH/.venv/bin/python"
 FEAST="$BENCH/.venv/bin/feast"
 
 QUICK=${QUICK:-0}
+RECORD=${RECORD:-0}
 if [ "$QUICK" = 1 ]; then
   ENTITIES=${BENCH_ENTITIES:-10000}; DURATION=${BENCH_DURATION:-2}; WARMUP=${BENCH_WARMUP:-0.5}
   RATES=${BENCH_RATES:-200}
@@ -240,4 +244,10 @@ say "$n_runs runs done; writing the report"
 curl -fsS "http://127.0.0.1:$ADMIN_PORT/stats?format=json&filter=(ferry_reader|model)\.upstream_rq_time|downstream_rq_time" \
   > "$RUN_DIR/envoy-stats.json" 2>/dev/null && meta envoy_stats "$(cat "$RUN_DIR/envoy-stats.json")" || true
 meta run "{\"quick\": $([ "$QUICK" = 1 ] && echo true || echo false), \"entities\": $ENTITIES, \"duration_s\": $DURATION, \"warmup_s\": $WARMUP, \"hot_set\": $HOT_SET, \"fingerprint\": \"$FINGERPRINT\", \"anchor\": \"$ANCHOR\"}"
-"$PY" "$BENCH/report.py" --rows "$ROWS" --meta "$META" --envoy "$ENVOY" --out "$BENCH/results" --readme "$BENCH/README.md"
+if [ "$RECORD" = 1 ]; then
+  OUT="$BENCH/results"; REPORT="$BENCH/README.md"
+else
+  OUT="$RUN_DIR/results"; REPORT="$RUN_DIR/report.md"
+fi
+"$PY" "$BENCH/report.py" --rows "$ROWS" --meta "$META" --envoy "$ENVOY" --out "$OUT" --readme "$REPORT"
+[ "$RECORD" = 1 ] || echo "bench: not recorded (bench/README.md and bench/results/ untouched); RECORD=1 records a run"

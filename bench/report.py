@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Turns one `make bench` run (rows.jsonl from ferry-bench + meta.json from bench.sh) into
-bench/results/latest.json (+ a dated copy), bench/results/latency.png and the results section of
-bench/README.md (between the `results:start` / `results:end` markers)."""
+OUT/latest.json (+ a dated copy), OUT/latency.png, OUT/added.png and the results section of the
+README given (between the `results:start` / `results:end` markers; a README that does not exist
+yet is created with that section alone). bench.sh gives bench/.run/results and
+bench/.run/report.md, or with RECORD=1 the committed bench/results and bench/README.md; the
+section links `results/...`, so OUT is the `results` folder beside the README."""
 
 import argparse
 import datetime as dt
@@ -408,8 +411,12 @@ def main():
     shutil.copy(latest, os.path.join(args.out, now.strftime("%Y-%m-%dT%H%M%SZ") + ".json"))
     plot(rows, os.path.join(args.out, "latency.png"))
     plot_added(rows, os.path.join(args.out, "added.png"))
-    with open(args.readme) as f:
-        readme = f.read()
+    try:
+        with open(args.readme) as f:
+            readme = f.read()
+    except FileNotFoundError:
+        readme = ("# Ferry bench run (not recorded)\n\n`make bench RECORD=1` writes a run to "
+                  "bench/README.md and bench/results/.\n")
     if START in readme and END in readme:
         readme = readme[:readme.index(START)] + section(doc) + readme[readme.index(END) + len(END):]
     else:

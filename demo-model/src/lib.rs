@@ -19,16 +19,13 @@
 pub mod grpc;
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::future::Future;
-use std::time::Duration;
 
+use ferry_http_serve::Options;
 use http_body_util::Either;
 use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use hyper::{HeaderMap, Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
 const X_ECHO_HEADERS: HeaderName = HeaderName::from_static("x-echo-headers");
@@ -90,46 +87,21 @@ fn headers_json(headers: &HeaderMap) -> String {
     serde_json::to_string(&map).unwrap_or_else(|_| "{}".to_string())
 }
 
-/// Serves on `listener` until `shutdown` completes. HTTP/1.1 keep-alive (and h2c, for free).
+/// Serves on `listener` until `shutdown` completes: HTTP/1.1 keep-alive and h2c (the gRPC
+/// `ModelInfer` path), then drains requests in flight.
 pub async fn serve(listener: TcpListener, shutdown: impl Future<Output = ()>) {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().keep_alive(true);
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, _) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => return,
-        };
-        // Nagle would hold small responses back ~40 ms waiting for an ACK.
-        let _ = stream.set_nodelay(true);
-        let connection = builder
-            .serve_connection(
-                TokioIo::new(stream),
-                hyper::service::service_fn(|request: Request<Incoming>| async {
-                    let response = if request.uri().path() == grpc::MODEL_INFER_PATH {
-                        let (parts, body) = request.into_parts();
-                        let mut answer = grpc::model_infer(body).await;
-                        echo_request(&parts, answer.headers_mut());
-                        answer.map(Either::Right)
-                    } else {
-                        echo(request).map(Either::Left)
-                    };
-                    Ok::<_, Infallible>(response)
-                }),
-            )
-            .into_owned();
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "connection ended with an error");
-            }
-        });
+    ferry_http_serve::serve(listener, &Options::default(), answer, shutdown).await;
+}
+
+/// The answer to one request: the gRPC `ModelInfer` echo on its path, the HTTP echo elsewhere.
+async fn answer(request: Request<Incoming>) -> Response<Either<Incoming, grpc::GrpcBody>> {
+    if request.uri().path() == grpc::MODEL_INFER_PATH {
+        let (parts, body) = request.into_parts();
+        let mut answer = grpc::model_infer(body).await;
+        echo_request(&parts, answer.headers_mut());
+        answer.map(Either::Right)
+    } else {
+        echo(request).map(Either::Left)
     }
 }
 
@@ -139,6 +111,7 @@ mod tests {
     use bytes::Bytes;
     use http_body_util::{BodyExt, Full};
     use hyper_util::client::legacy::Client;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
 
     async fn start() -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -16,6 +16,26 @@ use prometheus_client::registry::{Registry, Unit};
 /// The `Content-Type` of what [`Metrics::render`] returns.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// A label enum's values, each spelled as the word dashboards already use ("vectors"); the
+/// derive of `EncodeLabelValue` would spell the variant names ("Vectors").
+macro_rules! label_values {
+    ($kind:ident { $($variant:ident => $label:literal),+ $(,)? }) => {
+        impl $kind {
+            fn label(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $label),+
+                }
+            }
+        }
+
+        impl EncodeLabelValue for $kind {
+            fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+                EncodeLabelValue::encode(&self.label(), encoder)
+            }
+        }
+    };
+}
+
 /// What a request was for; a label on the request counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Route {
@@ -31,25 +51,13 @@ pub enum Route {
     Other,
 }
 
-impl Route {
-    fn label(self) -> &'static str {
-        match self {
-            Route::Vectors => "vectors",
-            Route::Healthz => "healthz",
-            Route::Readyz => "readyz",
-            Route::Metrics => "metrics",
-            Route::Other => "other",
-        }
-    }
-}
-
-// Written by hand: the derive would spell the variant names ("Vectors"), not the labels
-// dashboards already use ("vectors").
-impl EncodeLabelValue for Route {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        EncodeLabelValue::encode(&self.label(), encoder)
-    }
-}
+label_values!(Route {
+    Vectors => "vectors",
+    Healthz => "healthz",
+    Readyz => "readyz",
+    Metrics => "metrics",
+    Other => "other",
+});
 
 /// Why a Redis call failed; a label on the Redis error counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,21 +72,13 @@ pub enum RedisErrorKind {
 
 impl RedisErrorKind {
     const ALL: [RedisErrorKind; 3] = [Self::Timeout, Self::Unavailable, Self::Other];
-
-    fn label(self) -> &'static str {
-        match self {
-            Self::Timeout => "timeout",
-            Self::Unavailable => "unavailable",
-            Self::Other => "other",
-        }
-    }
 }
 
-impl EncodeLabelValue for RedisErrorKind {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        EncodeLabelValue::encode(&self.label(), encoder)
-    }
-}
+label_values!(RedisErrorKind {
+    Timeout => "timeout",
+    Unavailable => "unavailable",
+    Other => "other",
+});
 
 /// Labels of `ferry_reader_requests_total`, in the order they are written.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -235,6 +235,7 @@ impl Metrics {
         out
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,16 +1,12 @@
-//! Accepting connections: HTTP/1.1 keep-alive and h2c (prior knowledge) on one port, Nagle off,
-//! and a graceful shutdown that stops accepting and lets requests in flight finish.
+//! Starting the reader: binding `--listen` and serving it through the shared accept loop
+//! (HTTP/1.1 keep-alive and h2c on one port, graceful drain), and the shutdown signal.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use ferry_http_serve::Options;
 use tokio::net::TcpListener;
 
 use crate::config::Config;
@@ -58,66 +54,20 @@ pub async fn serve(listener: TcpListener, reader: Arc<Reader>, shutdown: impl Fu
         let _ = probe.store().ping().await;
     });
 
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .keep_alive(true)
-        .timer(TokioTimer::new())
-        // hyper's header read timeout also runs while a keep-alive connection sits idle, so it
-        // would close Envoy's pooled connections and race Envoy reusing them (a reset request).
-        // The pool's owner, Envoy, decides when an idle connection goes.
-        .header_read_timeout(None);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(reader.max_concurrency());
-
-    let graceful = GracefulShutdown::new();
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Typically out of file descriptors: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        // Responses are small and written whole: Nagle would only add latency.
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(%peer, error = %e, "TCP_NODELAY not set");
-        }
+    // Envoy owns the pooled connections and decides when an idle one goes, so no header read
+    // timeout (it would also run on idle keep-alive connections).
+    let options = Options {
+        h2c: true,
+        max_concurrent_streams: Some(reader.max_concurrency()),
+        header_read_timeout: None,
+        grace: SHUTDOWN_GRACE,
+        ..Options::default()
+    };
+    let handler = move |request| {
         let reader = reader.clone();
-        let service = service_fn(move |request| {
-            let reader = reader.clone();
-            async move { Ok::<_, Infallible>(reader.handle(request).await) }
-        });
-        let connection = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
-        });
-    }
-
-    drop(listener);
-    tracing::info!(
-        connections = graceful.count(),
-        "shutting down: no new connections, draining"
-    );
-    tokio::select! {
-        () = graceful.shutdown() => tracing::info!("all connections closed"),
-        () = tokio::time::sleep(SHUTDOWN_GRACE) => {
-            tracing::warn!(grace_s = SHUTDOWN_GRACE.as_secs(), "requests still in flight after the grace period; exiting");
-        }
-    }
+        async move { reader.handle(request).await }
+    };
+    ferry_http_serve::serve(listener, &options, handler, shutdown).await;
 }
 
 /// Completes on SIGINT or SIGTERM.

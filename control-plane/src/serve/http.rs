@@ -7,15 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use ferry_http_serve::Options;
 use ferry_protos::v1;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use prost::Message as _;
 use serde::Serialize;
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 
 use super::api::{ApiError, ErrorCode, Pushed, PUSH_PATH, UNCHECKED_HEADER, VERSION_HEADER};
 use super::metrics::PushOutcome;
@@ -40,40 +40,24 @@ pub struct Api {
     #[cfg(feature = "test-switches")]
     pub allow_invalid: bool,
 }
+
+/// Serves the API on `listener` until `shutdown` changes: HTTP/1.1 only, at most
+/// `MAX_CONNECTIONS` at once, `READ_TIMEOUT` for the headers; then drains requests in flight.
 pub async fn serve(listener: TcpListener, api: Api, mut shutdown: watch::Receiver<bool>) {
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-            _ = shutdown.changed() => break,
-        };
-        let (stream, _) = tokio::select! {
-            a = listener.accept() => match a {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => break,
-        };
+    let options = Options {
+        h2c: false,
+        max_connections: Some(MAX_CONNECTIONS),
+        header_read_timeout: Some(READ_TIMEOUT),
+        ..Options::default()
+    };
+    let handler = move |req| {
         let api = api.clone();
-        tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req| {
-                let api = api.clone();
-                async move { Ok::<_, std::convert::Infallible>(handle(&api, req).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(READ_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), svc);
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "HTTP connection ended");
-            }
-            drop(permit);
-        });
-    }
+        async move { handle(&api, req).await }
+    };
+    let shutdown = async move {
+        let _ = shutdown.changed().await;
+    };
+    ferry_http_serve::serve(listener, &options, handler, shutdown).await;
 }
 
 fn reply(status: StatusCode, body: &impl Serialize) -> Response<Full<Bytes>> {

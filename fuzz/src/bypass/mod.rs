@@ -10,7 +10,9 @@
 //! prefix is a 404 and an unmatched one outside it passes untouched but for Ferry's headers; a
 //! reader refusal or an unusable answer is never forwarded; one reader call at most.
 //!
-//! - `scenario`: the input decoded into a request and the reader's behaviour; `path`, its path.
+//! - `input`: the fuzz input, read one choice (byte) at a time.
+//! - `scenario`: the input decoded into a request and the reader's behaviour; `path`, its path
+//!   and where it must lead.
 //! - `reader`: the fake reader's answer, and what each entity's features must be.
 //! - `expected`: what Ferry must write, from that answer and the route's policies.
 //! - `check`: the owned places of what reached the model; `grpc`, those of a gRPC request.
@@ -19,6 +21,7 @@
 mod check;
 mod expected;
 mod grpc;
+mod input;
 mod path;
 mod reader;
 mod scenario;
@@ -32,8 +35,9 @@ use ferry_core::http_context::{Action, HttpFilter};
 use ferry_core::metrics::Metrics;
 
 use check::Headers;
+use input::Bytes;
 use reader::Answer;
-use scenario::{Bytes, ReaderPlan, Scenario};
+use scenario::{ReaderPlan, Scenario};
 
 /// The token `FakeHost::dispatch` hands out.
 const TOKEN: u32 = 7;

@@ -4,7 +4,20 @@
 
 use ferry_core::config::Config;
 
-use super::scenario::{Bytes, Expect};
+use super::input::Bytes;
+
+/// Where the path leads, as the generator built it (not as the filter computes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// A spelling of this route's path (percent-encoded unreserved characters, `//`, `.`,
+    /// `..`, a query): the filter must handle the request on this route.
+    Route(usize),
+    /// Under the protected prefix but no route's path (case changed, `%2F` for a `/`): 404.
+    NoRoute,
+    /// Outside every protected prefix and route: the request passes, untouched but for
+    /// Ferry-owned headers, which are removed.
+    Pass,
+}
 
 /// A path segment and what it is to the route match.
 #[derive(Clone, PartialEq, Eq)]

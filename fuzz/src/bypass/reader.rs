@@ -8,7 +8,7 @@ use ferry_protos::v1::{self as pb, value::Kind, ValueType};
 use prost::Message;
 
 use super::super::NOW_US;
-use super::scenario::Bytes;
+use super::input::Bytes;
 
 /// One key's vector as the reader returned it.
 #[derive(Debug, Clone)]

@@ -8,57 +8,13 @@
 use ferry_core::config::{Config, Format, KeyKind, Route};
 use serde_json::{json, Map, Value as Json};
 
+use super::input::Bytes;
+use super::path::Expect;
+
 /// The number a forged field holds; synthesized features never produce it.
 pub const FORGED_NUMBER: i64 = 987_654_321;
 /// The string a forged field or header holds; synthesized features never produce it.
 pub const FORGED: &str = "forged";
-
-/// The input, read one choice at a time.
-pub struct Bytes<'a> {
-    data: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Bytes<'a> {
-    pub fn new(data: &'a [u8]) -> Self {
-        Bytes { data, at: 0 }
-    }
-
-    pub fn byte(&mut self) -> u8 {
-        let b = self.data.get(self.at).copied().unwrap_or(0);
-        self.at += 1;
-        b
-    }
-
-    /// A choice among `n` (0 when the input is exhausted).
-    pub fn below(&mut self, n: usize) -> usize {
-        usize::from(self.byte()) % n.max(1)
-    }
-
-    /// True one time in `n`.
-    pub fn one_in(&mut self, n: usize) -> bool {
-        self.below(n) == n - 1
-    }
-
-    /// Up to `max` raw bytes: a length byte, then that many bytes.
-    pub fn raw(&mut self, max: usize) -> Vec<u8> {
-        let len = self.below(max + 1);
-        (0..len).map(|_| self.byte()).collect()
-    }
-}
-
-/// Where the path leads, as the generator built it (not as the filter computes it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Expect {
-    /// A spelling of this route's path (percent-encoded unreserved characters, `//`, `.`,
-    /// `..`, a query): the filter must handle the request on this route.
-    Route(usize),
-    /// Under the protected prefix but no route's path (case changed, `%2F` for a `/`): 404.
-    NoRoute,
-    /// Outside every protected prefix and route: the request passes, untouched but for
-    /// Ferry-owned headers, which are removed.
-    Pass,
-}
 
 /// What the reader does with the one call.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,8 +7,9 @@ use serde_json::Value as Json;
 
 use super::check::{self, assert_owned_headers, owned_header, Headers};
 use super::expected;
+use super::path::Expect;
 use super::reader::Answer;
-use super::scenario::{Expect, ReaderPlan};
+use super::scenario::ReaderPlan;
 use super::{Delivered, Run, BODY_METHODS, READER_FAILURES};
 
 impl Run<'_> {

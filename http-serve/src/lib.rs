@@ -1,0 +1,158 @@
+//! The accept loop Ferry's HTTP servers share (the reader, the control plane's API, the demo
+//! model): one port, HTTP/1.1 keep-alive and h2c, Nagle off, bounds, and a graceful drain.
+//! Transport policy (TLS, connection caps, idle timeouts) belongs here, in [`Options`].
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::{Body, Incoming};
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// How a server accepts and keeps its connections.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Also serve HTTP/2 with prior knowledge (h2c) on the same port, told apart by the
+    /// connection preface: Envoy's gRPC and h2 upstream pools speak it.
+    pub h2c: bool,
+    /// Connections served at once; more wait in the kernel's accept queue. `None`: no bound.
+    pub max_connections: Option<usize>,
+    /// HTTP/2 streams one connection may carry at once. `None`: hyper's default.
+    pub max_concurrent_streams: Option<u32>,
+    /// Time allowed to send a request's headers. hyper's header timer also runs while a
+    /// keep-alive connection sits idle, so it closes idle pooled connections and races the pool
+    /// reusing them: `None` leaves that to the pool's owner (Envoy).
+    pub header_read_timeout: Option<Duration>,
+    /// How long requests in flight may take to finish once shutdown is signalled.
+    pub grace: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            h2c: true,
+            max_connections: None,
+            max_concurrent_streams: None,
+            header_read_timeout: None,
+            grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Serves `handler` on an already bound `listener` until `shutdown` completes; then stops
+/// accepting and lets requests in flight finish for up to [`Options::grace`].
+pub async fn serve<H, F, B>(
+    listener: TcpListener,
+    options: &Options,
+    handler: H,
+    shutdown: impl Future<Output = ()>,
+) where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let builder = builder(options);
+    let permits = options.max_connections.map(|n| Arc::new(Semaphore::new(n)));
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (permit, (stream, peer)) = tokio::select! {
+            admitted = admit(&listener, permits.as_ref()) => match admitted {
+                Some(admitted) => admitted,
+                None => break,
+            },
+            () = &mut shutdown => break,
+        };
+        // Responses are small and written whole: Nagle would only hold them back.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(%peer, error = %e, "TCP_NODELAY not set");
+        }
+        let handler = handler.clone();
+        let service = service_fn(move |request| {
+            let answer = handler(request);
+            async move { Ok::<_, Infallible>(answer.await) }
+        });
+        let connection = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    drain(graceful, options.grace).await;
+}
+
+/// The connection builder `options` describe.
+fn builder(options: &Options) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .keep_alive(true)
+        .timer(TokioTimer::new())
+        .header_read_timeout(options.header_read_timeout);
+    let mut http2 = builder.http2();
+    http2.timer(TokioTimer::new());
+    if let Some(streams) = options.max_concurrent_streams {
+        http2.max_concurrent_streams(streams);
+    }
+    if options.h2c {
+        builder
+    } else {
+        builder.http1_only()
+    }
+}
+
+/// The next connection, once a permit (if connections are bounded) allows it; `None` when the
+/// bound is gone. Accept errors (typically out of file descriptors) back off instead of spinning.
+async fn admit(
+    listener: &TcpListener,
+    permits: Option<&Arc<Semaphore>>,
+) -> Option<(
+    Option<OwnedSemaphorePermit>,
+    (TcpStream, std::net::SocketAddr),
+)> {
+    let permit = match permits {
+        Some(permits) => Some(permits.clone().acquire_owned().await.ok()?),
+        None => None,
+    };
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => return Some((permit, accepted)),
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Waits for the watched connections to close, for `grace` at most.
+async fn drain(graceful: GracefulShutdown, grace: Duration) {
+    tracing::info!(
+        connections = graceful.count(),
+        "shutting down: no new connections, draining"
+    );
+    tokio::select! {
+        () = graceful.shutdown() => tracing::info!("all connections closed"),
+        () = tokio::time::sleep(grace) => {
+            tracing::warn!(grace_s = grace.as_secs_f64(), "requests still in flight after the grace period; exiting");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
