@@ -3,10 +3,13 @@
 //! built from; a repo with any problem yields every problem instead.
 
 pub mod feast;
+mod issues;
 mod raw;
 mod routes;
 pub mod scalars;
+mod services;
 mod validate;
+mod views;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
