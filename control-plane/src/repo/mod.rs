@@ -5,6 +5,7 @@
 pub mod feast;
 mod issues;
 mod raw;
+pub mod report;
 mod routes;
 pub mod scalars;
 mod services;
