@@ -166,6 +166,17 @@ impl Registry {
     pub fn service(&self, name: &str) -> Option<&FeatureService> {
         self.services.iter().find(|s| s.name == name)
     }
+
+    /// A service's views in its layout order, each with its selected features in order.
+    pub fn selected<'a>(
+        &'a self,
+        s: &'a FeatureService,
+    ) -> impl Iterator<Item = (&'a FeatureView, impl Iterator<Item = &'a Feature>)> {
+        s.views.iter().map(move |sv| {
+            let view = &self.views[sv.view];
+            (view, sv.features.iter().map(move |&fi| &view.features[fi]))
+        })
+    }
 }
 
 /// One problem in a repo: where (entity / view / feature / service / route) and why.

@@ -169,15 +169,11 @@ pub struct RawExtraService {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct RawMatch {
-    #[serde(default)]
     pub path_prefix: Option<String>,
-    #[serde(default)]
     pub path_exact: Option<String>,
-    #[serde(default)]
     pub host: Option<String>,
-    #[serde(default)]
     pub headers: Vec<RawHeaderMatch>,
 }
 

@@ -90,6 +90,14 @@ pub(super) struct ColumnBatch {
     row_value: Vec<u32>,
 }
 
+/// One batch of records into a column's value buffer, whatever its physical type.
+macro_rules! read_batch {
+    ($reader:ident, $values:ident, $max:expr, $def:expr, $rep:expr) => {{
+        $values.clear();
+        $reader.read_records($max, $def, $rep, $values)?
+    }};
+}
+
 impl ColumnBatch {
     pub fn new(reader: ColumnReader, descr: ColumnDescPtr, levels: Levels) -> Self {
         use parquet::basic::{ConvertedType as C, Type as P};
@@ -125,32 +133,25 @@ impl ColumnBatch {
         let rep = self.levels.list.then_some(&mut self.rep);
         let (records, _, levels) = match (&mut self.reader, &mut self.values) {
             (ColumnReader::BoolColumnReader(r), Values::Bool(v)) => {
-                v.clear();
-                r.read_records(max_records, def, rep, v)?
+                read_batch!(r, v, max_records, def, rep)
             }
             (ColumnReader::Int32ColumnReader(r), Values::I32(v)) => {
-                v.clear();
-                r.read_records(max_records, def, rep, v)?
+                read_batch!(r, v, max_records, def, rep)
             }
             (ColumnReader::Int64ColumnReader(r), Values::I64(v)) => {
-                v.clear();
-                r.read_records(max_records, def, rep, v)?
+                read_batch!(r, v, max_records, def, rep)
             }
             (ColumnReader::Int96ColumnReader(r), Values::I96(v)) => {
-                v.clear();
-                r.read_records(max_records, def, rep, v)?
+                read_batch!(r, v, max_records, def, rep)
             }
             (ColumnReader::FloatColumnReader(r), Values::F32(v)) => {
-                v.clear();
-                r.read_records(max_records, def, rep, v)?
+                read_batch!(r, v, max_records, def, rep)
             }
             (ColumnReader::DoubleColumnReader(r), Values::F64(v)) => {
-                v.clear();
-                r.read_records(max_records, def, rep, v)?
+                read_batch!(r, v, max_records, def, rep)
             }
             (ColumnReader::ByteArrayColumnReader(r), Values::Bytes(v)) => {
-                v.clear();
-                r.read_records(max_records, def, rep, v)?
+                read_batch!(r, v, max_records, def, rep)
             }
             _ => {
                 return Err(ParquetError::General(format!(
