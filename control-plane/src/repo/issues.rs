@@ -36,22 +36,35 @@ impl Issues {
     }
 }
 
-/// First index of each name; later duplicates are reported.
-pub(super) fn first_seen<'a>(
-    issues: &mut Issues,
-    seen: &mut HashMap<&'a str, usize>,
-    name: &'a str,
-    index: usize,
-    path: &str,
-    what: &str,
-    list: &str,
-) {
-    if let Some(first) = seen.get(name) {
-        issues.add(
-            path,
-            format!("duplicate {what} '{name}' (first at {list}[{first}])"),
-        );
-    } else {
-        seen.insert(name, index);
+/// The names of one list of the repo seen so far, each at its first index; a later duplicate
+/// is reported.
+pub(super) struct Seen<'a> {
+    /// Name → index of its first definition.
+    pub(super) first: HashMap<&'a str, usize>,
+    /// What the name names, and the list it is in, for the message.
+    what: &'static str,
+    list: &'static str,
+}
+
+impl<'a> Seen<'a> {
+    pub(super) fn new(what: &'static str, list: &'static str) -> Self {
+        Seen {
+            first: HashMap::new(),
+            what,
+            list,
+        }
+    }
+
+    /// Records `name` at `index`, or reports it at `path` as a duplicate of its first.
+    pub(super) fn add(&mut self, issues: &mut Issues, name: &'a str, index: usize, path: &str) {
+        if let Some(first) = self.first.get(name) {
+            let (what, list) = (self.what, self.list);
+            issues.add(
+                path,
+                format!("duplicate {what} '{name}' (first at {list}[{first}])"),
+            );
+        } else {
+            self.first.insert(name, index);
+        }
     }
 }

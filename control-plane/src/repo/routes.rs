@@ -8,7 +8,7 @@ use ferry_core::config::{Format, HeaderEncoding};
 use ferry_protos::policy::PolicyWords;
 use ferry_protos::v1::{FeatureNames, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy};
 
-use super::issues::{first_seen, Issues};
+use super::issues::{Issues, Seen};
 use super::raw::{RawEntityRef, RawHeaderMatch, RawRepo, RawRoute};
 use super::{
     ExtraService, FeatureService, FeatureView, HeaderMatch, HostMatch, PathMatch, Route,
@@ -27,7 +27,7 @@ pub(super) fn routes(
     issues: &mut Issues,
 ) -> Vec<Route> {
     let mut routes = Vec::with_capacity(raw.routes.len());
-    let mut route_seen = HashMap::new();
+    let mut route_seen = Seen::new("route name", "routes");
     let mut match_seen: HashMap<RouteConditions, usize> = HashMap::new();
     let names: Vec<String> = raw
         .routes
@@ -38,15 +38,7 @@ pub(super) fn routes(
     for (i, rr) in raw.routes.iter().enumerate() {
         let path = format!("routes[{i}] '{}'", names[i]);
         issues.name(&path, "name", &names[i]);
-        first_seen(
-            issues,
-            &mut route_seen,
-            &names[i],
-            i,
-            &path,
-            "route name",
-            "routes",
-        );
+        route_seen.add(issues, &names[i], i, &path);
         let r = route(rr, &names[i], &path, service_seen, services, views, issues);
         if r.matcher.by_name_only() {
             // Selected by name from Envoy route metadata: no match to compare.

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::issues::{first_seen, Issues};
+use super::issues::{Issues, Seen};
 use super::raw::RawRepo;
 use super::views::Views;
 use super::{Entity, FeatureService, FeatureView, ServiceKey, ServiceView};
@@ -20,19 +20,11 @@ pub(super) fn services<'a>(
     issues: &mut Issues,
 ) -> (Vec<FeatureService>, HashMap<&'a str, usize>) {
     let mut services = Vec::with_capacity(raw.feature_services.len());
-    let mut service_seen = HashMap::new();
+    let mut service_seen = Seen::new("feature service name", "feature_services");
     for (i, rs) in raw.feature_services.iter().enumerate() {
         let path = format!("feature_services[{i}] '{}'", rs.name);
         issues.name(&path, "name", &rs.name);
-        first_seen(
-            issues,
-            &mut service_seen,
-            &rs.name,
-            i,
-            &path,
-            "feature service name",
-            "feature_services",
-        );
+        service_seen.add(issues, &rs.name, i, &path);
         if rs.features.is_empty() {
             issues.add(&path, "selects no features");
         }
@@ -46,7 +38,7 @@ pub(super) fn services<'a>(
             issues,
         ));
     }
-    (services, service_seen)
+    (services, service_seen.first)
 }
 
 /// A service's feature refs (`view` or `view:feature`) resolved, sorted by view name, then
@@ -68,7 +60,7 @@ fn selected_features<'v>(
             }
             None => (r.as_str(), None),
         };
-        let Some(&vi) = views.seen.get(view_name) else {
+        let Some(&vi) = views.seen.first.get(view_name) else {
             issues.add(&rpath, format!("unknown feature view '{view_name}'"));
             continue;
         };

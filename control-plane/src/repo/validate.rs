@@ -2,10 +2,9 @@
 //! run on whatever resolved, so one mistake is reported once, not again by everything that
 //! refers to it; placeholders fill the gaps, and a registry with any issue is never returned.
 
-use std::collections::HashMap;
 use std::path::Path;
 
-use super::issues::{first_seen, Issues};
+use super::issues::{Issues, Seen};
 use super::raw::RawRepo;
 use super::routes::routes;
 use super::services::services;
@@ -88,31 +87,15 @@ fn protected_paths(raw: &RawRepo, issues: &mut Issues) -> Vec<String> {
 }
 
 fn entities(raw: &RawRepo, issues: &mut Issues) -> Vec<Entity> {
-    let mut seen = HashMap::new();
-    let mut keys_seen = HashMap::new();
+    let mut seen = Seen::new("entity name", "entities");
+    let mut keys_seen = Seen::new("join_key", "entities");
     let mut out = Vec::with_capacity(raw.entities.len());
     for (i, e) in raw.entities.iter().enumerate() {
         let path = format!("entities[{i}] '{}'", e.name);
         issues.name(&path, "name", &e.name);
-        first_seen(
-            issues,
-            &mut seen,
-            &e.name,
-            i,
-            &path,
-            "entity name",
-            "entities",
-        );
+        seen.add(issues, &e.name, i, &path);
         issues.name(&path, "join_key", &e.join_key);
-        first_seen(
-            issues,
-            &mut keys_seen,
-            &e.join_key,
-            i,
-            &path,
-            "join_key",
-            "entities",
-        );
+        keys_seen.add(issues, &e.join_key, i, &path);
         let key_type = KeyType::parse(&e.ty).unwrap_or_else(|| {
             issues.add(
                 &path,

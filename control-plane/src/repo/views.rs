@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use super::issues::{first_seen, Issues};
+use super::issues::{Issues, Seen};
 use super::raw::{RawRepo, RawSource, RawView};
 use super::scalars::{default_value, parse_ttl};
 use super::{Entity, Feature, FeatureView, Source};
@@ -15,7 +15,7 @@ use crate::types::FeatureType;
 pub(super) struct Views<'a> {
     pub(super) list: Vec<FeatureView>,
     /// View name → index (first definition).
-    pub(super) seen: HashMap<&'a str, usize>,
+    pub(super) seen: Seen<'a>,
     /// Every declared feature name per view, valid or not, so refs to a feature whose own
     /// definition is broken are not reported a second time.
     pub(super) declared: Vec<HashSet<&'a str>>,
@@ -35,20 +35,12 @@ pub(super) fn views<'a>(
         .collect();
     let mut out = Views {
         list: Vec::with_capacity(raw.feature_views.len()),
-        seen: HashMap::new(),
+        seen: Seen::new("feature view name", "feature_views"),
         declared: Vec::new(),
     };
     for (i, rv) in raw.feature_views.iter().enumerate() {
         let path = format!("feature_views[{i}] '{}'", rv.name);
-        first_seen(
-            issues,
-            &mut out.seen,
-            &rv.name,
-            i,
-            &path,
-            "feature view name",
-            "feature_views",
-        );
+        out.seen.add(issues, &rv.name, i, &path);
         out.list
             .push(view(rv, &path, root, entities, &entity_index, issues));
         out.declared
