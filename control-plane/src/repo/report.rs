@@ -67,3 +67,21 @@ pub fn report(reg: &Registry, snapshot_version: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+
+    #[test]
+    fn routes_show_their_policies_in_the_words_of_the_repo() {
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let text = report(&reg.unwrap(), "v1");
+        assert!(text.starts_with("project "), "{text}");
+        assert!(text.ends_with('\n'), "{text}");
+        assert!(
+            text.contains("  names short  missing null  stale reject  reader error forward  "),
+            "{text}"
+        );
+    }
+}
