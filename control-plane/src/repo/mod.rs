@@ -1,6 +1,11 @@
 //! A feature repo: a folder holding `ferry.yaml` and the views' source files. Loading validates
 //! everything and yields a [`Registry`], the resolved model the snapshot and the vectors are
 //! built from; a repo with any problem yields every problem instead.
+//!
+//! `raw` is the file as written; `validate` resolves it in order (entities, then `views`,
+//! `services`, `routes`), each check adding to the `issues` found; `scalars` reads TTLs and
+//! typed defaults; `feast` turns a Feast registry into the same raw model; `report` is the
+//! registry as `ferry apply` prints it.
 
 pub mod feast;
 mod issues;
