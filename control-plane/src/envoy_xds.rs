@@ -91,21 +91,13 @@ pub fn render_xds(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::envoy_config::Runtime;
     use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
 
     fn opts() -> (StaticOptions, XdsOptions) {
         (
             StaticOptions {
                 wasm_path: String::new(),
-                runtime: Runtime::Wasm,
-                listen_port: 10000,
-                admin_port: 9901,
-                reader: Upstream::loopback(8090),
-                model: Upstream::loopback(8080),
-                buffer_limit_bytes: 8 << 20,
-                reader_protocol: ReaderProtocol::default(),
-                redis_proxy: None,
+                ..crate::envoy_config::render_tests::opts()
             },
             XdsOptions {
                 node_id: "ferry-envoy-10000".into(),

@@ -13,10 +13,15 @@
 //! - [`envoy_xds`]: renders the xDS bootstrap (filter config from the control plane).
 //! - [`xds`]: an xDS server as a library (protocol core without I/O, ADS/ECDS gRPC services)
 //!   over two interfaces the application implements: a snapshot source and callbacks.
-//! - [`serve`]: `ferry serve`, the control plane: current snapshot (the xDS server's source and
-//!   callbacks), the filter's xDS resources, HTTP API and its wire types, repo watching.
-//! - [`push`]: the HTTP client `ferry apply --push` uses.
+//! - [`serve`]: `ferry serve`, the control plane: current snapshot (the xDS server's source),
+//!   stream table (its callbacks), the filter's xDS resources, HTTP API and its wire types,
+//!   repo watching.
+//! - [`push`]: the HTTP client `ferry apply --push` uses, and which services a push leaves
+//!   to materialize first.
 //! - [`oci`]: `ferry oci-image`, the filter as an OCI image layout (Istio, Envoy Gateway).
+//!
+//! The `ferry` binary (`main.rs`, one file per subcommand under `cli/`) only parses flags,
+//! calls these modules and prints what they return.
 
 pub mod envoy_config;
 pub mod envoy_xds;

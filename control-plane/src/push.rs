@@ -9,7 +9,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 
-use crate::serve::api::{ApiError, Pushed, Status, PUSH_PATH};
+use crate::repo::Registry;
+use crate::serve::api::{ApiError, Pushed, ServiceStatus, Status, PUSH_PATH};
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -127,6 +128,20 @@ pub async fn status(url: &str) -> Result<Status, PushError> {
 pub async fn push(url: &str, token: Option<&str>, snapshot: Vec<u8>) -> Result<Pushed, PushError> {
     let answer = call(url, "POST", PUSH_PATH, token, snapshot).await?;
     decode(url, PUSH_PATH, answer)
+}
+
+/// What `apply --push --materialize` writes before pushing: the services of `reg` whose
+/// fingerprint the control plane does not serve (`served`, from its `/status`), and no routes
+/// (they refer to services by index; materializing needs only the services).
+pub fn unserved(mut reg: Registry, served: &[ServiceStatus]) -> Registry {
+    reg.services.retain(|s| {
+        let fingerprint = ferry_protos::fingerprint_hex(s.fingerprint);
+        !served
+            .iter()
+            .any(|c| c.name == s.name && c.fingerprint == fingerprint)
+    });
+    reg.routes.clear();
+    reg
 }
 
 #[cfg(test)]

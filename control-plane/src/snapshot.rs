@@ -39,27 +39,18 @@ fn service(reg: &Registry, s: &FeatureService) -> v1::FeatureService {
                 r#type: k.key_type.to_proto() as i32,
             })
             .collect(),
-        views: s
-            .views
-            .iter()
-            .map(|sv| {
-                let view = &reg.views[sv.view];
-                v1::ServiceView {
-                    name: view.name.clone(),
-                    ttl_seconds: view.ttl_seconds,
-                    features: sv
-                        .features
-                        .iter()
-                        .map(|&fi| {
-                            let f = &view.features[fi];
-                            v1::Feature {
-                                name: f.name.clone(),
-                                r#type: f.ty.to_proto() as i32,
-                                default_value: f.default.clone(),
-                            }
-                        })
-                        .collect(),
-                }
+        views: reg
+            .selected(s)
+            .map(|(view, features)| v1::ServiceView {
+                name: view.name.clone(),
+                ttl_seconds: view.ttl_seconds,
+                features: features
+                    .map(|f| v1::Feature {
+                        name: f.name.clone(),
+                        r#type: f.ty.to_proto() as i32,
+                        default_value: f.default.clone(),
+                    })
+                    .collect(),
             })
             .collect(),
     }
@@ -93,7 +84,6 @@ fn route(reg: &Registry, r: &Route) -> v1::Route {
     route
 }
 
-/// First 16 hex digits of SHA-256 over the snapshot encoded with an empty version.
 /// Where Feast keeps a service: its join keys in key order (Ferry's is Feast's: sorted by
 /// name) and, per view in the service's order, the fields of the selected features.
 fn feast_layout(reg: &Registry, project: &str, s: &FeatureService) -> v1::FeastLayout {
@@ -107,24 +97,19 @@ fn feast_layout(reg: &Registry, project: &str, s: &FeatureService) -> v1::FeastL
                 int64: k.key_type == KeyType::Int64,
             })
             .collect(),
-        views: s
-            .views
-            .iter()
-            .map(|sv| {
-                let view = &reg.views[sv.view];
-                v1::FeastView {
-                    timestamp_field: feast::timestamp_field(&view.name),
-                    feature_fields: sv
-                        .features
-                        .iter()
-                        .map(|&fi| feast::feature_field(&view.name, &view.features[fi].name))
-                        .collect(),
-                }
+        views: reg
+            .selected(s)
+            .map(|(view, features)| v1::FeastView {
+                timestamp_field: feast::timestamp_field(&view.name),
+                feature_fields: features
+                    .map(|f| feast::feature_field(&view.name, &f.name))
+                    .collect(),
             })
             .collect(),
     }
 }
 
+/// First 16 hex digits of SHA-256 over the snapshot encoded with an empty version.
 pub fn content_version(snap: &v1::Snapshot) -> String {
     let mut unversioned = snap.clone();
     unversioned.version.clear();

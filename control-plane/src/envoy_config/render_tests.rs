@@ -5,7 +5,8 @@ use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
 use ferry_protos::v1::Snapshot;
 use prost::Message as _;
 
-fn opts() -> StaticOptions {
+/// The options every rendering test starts from.
+pub(crate) fn opts() -> StaticOptions {
     StaticOptions {
         wasm_path: "/opt/ferry/ferry_filter.wasm".into(),
         runtime: crate::envoy_config::Runtime::Wasm,

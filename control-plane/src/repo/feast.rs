@@ -231,89 +231,116 @@ fn read_registry(file: &Path) -> Result<fp::Registry, Issue> {
 
 type Converted = (Vec<RawEntity>, Vec<RawView>, Vec<RawService>);
 
+/// The project's views in a Feast registry: the batch ones Ferry reads, by name, and the names
+/// of the kinds it cannot read (on-demand, stream).
+struct ProjectViews<'a> {
+    batch: BTreeMap<&'a str, &'a fp::FeatureViewSpec>,
+    on_demand: BTreeSet<String>,
+    stream: BTreeSet<String>,
+}
+
+impl<'a> ProjectViews<'a> {
+    fn of(reg: &'a fp::Registry, project: &str) -> Self {
+        let named = |list: Vec<Option<&fp::NamedSpec>>| -> BTreeSet<String> {
+            list.into_iter()
+                .flatten()
+                .filter(|s| s.project == project)
+                .map(|s| s.name.clone())
+                .collect()
+        };
+        ProjectViews {
+            batch: reg
+                .feature_views
+                .iter()
+                .filter_map(|v| v.spec.as_ref())
+                .filter(|s| s.project == project)
+                .map(|s| (s.name.as_str(), s))
+                .collect(),
+            on_demand: named(
+                reg.on_demand_feature_views
+                    .iter()
+                    .map(|v| v.spec.as_ref())
+                    .collect(),
+            ),
+            stream: named(
+                reg.stream_feature_views
+                    .iter()
+                    .map(|v| v.spec.as_ref())
+                    .collect(),
+            ),
+        }
+    }
+}
+
 /// The project's services, the views they select (with only the selected features) and those
 /// views' entities, as if written in `ferry.yaml`.
 fn convert(reg: &fp::Registry, project: &str, issues: &mut Vec<Issue>) -> Converted {
-    let views: BTreeMap<&str, &fp::FeatureViewSpec> = reg
-        .feature_views
-        .iter()
-        .filter_map(|v| v.spec.as_ref())
-        .filter(|s| s.project == project)
-        .map(|s| (s.name.as_str(), s))
-        .collect();
-    let named = |list: Vec<Option<&fp::NamedSpec>>| -> BTreeSet<String> {
-        list.into_iter()
-            .flatten()
-            .filter(|s| s.project == project)
-            .map(|s| s.name.clone())
-            .collect()
-    };
-    let odfvs = named(
-        reg.on_demand_feature_views
-            .iter()
-            .map(|v| v.spec.as_ref())
-            .collect(),
-    );
-    let streams = named(
-        reg.stream_feature_views
-            .iter()
-            .map(|v| v.spec.as_ref())
-            .collect(),
-    );
+    let views = ProjectViews::of(reg, project);
     let mut selected: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    let mut services = Vec::new();
-    for spec in reg.feature_services.iter().filter_map(|s| s.spec.as_ref()) {
-        if spec.project != project {
-            continue;
-        }
-        let path = format!("feast feature service '{}'", spec.name);
-        let mut refs = Vec::new();
-        for p in &spec.features {
-            let name = p.feature_view_name.as_str();
-            let ppath = format!("{path}: feature view '{name}'");
-            if odfvs.contains(name) {
-                issues.push(issue(&ppath, "on-demand feature views are not supported"));
-            } else if streams.contains(name) {
-                issues.push(issue(&ppath, "stream feature views are not supported"));
-            } else if !p.feature_view_name_alias.is_empty() {
-                issues.push(issue(
-                    &ppath,
-                    "feature view aliases (with_name) are not supported",
-                ));
-            } else if !p.join_key_map.is_empty() {
-                issues.push(issue(
-                    &ppath,
-                    "join key maps (with_join_key_map) are not supported",
-                ));
-            } else if let Some(v) = views.get(name) {
-                if !v.online {
-                    issues.push(issue(&ppath, "is not online (online=False)"));
-                }
-                let set = selected.entry(name).or_default();
-                for c in &p.feature_columns {
-                    set.insert(c.name.as_str());
-                    refs.push(format!("{name}:{}", c.name));
-                }
-            } else {
-                issues.push(issue(&ppath, "not in the registry"));
-            }
-        }
-        services.push(RawService {
-            name: spec.name.clone(),
-            features: refs,
-        });
-    }
+    let services = reg
+        .feature_services
+        .iter()
+        .filter_map(|s| s.spec.as_ref())
+        .filter(|spec| spec.project == project)
+        .map(|spec| service(spec, &views, &mut selected, issues))
+        .collect();
     let mut entity_names = BTreeSet::new();
     let raw_views = selected
         .iter()
         .map(|(name, features)| {
-            let v = views[name];
+            let v = views.batch[name];
             entity_names.extend(v.entities.iter().cloned());
             raw_view(v, features, issues)
         })
         .collect();
     let entities = entities(reg, project, &entity_names, issues);
     (entities, raw_views, services)
+}
+
+/// One Feast feature service as `ferry.yaml` would select it (`view:feature` refs), adding what
+/// it selects to `selected`; a projection Ferry cannot serve is an issue.
+fn service<'a>(
+    spec: &'a fp::FeatureServiceSpec,
+    views: &ProjectViews<'a>,
+    selected: &mut BTreeMap<&'a str, BTreeSet<&'a str>>,
+    issues: &mut Vec<Issue>,
+) -> RawService {
+    let path = format!("feast feature service '{}'", spec.name);
+    let mut refs = Vec::new();
+    for p in &spec.features {
+        let name = p.feature_view_name.as_str();
+        let ppath = format!("{path}: feature view '{name}'");
+        if views.on_demand.contains(name) {
+            issues.push(issue(&ppath, "on-demand feature views are not supported"));
+        } else if views.stream.contains(name) {
+            issues.push(issue(&ppath, "stream feature views are not supported"));
+        } else if !p.feature_view_name_alias.is_empty() {
+            issues.push(issue(
+                &ppath,
+                "feature view aliases (with_name) are not supported",
+            ));
+        } else if !p.join_key_map.is_empty() {
+            issues.push(issue(
+                &ppath,
+                "join key maps (with_join_key_map) are not supported",
+            ));
+        } else if let Some(v) = views.batch.get(name) {
+            if !v.online {
+                issues.push(issue(&ppath, "is not online (online=False)"));
+            }
+            let set = selected.entry(name).or_default();
+            for c in &p.feature_columns {
+                set.insert(c.name.as_str());
+                refs.push(format!("{name}:{}", c.name));
+            }
+        } else {
+            issues.push(issue(&ppath, "not in the registry"));
+        }
+    }
+    RawService {
+        name: spec.name.clone(),
+        features: refs,
+    }
 }
 
 fn raw_view(

@@ -1,12 +1,21 @@
 //! A feature repo: a folder holding `ferry.yaml` and the views' source files. Loading validates
 //! everything and yields a [`Registry`], the resolved model the snapshot and the vectors are
 //! built from; a repo with any problem yields every problem instead.
+//!
+//! `raw` is the file as written; `validate` resolves it in order (entities, then `views`,
+//! `services`, `routes`), each check adding to the `issues` found; `scalars` reads TTLs and
+//! typed defaults; `feast` turns a Feast registry into the same raw model; `report` is the
+//! registry as `ferry apply` prints it.
 
 pub mod feast;
+mod issues;
 mod raw;
+pub mod report;
 mod routes;
 pub mod scalars;
+mod services;
 mod validate;
+mod views;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -161,6 +170,17 @@ impl Registry {
 
     pub fn service(&self, name: &str) -> Option<&FeatureService> {
         self.services.iter().find(|s| s.name == name)
+    }
+
+    /// A service's views in its layout order, each with its selected features in order.
+    pub fn selected<'a>(
+        &'a self,
+        s: &'a FeatureService,
+    ) -> impl Iterator<Item = (&'a FeatureView, impl Iterator<Item = &'a Feature>)> {
+        s.views.iter().map(move |sv| {
+            let view = &self.views[sv.view];
+            (view, sv.features.iter().map(move |&fi| &view.features[fi]))
+        })
     }
 }
 

@@ -25,7 +25,6 @@ pub struct RawRepo {
     #[serde(default)]
     pub protected_paths: Vec<String>,
     /// Entities, views and services come from this Feast repo's registry instead.
-    #[serde(default)]
     pub feast: Option<RawFeast>,
 }
 
@@ -72,10 +71,8 @@ pub struct RawView {
     pub name: String,
     pub entities: Vec<String>,
     /// `30d`; a bare number is kept so that its missing unit can be reported.
-    #[serde(default)]
     pub ttl: Option<Yaml>,
     /// Absent only for a view read from a Feast registry (`from_feast`).
-    #[serde(default)]
     pub source: Option<RawSource>,
     pub features: Vec<RawFeature>,
     /// Set by the Feast reader (`repo/feast.rs`), never by `ferry.yaml`.
@@ -90,7 +87,6 @@ pub struct RawSource {
     pub timestamp_field: String,
     /// `s`, `ms`, `us` or `ns`: the unit of integer epochs in the timestamp column; absent,
     /// it is detected by magnitude (see `sources::timestamp`).
-    #[serde(default)]
     pub timestamp_unit: Option<String>,
 }
 
@@ -100,7 +96,6 @@ pub struct RawFeature {
     pub name: String,
     #[serde(rename = "type")]
     pub ty: String,
-    #[serde(default)]
     pub default: Option<Yaml>,
 }
 
@@ -114,7 +109,6 @@ pub struct RawService {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRoute {
-    #[serde(default)]
     pub name: Option<String>,
     /// Absent or empty: the route is selected only by name (Envoy route metadata).
     #[serde(rename = "match", default)]
@@ -130,28 +124,19 @@ pub struct RawRoute {
     pub on_stale: Option<String>,
     #[serde(default, deserialize_with = "word")]
     pub on_reader_error: Option<String>,
-    #[serde(default)]
     pub max_body_bytes: Option<u64>,
-    #[serde(default)]
     pub max_entities: Option<u64>,
-    #[serde(default)]
     pub reader_timeout_ms: Option<u64>,
-    #[serde(default)]
     pub cache_max_age_ms: Option<u64>,
     /// kserve_v2, kserve_v2_grpc: one packed FP32 tensor instead of one tensor per feature.
-    #[serde(default)]
     pub packed: Option<bool>,
     /// json: RFC 6901 pointer to the entity object or array of objects.
-    #[serde(default)]
     pub entity_pointer: Option<String>,
     /// json: pointer, relative to each entity object, where the features object is written.
-    #[serde(default)]
     pub inject_pointer: Option<String>,
     /// header: the request header the features are written to.
-    #[serde(default)]
     pub features_header: Option<String>,
     /// header: bound of that header's value, in bytes.
-    #[serde(default)]
     pub max_header_bytes: Option<u64>,
     /// header: json (default) or protobuf (base64 of ferry.v1.HeaderFeatures).
     #[serde(default, deserialize_with = "word")]
@@ -169,15 +154,11 @@ pub struct RawExtraService {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct RawMatch {
-    #[serde(default)]
     pub path_prefix: Option<String>,
-    #[serde(default)]
     pub path_exact: Option<String>,
-    #[serde(default)]
     pub host: Option<String>,
-    #[serde(default)]
     pub headers: Vec<RawHeaderMatch>,
 }
 
@@ -186,16 +167,13 @@ pub struct RawMatch {
 pub struct RawHeaderMatch {
     pub name: String,
     /// Absent: the header must be present, with any value.
-    #[serde(default)]
     pub exact: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawEntityRef {
-    #[serde(default)]
     pub field: Option<String>,
-    #[serde(default)]
     pub fields: Option<Vec<String>>,
 }
 

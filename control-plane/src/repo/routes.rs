@@ -1,13 +1,15 @@
 //! Validation of `routes`: which requests the filter enriches, with which service and
-//! policies. Only what the filter implements is accepted.
+//! policies, each route checked on its own and against the earlier ones. Only what the filter
+//! implements is accepted.
 
 use std::collections::{HashMap, HashSet};
 
 use ferry_core::config::{Format, HeaderEncoding};
+use ferry_protos::policy::PolicyWords;
 use ferry_protos::v1::{FeatureNames, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy};
 
-use super::raw::{RawEntityRef, RawHeaderMatch, RawRoute};
-use super::validate::Issues;
+use super::issues::{Issues, Seen};
+use super::raw::{RawEntityRef, RawHeaderMatch, RawRepo, RawRoute};
 use super::{
     ExtraService, FeatureService, FeatureView, HeaderMatch, HostMatch, PathMatch, Route,
     RouteConditions,
@@ -15,10 +17,51 @@ use super::{
 
 use ferry_core::rules;
 
+/// The routes, each checked (`routes::route`) and against the earlier ones: a route that an
+/// earlier one always matches first is never reached.
+pub(super) fn routes(
+    raw: &RawRepo,
+    service_seen: &HashMap<&str, usize>,
+    services: &[FeatureService],
+    views: &[FeatureView],
+    issues: &mut Issues,
+) -> Vec<Route> {
+    let mut routes = Vec::with_capacity(raw.routes.len());
+    let mut route_seen = Seen::new("route name", "routes");
+    let mut match_seen: HashMap<RouteConditions, usize> = HashMap::new();
+    let names: Vec<String> = raw
+        .routes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| r.name.clone().unwrap_or_else(|| format!("route-{i}")))
+        .collect();
+    for (i, rr) in raw.routes.iter().enumerate() {
+        let path = format!("routes[{i}] '{}'", names[i]);
+        issues.name(&path, "name", &names[i]);
+        route_seen.add(issues, &names[i], i, &path);
+        let r = route(rr, &names[i], &path, service_seen, services, views, issues);
+        if r.matcher.by_name_only() {
+            // Selected by name from Envoy route metadata: no match to compare.
+        } else if let Some(first) = match_seen.get(&r.matcher) {
+            issues.add(&path, format!("same match as routes[{first}]"));
+        } else {
+            match_seen.insert(r.matcher.clone(), i);
+            if let Some(j) = shadowed_by(&routes, &r.matcher) {
+                issues.add(
+                    &path,
+                    format!("never matched: routes[{j}] matches its requests first (routes are tried in order)"),
+                );
+            }
+        }
+        routes.push(r);
+    }
+    routes
+}
+
 /// The first earlier route that matches every request `m` matches (so `m` is never reached):
 /// its path covers `m`'s, its host is `m`'s or unset, and each of its header conditions is one
 /// of `m`'s. Routes selected by name only shadow nothing and are never shadowed.
-pub(super) fn shadowed_by(earlier: &[Route], m: &RouteConditions) -> Option<usize> {
+fn shadowed_by(earlier: &[Route], m: &RouteConditions) -> Option<usize> {
     if m.by_name_only() {
         return None;
     }
@@ -117,7 +160,7 @@ fn word<T: Copy>(
     default
 }
 
-pub(super) fn route(
+fn route(
     rr: &RawRoute,
     name: &str,
     path: &str,
@@ -339,43 +382,21 @@ fn json_pointer(what: &str, p: &Option<String>, path: &str, issues: &mut Issues)
     p
 }
 
+/// A policy word (`on_stale: reject`), by the one table of ferry-protos, or the default.
+fn policy<P: PolicyWords>(value: &Option<String>, path: &str, issues: &mut Issues) -> P {
+    word(issues, path, P::FIELD, value, P::WORDS)
+}
+
 fn policies(
     rr: &RawRoute,
     path: &str,
     issues: &mut Issues,
 ) -> (MissingEntityPolicy, StalePolicy, ReaderErrorPolicy) {
-    let on_missing_entity = word(
-        issues,
-        path,
-        "on_missing_entity",
-        &rr.on_missing_entity,
-        &[
-            ("reject", MissingEntityPolicy::MissingReject),
-            ("null", MissingEntityPolicy::MissingNull),
-            ("default", MissingEntityPolicy::MissingDefault),
-        ],
-    );
-    let on_stale = word(
-        issues,
-        path,
-        "on_stale",
-        &rr.on_stale,
-        &[
-            ("null", StalePolicy::StaleNull),
-            ("reject", StalePolicy::StaleReject),
-        ],
-    );
-    let on_reader_error = word(
-        issues,
-        path,
-        "on_reader_error",
-        &rr.on_reader_error,
-        &[
-            ("reject", ReaderErrorPolicy::ReaderErrorReject),
-            ("forward", ReaderErrorPolicy::ReaderErrorForward),
-        ],
-    );
-    (on_missing_entity, on_stale, on_reader_error)
+    (
+        policy(&rr.on_missing_entity, path, issues),
+        policy(&rr.on_stale, path, issues),
+        policy(&rr.on_reader_error, path, issues),
+    )
 }
 
 /// The features a route writes, over every service it enriches from: the entity fields must

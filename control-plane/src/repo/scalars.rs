@@ -1,9 +1,9 @@
 //! Scalars of `ferry.yaml` that need more than serde: TTLs with units and typed defaults.
 
-use base64::Engine as _;
-use ferry_protos::v1::{value::Kind, FloatList, Value};
+use ferry_protos::v1::Value;
 use serde_norway::Value as Yaml;
 
+use crate::sources::cell::parse_kind;
 use crate::types::FeatureType;
 
 /// A view's `ttl:` value → seconds.
@@ -57,52 +57,42 @@ fn describe(v: &Yaml) -> String {
     }
 }
 
-/// Converts a YAML default into a typed value, or says why it does not fit the type.
+/// Converts a YAML default into a typed value, or says why it does not fit the type. The YAML
+/// node must be of the type's kind (a number for numbers, a bool for bool...); its text is then
+/// parsed as a source cell is.
 pub fn default_value(ty: FeatureType, v: &Yaml) -> Result<Value, String> {
     let wrong = || format!("default {} is not a valid {}", describe(v), ty.as_str());
-    let finite32 = |f: f64| {
-        let x = f as f32;
-        x.is_finite().then_some(x)
-    };
-    let kind = match (ty, v) {
-        (FeatureType::Int32, Yaml::Number(n)) => Kind::Int32Val(
-            n.as_i64()
-                .and_then(|i| i32::try_from(i).ok())
-                .ok_or_else(wrong)?,
-        ),
-        (FeatureType::Int64, Yaml::Number(n)) => Kind::Int64Val(n.as_i64().ok_or_else(wrong)?),
-        (FeatureType::Float32, Yaml::Number(n)) => {
-            Kind::FloatVal(n.as_f64().and_then(finite32).ok_or_else(wrong)?)
-        }
-        (FeatureType::Float64, Yaml::Number(n)) => {
-            Kind::DoubleVal(n.as_f64().filter(|f| f.is_finite()).ok_or_else(wrong)?)
-        }
-        (FeatureType::Bool, Yaml::Bool(b)) => Kind::BoolVal(*b),
-        (FeatureType::String, Yaml::String(s)) => Kind::StringVal(s.clone()),
-        (FeatureType::Bytes, Yaml::String(s)) => Kind::BytesVal(
-            base64::engine::general_purpose::STANDARD
-                .decode(s)
-                .map_err(|_| format!("default {} is not valid base64", describe(v)))?,
-        ),
+    let text = match (ty, v) {
+        (
+            FeatureType::Int32 | FeatureType::Int64 | FeatureType::Float32 | FeatureType::Float64,
+            Yaml::Number(n),
+        ) => n.to_string(),
+        (FeatureType::Bool, Yaml::Bool(b)) => b.to_string(),
+        (FeatureType::String | FeatureType::Bytes, Yaml::String(s)) => s.clone(),
         (FeatureType::Float32List, Yaml::Sequence(items)) => {
-            let values = items
+            let numbers = items
                 .iter()
                 .map(|i| match i {
-                    Yaml::Number(n) => n.as_f64().and_then(finite32),
+                    Yaml::Number(n) => Some(n.to_string()),
                     _ => None,
                 })
-                .collect::<Option<Vec<f32>>>()
+                .collect::<Option<Vec<String>>>()
                 .ok_or_else(wrong)?;
-            Kind::FloatListVal(FloatList { values })
+            format!("[{}]", numbers.join(", "))
         }
         _ => return Err(wrong()),
     };
+    let kind = parse_kind(ty, &text).map_err(|_| match ty {
+        FeatureType::Bytes => format!("default {} is not valid base64", describe(v)),
+        _ => wrong(),
+    })?;
     Ok(Value { kind: Some(kind) })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferry_protos::v1::{value::Kind, FloatList};
 
     fn yaml(s: &str) -> Yaml {
         serde_norway::from_str(s).unwrap()

@@ -96,7 +96,7 @@ async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
         (&Method::GET, "/status") => reply(StatusCode::OK, &status::status(&api.state)),
         (&Method::GET, "/healthz") => reply(StatusCode::OK, &serde_json::json!({"ok": true})),
         (&Method::GET, "/metrics") => {
-            let mut r = Response::new(Full::new(Bytes::from(metrics::metrics_text(&api.state))));
+            let mut r = Response::new(Full::new(Bytes::from(api.state.metrics_text())));
             r.headers_mut().insert(
                 hyper::header::CONTENT_TYPE,
                 hyper::header::HeaderValue::from_static(metrics::CONTENT_TYPE),

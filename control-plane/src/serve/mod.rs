@@ -2,8 +2,8 @@
 //! changes and pushes) served to every Envoy over xDS (ADS and ECDS), an HTTP API for status,
 //! metrics and pushes, and a graceful stop on SIGINT/SIGTERM.
 //!
-//! - [`state`]: the current snapshot, refusals, streams and counters; the xDS server's
-//!   snapshot source and callbacks.
+//! - [`state`]: the current snapshot and refusals, the xDS server's snapshot source.
+//! - [`streams`]: connected streams and the xDS counters, the xDS server's callbacks.
 //! - [`resources`]: the xDS resources built from a snapshot (the filter's ECDS config).
 //! - [`http`]: `/status`, `/metrics`, `/healthz`, `POST /v1/snapshot`.
 //! - [`api`]: the HTTP API's wire types (server and client share them).
@@ -20,6 +20,7 @@ pub mod resources;
 pub mod startup;
 pub mod state;
 pub mod status;
+pub mod streams;
 pub mod watch;
 
 use std::net::SocketAddr;
@@ -115,14 +116,20 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
     Ok(())
 }
 
-/// ADS and ECDS over gRPC, with `state` as the snapshot source and the callbacks.
+/// ADS and ECDS over gRPC, with `state` as the snapshot source and its stream table as the
+/// callbacks.
 async fn serve_xds(
     state: Arc<State>,
     listener: TcpListener,
     mut stop: tokio::sync::watch::Receiver<bool>,
     max_streams: usize,
 ) {
-    let xds = Xds::new(state.clone(), state, stop.clone(), max_streams);
+    let xds = Xds::new(
+        state.clone(),
+        state.streams.clone(),
+        stop.clone(),
+        max_streams,
+    );
     let served = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .add_service(xds.ads())

@@ -1,24 +1,18 @@
 //! The control plane's shared state: the one current snapshot (immutable, versioned, swapped
-//! whole), the refusal of the last bad one, every connected stream as the xDS server reports it,
-//! and the counters behind `/metrics`. It is the xDS server's [`SnapshotSource`] and
-//! [`Callbacks`].
+//! whole) and the refusal of the last bad one, the xDS server's [`SnapshotSource`]; beside it
+//! the stream table (the xDS server's callbacks) and the counters behind `/metrics`.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
 
-use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 use ferry_protos::v1;
-use prometheus_client::metrics::counter::Counter;
 use tokio::sync::watch;
 
-pub use super::metrics::Metrics;
+use super::metrics::{self, inc, Gauges, Metrics, SnapshotLabels};
 use super::persist::{self, Saved, StateDir};
-use super::resources::{self, FilterOptions, RESOURCE_TYPE};
+use super::resources::{self, FilterOptions};
+use super::streams::{lock, now_ms, Streams};
 use crate::snapshot;
-use crate::xds::{
-    Callbacks, Event, Node, ResourceType, SnapshotSource, Subscription, TypeState, XdsSnapshot,
-};
+use crate::xds::{Node, SnapshotSource, Subscription, XdsSnapshot};
 
 /// The snapshot every Envoy should have.
 #[derive(Debug)]
@@ -62,47 +56,13 @@ pub struct Offered {
     pub changed: bool,
 }
 
-/// One connected stream, as the xDS server's callbacks describe it.
-#[derive(Clone, Debug, Default)]
-pub struct StreamInfo {
-    pub node: Node,
-    pub connected_ms: u64,
-    /// Per type: the protocol state, plus when the last NACK came.
-    pub types: BTreeMap<ResourceType, TypeState>,
-    pub last_nack_ms: Option<u64>,
-}
-
-impl StreamInfo {
-    /// The filter config version this Envoy ACKed last.
-    pub fn acked(&self) -> Option<&str> {
-        self.types
-            .get(&RESOURCE_TYPE)
-            .and_then(|t| t.acked_version.as_deref())
-    }
-
-    /// Whether it ACKed `version` (false when there is none).
-    pub fn converged_on(&self, version: Option<&str>) -> bool {
-        version.is_some() && self.acked() == version
-    }
-}
-
-pub fn inc(c: &Counter) {
-    c.inc();
-}
-
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 pub struct State {
     pub filter: FilterOptions,
     /// The reader cluster the bootstrap defines; a snapshot naming another is refused.
     pub reader_cluster: String,
     current: watch::Sender<Option<Arc<Current>>>,
-    /// stream id → what the xDS server last said about it.
-    streams: Mutex<HashMap<u64, StreamInfo>>,
+    /// The xDS server's callbacks: connected streams and their counters.
+    pub streams: Arc<Streams>,
     last_refused: Mutex<Option<Refusal>>,
     /// Where every accepted snapshot is saved before it is served; None = not saved (tests).
     store: Option<StateDir>,
@@ -112,22 +72,18 @@ pub struct State {
     pub metrics: Metrics,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding one of these locks leaves plain data behind: keep going.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl State {
     pub fn new(filter: FilterOptions, reader_cluster: String, store: Option<StateDir>) -> State {
+        let metrics = Metrics::default();
         State {
             filter,
             reader_cluster,
             current: watch::Sender::new(None),
-            streams: Mutex::new(HashMap::new()),
+            streams: Arc::new(Streams::new(metrics.xds.clone())),
             last_refused: Mutex::new(None),
             store,
             repo_seen: Mutex::new(None),
-            metrics: Metrics::default(),
+            metrics,
         }
     }
 
@@ -266,14 +222,24 @@ impl State {
         lock(&self.last_refused).clone()
     }
 
-    /// Connected streams, oldest first.
-    pub fn streams(&self) -> Vec<(u64, StreamInfo)> {
-        let mut v: Vec<(u64, StreamInfo)> = lock(&self.streams)
-            .iter()
-            .map(|(k, v)| (*k, v.clone()))
-            .collect();
-        v.sort_by_key(|(k, _)| *k);
-        v
+    /// The OpenMetrics text of `/metrics`: the counters, and gauges read now.
+    pub fn metrics_text(&self) -> String {
+        let current = self.current();
+        let version = current.as_ref().map(|c| c.snapshot.version.as_str());
+        let streams = self.streams.list();
+        let gauges = Gauges {
+            connected_streams: streams.len(),
+            streams_acked_current: streams
+                .iter()
+                .filter(|(_, i)| i.converged_on(version))
+                .count(),
+            snapshot: current.as_ref().map(|c| SnapshotLabels {
+                version: c.snapshot.version.clone(),
+                project: c.snapshot.project.clone(),
+                source: c.source,
+            }),
+        };
+        metrics::metrics_text(&self.metrics, gauges)
     }
 }
 
@@ -288,58 +254,70 @@ impl SnapshotSource for State {
     }
 }
 
-/// Keeps the stream table `/status` shows and the xDS counters of `/metrics`.
-impl Callbacks for State {
-    fn on_stream_open(&self, stream: u64) {
-        inc(&self.metrics.streams_total);
-        lock(&self.streams).insert(
-            stream,
-            StreamInfo {
-                connected_ms: now_ms(),
-                ..Default::default()
-            },
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envoy_config::TEMPLATE_READER_CLUSTER;
+    use crate::serve::metrics::{inc, PushOutcome};
+    use crate::serve::resources::FilterOptions;
+    use crate::snapshot;
+    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+
+    fn state() -> State {
+        let filter = FilterOptions {
+            filter_name: "ferry".into(),
+            wasm_path: "/ferry.wasm".into(),
+            runtime: crate::envoy_config::Runtime::Wasm,
+        };
+        State::new(filter, TEMPLATE_READER_CLUSTER.into(), None)
+    }
+
+    fn has_line(text: &str, line: &str) {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in\n{text}"
         );
     }
 
-    fn on_event(&self, stream: u64, _node: &Node, event: &Event) {
-        match event {
-            Event::Ack { .. } => inc(&self.metrics.acks_total),
-            Event::Nack { .. } => {
-                inc(&self.metrics.nacks_total);
-                if let Some(info) = lock(&self.streams).get_mut(&stream) {
-                    info.last_nack_ms = Some(now_ms());
-                }
-            }
-            Event::StaleNonce { .. } => inc(&self.metrics.stale_nonces_total),
-            Event::Withheld { .. } => inc(&self.metrics.withheld_total),
-            Event::Subscribed { .. } | Event::NoTypeUrl | Event::UnknownType { .. } => {}
+    #[test]
+    fn counters_and_scrape_time_gauges_in_openmetrics_text() {
+        let state = state();
+        let text = state.metrics_text();
+        for line in [
+            "# TYPE ferry_xds_nacks counter",
+            "ferry_xds_nacks_total 0",
+            "ferry_push_requests_total{outcome=\"accepted\"} 0",
+            "ferry_push_requests_total{outcome=\"unauthorized\"} 0",
+            "ferry_push_requests_total{outcome=\"rejected\"} 0",
+            "# TYPE ferry_xds_connected_streams gauge",
+            "ferry_xds_connected_streams 0",
+            "ferry_xds_streams_acked_current 0",
+        ] {
+            has_line(&text, line);
         }
-    }
+        // No snapshot, no info series (an empty family is not written at all).
+        assert!(!text.contains("ferry_snapshot_info"), "{text}");
+        assert!(text.ends_with("\n# EOF\n"), "{text}");
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
 
-    fn on_stream_state(&self, stream: u64, node: &Node, types: &BTreeMap<ResourceType, TypeState>) {
-        let mut streams = lock(&self.streams);
-        let named_now = streams
-            .get(&stream)
-            .is_some_and(|i| i.node.id.is_empty() && !node.id.is_empty());
-        if named_now && streams.values().any(|i| i.node.id == node.id) {
-            tracing::warn!(
-                node = %node.id,
-                "two connected Envoys share this node id: give each its own (ferry envoy-config \
-                 --node-id, or Envoy's --service-node), or one's NACK can hold a version back \
-                 from the other"
-            );
+        let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let offered = state.offer(snapshot::build(&reg.unwrap()), "push").unwrap();
+        inc(&state.metrics.xds.nacks_total);
+        state.metrics.push(PushOutcome::Rejected);
+        state.metrics.push(PushOutcome::Rejected);
+        let text = state.metrics_text();
+        let project = state.current().unwrap().snapshot.project.clone();
+        for line in [
+            "ferry_xds_nacks_total 1".to_string(),
+            "ferry_snapshot_updates_total 1".to_string(),
+            "ferry_push_requests_total{outcome=\"rejected\"} 2".to_string(),
+            "# TYPE ferry_snapshot_info gauge".to_string(),
+            format!(
+                "ferry_snapshot_info{{version=\"{}\",project=\"{project}\",source=\"push\"}} 1",
+                offered.version
+            ),
+        ] {
+            has_line(&text, &line);
         }
-        if let Some(info) = streams.get_mut(&stream) {
-            info.node.clone_from(node);
-            info.types.clone_from(types);
-        }
-    }
-
-    fn on_response(&self, _stream: u64, _node: &Node, _response: &DiscoveryResponse) {
-        inc(&self.metrics.responses_total);
-    }
-
-    fn on_stream_closed(&self, stream: u64) {
-        lock(&self.streams).remove(&stream);
     }
 }

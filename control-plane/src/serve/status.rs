@@ -5,13 +5,14 @@
 use ferry_protos::v1;
 
 use super::api::{self, NodeStatus, ServiceStatus, SnapshotStatus, Status, TypeStatus};
-use super::state::{Current, State, StreamInfo};
+use super::state::{Current, State};
+use super::streams::StreamInfo;
 use crate::xds::TypeState;
 
 pub fn status(state: &State) -> Status {
     let current = state.current();
     let version = current.as_ref().map(|c| c.snapshot.version.as_str());
-    let streams = state.streams();
+    let streams = state.streams.list();
     let mut nodes: Vec<NodeStatus> = streams
         .iter()
         .map(|(id, info)| node_status(*id, info, version))

@@ -15,7 +15,15 @@ pub fn parse_value(ty: FeatureType, raw: &str) -> Result<Value, String> {
     if raw.is_empty() {
         return Ok(NULL);
     }
-    let kind = match ty {
+    Ok(Value {
+        kind: Some(parse_kind(ty, raw)?),
+    })
+}
+
+/// Parses the text of a value of type `ty` (a cell, or a repo default spelled as text); the
+/// one typed-value parser of the crate.
+pub fn parse_kind(ty: FeatureType, raw: &str) -> Result<Kind, String> {
+    Ok(match ty {
         FeatureType::Int32 => Kind::Int32Val(
             raw.trim()
                 .parse()
@@ -38,8 +46,7 @@ pub fn parse_value(ty: FeatureType, raw: &str) -> Result<Value, String> {
         FeatureType::Float32List => Kind::FloatListVal(FloatList {
             values: parse_f32_list(raw)?,
         }),
-    };
-    Ok(Value { kind: Some(kind) })
+    })
 }
 
 fn parse_f64(s: &str) -> Result<f64, String> {

@@ -132,6 +132,17 @@ mod tests {
         }
     }
 
+    type Keys = [(String, KeyType); 1];
+    type Features = [(String, FeatureType); 1];
+
+    /// The view most tests read: a string key `id` and an int64 feature `n`.
+    fn id_key_and_n() -> (Keys, Features) {
+        (
+            [("id".to_owned(), KeyType::String)],
+            [("n".to_owned(), FeatureType::Int64)],
+        )
+    }
+
     fn write(dir: &tempfile::TempDir, body: &str) -> std::path::PathBuf {
         let p = dir.path().join("v.csv");
         std::fs::write(&p, body).unwrap();
@@ -150,8 +161,7 @@ mod tests {
              b,1767225600,7\n\
              b,1767225600,8\n",
         );
-        let keys = [("id".to_owned(), KeyType::String)];
-        let feats = [("n".to_owned(), FeatureType::Int64)];
+        let (keys, feats) = id_key_and_n();
         let got = load_latest(&spec_for(&p, &keys, &feats)).unwrap();
         assert_eq!(got.rows_read, 5);
         assert_eq!(got.rows.len(), 2);
@@ -182,8 +192,7 @@ mod tests {
     fn a_bad_cell_names_file_line_column_and_reason() {
         let dir = tempfile::tempdir().unwrap();
         let p = write(&dir, "id,ts,n\na,1767225600,1\nb,1767225600,x\n");
-        let keys = [("id".to_owned(), KeyType::String)];
-        let feats = [("n".to_owned(), FeatureType::Int64)];
+        let (keys, feats) = id_key_and_n();
         let err = load_latest(&spec_for(&p, &keys, &feats)).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -194,8 +203,7 @@ mod tests {
     #[test]
     fn integer_epochs_follow_the_declared_or_detected_unit() {
         let dir = tempfile::tempdir().unwrap();
-        let keys = [("id".to_owned(), KeyType::String)];
-        let feats = [("n".to_owned(), FeatureType::Int64)];
+        let (keys, feats) = id_key_and_n();
         // 2026-01-01T00:00:00Z in ms, us, and s (+1 s): undeclared, each detected.
         let p = write(
             &dir,
@@ -224,8 +232,7 @@ mod tests {
     #[test]
     fn future_and_unplaceable_timestamps_name_file_line_and_column() {
         let dir = tempfile::tempdir().unwrap();
-        let keys = [("id".to_owned(), KeyType::String)];
-        let feats = [("n".to_owned(), FeatureType::Int64)];
+        let (keys, feats) = id_key_and_n();
         let p = write(
             &dir,
             "id,ts,n\na,2026-01-01T00:00:00Z,1\nb,2999-01-01T00:00:00Z,2\n",
@@ -254,8 +261,7 @@ mod tests {
     #[test]
     fn bad_timestamps_keys_and_row_lengths_are_errors() {
         let dir = tempfile::tempdir().unwrap();
-        let keys = [("id".to_owned(), KeyType::String)];
-        let feats = [("n".to_owned(), FeatureType::Int64)];
+        let (keys, feats) = id_key_and_n();
         let cases = [
             (
                 "id,ts,n\na,yesterday,1\n",

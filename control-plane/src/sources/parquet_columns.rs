@@ -90,6 +90,26 @@ pub(super) struct ColumnBatch {
     row_value: Vec<u32>,
 }
 
+/// Reads one batch of records into the value buffer of the column's physical type: one match
+/// arm per (reader, buffer) pair, alike but for their types.
+macro_rules! read_batch {
+    ($column:expr, $max:expr, $def:expr, $rep:expr; $($reader:ident => $values:ident),+) => {
+        match (&mut $column.reader, &mut $column.values) {
+            $((ColumnReader::$reader(r), Values::$values(v)) => {
+                v.clear();
+                r.read_records($max, $def, $rep, v)?
+            })+
+            _ => {
+                return Err(ParquetError::General(format!(
+                    "column {}: physical type {} is not supported",
+                    $column.descr.path(),
+                    $column.descr.physical_type()
+                )))
+            }
+        }
+    };
+}
+
 impl ColumnBatch {
     pub fn new(reader: ColumnReader, descr: ColumnDescPtr, levels: Levels) -> Self {
         use parquet::basic::{ConvertedType as C, Type as P};
@@ -123,43 +143,10 @@ impl ColumnBatch {
         self.rep.clear();
         let def = (self.levels.max_def > 0).then_some(&mut self.def);
         let rep = self.levels.list.then_some(&mut self.rep);
-        let (records, _, levels) = match (&mut self.reader, &mut self.values) {
-            (ColumnReader::BoolColumnReader(r), Values::Bool(v)) => {
-                v.clear();
-                r.read_records(max_records, def, rep, v)?
-            }
-            (ColumnReader::Int32ColumnReader(r), Values::I32(v)) => {
-                v.clear();
-                r.read_records(max_records, def, rep, v)?
-            }
-            (ColumnReader::Int64ColumnReader(r), Values::I64(v)) => {
-                v.clear();
-                r.read_records(max_records, def, rep, v)?
-            }
-            (ColumnReader::Int96ColumnReader(r), Values::I96(v)) => {
-                v.clear();
-                r.read_records(max_records, def, rep, v)?
-            }
-            (ColumnReader::FloatColumnReader(r), Values::F32(v)) => {
-                v.clear();
-                r.read_records(max_records, def, rep, v)?
-            }
-            (ColumnReader::DoubleColumnReader(r), Values::F64(v)) => {
-                v.clear();
-                r.read_records(max_records, def, rep, v)?
-            }
-            (ColumnReader::ByteArrayColumnReader(r), Values::Bytes(v)) => {
-                v.clear();
-                r.read_records(max_records, def, rep, v)?
-            }
-            _ => {
-                return Err(ParquetError::General(format!(
-                    "column {}: physical type {} is not supported",
-                    self.descr.path(),
-                    self.descr.physical_type()
-                )))
-            }
-        };
+        let (records, _, levels) = read_batch!(self, max_records, def, rep;
+            BoolColumnReader => Bool, Int32ColumnReader => I32, Int64ColumnReader => I64,
+            Int96ColumnReader => I96, FloatColumnReader => F32, DoubleColumnReader => F64,
+            ByteArrayColumnReader => Bytes);
         self.index_rows(records, levels)?;
         Ok(records)
     }

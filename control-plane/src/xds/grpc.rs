@@ -31,6 +31,12 @@ const STREAM_QUEUE: usize = 8;
 const MAX_REQUEST_BYTES: usize = 4 << 20;
 
 type Responses = ReceiverStream<Result<DiscoveryResponse, Status>>;
+type DeltaResponses = ReceiverStream<Result<DeltaDiscoveryResponse, Status>>;
+
+/// The answer to every delta stream.
+fn delta_unsupported() -> Status {
+    Status::unimplemented("ferry serves state-of-the-world xDS (api_type: GRPC), not delta")
+}
 
 /// Both discovery services over one snapshot source and one set of callbacks.
 #[derive(Clone)]
@@ -121,7 +127,7 @@ impl Xds {
 #[tonic::async_trait]
 impl AggregatedDiscoveryService for Xds {
     type StreamAggregatedResourcesStream = Responses;
-    type DeltaAggregatedResourcesStream = ReceiverStream<Result<DeltaDiscoveryResponse, Status>>;
+    type DeltaAggregatedResourcesStream = DeltaResponses;
 
     async fn stream_aggregated_resources(
         &self,
@@ -133,17 +139,15 @@ impl AggregatedDiscoveryService for Xds {
     async fn delta_aggregated_resources(
         &self,
         _request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
-        Err(Status::unimplemented(
-            "ferry serves state-of-the-world xDS (api_type: GRPC), not delta",
-        ))
+    ) -> Result<Response<DeltaResponses>, Status> {
+        Err(delta_unsupported())
     }
 }
 
 #[tonic::async_trait]
 impl ExtensionConfigDiscoveryService for Xds {
     type StreamExtensionConfigsStream = Responses;
-    type DeltaExtensionConfigsStream = ReceiverStream<Result<DeltaDiscoveryResponse, Status>>;
+    type DeltaExtensionConfigsStream = DeltaResponses;
 
     async fn stream_extension_configs(
         &self,
@@ -158,10 +162,8 @@ impl ExtensionConfigDiscoveryService for Xds {
     async fn delta_extension_configs(
         &self,
         _request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<Response<Self::DeltaExtensionConfigsStream>, Status> {
-        Err(Status::unimplemented(
-            "ferry serves state-of-the-world xDS (api_type: GRPC), not delta",
-        ))
+    ) -> Result<Response<DeltaResponses>, Status> {
+        Err(delta_unsupported())
     }
 
     async fn fetch_extension_configs(

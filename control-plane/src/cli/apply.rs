@@ -1,0 +1,123 @@
+//! `ferry apply`: validate a repo and print its snapshot; optionally write it, materialize
+//! what the control plane does not serve yet, and push it.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context as _, Result};
+use ferry::materialize::WriteOptions;
+use ferry::{push, repo, snapshot};
+use ferry_redis::RedisArgs;
+
+use super::materialize::materialize;
+use super::{load, parse_key_ttl};
+
+#[derive(clap::Args)]
+pub struct ApplyArgs {
+    /// Feature repo folder (holding ferry.yaml).
+    repo: PathBuf,
+    /// Write the encoded snapshot (ferry.v1.Snapshot protobuf bytes) to this file.
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Push the snapshot to this control plane (its HTTP address, e.g. http://127.0.0.1:8091).
+    #[arg(long, value_name = "URL")]
+    push: Option<String>,
+    /// Bearer token for --push, if the control plane requires one.
+    #[arg(long, env = "FERRY_PUSH_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Before pushing, write the vectors of every service whose fingerprint is new to the
+    /// control plane (without --push: of every service).
+    #[arg(long)]
+    materialize: bool,
+    /// Redis (for --materialize).
+    #[command(flatten)]
+    redis: RedisArgs,
+    /// Expire materialized keys after this long (e.g. 7d); see `materialize --key-ttl`.
+    #[arg(long)]
+    key_ttl: Option<String>,
+}
+
+pub fn run(args: ApplyArgs) -> Result<()> {
+    let snap = apply(&args.repo, args.output.as_deref())?;
+    if args.materialize || args.push.is_some() {
+        let mut opts = WriteOptions::with_redis(args.redis);
+        opts.key_ttl_seconds = parse_key_ttl(args.key_ttl)?;
+        push_and_materialize(
+            &args.repo,
+            snap,
+            args.push.as_deref(),
+            args.token.as_deref(),
+            args.materialize,
+            &opts,
+        )?;
+    }
+    Ok(())
+}
+
+fn apply(repo: &Path, output: Option<&Path>) -> Result<ferry_protos::v1::Snapshot> {
+    let reg = load(repo)?;
+    let snap = snapshot::build(&reg);
+    print!("{}", repo::report::report(&reg, &snap.version));
+    if let Some(path) = output {
+        std::fs::write(path, snapshot::encode(&snap))
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!(
+            "wrote {} ({} bytes)",
+            path.display(),
+            snapshot::encode(&snap).len()
+        );
+    }
+    Ok(snap)
+}
+
+/// `apply --push/--materialize`: materialize what the control plane does not serve yet, then
+/// push, so that no Envoy switches to a fingerprint whose vectors are not in Redis.
+fn push_and_materialize(
+    repo: &Path,
+    snap: ferry_protos::v1::Snapshot,
+    url: Option<&str>,
+    token: Option<&str>,
+    materialize_first: bool,
+    opts: &WriteOptions,
+) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    if materialize_first {
+        let served = match url {
+            Some(url) => runtime
+                .block_on(push::status(url))
+                .context("asking the control plane which fingerprints it serves")?
+                .snapshot
+                .map(|s| s.services)
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let reg = push::unserved(load(repo)?, &served);
+        if reg.services.is_empty() {
+            println!("every fingerprint is already served: nothing to materialize");
+        } else {
+            materialize(&reg, opts)?;
+        }
+    }
+    let Some(url) = url else { return Ok(()) };
+    let started = Instant::now();
+    let pushed = match runtime.block_on(push::push(url, token, snapshot::encode(&snap))) {
+        Ok(p) => p,
+        Err(push::PushError::Refused { status, message }) => {
+            anyhow::bail!("the control plane refused the snapshot (HTTP {status}): {message}")
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    println!(
+        "pushed snapshot {} to {url} in {ms:.1} ms ({})",
+        pushed.version,
+        if pushed.changed {
+            "now current"
+        } else {
+            "already current"
+        }
+    );
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! `ferry envoy-config`: an Envoy bootstrap with the filter, the snapshot inlined or taken
+//! from the control plane (`--xds`).
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, Result};
+use ferry::envoy_config::{self, ReaderProtocol, RedisProxyOptions, StaticOptions, Upstream};
+use ferry::envoy_xds::{default_node_id, render_xds, XdsOptions};
+
+use super::load;
+use super::runtime::RuntimeArgs;
+
+#[derive(clap::Args)]
+pub struct EnvoyConfigArgs {
+    /// Feature repo folder (holding ferry.yaml).
+    repo: PathBuf,
+    /// The ferry filter's .wasm file (static mode with --runtime wasm; with --xds the control
+    /// plane names it).
+    #[arg(long)]
+    wasm: Option<PathBuf>,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+    /// Take the filter's configuration from the control plane (ECDS over ADS) instead of
+    /// inlining the snapshot.
+    #[arg(long)]
+    xds: bool,
+    /// The control plane's xDS address (with --xds), HOST:PORT: an IP, or a host name Envoy
+    /// resolves (LOGICAL_DNS).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:18000")]
+    xds_address: Upstream,
+    /// This Envoy's node id (with --xds), one per Envoy; default ferry-envoy-HOST-PORT-RANDOM
+    /// (unique per rendering). Envoys sharing one bootstrap file: start each with Envoy's
+    /// --service-node, which overrides it.
+    #[arg(long)]
+    node_id: Option<String>,
+    /// With --xds: seconds to wait for the first snapshot before answering 500 (0 = forever).
+    #[arg(long, default_value_t = 60)]
+    initial_fetch_timeout: u32,
+    #[arg(long, default_value_t = 10000)]
+    listen_port: u16,
+    #[arg(long, default_value_t = 9901)]
+    admin_port: u16,
+    /// The reader on 127.0.0.1 at this port (see --reader-address for another host).
+    #[arg(long, default_value_t = 8090)]
+    reader_port: u16,
+    /// The reader, HOST:PORT: an IP, or a host name Envoy resolves with STRICT_DNS (every
+    /// address is a reader, health-checked on its own: e.g. a Kubernetes headless service).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "reader_port")]
+    reader_address: Option<Upstream>,
+    /// The reader cluster's protocol: http1 (HTTP/1.1 keep-alive) or http2 (h2c, prior
+    /// knowledge); the default is the measured choice (bench/README.md).
+    #[arg(long, value_enum, default_value_t = ReaderProtocol::default())]
+    reader_protocol: ReaderProtocol,
+    /// The model on 127.0.0.1 at this port (see --model-address for another host).
+    #[arg(long, default_value_t = 8080)]
+    model_port: u16,
+    /// The model, HOST:PORT: an IP, or a host name Envoy resolves with LOGICAL_DNS (one name
+    /// that load-balances already: e.g. a Kubernetes ClusterIP service).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "model_port")]
+    model_address: Option<Upstream>,
+    /// Also render a listener on 127.0.0.1:PORT that proxies Redis (Envoy's redis_proxy); point
+    /// the reader's --redis at redis://127.0.0.1:PORT.
+    #[arg(long, value_name = "PORT")]
+    redis_proxy_port: Option<u16>,
+    /// A Redis behind the proxy, HOST:PORT (repeatable; default 127.0.0.1:6379). Several
+    /// standalone servers are shards (keys spread by consistent hash), not replicas.
+    #[arg(
+        long = "redis-upstream",
+        value_name = "HOST:PORT",
+        requires = "redis_proxy_port"
+    )]
+    redis_upstreams: Vec<Upstream>,
+    /// The --redis-upstream addresses are seeds of a Redis Cluster (envoy.clusters.redis).
+    #[arg(long, requires = "redis_proxy_port")]
+    redis_cluster: bool,
+    /// Envoy's per-connection buffer limit; every route's max_body_bytes must fit in it.
+    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    buffer_limit_bytes: u64,
+    /// Write the config here instead of stdout.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+pub fn run(args: EnvoyConfigArgs) -> Result<()> {
+    let reg = load(&args.repo)?;
+    let (runtime, wasm_path) = args.runtime.resolve(args.wasm.as_deref(), !args.xds)?;
+    let opts = StaticOptions {
+        wasm_path,
+        runtime,
+        listen_port: args.listen_port,
+        admin_port: args.admin_port,
+        reader: args
+            .reader_address
+            .unwrap_or_else(|| Upstream::loopback(args.reader_port)),
+        model: args
+            .model_address
+            .unwrap_or_else(|| Upstream::loopback(args.model_port)),
+        buffer_limit_bytes: args.buffer_limit_bytes,
+        reader_protocol: args.reader_protocol,
+        redis_proxy: args.redis_proxy_port.map(|listen_port| RedisProxyOptions {
+            listen_port,
+            upstreams: if args.redis_upstreams.is_empty() {
+                vec![Upstream::loopback(6379)]
+            } else {
+                args.redis_upstreams
+            },
+            redis_cluster: args.redis_cluster,
+        }),
+    };
+    let text = if args.xds {
+        let x = XdsOptions {
+            node_id: args
+                .node_id
+                .unwrap_or_else(|| default_node_id(args.listen_port)),
+            xds: args.xds_address,
+            initial_fetch_timeout_s: args.initial_fetch_timeout,
+        };
+        render_xds(&reg, &opts, &x)?
+    } else {
+        envoy_config::render_static(&reg, &opts)?
+    };
+    match args.output {
+        Some(p) => std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?,
+        None => print!("{text}"),
+    }
+    Ok(())
+}

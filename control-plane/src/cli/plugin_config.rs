@@ -1,0 +1,41 @@
+//! `ferry plugin-config`: the filter's configuration as JSON, carried or pulled.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use ferry::envoy_config;
+
+use super::load;
+
+#[derive(clap::Args)]
+pub struct PluginConfigArgs {
+    /// Feature repo folder (holding ferry.yaml).
+    repo: PathBuf,
+    /// The reader cluster's name in that Envoy (Istio: outbound|PORT||HOST), instead of the
+    /// repo's.
+    #[arg(long, value_name = "NAME")]
+    reader_cluster: Option<String>,
+    /// Have the filter pull the snapshot from this `ferry serve` URL
+    /// (http://HOST:8091/v1/snapshot) instead of carrying it; needs --snapshot-cluster.
+    #[arg(long, value_name = "URL", requires = "snapshot_cluster")]
+    snapshot_url: Option<String>,
+    /// The Envoy cluster that reaches --snapshot-url (Istio: outbound|8091||HOST).
+    #[arg(long, value_name = "NAME", requires = "snapshot_url")]
+    snapshot_cluster: Option<String>,
+    /// How often the filter checks --snapshot-url for a new version (default 5000).
+    #[arg(long, value_name = "MS", requires = "snapshot_url")]
+    snapshot_poll_ms: Option<u64>,
+}
+
+pub fn run(args: PluginConfigArgs) -> Result<()> {
+    let reg = load(&args.repo)?;
+    let reader = args.reader_cluster.as_deref();
+    let json = match (&args.snapshot_url, &args.snapshot_cluster) {
+        (Some(url), Some(cluster)) => {
+            envoy_config::plugin_config_pull_json(url, cluster, args.snapshot_poll_ms, reader)?
+        }
+        _ => envoy_config::plugin_config_json(&reg, reader)?,
+    };
+    println!("{json}");
+    Ok(())
+}

@@ -1,0 +1,92 @@
+//! `ferry serve`: the control plane, with logs on stderr.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use ferry::envoy_config;
+use ferry::serve::resources::FilterOptions;
+use ferry::serve::{self, ServeOptions};
+
+use super::runtime::RuntimeArgs;
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// Feature repo folder (holding ferry.yaml): the first snapshot, then watched for changes.
+    repo: PathBuf,
+    /// The ferry filter's .wasm file, as Envoy will open it (with --runtime wasm).
+    #[arg(long)]
+    wasm: Option<PathBuf>,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+    /// xDS (gRPC) address.
+    #[arg(long, default_value = "127.0.0.1:18000")]
+    xds_listen: std::net::SocketAddr,
+    /// HTTP address: /status, /metrics, /healthz, POST /v1/snapshot.
+    #[arg(long, default_value = "127.0.0.1:8091")]
+    http_listen: std::net::SocketAddr,
+    /// Require `Authorization: Bearer TOKEN` on pushes.
+    #[arg(long, env = "FERRY_PUSH_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// How often to check ferry.yaml for changes, in milliseconds (0 = do not watch).
+    #[arg(long, default_value_t = 1000)]
+    watch_interval_ms: u64,
+    /// How long a changed ferry.yaml must stay unchanged before it is applied, in
+    /// milliseconds (so a half-written file is not).
+    #[arg(long, default_value_t = 500)]
+    watch_debounce_ms: u64,
+    /// Where the current snapshot is saved on every change and restored from at start
+    /// (default: REPO/.ferry). Must be writable.
+    #[arg(long, env = "FERRY_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// The HTTP filter's name in the bootstrap (the ECDS resource name).
+    #[arg(long, default_value = "ferry")]
+    filter_name: String,
+    /// The most Envoy streams served at once.
+    #[arg(long, default_value_t = 1024)]
+    max_streams: usize,
+    /// Tests only: honour `x-ferry-unchecked` on pushes, skipping validation, so that a
+    /// snapshot the filter refuses can reach Envoy. Only in builds with `test-switches`.
+    #[cfg(feature = "test-switches")]
+    #[arg(long, hide = true)]
+    allow_invalid: bool,
+}
+
+pub fn run(args: ServeArgs) -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let (runtime, wasm_path) = args.runtime.resolve(args.wasm.as_deref(), true)?;
+    let state_dir = args
+        .state_dir
+        .unwrap_or_else(|| args.repo.join(serve::persist::DEFAULT_STATE_DIR));
+    let opts = ServeOptions {
+        state_dir,
+        repo: args.repo,
+        xds_listen: args.xds_listen,
+        http_listen: args.http_listen,
+        filter: FilterOptions {
+            filter_name: args.filter_name,
+            wasm_path,
+            runtime,
+        },
+        reader_cluster: envoy_config::TEMPLATE_READER_CLUSTER.to_owned(),
+        token: args.token.filter(|t| !t.is_empty()),
+        watch: (args.watch_interval_ms > 0).then(|| serve::watch::Watch {
+            interval: std::time::Duration::from_millis(args.watch_interval_ms),
+            debounce: std::time::Duration::from_millis(args.watch_debounce_ms),
+        }),
+        max_streams: args.max_streams,
+        #[cfg(feature = "test-switches")]
+        allow_invalid: args.allow_invalid,
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(serve::run(opts))
+}
