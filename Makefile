@@ -16,7 +16,7 @@ lint:            ## rustfmt + clippy (also for wasm32-wasip1), warnings are erro
 build:
 	cargo build --release -p ferry -p ferry-reader -p ferry-demo-model
 	cargo build --release -p ferry-filter --target wasm32-wasip1
-	cargo build --release -p ferry-native
+	cargo build --profile native -p ferry-native
 
 .PHONY: bench
 bench:           ## latency benchmarks vs Feast, ~20 min (QUICK=1: smoke run); see bench/README.md

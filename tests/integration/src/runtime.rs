@@ -12,7 +12,7 @@ pub enum Runtime {
     /// proxy-wasm on Envoy's V8: target/wasm32-wasip1/release/ferry_filter.wasm.
     #[default]
     Wasm,
-    /// The dynamic module: target/release/libferry_native.so.
+    /// The dynamic module: target/native/libferry_native.so (Cargo profile `native`).
     Native,
     /// The dynamic module answering reader calls in process (`FERRY_NATIVE_READER` in
     /// Envoy's environment, with the reader's Redis flags); the reader process runs but is not
@@ -64,7 +64,7 @@ impl Runtime {
 
 /// The built native module.
 pub fn native_module() -> PathBuf {
-    let p = crate::root().join("target/release/libferry_native.so");
+    let p = crate::root().join("target/native/libferry_native.so");
     assert!(
         p.exists(),
         "{} is missing: run `make test` (it builds the native module)",
