@@ -56,10 +56,19 @@ impl Runtime {
     /// What Envoy's environment needs for this build, given the reader's Redis flags.
     pub fn envoy_env(self, redis_flags: &[String]) -> Vec<(&'static str, String)> {
         match self {
-            Runtime::NativeInProcess => vec![("FERRY_NATIVE_READER", redis_flags.join(" "))],
+            Runtime::NativeInProcess => {
+                let words: Vec<String> = redis_flags.iter().map(|f| shell_quoted(f)).collect();
+                vec![("FERRY_NATIVE_READER", words.join(" "))]
+            }
             Runtime::Wasm | Runtime::Native => Vec::new(),
         }
     }
+}
+
+/// `word` as one shell word, as the module splits `FERRY_NATIVE_READER` (a path with a space
+/// stays one flag value).
+fn shell_quoted(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
 }
 
 /// The built native module.
