@@ -20,17 +20,19 @@ pub struct EnvoyBuffer<'hook> {
 }
 
 impl<'hook> EnvoyBuffer<'hook> {
-    /// What Envoy writes into.
-    pub const EMPTY: EnvoyBuffer<'static> = EnvoyBuffer {
-        ptr: std::ptr::null(),
-        length: 0,
-        hook: PhantomData,
-    };
+    /// What Envoy writes into (its lifetime is the caller's: not `'static`).
+    pub const fn empty() -> Self {
+        EnvoyBuffer {
+            ptr: std::ptr::null(),
+            length: 0,
+            hook: PhantomData,
+        }
+    }
 
     /// The bytes (empty for a null buffer).
     ///
     /// # Safety
-    /// Envoy filled this buffer during `'hook`, or it is `EMPTY`.
+    /// Envoy filled this buffer during `'hook`, or it is `empty()`.
     pub unsafe fn as_slice(&self) -> &'hook [u8] {
         if self.ptr.is_null() || self.length == 0 {
             return &[];
@@ -103,10 +105,12 @@ pub struct EnvoyHeader<'hook> {
 }
 
 impl EnvoyHeader<'_> {
-    pub const EMPTY: EnvoyHeader<'static> = EnvoyHeader {
-        key: EnvoyBuffer::EMPTY,
-        value: EnvoyBuffer::EMPTY,
-    };
+    pub const fn empty() -> Self {
+        EnvoyHeader {
+            key: EnvoyBuffer::empty(),
+            value: EnvoyBuffer::empty(),
+        }
+    }
 }
 
 /// `envoy_dynamic_module_type_http_header_type`: which header map.
@@ -445,7 +449,7 @@ mod tests {
         };
         // SAFETY: points into `bytes`, alive for the test.
         assert_eq!(unsafe { b.as_slice() }, b"abc");
-        // SAFETY: EMPTY.
-        assert!(unsafe { EnvoyBuffer::EMPTY.as_slice() }.is_empty());
+        // SAFETY: empty.
+        assert!(unsafe { EnvoyBuffer::empty().as_slice() }.is_empty());
     }
 }

@@ -78,7 +78,7 @@ fn module_headers<'a>(headers: &[(&'a str, &'a str)]) -> Vec<ModuleHeader<'a>> {
 // contract); the module's buffers outlive each call; Envoy's are copied before the call returns.
 impl Envoy for EnvoyFilter {
     fn header(&self, kind: HeaderKind, name: &str) -> Option<Vec<u8>> {
-        let mut out = EnvoyBuffer::EMPTY;
+        let mut out = EnvoyBuffer::empty();
         let name = ModuleBuffer::of(name.as_bytes());
         let null = std::ptr::null_mut();
         unsafe {
@@ -92,7 +92,7 @@ impl Envoy for EnvoyFilter {
     fn header_names(&self, kind: HeaderKind) -> Vec<Vec<u8>> {
         unsafe {
             let n = abi::envoy_dynamic_module_callback_http_get_headers_size(self.0, kind);
-            let mut headers = vec![EnvoyHeader::EMPTY; n];
+            let mut headers = vec![EnvoyHeader::empty(); n];
             let p = headers.as_mut_ptr();
             if n == 0 || !abi::envoy_dynamic_module_callback_http_get_headers(self.0, kind, p) {
                 return Vec::new();
@@ -114,7 +114,7 @@ impl Envoy for EnvoyFilter {
     fn body(&self, kind: BodyKind) -> Vec<u8> {
         unsafe {
             let n = abi::envoy_dynamic_module_callback_http_get_body_chunks_size(self.0, kind);
-            let mut chunks = vec![EnvoyBuffer::EMPTY; n];
+            let mut chunks = vec![EnvoyBuffer::empty(); n];
             let p = chunks.as_mut_ptr();
             if n == 0 || !abi::envoy_dynamic_module_callback_http_get_body_chunks(self.0, kind, p) {
                 return Vec::new();
@@ -200,7 +200,7 @@ impl Envoy for EnvoyFilter {
     }
 
     fn route_metadata(&self, key: &str) -> Option<Vec<u8>> {
-        let mut out = EnvoyBuffer::EMPTY;
+        let mut out = EnvoyBuffer::empty();
         let (namespace, key) = (ModuleBuffer::of(FERRY), ModuleBuffer::of(key.as_bytes()));
         let source = MetadataSource::Route;
         unsafe {
