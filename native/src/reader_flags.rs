@@ -81,23 +81,45 @@ fn describe(e: &clap::Error) -> String {
     };
     let what = match e.kind() {
         ErrorKind::UnknownArgument => match flag {
-            // A word that is not a flag may be part of a value that lost its quotes.
-            Some(f) if f.starts_with('-') => format!("unknown flag {f}"),
+            // Any other word may be part of a value that lost its quotes (`-x`, `--a=b` too).
+            Some(f) if is_flag_name(f) => format!("unknown flag {f}"),
             _ => "a word that is no flag and follows no flag (not shown: it may be a secret)"
                 .to_owned(),
         },
+        // `-hunter2`, a value that lost its quotes, reads as `-h`.
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        | ErrorKind::DisplayVersion => {
+            "a word read as -h/--help or -V/--version (not shown: it may be part of a value)"
+                .to_owned()
+        }
         ErrorKind::InvalidValue | ErrorKind::ValueValidation => {
             format!("invalid value for {}", flag.unwrap_or("a flag"))
         }
         ErrorKind::NoEquals => {
             format!("{} needs a value", flag.unwrap_or("a flag"))
         }
-        kind => match flag {
-            Some(f) => format!("{kind} ({f})"),
-            None => kind.to_string(),
-        },
+        kind => {
+            let name = kind
+                .as_str()
+                .map_or_else(|| format!("{kind:?}"), str::to_owned);
+            match flag {
+                Some(f) => format!("{name} ({f})"),
+                None => name,
+            }
+        }
     };
     format!("{VARIABLE}: {what}; its value is the reader's flags, {QUOTING}")
+}
+
+/// `--name`: lower-case letters, digits and dashes, as every reader flag is spelt.
+fn is_flag_name(word: &str) -> bool {
+    word.strip_prefix("--").is_some_and(|name| {
+        name.starts_with(|c: char| c.is_ascii_lowercase())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    })
 }
 
 #[cfg(test)]
@@ -143,6 +165,16 @@ mod tests {
                 "hunter2",
             ),
             ("--bogus hunter2", "unknown flag --bogus", "hunter2"),
+            (
+                "--redis-password a -hunter2",
+                "read as -h/--help",
+                "hunter2",
+            ),
+            (
+                "--redis-password a --x=hunter2",
+                "unknown flag --x",
+                "hunter2",
+            ),
         ] {
             let e = parse(flags).err().unwrap_or_default();
             assert!(e.contains(names), "{flags}: {e}");
