@@ -66,6 +66,10 @@ impl<E: Envoy + Clone> Stream<E> {
             let host = EnvoyHost::new(envoy.clone(), direct.clone());
             HttpFilter::new(host, snapshot, metrics)
         }));
+        Self::of(envoy, direct, made)
+    }
+
+    fn of(envoy: E, direct: Slot, made: std::thread::Result<Filter<E>>) -> Self {
         let filter = made.map_err(|p| log_panic(&envoy, &*p)).ok();
         Stream {
             doomed: Cell::new(filter.is_none()),
@@ -132,8 +136,11 @@ impl<E: Envoy + Clone> Stream<E> {
             };
             filter.host().reentry.enter(hook);
             let mut action = f(filter);
-            while let Some((token, response)) = self.pending.borrow_mut().take() {
+            // Taken before delivering: a delivery may start a call whose answer comes inline.
+            let mut next = self.pending.borrow_mut().take();
+            while let Some((token, response)) = next {
                 deliver(filter, token, response);
+                next = self.pending.borrow_mut().take();
             }
             if filter.host().reentry.leave() {
                 action = Action::Continue;
