@@ -12,5 +12,7 @@ echo "== building binaries (debug) and the filter (.wasm: release; native module
 cargo build --workspace --bins --quiet
 cargo build --release -p ferry-filter --target wasm32-wasip1 --quiet
 cargo build --profile native -p ferry-native --quiet
+# The same module whose hooks panic on request, for tests/integration/tests/native_panic.rs.
+cargo build --profile native-faults -p ferry-native --features fault-injection --quiet
 echo "== cargo test"
 FERRY_ENVOY="$PWD/.venv/bin/envoy" FERRY_FEAST_VENV="$PWD/.venv-feast" cargo test --workspace -- --test-threads 4

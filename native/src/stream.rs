@@ -82,7 +82,11 @@ impl<E: Envoy + Clone> Stream<E> {
     }
 
     pub fn on_request_headers(&self, end_of_stream: bool) -> HeadersStatus {
-        let action = self.run_hook(Hook::Headers, |f| f.on_request_headers(end_of_stream));
+        let action = self.run_hook(Hook::Headers, |f| {
+            #[cfg(feature = "fault-injection")]
+            injected_fault(f.host(), "request_headers");
+            f.on_request_headers(end_of_stream)
+        });
         action.into()
     }
 
@@ -101,8 +105,12 @@ impl<E: Envoy + Clone> Stream<E> {
 
     pub fn on_response_headers(&self) -> HeadersStatus {
         self.responding.set(true);
-        self.run_hook(Hook::Headers, |f| f.on_response_headers())
-            .into()
+        self.run_hook(Hook::Headers, |f| {
+            #[cfg(feature = "fault-injection")]
+            injected_fault(f.host(), "response_headers");
+            f.on_response_headers()
+        })
+        .into()
     }
 
     /// A callout finished (`response`: its answer, empty when it failed).
@@ -221,6 +229,16 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
         .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("(no message)");
     format!("ferry: a panic in the filter, failed closed: {what}")
+}
+
+/// Test builds only (`--features fault-injection`): the hook named in the request's
+/// `x-native-fault` panics (the header is read through the host, as the core reads its own).
+#[cfg(feature = "fault-injection")]
+#[allow(clippy::panic)]
+fn injected_fault(host: &impl ferry_core::host::Host, hook: &str) {
+    if host.request_header("x-native-fault").as_deref() == Some(hook) {
+        panic!("x-native-fault: {hook}");
+    }
 }
 
 #[cfg(test)]
