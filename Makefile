@@ -16,7 +16,7 @@ lint:            ## docs links + rustfmt + clippy (also for wasm32-wasip1), warn
 build:
 	cargo build --release -p ferry -p ferry-reader -p ferry-demo-model
 	cargo build --release -p ferry-filter --target wasm32-wasip1
-	cargo build --release -p ferry-native
+	cargo build --profile native -p ferry-native
 
 .PHONY: bench
 bench:           ## latency benchmarks vs Feast, ~20 min, report in bench/.run/ (QUICK=1: smoke run; RECORD=1: write bench/README.md, bench/results/); see bench/README.md

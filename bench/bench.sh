@@ -67,7 +67,7 @@ else
   say "building (release)"
   cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model -p bench
   cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
-  cargo build --release --quiet -p ferry-native
+  cargo build --profile native --quiet -p ferry-native
 fi
 
 for p in $PROCS; do stop "$p" >/dev/null || true; done

@@ -39,7 +39,8 @@ say() { echo "== $(date +%H:%M:%S) $*"; }
 
 if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
   say "building (release)"
-  cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model -p bench -p ferry-native
+  cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model -p bench
+  cargo build --profile native --quiet -p ferry-native
 fi
 [ -x "$PY" ] || { echo "miss_path: no bench/.venv; run make bench once" >&2; exit 1; }
 for p in $PROCS; do stop "$p" >/dev/null || true; done

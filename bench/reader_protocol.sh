@@ -54,7 +54,7 @@ if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
   say "building (release)"
   cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model -p bench
   cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
-  if [ "$RUNTIME" = native ]; then cargo build --release --quiet -p ferry-native; fi
+  if [ "$RUNTIME" = native ]; then cargo build --profile native --quiet -p ferry-native; fi
 fi
 [ -x "$PY" ] || { echo "reader_protocol: no bench/.venv; run make bench once" >&2; exit 1; }
 for p in envoy-http2 envoy-http1 model reader redis; do stop "$p" >/dev/null || true; done

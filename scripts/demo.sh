@@ -34,7 +34,7 @@ bash scripts/setup.sh
 echo "== building (release)"
 cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model
 cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
-cargo build --release --quiet -p ferry-native
+cargo build --profile native --quiet -p ferry-native
 
 bash scripts/stop.sh >/dev/null
 for p in $PORTS; do

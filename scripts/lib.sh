@@ -5,7 +5,8 @@ RUN_DIR="$ROOT/.run"
 ENVOY="$ROOT/.venv/bin/envoy"
 BIN="$ROOT/target/release"
 WASM="$ROOT/target/wasm32-wasip1/release/ferry_filter.wasm"
-NATIVE="$ROOT/target/release/libferry_native.so"
+# The native module: its own profile (release, but unwinding: Cargo.toml's [profile.native]).
+NATIVE="$ROOT/target/native/libferry_native.so"
 
 # start NAME CMD...: runs CMD in its own session, logs to .run/NAME.log, pid in .run/NAME.pid.
 start() {

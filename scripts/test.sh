@@ -8,9 +8,11 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # Feast 0.67, which the Feast-compatibility tests run beside Ferry on the same Redis.
 bash scripts/feast_venv.sh .venv-feast
-echo "== building binaries (debug) and the filter (.wasm and native module, release)"
+echo "== building binaries (debug) and the filter (.wasm: release; native module: profile native)"
 cargo build --workspace --bins --quiet
 cargo build --release -p ferry-filter --target wasm32-wasip1 --quiet
-cargo build --release -p ferry-native --quiet
+cargo build --profile native -p ferry-native --quiet
+# The same module whose hooks panic on request, for tests/integration/tests/native_panic.rs.
+cargo build --profile native-faults -p ferry-native --features fault-injection --quiet
 echo "== cargo test"
 FERRY_ENVOY="$PWD/.venv/bin/envoy" FERRY_FEAST_VENV="$PWD/.venv-feast" cargo test --workspace -- --test-threads 4

@@ -5,24 +5,20 @@
 //! process, and its answer comes back to the stream's worker thread through Envoy's scheduler
 //! (`envoy_dynamic_module_callback_http_filter_scheduler_*`). What the dispatched call cost
 //! Envoy (an upstream request through its async client, the reader's HTTP, two more context
-//! switches) is gone; the reader's flags are the variable's value (`--redis URL ...`, with the
-//! reader's `FERRY_REDIS_*` variables too), so the two paths share one definition of each limit.
+//! switches) is gone; the reader's flags are the variable's value (`--redis URL ...`, split as
+//! shell words by `reader_flags`, with the reader's `FERRY_REDIS_*` variables too), so the two
+//! paths share one definition of each limit.
 //!
 //! The core does not see the difference: a call is still a token and an answer (status, body),
 //! and a failure is the reader's own JSON error, so every policy applies unchanged.
 
-use std::ffi::c_void;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use clap::Parser;
-use ferry_reader::{Config, Reader};
+use ferry_reader::Reader;
 
-use crate::abi::{self, EnvoyPtr};
-use crate::host::CallResponse;
-
-/// The variable that turns the in-process reader on; its value is the reader's flags.
-pub const VARIABLE: &str = "FERRY_NATIVE_READER";
+use crate::reader_flags::{self, VARIABLE};
+use crate::slot::{CallResponse, Slot};
 
 pub struct Direct {
     runtime: tokio::runtime::Runtime,
@@ -52,8 +48,7 @@ pub fn get() -> Option<&'static Direct> {
 }
 
 fn start(flags: &str) -> Result<Direct, String> {
-    let args = std::iter::once("ferry-native").chain(flags.split_whitespace());
-    let config = Config::try_parse_from(args).map_err(|e| format!("{VARIABLE}: {e}"))?;
+    let config = reader_flags::parse(flags)?;
     // The reader's `--threads` (default: one per core) sizes the runtime here too; always a
     // multi-thread one, whose workers run the lookups (nothing here blocks on the runtime).
     let mut builder = tokio::runtime::Builder::new_multi_thread();
@@ -108,74 +103,5 @@ fn error(e: ferry_reader::ReaderError) -> CallResponse {
     CallResponse {
         status: Some(e.status().as_u16()),
         body: e.body().to_string().into_bytes(),
-    }
-}
-
-/// Envoy's scheduler of one stream, deleted when the stream and every lookup it started are
-/// done with it (a lookup may finish after its stream: committing then is a no-op for Envoy,
-/// which holds only a weak reference to the filter).
-struct Scheduler(*mut c_void);
-
-// SAFETY: Envoy's scheduler is made to be committed to from any thread, and deleting it only
-// drops a weak reference and the dispatcher's address.
-unsafe impl Send for Scheduler {}
-unsafe impl Sync for Scheduler {}
-
-impl Drop for Scheduler {
-    fn drop(&mut self) {
-        // SAFETY: made by scheduler_new, deleted once (this is its only owner).
-        unsafe { abi::envoy_dynamic_module_callback_http_filter_scheduler_delete(self.0) }
-    }
-}
-
-/// Where a stream's in-process lookups leave their answers until Envoy runs the stream's
-/// `on_scheduled` hook on its worker thread.
-#[derive(Clone, Default)]
-pub struct Slot(Arc<SlotInner>);
-
-#[derive(Default)]
-struct SlotInner {
-    scheduler: OnceLock<Option<Scheduler>>,
-    answers: Mutex<Vec<(u32, CallResponse)>>,
-}
-
-impl Slot {
-    /// Makes the stream's scheduler on first use (on the worker thread, with the live filter).
-    /// False if Envoy gave none.
-    ///
-    /// # Safety
-    /// `envoy` is the live filter of the stream this slot belongs to, on its worker thread.
-    pub unsafe fn ready(&self, envoy: EnvoyPtr) -> bool {
-        self.0
-            .scheduler
-            .get_or_init(|| {
-                // SAFETY: a live filter pointer, on its worker thread.
-                let p =
-                    unsafe { abi::envoy_dynamic_module_callback_http_filter_scheduler_new(envoy) };
-                (!p.is_null()).then_some(Scheduler(p))
-            })
-            .is_some()
-    }
-
-    fn answer(&self, token: u32, response: CallResponse) {
-        if let Ok(mut answers) = self.0.answers.lock() {
-            answers.push((token, response));
-        }
-        if let Some(Some(s)) = self.0.scheduler.get() {
-            // SAFETY: the scheduler lives as long as this slot.
-            unsafe {
-                abi::envoy_dynamic_module_callback_http_filter_scheduler_commit(
-                    s.0,
-                    u64::from(token),
-                )
-            }
-        }
-    }
-
-    /// The answer of lookup `token`, once (on the worker thread, in `on_scheduled`).
-    pub fn take(&self, token: u32) -> Option<CallResponse> {
-        let mut answers = self.0.answers.lock().ok()?;
-        let at = answers.iter().position(|(t, _)| *t == token)?;
-        Some(answers.swap_remove(at).1)
     }
 }

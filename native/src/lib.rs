@@ -5,17 +5,22 @@
 //! `FERRY_NATIVE_READER` set, the reader's lookup runs inside Envoy (`direct`) instead of being
 //! a dispatched call to the reader cluster.
 //!
-//! No panic may cross the C boundary: nothing here unwraps, and the release profile aborts.
+//! Layers, from Envoy inwards: `hooks` (the C entry points) → `stream` (one HTTP stream: the
+//! re-entrancy and fail-closed rules) → `host` (the core's `Host` over `envoy::Envoy`, the seam
+//! to Envoy's callbacks, whose real side is `envoy::EnvoyFilter` over `abi`).
+//!
+//! No panic may cross the C boundary: every hook catches one and fails its stream (or the
+//! config) closed. That needs unwinding: the module is built with the `native` profile
+//! (`cargo build --profile native -p ferry-native`), the release profile with `panic = "unwind"`.
 
 pub mod abi;
 pub mod config;
-pub mod shared;
-
-// The hooks and the host call into Envoy: they only link inside Envoy, so unit tests (which
-// cover the pure parts) build without them.
-#[cfg(not(test))]
 pub mod direct;
-#[cfg(not(test))]
+pub mod envoy;
 mod hooks;
-#[cfg(not(test))]
 pub mod host;
+pub mod reader_flags;
+pub mod reentry;
+pub mod shared;
+pub mod slot;
+pub mod stream;

@@ -13,7 +13,7 @@ pub struct RuntimeArgs {
     /// filter as an Envoy dynamic module (--native-module FILE, libferry_native.so).
     #[arg(long, value_enum, default_value_t = RuntimeKind::Wasm)]
     runtime: RuntimeKind,
-    /// The native module (target/release/libferry_native.so), as Envoy will open it (with
+    /// The native module (target/native/libferry_native.so), as Envoy will open it (with
     /// --runtime native).
     #[arg(long, value_name = "FILE")]
     native_module: Option<PathBuf>,

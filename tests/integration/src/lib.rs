@@ -2,7 +2,7 @@
 //! the built filter) as real processes on free loopback ports, in a temp dir, and stops it on
 //! drop. Binaries come from `target/debug` (override: FERRY_BIN_DIR), Envoy from `.venv`
 //! (override: FERRY_ENVOY), the filter from `target/wasm32-wasip1/release` (Wasm) or
-//! `target/release/libferry_native.so` (native, [`Runtime`]).
+//! `target/native/libferry_native.so` (native, [`Runtime`]).
 
 pub mod client_script;
 pub mod control_plane;

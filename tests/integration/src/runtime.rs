@@ -12,7 +12,7 @@ pub enum Runtime {
     /// proxy-wasm on Envoy's V8: target/wasm32-wasip1/release/ferry_filter.wasm.
     #[default]
     Wasm,
-    /// The dynamic module: target/release/libferry_native.so.
+    /// The dynamic module: target/native/libferry_native.so (Cargo profile `native`).
     Native,
     /// The dynamic module answering reader calls in process (`FERRY_NATIVE_READER` in
     /// Envoy's environment, with the reader's Redis flags); the reader process runs but is not
@@ -56,15 +56,24 @@ impl Runtime {
     /// What Envoy's environment needs for this build, given the reader's Redis flags.
     pub fn envoy_env(self, redis_flags: &[String]) -> Vec<(&'static str, String)> {
         match self {
-            Runtime::NativeInProcess => vec![("FERRY_NATIVE_READER", redis_flags.join(" "))],
+            Runtime::NativeInProcess => {
+                let words: Vec<String> = redis_flags.iter().map(|f| shell_quoted(f)).collect();
+                vec![("FERRY_NATIVE_READER", words.join(" "))]
+            }
             Runtime::Wasm | Runtime::Native => Vec::new(),
         }
     }
 }
 
+/// `word` as one shell word, as the module splits `FERRY_NATIVE_READER` (a path with a space
+/// stays one flag value).
+fn shell_quoted(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
 /// The built native module.
 pub fn native_module() -> PathBuf {
-    let p = crate::root().join("target/release/libferry_native.so");
+    let p = crate::root().join("target/native/libferry_native.so");
     assert!(
         p.exists(),
         "{} is missing: run `make test` (it builds the native module)",
