@@ -4,7 +4,8 @@
 //! password.
 //!
 //! Splitting: blanks separate words; `'...'` keeps everything literally; `"..."` keeps
-//! everything but `\"` and `\\`; outside quotes a `\` keeps the next character. So
+//! everything but `\"` and `\\`; outside quotes a `\` keeps the next character; a word that
+//! starts with `#` starts a comment, as in a shell. So
 //! `FERRY_NATIVE_READER="--redis redis://r:6379 --redis-password 'a b'"` sets the password
 //! `a b`.
 
@@ -25,52 +26,12 @@ pub fn parse(flags: &str) -> Result<Config, String> {
     Config::try_parse_from(args).map_err(|e| describe(&e))
 }
 
-/// Splits `flags` into words (see the module's comment).
+/// Splits `flags` into words (see the module's comment), with `shlex`: the splitting of the
+/// `cc` build tool, already in the build.
 fn split(flags: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut word: Option<String> = None;
-    let mut chars = flags.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            c if c.is_whitespace() => words.extend(word.take()),
-            '\'' => {
-                let w = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => w.push(c),
-                        None => return Err(unclosed("'")),
-                    }
-                }
-            }
-            '"' => {
-                let w = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(c @ ('"' | '\\')) => w.push(c),
-                            Some(c) => w.extend(['\\', c]),
-                            None => return Err(unclosed("\"")),
-                        },
-                        Some(c) => w.push(c),
-                        None => return Err(unclosed("\"")),
-                    }
-                }
-            }
-            '\\' => {
-                let w = word.get_or_insert_with(String::new);
-                w.extend(chars.next());
-            }
-            c => word.get_or_insert_with(String::new).push(c),
-        }
-    }
-    words.extend(word);
-    Ok(words)
-}
-
-fn unclosed(quote: &str) -> String {
-    format!("{VARIABLE}: a {quote} quote is not closed (its value is {QUOTING})")
+    shlex::split(flags).ok_or_else(|| {
+        format!("{VARIABLE}: a quote is not closed, or a backslash ends it (its value is {QUOTING})")
+    })
 }
 
 /// What clap found wrong, naming the flag but never a value (clap's own message quotes them).
