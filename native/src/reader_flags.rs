@@ -30,7 +30,9 @@ pub fn parse(flags: &str) -> Result<Config, String> {
 /// `cc` build tool, already in the build.
 fn split(flags: &str) -> Result<Vec<String>, String> {
     shlex::split(flags).ok_or_else(|| {
-        format!("{VARIABLE}: a quote is not closed, or a backslash ends it (its value is {QUOTING})")
+        format!(
+            "{VARIABLE}: a quote is not closed, or a backslash ends it (its value is {QUOTING})"
+        )
     })
 }
 
