@@ -1,12 +1,12 @@
 //! The event hooks Envoy calls (`envoy_dynamic_module_on_*`). Each one turns Envoy's pointers
-//! back into the module's objects and hands over to `ferry_core::http_context::HttpFilter`.
+//! back into the module's objects and hands over to `ferry_core::request::HttpFilter`.
 //! Envoy 1.40 resolves every HTTP-filter hook when it loads the module, so the ones Ferry has
 //! no use for are here too, doing nothing.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
 
-use ferry_core::http_context::{Action, HttpFilter};
+use ferry_core::request::{Action, HttpFilter};
 use ferry_core::metrics;
 
 use crate::abi::{self, EnvoyBuffer, EnvoyHeader, EnvoyPtr, ModuleBuffer};
