@@ -81,28 +81,19 @@ fn routes_match_on_host_and_headers_and_by_name() {
         c.match_route(path, &headers(h))
             .map(|i| c.routes[i].name.as_str())
     };
-    assert_eq!(
-        m("/v1/x", &[(":authority", "models.example.com:8080")]),
-        Some("by-host")
-    );
-    assert_eq!(
-        m("/v1/x", &[(":authority", "MODELS.example.com.")]),
-        Some("by-host")
-    );
-    assert_eq!(
-        m("/v2/x", &[(":authority", "models.example.com")]),
-        Some("by-subdomain")
-    );
-    assert_eq!(
-        m("/x", &[(":authority", "a.b.example.com")]),
-        Some("by-subdomain")
-    );
-    assert_eq!(
-        m("/x", &[(":authority", "example.com")]),
-        None,
-        "not a subdomain"
-    );
-    assert_eq!(m("/x", &[(":authority", "badexample.com")]), None);
+    // `example.com` and `badexample.com` are not subdomains of `*.example.com`.
+    let by_authority = [
+        ("/v1/x", "models.example.com:8080", Some("by-host")),
+        ("/v1/x", "MODELS.example.com.", Some("by-host")),
+        ("/v2/x", "models.example.com", Some("by-subdomain")),
+        ("/x", "a.b.example.com", Some("by-subdomain")),
+        ("/x", "example.com", None),
+        ("/x", "badexample.com", None),
+    ];
+    for (path, authority, want) in by_authority {
+        let got = m(path, &[(":authority", authority)]);
+        assert_eq!(got, want, "{path} at {authority}");
+    }
     assert_eq!(
         m("/x", &[("x-model", "fraud"), ("x-tenant", "")]),
         Some("by-header"),

@@ -55,27 +55,34 @@ fn routes_match_the_normalised_path_and_protected_prefixes_refuse_the_rest() {
     assert_eq!(f.on_request_headers(false), Action::Continue);
 }
 
-#[test]
-fn envoy_route_metadata_selects_a_route_by_name() {
-    let c = route_with(|r| {
+/// The fixture route, selected by name only (no conditions).
+fn by_name_only() -> Config {
+    route_with(|r| {
         r.name = "by-name".into();
         r.r#match = Some(pb::RouteMatch::default());
-    });
+    })
+}
+
+/// The matched Envoy route names a Ferry route in its metadata.
+fn envoy_route_names(f: &HttpFilter<FakeHost>, route: &str) {
+    f.host()
+        .route_metadata
+        .borrow_mut()
+        .insert("route".into(), route.into());
+}
+
+#[test]
+fn envoy_route_metadata_selects_a_route_by_name() {
+    let c = by_name_only();
     // Without metadata a by-name route never matches: passthrough (outside the protected
     // prefix).
     let mut f = filter(c, "POST", "/other/fraud:predict", BODY);
     assert_eq!(f.on_request_headers(false), Action::Continue);
     assert!(f.host().sent.borrow().is_none());
 
-    let c = route_with(|r| {
-        r.name = "by-name".into();
-        r.r#match = Some(pb::RouteMatch::default());
-    });
+    let c = by_name_only();
     let mut f = filter(c, "POST", "/anything", BODY);
-    f.host()
-        .route_metadata
-        .borrow_mut()
-        .insert("route".into(), "by-name".into());
+    envoy_route_names(&f, "by-name");
     assert_eq!(f.on_request_headers(false), Action::Pause);
     assert_eq!(f.on_request_body(BODY.len(), true), Action::Pause);
     assert_eq!(f.host().dispatched.borrow().len(), 1, "enriched");
@@ -88,10 +95,7 @@ fn envoy_route_metadata_selects_a_route_by_name() {
     let c = Config::from_snapshot(s).unwrap();
     assert!(c.reads_route_metadata);
     let mut f = filter(c, "POST", "/v1/models/fraud:predict", BODY);
-    f.host()
-        .route_metadata
-        .borrow_mut()
-        .insert("route".into(), "gone".into());
+    envoy_route_names(&f, "gone");
     assert_eq!(f.on_request_headers(false), Action::Pause);
     let (status, body) = sent(&f);
     assert_eq!(status, 500);
@@ -103,10 +107,7 @@ fn envoy_route_metadata_selects_a_route_by_name() {
     let c = config();
     assert!(!c.reads_route_metadata);
     let mut f = filter(c, "POST", "/v1/models/fraud:predict", BODY);
-    f.host()
-        .route_metadata
-        .borrow_mut()
-        .insert("route".into(), "gone".into());
+    envoy_route_names(&f, "gone");
     assert_eq!(f.on_request_headers(false), Action::Pause);
     assert!(
         f.host().sent.borrow().is_none(),

@@ -31,15 +31,9 @@ pub(super) fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
     }
     let mut entity_keys = Vec::with_capacity(s.entity_keys.len());
     for k in s.entity_keys {
-        let kind = match pb::ValueType::try_from(k.r#type) {
-            Ok(pb::ValueType::String) => KeyKind::String,
-            Ok(pb::ValueType::Int64) => KeyKind::Int64,
-            _ => {
-                return invalid(
-                    &ctx,
-                    format!("join key '{}' must be string or int64", k.join_key),
-                )
-            }
+        let Some(kind) = key_kind(k.r#type) else {
+            let reason = format!("join key '{}' must be string or int64", k.join_key);
+            return invalid(&ctx, reason);
         };
         entity_keys.push(EntityKey {
             join_key: k.join_key,
@@ -67,6 +61,15 @@ pub(super) fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
         views,
         feature_count,
     })
+}
+
+/// The kind of a join key's type: only strings and int64 identify an entity.
+fn key_kind(value_type: i32) -> Option<KeyKind> {
+    match pb::ValueType::try_from(value_type) {
+        Ok(pb::ValueType::String) => Some(KeyKind::String),
+        Ok(pb::ValueType::Int64) => Some(KeyKind::Int64),
+        _ => None,
+    }
 }
 
 /// A Feast layout must describe exactly the service: its join keys (same names, order and
