@@ -20,17 +20,12 @@ use prost::Message;
 /// A request on a route that fails open, its reader call out.
 fn failing_open(body: &str) -> HttpFilter<FakeHost> {
     let c = route_with(|r| r.on_reader_error = pb::ReaderErrorPolicy::ReaderErrorForward as i32);
-    let mut f = filter(c, "POST", "/v1/models/fraud", body);
-    f.on_request_headers(false);
-    f.on_request_body(body.len(), true);
-    f
+    posted(c, body)
 }
 
 #[test]
 fn reader_failure_fails_closed_by_default() {
-    let mut f = filter(config(), "POST", "/v1/models/fraud", BODY);
-    f.on_request_headers(false);
-    f.on_request_body(BODY.len(), true);
+    let mut f = posted(config(), BODY);
     f.on_call_response(7, 0, 0);
     let (status, body) = sent(&f);
     assert_eq!(
@@ -125,9 +120,7 @@ fn a_reader_refusal_is_never_failed_open() {
 
 #[test]
 fn responses_to_other_tokens_are_ignored() {
-    let mut f = filter(config(), "POST", "/v1/models/fraud", BODY);
-    f.on_request_headers(false);
-    f.on_request_body(BODY.len(), true);
+    let mut f = posted(config(), BODY);
     f.on_call_response(99, 0, 0);
     assert!(f.host().sent.borrow().is_none());
     assert!(!*f.host().resumed.borrow());
@@ -251,9 +244,7 @@ fn near_cache_serves_repeat_entities_without_a_reader_call() {
 
 #[test]
 fn cache_is_off_unless_the_route_asks() {
-    let mut f = filter(config(), "POST", "/v1/models/fraud", BODY);
-    f.on_request_headers(false);
-    f.on_request_body(BODY.len(), true);
+    let mut f = posted(config(), BODY);
     reader_ok(&f, vec![good_vector(1)]);
     f.on_call_response(7, 3, 100);
     assert!(f.host().shared.borrow().is_empty());

@@ -34,6 +34,15 @@ pub fn filter(c: Config, method: &str, path: &str, body: &str) -> HttpFilter<Fak
     )
 }
 
+/// A POST of `body` to `/v1/models/fraud` on `c`, its headers and whole body given: on a body
+/// route, its reader call is out.
+pub fn posted(c: Config, body: &str) -> HttpFilter<FakeHost> {
+    let mut f = filter(c, "POST", "/v1/models/fraud", body);
+    f.on_request_headers(false);
+    f.on_request_body(body.len(), true);
+    f
+}
+
 /// A new stream, a POST to `/v1/models/fraud` at `now_us`, on `shared` as the shared data
 /// (the near cache) Envoy's workers see.
 pub fn stream(
