@@ -1,7 +1,7 @@
 //! One request's life in the filter: a small executor over the [`Host`] seam that moves the
 //! request through its states and runs one step per file.
 //!
-//! States ([`State`]): headers → `ReadingBody` (a body route buffers its body) →
+//! States (`State`): headers → `ReadingBody` (a body route buffers its body) →
 //! `AwaitingVectors` (the reader call is out) → `Done` (resumed or answered). A request no
 //! route takes stays `Passthrough`.
 //!
@@ -15,10 +15,10 @@
 //!   JSON or gRPC statuses, `feast_rest` features) and the `x-ferry-*` summary.
 //!
 //! Where a new step plugs in: a step that needs every vector of the request (request-time
-//! feature computation) is a file here called from [`HttpFilter::finish`] before
+//! feature computation) is a file here called from `HttpFilter::finish` before
 //! `enrich::enrich`; a step that reads what was served (served-feature logging) is a file here
 //! called from `finish` once enrichment succeeded, before the request is forwarded or answered.
-//! A step that must wait for a host callback gets a [`State`] of its own and a line in the hook
+//! A step that must wait for a host callback gets a `State` of its own and a line in the hook
 //! that ends the wait.
 
 mod admission;
