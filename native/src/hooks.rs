@@ -6,8 +6,8 @@
 use std::cell::RefCell;
 use std::ffi::c_void;
 
-use ferry_core::request::{Action, HttpFilter};
 use ferry_core::metrics;
+use ferry_core::request::{Action, HttpFilter};
 
 use crate::abi::{self, EnvoyBuffer, EnvoyHeader, EnvoyPtr, ModuleBuffer};
 use crate::config::FilterConfig;
