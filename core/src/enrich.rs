@@ -178,10 +178,55 @@ pub fn enrich(
             ),
         });
     }
+    let Decoded {
+        mut features,
+        missing,
+        stale,
+    } = decode(route, req.keys(), vectors, now_us)?;
+    if route.on_missing == OnMissing::Reject && !missing.is_empty() {
+        return Err(FerryError::EntitiesNotFound { ids: missing });
+    }
+    if route.on_stale == OnStale::Reject && !stale.is_empty() {
+        return Err(FerryError::StaleFeatures { ids: stale });
+    }
+    if route.on_missing == OnMissing::Default {
+        apply_defaults(route, &mut features);
+    }
+    // Entity keys looked up: one per service of the route for each entity.
+    let entities = req.keys().len();
+    let headers = summary(route, entities, missing.len(), stale.len());
+    let mut req = req;
+    if let ParsedRequest::FeastRest(r) = &mut req {
+        r.event_times_us = event_times(route, vectors);
+    }
+    Ok(Enriched {
+        rewritten: format::rewrite(req, route, features)?,
+        headers,
+        found: entities - missing.len(),
+        missing: missing.len(),
+        stale: stale.len(),
+    })
+}
+
+/// The features of every entity, and the keys found missing or with a feature past its
+/// view's TTL.
+struct Decoded {
+    features: Vec<EntityFeatures>,
+    missing: Vec<String>,
+    stale: Vec<String>,
+}
+
+/// Decodes each entity's vectors (one per route part, in part order) into its features.
+fn decode(
+    route: &Route,
+    keys: &[String],
+    vectors: &[Vec<u8>],
+    now_us: i64,
+) -> Result<Decoded, FerryError> {
     let parts = route.keys_per_entity();
-    let mut features = Vec::with_capacity(req.keys().len() / parts);
+    let mut features = Vec::with_capacity(keys.len() / parts);
     let (mut missing, mut stale) = (Vec::new(), Vec::new());
-    for (keys, vectors) in req.keys().chunks(parts).zip(vectors.chunks(parts)) {
+    for (keys, vectors) in keys.chunks(parts).zip(vectors.chunks(parts)) {
         let mut entity = EntityFeatures {
             values: Vec::with_capacity(route.feature_count),
             statuses: Vec::with_capacity(route.feature_count),
@@ -201,40 +246,33 @@ pub fn enrich(
         }
         features.push(entity);
     }
-    if route.on_missing == OnMissing::Reject && !missing.is_empty() {
-        return Err(FerryError::EntitiesNotFound { ids: missing });
-    }
-    if route.on_stale == OnStale::Reject && !stale.is_empty() {
-        return Err(FerryError::StaleFeatures { ids: stale });
-    }
-    if route.on_missing == OnMissing::Default {
-        apply_defaults(route, &mut features);
-    }
-    // Entity keys looked up: one per service of the route for each entity.
-    let entities = req.keys().len();
-    let partial = !missing.is_empty() || !stale.is_empty();
-    let headers = vec![
+    Ok(Decoded {
+        features,
+        missing,
+        stale,
+    })
+}
+
+/// `x-ferry-*` of an enriched request: the services and fingerprints, the counts, and the
+/// status (`partial` when an entity was missing or stale).
+fn summary(
+    route: &Route,
+    entities: usize,
+    missing: usize,
+    stale: usize,
+) -> Vec<(&'static str, String)> {
+    let partial = missing > 0 || stale > 0;
+    vec![
         ("x-ferry-service", route.services_label.clone()),
         ("x-ferry-fingerprint", route.fingerprints_label.clone()),
         ("x-ferry-entities", entities.to_string()),
-        ("x-ferry-missing", missing.len().to_string()),
-        ("x-ferry-stale", stale.len().to_string()),
+        ("x-ferry-missing", missing.to_string()),
+        ("x-ferry-stale", stale.to_string()),
         (
             "x-ferry-status",
             if partial { "partial" } else { "ok" }.to_string(),
         ),
-    ];
-    let mut req = req;
-    if let ParsedRequest::FeastRest(r) = &mut req {
-        r.event_times_us = event_times(route, vectors);
-    }
-    Ok(Enriched {
-        rewritten: format::rewrite(req, route, features)?,
-        headers,
-        found: entities - missing.len(),
-        missing: missing.len(),
-        stale: stale.len(),
-    })
+    ]
 }
 
 /// Per entity, the event time of each feature of its flattened vector (0 = none): Feast's
@@ -265,7 +303,6 @@ fn apply_defaults(route: &Route, features: &mut [EntityFeatures]) {
     }
 }
 
-/// Headers for a request forwarded unenriched under `on_reader_error: forward`.
 /// A request forwarded under `on_reader_error: forward` after a reader failure: every feature
 /// null (or the repo's default under `on_missing_entity: default`) with status NOT_FOUND, so
 /// nothing a client sent under Ferry's names goes on; `x-ferry-status: degraded` and
@@ -294,6 +331,7 @@ pub fn degraded(
     })
 }
 
+/// `x-ferry-*` of a request forwarded unenriched under `on_reader_error: forward`.
 fn degraded_headers(route: &Route, error: &FerryError) -> Vec<(&'static str, String)> {
     vec![
         ("x-ferry-service", route.services_label.clone()),

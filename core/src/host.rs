@@ -92,6 +92,13 @@ pub mod testing {
         pub route_metadata: RefCell<HashMap<String, String>>,
     }
 
+    fn owned(headers: Vec<(&str, &str)>) -> Headers {
+        headers
+            .into_iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
     impl Host for FakeHost {
         fn request_header(&self, name: &str) -> Option<String> {
             self.headers
@@ -141,10 +148,7 @@ pub mod testing {
             if let Some(e) = self.dispatch_error.borrow().clone() {
                 return Err(e);
             }
-            let h = headers
-                .into_iter()
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .collect();
+            let h = owned(headers);
             self.dispatched
                 .borrow_mut()
                 .push((cluster.to_string(), h, body.to_vec(), timeout));
@@ -161,10 +165,7 @@ pub mod testing {
             self.now_us
         }
         fn send_response(&self, status: u16, headers: Vec<(&str, &str)>, body: &[u8]) {
-            let h = headers
-                .into_iter()
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .collect();
+            let h = owned(headers);
             *self.sent.borrow_mut() = Some((status, h, body.to_vec()));
         }
         fn resume_request(&self) {

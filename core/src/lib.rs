@@ -8,7 +8,8 @@
 //! - [`format`]: the request formats (one module per `format:` word) and what they share.
 //! - [`vector`], [`values`]: decoding stored vectors, TTL and fingerprint checks, typed values.
 //! - [`enrich`]: the reader call and its answer, features per entity, the rewrite.
-//! - [`http_context`]: one request's state machine over the [`host::Host`] seam.
+//! - [`request`]: one request's life: a small executor over the [`host::Host`] seam, one file
+//!   per step (admission, parse, lookup, forward, reply).
 //! - [`rules`]: a route's rules, each written once, for the filter and `ferry apply`.
 //! - [`civil`]: dates of day counts (RFC 3339 texts).
 //! - [`near_cache`], [`metrics`], [`error`]: the near cache's layout, stats, and every error
@@ -20,10 +21,10 @@ pub mod enrich;
 pub mod error;
 pub mod format;
 pub mod host;
-pub mod http_context;
 pub mod metrics;
 pub mod near_cache;
 pub mod plugin_config;
+pub mod request;
 pub mod rules;
 pub mod snapshot_pull;
 pub mod values;

@@ -1,6 +1,8 @@
 //! The filter's Envoy stats (proxy-wasm metrics). Defined once per VM by the root context;
 //! Envoy shows them as `wasmcustom.<name>` in `/stats`, `<name>` in Prometheus (docs/metrics.md).
 
+use crate::host::Host;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Counter,
@@ -78,6 +80,13 @@ impl Metrics {
         ALL.iter()
             .position(|(x, _, _)| *x == m)
             .and_then(|i| self.ids[i])
+    }
+
+    /// Adds `delta` to a counter (nothing for 0 or a metric the host did not define).
+    pub fn count(&self, host: &impl Host, m: Metric, delta: usize) {
+        if let (Some(id), true) = (self.id(m), delta > 0) {
+            host.metric_add(id, i64::try_from(delta).unwrap_or(i64::MAX));
+        }
     }
 }
 

@@ -15,9 +15,9 @@ use proxy_wasm::types::{
 use ferry_core::config::Config;
 use ferry_core::error::FerryError;
 use ferry_core::host::Host;
-use ferry_core::http_context::{Action, HttpFilter};
 use ferry_core::metrics::{self, Metrics};
 use ferry_core::plugin_config::{self, Plugin, Pull};
+use ferry_core::request::{Action, HttpFilter};
 use ferry_core::snapshot_pull::{Pulled, Puller};
 
 proxy_wasm::main! {{

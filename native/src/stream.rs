@@ -10,7 +10,7 @@ use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use ferry_core::http_context::{Action, HttpFilter};
+use ferry_core::request::{Action, HttpFilter};
 
 use crate::abi::{BodyStatus, HeadersStatus, LogLevel, TrailersStatus};
 use crate::config::FilterConfig;

@@ -228,18 +228,23 @@ mod tests {
         );
     }
 
-    #[test]
-    fn features_are_ascii_json_and_bounded() {
-        let c = header_route(0);
-        let r = &c.routes[0];
-        let f = EntityFeatures {
-            values: crate::values::fvs(&[json!(1), json!("é\r\n\u{7f}"), Json::Null]),
+    /// An entity with these three features, the last one stale.
+    fn last_stale(values: &[Json]) -> EntityFeatures {
+        EntityFeatures {
+            values: crate::values::fvs(values),
             statuses: vec![
                 FeatureStatus::Present,
                 FeatureStatus::Present,
                 FeatureStatus::OutsideMaxAge,
             ],
-        };
+        }
+    }
+
+    #[test]
+    fn features_are_ascii_json_and_bounded() {
+        let c = header_route(0);
+        let r = &c.routes[0];
+        let f = last_stale(&[json!(1), json!("é\r\n\u{7f}"), Json::Null]);
         let h = render(r, vec![f]).unwrap();
         assert_eq!(h[0].0, "x-ferry-features");
         assert_eq!(
@@ -273,14 +278,7 @@ mod tests {
             r.features_encoding = pb::FeaturesEncoding::ProtobufBase64 as i32;
         });
         let r = &c.routes[0];
-        let f = EntityFeatures {
-            values: crate::values::fvs(&[json!(1), json!("é\r\n"), Json::Null]),
-            statuses: vec![
-                FeatureStatus::Present,
-                FeatureStatus::Present,
-                FeatureStatus::OutsideMaxAge,
-            ],
-        };
+        let f = last_stale(&[json!(1), json!("é\r\n"), Json::Null]);
         let h = render(r, vec![f]).unwrap();
         assert_eq!(h.len(), 1, "statuses travel inside the message: {h:?}");
         assert_eq!(h[0].0, "x-ferry-features");

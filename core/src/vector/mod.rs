@@ -44,6 +44,25 @@ impl EntityFeatures {
         self.statuses
             .extend(std::iter::repeat_n(FeatureStatus::NotFound, n));
     }
+
+    /// Features from JSON literals, for tests: null is NOT_FOUND, anything else PRESENT.
+    #[cfg(test)]
+    pub fn of_json(values: &[serde_json::Value]) -> EntityFeatures {
+        let statuses = values
+            .iter()
+            .map(|v| {
+                if v.is_null() {
+                    FeatureStatus::NotFound
+                } else {
+                    FeatureStatus::Present
+                }
+            })
+            .collect();
+        EntityFeatures {
+            values: values::fvs(values),
+            statuses,
+        }
+    }
 }
 
 /// Whether a view whose row has `event_time_us` is stale at `now_us`.

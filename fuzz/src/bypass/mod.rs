@@ -31,8 +31,8 @@ use std::rc::Rc;
 
 use ferry_core::config::Config;
 use ferry_core::host::testing::FakeHost;
-use ferry_core::http_context::{Action, HttpFilter};
 use ferry_core::metrics::Metrics;
+use ferry_core::request::{Action, HttpFilter};
 
 use check::Headers;
 use input::Bytes;

@@ -75,9 +75,7 @@ fn bad_bodies_are_named() {
 
 #[test]
 fn int64_keys_are_canonical_decimal() {
-    let mut s = crate::config::fixture::snapshot();
-    s.services[0].entity_keys[0].r#type = pb::ValueType::Int64 as i32;
-    let c = crate::config::Config::from_snapshot(s).unwrap();
+    let c = crate::config::fixture::int64_ids(pb::Format::KserveV1);
     let p = parse(
         br#"{"instances": [{"user_id": 7}, {"user_id": -3}]}"#,
         &c.routes[0],

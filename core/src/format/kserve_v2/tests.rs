@@ -3,7 +3,6 @@
 use super::*;
 use crate::config::fixture::snapshot;
 use crate::config::Config;
-use crate::vector::FeatureStatus;
 use ferry_protos::v1 as pb;
 use serde_json::json;
 
@@ -15,20 +14,7 @@ fn v2(packed: bool) -> Config {
 }
 
 fn feats(age: Json, score: Json, count: Json) -> EntityFeatures {
-    let statuses = [&age, &score, &count]
-        .iter()
-        .map(|v| {
-            if v.is_null() {
-                FeatureStatus::NotFound
-            } else {
-                FeatureStatus::Present
-            }
-        })
-        .collect();
-    EntityFeatures {
-        values: crate::values::fvs(&[age, score, count]),
-        statuses,
-    }
+    EntityFeatures::of_json(&[age, score, count])
 }
 
 #[test]
@@ -81,6 +67,12 @@ fn bad_tensors_are_named() {
     assert_eq!(e.code(), "too_many_entities");
 }
 
+/// The body `req` is rewritten to on route `r` (packed or not, as the route says).
+fn rewritten(req: ParsedRequest, r: &Route, features: Vec<EntityFeatures>) -> Vec<u8> {
+    let packed = matches!(r.format, crate::config::Format::KserveV2 { packed: true });
+    rewrite(req, r, packed, features).unwrap().body
+}
+
 #[test]
 fn one_typed_tensor_per_feature_with_zero_for_null_and_forged_tensors_dropped() {
     let c = v2(false);
@@ -88,18 +80,14 @@ fn one_typed_tensor_per_feature_with_zero_for_null_and_forged_tensors_dropped() 
     let body = br#"{"id":"r1","inputs":[{"name":"user_id","shape":[2],"datatype":"BYTES","data":["u1","u2"]},
         {"name":"profile__age","shape":[2],"datatype":"INT64","data":[99,99]}]}"#;
     let req = parse(body, r, None).unwrap();
-    let packed = matches!(r.format, crate::config::Format::KserveV2 { packed: true });
-    let out = rewrite(
+    let out = rewritten(
         req,
         r,
-        packed,
         vec![
             feats(json!(30), json!(0.5), json!(2)),
             feats(Json::Null, Json::Null, json!(7)),
         ],
-    )
-    .unwrap()
-    .body;
+    );
     let v: Json = serde_json::from_slice(&out).unwrap();
     let inputs = v["inputs"].as_array().unwrap();
     assert_eq!(
@@ -136,18 +124,14 @@ fn packed_tensor_is_fp32_n_by_f() {
         None,
     )
     .unwrap();
-    let packed = matches!(r.format, crate::config::Format::KserveV2 { packed: true });
-    let out = rewrite(
+    let out = rewritten(
         req,
         r,
-        packed,
         vec![
             feats(json!(30), json!(0.5), json!(2)),
             feats(Json::Null, json!(1.5), json!(7)),
         ],
-    )
-    .unwrap()
-    .body;
+    );
     let v: Json = serde_json::from_slice(&out).unwrap();
     assert_eq!(
         v["inputs"][1],
@@ -259,10 +243,7 @@ fn binary_bytes_ids_and_the_clients_binary_inputs_go_on_byte_for_byte() {
 
 #[test]
 fn binary_int64_and_int32_ids() {
-    let mut s = snapshot();
-    s.routes[0].format = pb::Format::KserveV2 as i32;
-    s.services[0].entity_keys[0].r#type = pb::ValueType::Int64 as i32;
-    let c = Config::from_snapshot(s).unwrap();
+    let c = crate::config::fixture::int64_ids(pb::Format::KserveV2);
     let r = &c.routes[0];
     let longs: Vec<u8> = [7i64, -2, 9_007_199_254_740_993]
         .iter()

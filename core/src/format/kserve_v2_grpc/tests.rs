@@ -4,7 +4,6 @@ use super::*;
 use crate::config::fixture::snapshot;
 use crate::config::Config;
 use crate::error::grpc;
-use crate::vector::FeatureStatus;
 use ferry_protos::inference::InferTensorContents;
 use ferry_protos::v1 as pb;
 use serde_json::json;
@@ -48,19 +47,7 @@ fn decoded(out: &[u8]) -> ModelInferRequest {
 
 /// Entity 0 has every feature; entity 1 has only the third (age and score NOT_FOUND).
 fn two_entities() -> Vec<EntityFeatures> {
-    let f = |values: [Json; 3]| EntityFeatures {
-        statuses: values
-            .iter()
-            .map(|v| {
-                if v.is_null() {
-                    FeatureStatus::NotFound
-                } else {
-                    FeatureStatus::Present
-                }
-            })
-            .collect(),
-        values: crate::values::fvs(&values),
-    };
+    let f = |values: [Json; 3]| EntityFeatures::of_json(&values);
     vec![
         f([json!(30), json!(0.5), json!(2)]),
         f([Json::Null, Json::Null, json!(7)]),
@@ -135,10 +122,7 @@ fn ids_from_typed_contents_and_from_raw_contents() {
 
 #[test]
 fn int64_ids_in_both_representations() {
-    let mut s = snapshot();
-    s.routes[0].format = pb::Format::KserveV2Grpc as i32;
-    s.services[0].entity_keys[0].r#type = pb::ValueType::Int64 as i32;
-    let c = Config::from_snapshot(s).unwrap();
+    let c = crate::config::fixture::int64_ids(pb::Format::KserveV2Grpc);
     let r = &c.routes[0];
     let typed = ModelInferRequest {
         inputs: vec![input(

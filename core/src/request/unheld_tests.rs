@@ -2,20 +2,17 @@
 //! `allow_on_headers_stop_iteration`, as under Istio and Envoy Gateway): body routes let the
 //! headers go on and hold the body; header mode still holds everything from the headers.
 
+use super::testing::{self, good_vector, model_infer, reader_ok, BODY};
 use super::{Action, HttpFilter};
 use crate::config::fixture::{config, route_with};
 use crate::config::Config;
 use crate::host::testing::FakeHost;
 use crate::host::Host;
-use ferry_test_support::reader;
 use ferry_test_support::snapshot::header_format;
-use ferry_test_support::vector::{scoring, NOW_US as NOW};
-
-const BODY: &str = r#"{"instances":[{"user_id":"u1"}]}"#;
 
 fn unheld(mut c: Config, method: &str, path: &str, body: &str) -> HttpFilter<FakeHost> {
     c.headers_held = false;
-    super::tests::filter(c, method, path, body)
+    testing::filter(c, method, path, body)
 }
 
 fn headers(f: &HttpFilter<FakeHost>) -> Vec<(String, String)> {
@@ -23,9 +20,7 @@ fn headers(f: &HttpFilter<FakeHost>) -> Vec<(String, String)> {
 }
 
 fn reader_answers(f: &HttpFilter<FakeHost>, age: i64) {
-    *f.host().call_status.borrow_mut() = Some(200);
-    *f.host().call_body.borrow_mut() =
-        reader::response(vec![scoring(NOW, Some(age), Some(1.5), Some(2))]);
+    reader_ok(f, vec![good_vector(age)]);
 }
 
 #[test]
@@ -143,22 +138,10 @@ fn a_binary_tensor_request_is_refused_when_headers_are_not_held() {
 #[test]
 fn a_grpc_model_infer_call_is_enriched_without_held_headers() {
     use crate::format::kserve_v2_grpc::{frame, unframe};
-    use ferry_protos::inference::{model_infer_request::InferInputTensor, *};
+    use ferry_protos::inference::ModelInferRequest;
     use prost::Message;
     let c = route_with(|r| r.format = ferry_protos::v1::Format::KserveV2Grpc as i32);
-    let request = ModelInferRequest {
-        inputs: vec![InferInputTensor {
-            name: "user_id".into(),
-            datatype: "BYTES".into(),
-            shape: vec![1],
-            contents: Some(InferTensorContents {
-                bytes_contents: vec![b"u1".to_vec()],
-                ..Default::default()
-            }),
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
+    let request = model_infer("u1");
     let body = frame(&request.encode_to_vec());
     let mut f = unheld(c, "POST", "/v1/models/fraud", "");
     *f.host().body.borrow_mut() = body.clone();

@@ -1,0 +1,99 @@
+//! A `ferry.v1.Snapshot` compiled into the [`Config`] the request path trusts: every rule
+//! checked once (the same rules `ferry apply` checks, from `rules`), names and limits indexed.
+//! The snapshot's own fields here; a service in `service.rs`, a route in `route.rs`.
+
+mod error;
+mod route;
+mod service;
+
+use std::rc::Rc;
+
+use ferry_protos::v1 as pb;
+use prost::Message;
+
+use crate::config::model::{Config, Format, Route, Service, OWN_HEADER_PREFIX};
+use error::invalid;
+pub use error::ConfigError;
+#[cfg(test)]
+pub(super) use route::{conditions, route_format};
+
+impl Config {
+    pub fn from_bytes(bytes: &[u8]) -> Result<Config, ConfigError> {
+        let snap =
+            pb::Snapshot::decode(bytes).map_err(|e| ConfigError::Undecodable(e.to_string()))?;
+        Config::from_snapshot(snap)
+    }
+
+    pub fn from_snapshot(snap: pb::Snapshot) -> Result<Config, ConfigError> {
+        if !ferry_protos::is_valid_name(&snap.project) {
+            return invalid(
+                "snapshot",
+                format!("invalid project name '{}'", snap.project),
+            );
+        }
+        if snap.reader_cluster.is_empty() {
+            return invalid("snapshot", "reader_cluster is empty");
+        }
+        let mut services: Vec<Rc<Service>> = Vec::with_capacity(snap.services.len());
+        for s in snap.services {
+            if services.iter().any(|x| x.name == s.name) {
+                return invalid("snapshot", format!("service '{}' defined twice", s.name));
+            }
+            services.push(Rc::new(service::service(s)?));
+        }
+        let mut routes = Vec::with_capacity(snap.routes.len());
+        for r in snap.routes {
+            routes.push(route::route(r, &services)?);
+        }
+        Ok(Config {
+            protected_paths: protected_paths(snap.protected_paths)?,
+            owned_headers: owned_headers(&routes),
+            project: snap.project,
+            version: snap.version,
+            reader_authority: if snap.reader_authority.is_empty() {
+                snap.reader_cluster.clone()
+            } else {
+                snap.reader_authority
+            },
+            reader_cluster: snap.reader_cluster,
+            reads_route_metadata: routes.iter().any(|r| r.conditions.by_name_only()),
+            routes,
+            near_cache_sets: crate::near_cache::sets_for(snap.near_cache_max_bytes),
+            headers_held: true,
+            services,
+        })
+    }
+}
+
+fn protected_paths(paths: Vec<String>) -> Result<Vec<String>, ConfigError> {
+    for p in &paths {
+        if !ferry_protos::path::is_protected_prefix(p) {
+            return invalid(
+                "snapshot",
+                format!(
+                    "protected path '{p}' must be a normalised, lowercase path starting with /"
+                ),
+            );
+        }
+    }
+    Ok(paths)
+}
+
+/// The custom features headers of header-mode routes (`x-ferry-*` is owned anyway), once each.
+fn owned_headers(routes: &[Route]) -> Vec<String> {
+    let mut owned: Vec<String> = Vec::new();
+    for r in routes {
+        if let Format::Header {
+            features_header, ..
+        } = &r.format
+        {
+            if !features_header.starts_with(OWN_HEADER_PREFIX) && !owned.contains(features_header) {
+                owned.push(features_header.clone());
+            }
+        }
+    }
+    owned
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,306 @@
+//! The types the request path reads: the snapshot's services, views and features, and its
+//! routes with their format, policies, limits and conditions, all checked by `compile`.
+
+use std::rc::Rc;
+
+use ferry_protos::v1 as pb;
+
+/// Header prefix Ferry owns: whatever a client sends under it is removed.
+pub const OWN_HEADER_PREFIX: &str = "x-ferry-";
+
+#[derive(Debug)]
+pub struct Config {
+    pub project: String,
+    pub version: String,
+    pub reader_cluster: String,
+    pub reader_authority: String,
+    pub routes: Vec<Route>,
+    /// Sets of the near cache (see `near_cache`), from the snapshot's byte bound.
+    pub near_cache_sets: u32,
+    /// Some route is selected by name only: read the Envoy route's metadata on every request
+    /// (one property read; skipped otherwise).
+    pub reads_route_metadata: bool,
+    /// Normalised, lowercase path prefixes under which an unmatched request is refused.
+    pub protected_paths: Vec<String>,
+    /// Request headers Ferry writes besides `x-ferry-*` (routes' custom features headers):
+    /// removed from every request, like `x-ferry-*`.
+    pub owned_headers: Vec<String>,
+    /// Envoy holds the request headers while the body is read (the wasm filter's
+    /// `allow_on_headers_stop_iteration` is set), so Ferry may rewrite them after the body:
+    /// true for a binary snapshot (Ferry's own Envoy configs set the flag), as the JSON
+    /// plugin configuration says otherwise (see `plugin_config`).
+    pub headers_held: bool,
+    /// Every FeatureService of the snapshot, in its order: a `feast_rest` request names any.
+    pub services: Vec<Rc<Service>>,
+}
+
+#[derive(Debug)]
+pub struct Service {
+    pub name: String,
+    pub fingerprint: u64,
+    pub fingerprint_hex: String,
+    pub entity_keys: Vec<EntityKey>,
+    pub views: Vec<View>,
+    /// Number of features over all views (the flattened vector length).
+    pub feature_count: usize,
+    /// Set for a service backed by a Feast registry: where Feast's Redis layout keeps it,
+    /// sent along with each reader lookup of the service (checked against the service here).
+    pub feast: Option<pb::FeastLayout>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    String,
+    Int64,
+}
+
+#[derive(Debug)]
+pub struct EntityKey {
+    pub join_key: String,
+    pub kind: KeyKind,
+}
+
+#[derive(Debug)]
+pub struct View {
+    pub name: String,
+    /// None = never stale.
+    pub ttl_us: Option<i64>,
+    pub features: Vec<Feature>,
+}
+
+#[derive(Debug)]
+pub struct Feature {
+    pub name: String,
+    pub value_type: pb::ValueType,
+    /// The repo's default, for `on_missing_entity: default` (None = null).
+    pub default: crate::values::FeatureValue,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnMissing {
+    Reject,
+    Null,
+    Default,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnStale {
+    Null,
+    Reject,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnReaderError {
+    Reject,
+    Forward,
+}
+
+/// The request format of a route, with its options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Format {
+    KserveV1,
+    /// Open Inference Protocol JSON; `packed` = one FP32 `[N, F]` tensor.
+    KserveV2 {
+        packed: bool,
+    },
+    /// KServe v2 / Triton `ModelInfer` over gRPC (protobuf), with the same `packed` choice.
+    KserveV2Grpc {
+        packed: bool,
+    },
+    /// Any JSON: entities at `entity_pointer`, features written at `inject_pointer` of each.
+    Json {
+        entity_pointer: String,
+        inject_pointer: String,
+    },
+    /// One entity whose ids are request headers; features go to `features_header`.
+    Header {
+        features_header: String,
+        max_header_bytes: u32,
+        encoding: HeaderEncoding,
+    },
+    /// Feast's REST API (`POST /get-online-features`), answered by the filter from any
+    /// service of the snapshot; the request never reaches an upstream.
+    FeastRest,
+}
+
+impl Format {
+    /// The word `ferry.yaml` names this format by.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Format::KserveV1 => "kserve_v1",
+            Format::KserveV2 { .. } => "kserve_v2",
+            Format::KserveV2Grpc { .. } => "kserve_v2_grpc",
+            Format::Json { .. } => "json",
+            Format::Header { .. } => "header",
+            Format::FeastRest => "feast_rest",
+        }
+    }
+}
+
+/// How header mode writes the features header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderEncoding {
+    /// Compact ASCII JSON object (+ a status header when some feature is not PRESENT).
+    Json,
+    /// Base64 of a `ferry.v1.HeaderFeatures` (names, values, statuses).
+    ProtobufBase64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PathMatch {
+    Prefix(String),
+    Exact(String),
+}
+
+/// Request host condition, on `:authority` without its port, lowercase.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum HostMatch {
+    Exact(String),
+    /// `*.example.com` is kept as `.example.com`: any subdomain, not the domain itself.
+    Subdomain(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HeaderMatch {
+    pub name: String,
+    /// None: present with any value.
+    pub exact: Option<String>,
+}
+
+/// Every condition that is set must hold; a route with none is selected by name only (from
+/// an Envoy route's metadata).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RouteConditions {
+    pub path: Option<PathMatch>,
+    pub host: Option<HostMatch>,
+    pub headers: Vec<HeaderMatch>,
+}
+
+impl HostMatch {
+    /// A host condition as `ferry.yaml` and the snapshot spell it: a host name or `*.domain`,
+    /// without a port; case-insensitive.
+    pub fn parse(host: &str) -> Result<HostMatch, String> {
+        let h = host.to_ascii_lowercase();
+        if !ferry_protos::is_valid_host_match(&h) {
+            return Err(format!(
+                "host '{host}' must be a host name or *.domain, without a port"
+            ));
+        }
+        Ok(match h.strip_prefix("*.") {
+            Some(domain) => HostMatch::Subdomain(format!(".{domain}")),
+            None => HostMatch::Exact(h),
+        })
+    }
+
+    /// The spelling [`HostMatch::parse`] reads.
+    pub fn pattern(&self) -> String {
+        match self {
+            HostMatch::Exact(h) => h.clone(),
+            HostMatch::Subdomain(suffix) => format!("*{suffix}"),
+        }
+    }
+}
+
+impl std::fmt::Display for RouteConditions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.by_name_only() {
+            return write!(f, "by name (Envoy route metadata)");
+        }
+        let mut parts = Vec::new();
+        match &self.path {
+            Some(PathMatch::Prefix(p)) => parts.push(format!("prefix {p}")),
+            Some(PathMatch::Exact(p)) => parts.push(format!("exact {p}")),
+            None => {}
+        }
+        if let Some(h) = &self.host {
+            parts.push(format!("host {}", h.pattern()));
+        }
+        for h in &self.headers {
+            match &h.exact {
+                Some(v) => parts.push(format!("header {}={v}", h.name)),
+                None => parts.push(format!("header {}", h.name)),
+            }
+        }
+        write!(f, "{}", parts.join(" "))
+    }
+}
+
+impl RouteConditions {
+    pub fn by_name_only(&self) -> bool {
+        self.path.is_none() && self.host.is_none() && self.headers.is_empty()
+    }
+}
+
+/// One FeatureService a route enriches from, with the request fields of its join keys.
+#[derive(Debug)]
+pub struct RoutePart {
+    pub service: Rc<Service>,
+    /// Request field of each join key, in the service's entity key order.
+    pub entity_fields: Vec<String>,
+}
+
+#[derive(Debug)]
+pub struct Route {
+    pub name: String,
+    pub conditions: RouteConditions,
+    pub format: Format,
+    /// Every service the route enriches from: the main one, then the extra services. Each
+    /// entity is one lookup per part, all in the same reader call; an entity's features are
+    /// the parts' features one after the other.
+    pub parts: Vec<RoutePart>,
+    /// The parts' service names and hex fingerprints, comma-separated (for one service: its
+    /// name and fingerprint), for `x-ferry-service` / `x-ferry-fingerprint` and the metadata.
+    pub services_label: String,
+    pub fingerprints_label: String,
+    /// Features per entity, over all parts.
+    pub feature_count: usize,
+    /// Output field name of every feature of the flattened vector, per `feature_names`.
+    pub output_names: Vec<String>,
+    /// `"name":` of each output name, JSON-escaped once, for the writers that emit JSON text.
+    pub output_keys: Vec<Vec<u8>>,
+    pub on_missing: OnMissing,
+    pub on_stale: OnStale,
+    pub on_reader_error: OnReaderError,
+    pub max_body_bytes: u32,
+    pub max_entities: u32,
+    pub reader_timeout_ms: u32,
+    /// Near cache maximum age; 0 = off for this route.
+    pub cache_max_age_ms: u32,
+}
+
+impl Route {
+    /// Keys a request holds per entity: one per part.
+    pub fn keys_per_entity(&self) -> usize {
+        self.parts.len().max(1)
+    }
+
+    /// The main service (the route's `service`).
+    pub fn service(&self) -> &Service {
+        &self.parts[0].service
+    }
+
+    /// The service key `j` of a request is looked up in (`j % keys_per_entity()`).
+    pub fn service_of_key(&self, j: usize) -> &Service {
+        &self.parts[j % self.keys_per_entity()].service
+    }
+
+    /// Every feature of an entity's flattened vector, in order, over all parts.
+    pub fn features(&self) -> impl Iterator<Item = &Feature> {
+        self.parts
+            .iter()
+            .flat_map(|p| p.service.views.iter().flat_map(|v| &v.features))
+    }
+}
+
+impl Config {
+    /// Whether Ferry owns this request header (lowercase name): a client's value never reaches
+    /// the model.
+    pub fn owns_header(&self, name: &str) -> bool {
+        name.starts_with(OWN_HEADER_PREFIX) || self.owned_headers.iter().any(|h| h == name)
+    }
+
+    /// Index of the route with this name (an Envoy route's `filter_metadata.ferry.route`).
+    pub fn route_named(&self, name: &str) -> Option<usize> {
+        self.routes.iter().position(|r| r.name == name)
+    }
+}
