@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# `make lint`: the docs' links, formatting and clippy (the filter also for wasm32-wasip1),
-# warnings as errors.
+# `make lint`: the docs' links, the product code's shape (scripts/shape.py), formatting and
+# clippy (the filter also for wasm32-wasip1), warnings as errors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 scripts/check_docs.py
+python3 scripts/shape.py
 bash scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
