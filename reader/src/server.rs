@@ -65,7 +65,6 @@ pub async fn serve(listener: TcpListener, reader: Arc<Reader>, shutdown: impl Fu
         idle_timeout: Some(idle_timeout),
         header_read_timeout: None,
         grace: SHUTDOWN_GRACE,
-        ..Options::default()
     };
     let handler = move |request| {
         let reader = reader.clone();
