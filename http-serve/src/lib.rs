@@ -12,9 +12,11 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+mod connection;
+mod idle;
 
 /// How a server accepts and keeps its connections.
 #[derive(Debug, Clone)]
@@ -22,7 +24,12 @@ pub struct Options {
     /// Also serve HTTP/2 with prior knowledge (h2c) on the same port, told apart by the
     /// connection preface: Envoy's gRPC and h2 upstream pools speak it.
     pub h2c: bool,
-    /// Connections served at once; more wait in the kernel's accept queue. `None`: no bound.
+    /// Connections served at once. A connection beyond the cap is not accepted: it waits in
+    /// the kernel's accept queue (its client sees a connected socket and no answer yet) until
+    /// a served one closes, then is served in arrival order; when that queue is full too, the
+    /// kernel drops new SYNs and clients retry. The server's own file descriptors stay bounded
+    /// by the cap. Pair it with [`Options::idle_timeout`], or clients that connect and stay
+    /// silent hold every slot. `None`: no bound.
     pub max_connections: Option<usize>,
     /// HTTP/2 streams one connection may carry at once. `None`: hyper's default.
     pub max_concurrent_streams: Option<u32>,
@@ -30,6 +37,13 @@ pub struct Options {
     /// keep-alive connection sits idle, so it closes idle pooled connections and races the pool
     /// reusing them: `None` leaves that to the pool's owner (Envoy).
     pub header_read_timeout: Option<Duration>,
+    /// Close a connection (HTTP/1.1 keep-alive or h2c) that has carried no request for this
+    /// long: none in flight, and the last one ended (or the connection opened) this long ago.
+    /// Unlike `header_read_timeout`, it never cuts a request that is being answered, and it
+    /// also covers a connection that never sends anything. A server behind a pool (Envoy) sets
+    /// it longer than the pool's own idle timeout, so the pool closes first and never sends a
+    /// request on a connection the server is closing. `None`: idle connections stay open.
+    pub idle_timeout: Option<Duration>,
     /// How long requests in flight may take to finish once shutdown is signalled.
     pub grace: Duration,
 }
@@ -41,6 +55,7 @@ impl Default for Options {
             max_connections: None,
             max_concurrent_streams: None,
             header_read_timeout: None,
+            idle_timeout: None,
             grace: Duration::from_secs(10),
         }
     }
@@ -62,7 +77,8 @@ pub async fn serve<H, F, B>(
 {
     let builder = builder(options);
     let permits = options.max_connections.map(|n| Arc::new(Semaphore::new(n)));
-    let graceful = GracefulShutdown::new();
+    // Every connection holds a receiver: the drain waits for them all to be dropped.
+    let (stop, _) = watch::channel(false);
     tokio::pin!(shutdown);
     loop {
         let (permit, (stream, peer)) = tokio::select! {
@@ -76,24 +92,32 @@ pub async fn serve<H, F, B>(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(%peer, error = %e, "TCP_NODELAY not set");
         }
-        let handler = handler.clone();
-        let service = service_fn(move |request| {
-            let answer = handler(request);
-            async move { Ok::<_, Infallible>(answer.await) }
-        });
+        let activity = idle::Activity::new();
+        let service = {
+            let (handler, activity) = (handler.clone(), activity.clone());
+            service_fn(move |request| {
+                let in_flight = activity.start();
+                let answer = handler(request);
+                async move {
+                    let response = answer.await;
+                    drop(in_flight);
+                    Ok::<_, Infallible>(response)
+                }
+            })
+        };
         let connection = builder
             .serve_connection(TokioIo::new(stream), service)
             .into_owned();
-        let connection = graceful.watch(connection);
+        let run = connection::run(connection, activity, options.idle_timeout, stop.subscribe());
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
+            if let Err(e) = run.await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
             drop(permit);
         });
     }
     drop(listener);
-    drain(graceful, options.grace).await;
+    drain(&stop, options.grace).await;
 }
 
 /// The connection builder `options` describe.
@@ -140,14 +164,15 @@ async fn admit(
     }
 }
 
-/// Waits for the watched connections to close, for `grace` at most.
-async fn drain(graceful: GracefulShutdown, grace: Duration) {
+/// Tells every connection to finish and close, and waits for them, for `grace` at most.
+async fn drain(stop: &watch::Sender<bool>, grace: Duration) {
     tracing::info!(
-        connections = graceful.count(),
+        connections = stop.receiver_count(),
         "shutting down: no new connections, draining"
     );
+    stop.send_replace(true);
     tokio::select! {
-        () = graceful.shutdown() => tracing::info!("all connections closed"),
+        () = stop.closed() => tracing::info!("all connections closed"),
         () = tokio::time::sleep(grace) => {
             tracing::warn!(grace_s = grace.as_secs_f64(), "requests still in flight after the grace period; exiting");
         }

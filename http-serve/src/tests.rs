@@ -202,3 +202,111 @@ async fn header_read_timeout_closes_a_silent_connection() {
     .await;
     assert!(closed.is_ok());
 }
+
+/// Whether the server closes `stream` within `within` (it sends nothing on an idle one).
+async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 256];
+    tokio::time::timeout(within, async {
+        while stream.read(&mut buf).await.unwrap_or(0) > 0 {}
+    })
+    .await
+    .is_ok()
+}
+
+fn idle_after(ms: u64) -> Options {
+    Options {
+        idle_timeout: Some(Duration::from_millis(ms)),
+        ..Options::default()
+    }
+}
+
+#[tokio::test]
+async fn idle_timeout_closes_a_silent_connection_and_a_used_one_once_idle() {
+    use tokio::io::AsyncWriteExt;
+    let server = start(idle_after(300)).await;
+    let started = tokio::time::Instant::now();
+    let mut silent = TcpStream::connect(server.addr).await.unwrap();
+    assert!(closed_within(&mut silent, Duration::from_secs(5)).await);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    // A keep-alive connection: answered, then closed 300 ms after its last request.
+    let mut used = TcpStream::connect(server.addr).await.unwrap();
+    used.write_all(b"GET /a HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let answered = tokio::time::Instant::now();
+    assert!(closed_within(&mut used, Duration::from_secs(5)).await);
+    assert!(answered.elapsed() >= Duration::from_millis(250));
+}
+
+#[tokio::test]
+async fn idle_timeout_closes_an_idle_h2c_connection() {
+    let server = start(idle_after(300)).await;
+    let mut client = h2c(server.addr).await.unwrap();
+    let response = client.send_request(get("/grpc")).await.unwrap();
+    assert_eq!(text(response).await, "/grpc");
+    // The GOAWAY and close reach the client's connection task: the sender stops being ready.
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        while client.ready().await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the idle h2c connection stayed open");
+}
+
+#[tokio::test]
+async fn idle_timeout_never_cuts_a_request_being_answered() {
+    let server = start(idle_after(200)).await;
+    let in_flight = slow_request(server.addr).await;
+    // Well past the idle timeout, the request is still waiting for its answer.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        !in_flight.is_finished(),
+        "the connection was closed under a request"
+    );
+    server.release.notify_one();
+    let response = in_flight.await.unwrap().unwrap();
+    assert_eq!(text(response).await, "/slow");
+}
+
+#[tokio::test]
+async fn a_flood_of_silent_connections_holds_the_cap_and_is_reaped() {
+    let options = Options {
+        max_connections: Some(2),
+        ..idle_after(200)
+    };
+    let server = start(options).await;
+    let mut flood = Vec::new();
+    for _ in 0..8 {
+        flood.push(TcpStream::connect(server.addr).await.unwrap());
+    }
+    // The cap holds: with two connections served and silent, a third is not answered.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut late = http1(server.addr).await;
+    let waiting = tokio::spawn(async move { late.send_request(get("/late")).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished(), "served beyond the cap");
+    // Idle ones are closed two at a time; the request behind them is answered in bounded time.
+    let response = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(text(response).await, "/late");
+    for stream in &mut flood {
+        assert!(closed_within(stream, Duration::from_secs(5)).await);
+    }
+}
+
+#[tokio::test]
+async fn idle_timeout_keeps_a_connection_in_steady_use() {
+    let server = start(idle_after(250)).await;
+    let mut client = http1(server.addr).await;
+    for i in 0..6 {
+        client.ready().await.unwrap();
+        let response = client.send_request(get(&format!("/{i}"))).await.unwrap();
+        assert_eq!(text(response).await, format!("/{i}"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -3,8 +3,9 @@
 //! `ferry apply` (which puts the field names into the snapshot) and the reader (which builds
 //! the hash keys from the request's ids).
 
-use crate::v1::FeastJoinKey;
-use crate::ENTITY_KEY_SEPARATOR;
+use crate::limits::{MAX_FEAST_VIEWS, MAX_JOIN_KEYS};
+use crate::v1::{FeastJoinKey, FeastLayout};
+use crate::{is_valid_name, ENTITY_KEY_SEPARATOR};
 
 /// Feast's `ValueType.STRING`, written before every join key name.
 const STRING_TYPE: u32 = 2;
@@ -96,6 +97,43 @@ pub fn hash_key(
     Ok(out)
 }
 
+/// Why a layout is not one `ferry apply` could have built, if it is not: a valid project, 1 to
+/// [`MAX_JOIN_KEYS`] join keys with valid names, 1 to [`MAX_FEAST_VIEWS`] views, each with a
+/// timestamp field `_ts:VIEW` and at least one 4-byte feature field. The reader refuses any
+/// other: what it sends to Redis is then bounded by the limits on counts alone.
+pub fn layout_problem(layout: &FeastLayout) -> Option<String> {
+    if !is_valid_name(&layout.project) {
+        return Some(format!("project {:?} is not a valid name", layout.project));
+    }
+    if layout.join_keys.is_empty() || layout.join_keys.len() > MAX_JOIN_KEYS {
+        return Some(format!(
+            "has {} join keys; 1 to {MAX_JOIN_KEYS} expected",
+            layout.join_keys.len()
+        ));
+    }
+    if let Some(k) = layout.join_keys.iter().find(|k| !is_valid_name(&k.name)) {
+        return Some(format!("join key {:?} is not a valid name", k.name));
+    }
+    if layout.views.is_empty() || layout.views.len() > MAX_FEAST_VIEWS {
+        return Some(format!(
+            "has {} views; 1 to {MAX_FEAST_VIEWS} expected",
+            layout.views.len()
+        ));
+    }
+    layout.views.iter().enumerate().find_map(|(i, v)| {
+        let view = v.timestamp_field.strip_prefix(b"_ts:".as_slice());
+        if !view.is_some_and(|name| std::str::from_utf8(name).is_ok_and(is_valid_name)) {
+            return Some(format!("views[{i}]: timestamp field is not _ts:VIEW"));
+        }
+        if v.feature_fields.is_empty() || v.feature_fields.iter().any(|f| f.len() != 4) {
+            return Some(format!(
+                "views[{i}]: feature fields must be one or more of 4 bytes each"
+            ));
+        }
+        None
+    })
+}
+
 /// Lengths are bounded far below 2^32 (ids by `limits`, names by `is_valid_name`).
 fn push_u32(out: &mut Vec<u8>, n: usize) {
     out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
@@ -169,5 +207,38 @@ mod tests {
             err.contains("1 part(s)") && err.contains("2 join key(s)"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn layouts_apply_could_not_build_are_refused() {
+        use crate::v1::FeastView;
+        let good = FeastLayout {
+            project: "p".into(),
+            join_keys: vec![key("user_id", false)],
+            views: vec![FeastView {
+                timestamp_field: timestamp_field("v"),
+                feature_fields: vec![feature_field("v", "a")],
+            }],
+        };
+        assert_eq!(layout_problem(&good), None);
+        let bad = |change: fn(&mut FeastLayout), expected: &str| {
+            let mut layout = good.clone();
+            change(&mut layout);
+            let why = layout_problem(&layout).unwrap();
+            assert!(why.contains(expected), "{why} does not contain {expected}");
+        };
+        bad(|l| l.project = "a:b".into(), "project");
+        bad(|l| l.join_keys.clear(), "0 join keys");
+        bad(|l| l.join_keys = vec![key("k", false); 5], "5 join keys");
+        bad(|l| l.join_keys[0].name = "x".repeat(200), "join key");
+        bad(|l| l.views.clear(), "0 views");
+        bad(|l| l.views = vec![l.views[0].clone(); 257], "257 views");
+        bad(|l| l.views[0].timestamp_field = b"v".to_vec(), "_ts:VIEW");
+        bad(
+            |l| l.views[0].timestamp_field = b"_ts:".to_vec(),
+            "_ts:VIEW",
+        );
+        bad(|l| l.views[0].feature_fields = vec![Vec::new()], "4 bytes");
+        bad(|l| l.views[0].feature_fields.clear(), "4 bytes");
     }
 }

@@ -27,30 +27,7 @@ pub mod feast_proto {
     include!(concat!(env!("OUT_DIR"), "/ferry.feast.rs"));
 }
 
-/// The bounds every part of Ferry agrees on: the filter refuses a request over them with a 4xx
-/// before any reader call, `ferry apply` refuses a route that could exceed them, and the reader
-/// accepts everything within them. Written once, here.
-pub mod limits {
-    /// Longest value of one join key (one part of an entity key), in bytes.
-    pub const MAX_KEY_PART_BYTES: usize = 256;
-    /// Most join keys in a FeatureService's entity key.
-    pub const MAX_JOIN_KEYS: usize = 4;
-    /// Longest entity key: every part at its longest, joined by the one-byte separator.
-    pub const MAX_ENTITY_KEY_BYTES: usize = MAX_JOIN_KEYS * (MAX_KEY_PART_BYTES + 1) - 1;
-    /// Most entity keys in one reader call (a route's max_entities × its services).
-    pub const MAX_KEYS_PER_CALL: u32 = 10_000;
-    /// Most entities a route may allow in one request.
-    pub const MAX_ENTITIES_PER_REQUEST: u32 = MAX_KEYS_PER_CALL;
-    /// Largest request body a route may allow (`max_body_bytes`), in bytes.
-    pub const MAX_ROUTE_BODY_BYTES: u32 = 8 * 1024 * 1024;
-    /// Smallest `max_body_bytes` a route may set.
-    pub const MIN_ROUTE_BODY_BYTES: u32 = 1024;
-    /// Largest reader request: every key at its longest, each with its protobuf framing (tag
-    /// and a length of up to 2 bytes), plus room for the lookups' service names and
-    /// fingerprints.
-    pub const MAX_READER_REQUEST_BYTES: u64 =
-        MAX_KEYS_PER_CALL as u64 * (MAX_ENTITY_KEY_BYTES as u64 + 3) + 64 * 1024;
-}
+pub mod limits;
 
 /// The reader's error codes (`{"error": CODE, "message": ...}`), written by the reader and read
 /// by the filter: the filter tells Redis failures (which `on_reader_error: forward` may fail
@@ -61,6 +38,8 @@ pub mod reader_error {
     pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
     pub const BATCH_TOO_LARGE: &str = "batch_too_large";
     pub const BODY_TOO_LARGE: &str = "body_too_large";
+    /// A count over one of `limits` (the body's `limit` names it).
+    pub const LOOKUP_TOO_LARGE: &str = "lookup_too_large";
     pub const REDIS_UNAVAILABLE: &str = "redis_unavailable";
     pub const REDIS_TIMEOUT: &str = "redis_timeout";
     pub const INTERNAL: &str = "internal";

@@ -10,7 +10,7 @@ use prost::Message;
 use redis::Value;
 
 use crate::error::ReaderError;
-use crate::feast;
+use crate::{feast, scan};
 
 /// A validated request, ready to be sent to Redis.
 #[derive(Debug)]
@@ -37,8 +37,18 @@ struct FeastBatch {
 
 impl Batch {
     /// Decodes and validates a request body. Everything the reader puts into a Redis key is
-    /// checked here, so the reader only ever reads Ferry's own key space.
-    pub fn decode(body: impl Buf, max_batch: u32) -> Result<Self, ReaderError> {
+    /// checked here, so the reader only ever reads Ferry's own key space. The body's counts
+    /// are checked against the limits first (`scan`), so decoding and the Redis work are
+    /// bounded by them.
+    pub fn decode(mut body: impl Buf, max_batch: u32) -> Result<Self, ReaderError> {
+        let body = body.copy_to_bytes(body.remaining());
+        let shape = scan::shape(&body)?;
+        if shape.keys > u64::from(max_batch) {
+            return Err(ReaderError::BatchTooLarge {
+                keys: usize::try_from(shape.keys).unwrap_or(usize::MAX),
+                max: max_batch,
+            });
+        }
         let request = VectorRequest::decode(body)
             .map_err(|e| ReaderError::BadRequest(format!("body is not a VectorRequest: {e}")))?;
         Self::from_request(&request, max_batch)

@@ -55,6 +55,23 @@ pub struct Config {
     #[arg(long, default_value_t = 256 << 20, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_body_memory: u64,
 
+    /// Most connections served at once; a connection beyond it waits in the kernel's accept
+    /// queue until a served one closes. Each Envoy opens at most its reader cluster's
+    /// circuit-breaker `max_connections` (1,024 in our rendered configs) and usually far fewer
+    /// (one pool per worker). Keep the process's open-file limit (`ulimit -n`) above it.
+    #[arg(long, env = "FERRY_READER_MAX_CONNECTIONS", default_value_t = 4096,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
+
+    /// Close a connection that has carried no request for this long, in milliseconds (a
+    /// request in flight is never cut). Longer than the `idle_timeout` of the reader cluster in
+    /// the Envoy configs `ferry envoy-config` renders (300 s): Envoy's pool closes its idle
+    /// connections first, so it never sends a request on one the reader is closing, while a
+    /// client that opens connections and leaves them silent loses them.
+    #[arg(long, env = "FERRY_READER_IDLE_TIMEOUT_MS", default_value_t = 330_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_ms: u64,
+
     /// Tokio worker threads: 0 = one per core (tokio's default), 1 = a single-threaded
     /// runtime (no hand-offs between threads: the request task and Redis' connection task
     /// run on the same one).
@@ -73,6 +90,8 @@ impl Config {
             redis_timeout_ms: 50,
             max_concurrency: 256,
             max_body_memory: 256 << 20,
+            max_connections: 4096,
+            idle_timeout_ms: 330_000,
             threads: 0,
         }
     }
@@ -101,6 +120,11 @@ impl Config {
         builder.enable_all().build()
     }
 
+    /// `--idle-timeout-ms` as a duration.
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.idle_timeout_ms)
+    }
+
     /// `--redis-timeout-ms` as a duration.
     pub fn redis_timeout(&self) -> Duration {
         Duration::from_millis(self.redis_timeout_ms)
@@ -122,6 +146,8 @@ mod tests {
     fn zero_limits_are_refused() {
         assert!(Config::try_parse_from(["ferry-reader", "--max-batch", "0"]).is_err());
         assert!(Config::try_parse_from(["ferry-reader", "--redis-timeout-ms", "0"]).is_err());
+        assert!(Config::try_parse_from(["ferry-reader", "--max-connections", "0"]).is_err());
+        assert!(Config::try_parse_from(["ferry-reader", "--idle-timeout-ms", "0"]).is_err());
     }
 
     #[test]

@@ -23,6 +23,10 @@ pub enum ReaderError {
     /// More entity keys than `--max-batch`.
     #[error("request has {keys} entity keys; this reader accepts at most {max} per request")]
     BatchTooLarge { keys: usize, max: u32 },
+    /// A count over one of `ferry_protos::limits` (lookups, join keys, views, Feast fields
+    /// per entity or per call, bytes of field names), found before any decoding or Redis work.
+    #[error("request too large: {0}")]
+    TooLarge(ferry_protos::limits::Exceeded),
     /// Body larger than `--max-body-bytes`.
     #[error("request body exceeds {max} bytes")]
     BodyTooLarge { max: u64 },
@@ -44,7 +48,9 @@ impl ReaderError {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            Self::BatchTooLarge { .. } | Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BatchTooLarge { .. } | Self::BodyTooLarge { .. } | Self::TooLarge(_) => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
             Self::RedisUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::RedisTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -60,15 +66,23 @@ impl ReaderError {
             Self::MethodNotAllowed { .. } => code::METHOD_NOT_ALLOWED,
             Self::BatchTooLarge { .. } => code::BATCH_TOO_LARGE,
             Self::BodyTooLarge { .. } => code::BODY_TOO_LARGE,
+            Self::TooLarge(_) => code::LOOKUP_TOO_LARGE,
             Self::RedisUnavailable(_) => code::REDIS_UNAVAILABLE,
             Self::RedisTimeout(_) => code::REDIS_TIMEOUT,
             Self::Internal(_) => code::INTERNAL,
         }
     }
 
-    /// The JSON body: `{"error": code, "message": what exactly}`.
+    /// The JSON body: `{"error": code, "message": what exactly}`, and for a limit, the limit's
+    /// name, the value asked for and the maximum.
     pub fn body(&self) -> serde_json::Value {
-        serde_json::json!({ "error": self.code(), "message": self.to_string() })
+        let mut body = serde_json::json!({ "error": self.code(), "message": self.to_string() });
+        if let Self::TooLarge(e) = self {
+            body["limit"] = e.limit.into();
+            body["value"] = e.value.into();
+            body["max"] = e.max.into();
+        }
+        body
     }
 
     /// The complete HTTP answer.
@@ -80,6 +94,12 @@ impl ReaderError {
                 .insert(hyper::header::ALLOW, HeaderValue::from_static(allow));
         }
         response
+    }
+}
+
+impl From<ferry_protos::limits::Exceeded> for ReaderError {
+    fn from(e: ferry_protos::limits::Exceeded) -> Self {
+        Self::TooLarge(e)
     }
 }
 
@@ -108,6 +128,25 @@ mod tests {
         assert_eq!(
             json["message"],
             "request has 5 entity keys; this reader accepts at most 2 per request"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_limit_is_named_in_the_body() {
+        let exceeded = ferry_protos::limits::check("feast_views", 300, 256).unwrap_err();
+        let response = ReaderError::TooLarge(exceeded).into_response();
+        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json["error"], "lookup_too_large");
+        assert_eq!(json["limit"], "feast_views");
+        assert_eq!(
+            (json["value"].as_u64(), json["max"].as_u64()),
+            (Some(300), Some(256))
+        );
+        assert_eq!(
+            json["message"],
+            "request too large: feast_views 300 is over the limit of 256"
         );
     }
 

@@ -4,7 +4,7 @@
 //! the same `StoredVector` Ferry's own layout stores, so the filter checks TTLs and applies its
 //! policies to both layouts alike.
 
-use ferry_protos::feast::hash_key;
+use ferry_protos::feast::{hash_key, layout_problem};
 use ferry_protos::feast_proto::{self, value::Val};
 use ferry_protos::v1::{self, value::Kind, FeastLayout, Lookup, StoredVector, ViewValues};
 use prost::Message;
@@ -29,10 +29,9 @@ pub fn add_lookup(
     lookup: &Lookup,
     layout: &FeastLayout,
 ) -> Result<(), ReaderError> {
-    if layout.views.is_empty() || layout.join_keys.is_empty() {
-        return Err(ReaderError::BadRequest(format!(
-            "lookups[{i}].feast names no view or no join key"
-        )));
+    // Only a layout `ferry apply` could have built: names key-safe and short, fields 4 bytes.
+    if let Some(why) = layout_problem(layout) {
+        return Err(ReaderError::BadRequest(format!("lookups[{i}].feast {why}")));
     }
     for (j, entity_key) in lookup.entity_keys.iter().enumerate() {
         let key = hash_key(&layout.project, &layout.join_keys, entity_key).map_err(|why| {

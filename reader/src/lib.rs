@@ -5,6 +5,8 @@
 //! Module map, in the order a request meets them:
 //! - [`server`]: accepts connections (HTTP/1.1 and h2c on one port), graceful shutdown.
 //! - [`service`]: routes requests, bounds concurrency and body size, answers the endpoints.
+//! - [`scan`]: counts a `VectorRequest` from its wire bytes and refuses one over the limits
+//!   before it is decoded.
 //! - [`batch`]: validates a `VectorRequest`, builds its single `MGET`, cuts the answer back into
 //!   one result per lookup.
 //! - [`feast`]: lookups of Feast-backed services: Feast's hashes read in place (pipelined
@@ -24,6 +26,7 @@ pub mod error;
 pub mod feast;
 pub mod health;
 pub mod metrics;
+pub mod scan;
 pub mod server;
 pub mod service;
 pub mod store;

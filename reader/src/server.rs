@@ -54,14 +54,17 @@ pub async fn serve(listener: TcpListener, reader: Arc<Reader>, shutdown: impl Fu
         let _ = probe.store().ping().await;
     });
 
-    // Envoy owns the pooled connections and decides when an idle one goes, so no header read
-    // timeout (it would also run on idle keep-alive connections).
+    // No header read timeout: hyper runs it on idle keep-alive connections too, racing Envoy's
+    // pool. Idle connections are closed by `--idle-timeout-ms` instead, set longer than the
+    // pool's own idle timeout (see `Config::idle_timeout_ms`).
+    let (max_connections, idle_timeout) = reader.connections();
     let options = Options {
         h2c: true,
         max_concurrent_streams: Some(reader.max_concurrency()),
+        max_connections: Some(max_connections),
+        idle_timeout: Some(idle_timeout),
         header_read_timeout: None,
         grace: SHUTDOWN_GRACE,
-        ..Options::default()
     };
     let handler = move |request| {
         let reader = reader.clone();

@@ -49,6 +49,8 @@ pub struct Reader {
     max_batch: u32,
     /// `--max-body-bytes`.
     max_body_bytes: u64,
+    /// `--max-connections` and `--idle-timeout-ms`, for the accept loop.
+    connections: (usize, Duration),
 }
 
 impl Reader {
@@ -66,6 +68,10 @@ impl Reader {
             max_concurrency: config.max_concurrency,
             max_batch: config.max_batch,
             max_body_bytes: config.max_body_bytes,
+            connections: (
+                usize::try_from(config.max_connections).unwrap_or(usize::MAX),
+                config.idle_timeout(),
+            ),
         })
     }
 
@@ -77,6 +83,11 @@ impl Reader {
     /// `--max-concurrency`.
     pub fn max_concurrency(&self) -> u32 {
         self.max_concurrency
+    }
+
+    /// `--max-connections` and `--idle-timeout-ms`.
+    pub fn connections(&self) -> (usize, Duration) {
+        self.connections
     }
 
     /// Answers one request; never fails (errors become JSON responses) and counts every answer.
