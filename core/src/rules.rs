@@ -90,6 +90,27 @@ pub fn keys_per_call(max_entities: u32, services: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// A route's largest reader call over its Feast-backed services (`max_entities` of each) must
+/// stay within what the reader reads for one call (`limits::FeastWork`), or the reader would
+/// refuse the route's full batches.
+pub fn feast_work<'a>(
+    max_entities: u32,
+    layouts: impl IntoIterator<Item = &'a ferry_protos::v1::FeastLayout>,
+) -> Result<(), String> {
+    let mut work = limits::FeastWork::default();
+    for layout in layouts {
+        work.add_layout(u64::from(max_entities), layout)
+            .map_err(|e| {
+                format!(
+                    "max_entities {max_entities} over its Feast-backed services reads {} {} in \
+                     one reader call, over the reader's {} (lower max_entities or split the service)",
+                    e.value, e.limit, e.max
+                )
+            })?;
+    }
+    Ok(())
+}
+
 /// The features header of a header route: the given name lowercased, or the default.
 pub fn features_header(name: Option<&str>) -> Result<String, String> {
     let name = name.unwrap_or(DEFAULT_FEATURES_HEADER).to_ascii_lowercase();
@@ -196,6 +217,30 @@ mod tests {
         );
         assert!(keys_per_call(5000, 2).is_ok());
         assert!(keys_per_call(5001, 2).is_err());
+    }
+
+    #[test]
+    fn a_routes_largest_feast_call_fits_the_reader() {
+        use ferry_protos::v1::{FeastLayout, FeastView};
+        let layout = |features: usize| FeastLayout {
+            views: vec![FeastView {
+                timestamp_field: b"_ts:v".to_vec(),
+                feature_fields: vec![vec![0; 4]; features],
+            }],
+            ..Default::default()
+        };
+        let (l299, l1) = (layout(299), layout(1));
+        // 300 fields per entity: 800 entities read 240,000 fields, 1,000 read 300,000.
+        assert!(feast_work(800, [&l299]).is_ok());
+        let e = feast_work(1_000, [&l299]).unwrap_err();
+        assert!(e.contains("feast_fields_per_call"), "{e}");
+        assert!(e.contains("max_entities 1000"), "{e}");
+        // Summed over the route's services.
+        assert!(feast_work(800, [&l299, &l1]).is_ok());
+        assert!(feast_work(870, [&l299, &l1]).is_err());
+        let wide = layout(2_048);
+        let e = feast_work(1, [&wide]).unwrap_err();
+        assert!(e.contains("feast_fields_per_entity"), "{e}");
     }
 
     #[test]

@@ -95,6 +95,28 @@ impl FeastWork {
         self.check()
     }
 
+    /// Adds a lookup of `entities` entities of a Feast-backed service: its `HMGET` reads each
+    /// view's features and timestamp field, as the reader counts them.
+    pub fn add_layout(
+        &mut self,
+        entities: u64,
+        layout: &crate::v1::FeastLayout,
+    ) -> Result<(), Exceeded> {
+        let views = layout.views.len() as u64;
+        check("feast_views", views, MAX_FEAST_VIEWS as u64)?;
+        let (mut fields, mut name_bytes) = (views, 0u64);
+        for view in &layout.views {
+            fields += view.feature_fields.len() as u64;
+            name_bytes += view.timestamp_field.len() as u64;
+            name_bytes += view
+                .feature_fields
+                .iter()
+                .map(|f| f.len() as u64)
+                .sum::<u64>();
+        }
+        self.add(entities, fields, name_bytes)
+    }
+
     /// Whether the sum so far is within the per-call limits.
     pub fn check(&self) -> Result<(), Exceeded> {
         check(
@@ -113,6 +135,45 @@ impl FeastWork {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_layout_counts_its_features_and_timestamp_fields() {
+        let view = |n: usize| crate::v1::FeastView {
+            timestamp_field: b"_ts:v".to_vec(),
+            feature_fields: vec![vec![0; 4]; n],
+        };
+        let layout = crate::v1::FeastLayout {
+            views: vec![view(3), view(2)],
+            ..Default::default()
+        };
+        let mut work = FeastWork::default();
+        work.add_layout(10, &layout).unwrap();
+        assert_eq!(
+            work,
+            FeastWork {
+                fields: 10 * (5 + 2),
+                name_bytes: 10 * (5 * 4 + 2 * 5),
+            }
+        );
+        let wide = crate::v1::FeastLayout {
+            views: vec![view(2_048)],
+            ..Default::default()
+        };
+        let e = FeastWork::default().add_layout(1, &wide).unwrap_err();
+        assert_eq!(e.limit, "feast_fields_per_entity");
+        let many = crate::v1::FeastLayout {
+            views: vec![view(1); MAX_FEAST_VIEWS + 1],
+            ..Default::default()
+        };
+        let e = FeastWork::default().add_layout(1, &many).unwrap_err();
+        assert_eq!(e.limit, "feast_views");
+        let big = crate::v1::FeastLayout {
+            views: vec![view(1_000)],
+            ..Default::default()
+        };
+        let e = FeastWork::default().add_layout(1_000, &big).unwrap_err();
+        assert_eq!(e.limit, "feast_fields_per_call");
+    }
 
     #[test]
     fn feast_work_is_entities_times_fields_and_refused_over_the_limits() {

@@ -78,6 +78,8 @@ pub(super) fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, Con
     let bounded = |b: &rules::Bound, v: u32| b.snapshot_value(v).map_err(wrap);
     let max_entities = bounded(&rules::MAX_ENTITIES, r.max_entities)?;
     rules::keys_per_call(max_entities, parts.len()).map_err(wrap)?;
+    let layouts = parts.iter().filter_map(|p| p.service.feast.as_ref());
+    rules::feast_work(max_entities, layouts).map_err(wrap)?;
     let output_keys = output_keys(&output_names);
     let (services_label, fingerprints_label) = labels(&parts);
     Ok(Route {
