@@ -204,7 +204,13 @@ async fn push(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
         }
     };
     let offered = match v1::Snapshot::decode(bytes.as_ref()) {
-        Ok(snap) => api.offer(snap, unchecked),
+        // Installing saves (with fsync) under the install lock: off the runtime's threads.
+        Ok(snap) => {
+            let api = api.clone();
+            tokio::task::spawn_blocking(move || api.offer(snap, unchecked))
+                .await
+                .unwrap_or_else(|e| Err(Refused::NotSaved(format!("install task failed: {e}"))))
+        }
         Err(e) => {
             let e = Refused::Undecodable(e.to_string());
             state.refuse("push", e.to_string());
