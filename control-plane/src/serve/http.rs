@@ -18,14 +18,16 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::api::{ApiError, ErrorCode, Pushed, PUSH_PATH, UNCHECKED_HEADER, VERSION_HEADER};
+use super::auth::{Role, Tokens};
 use super::metrics::PushOutcome;
 use super::state::{Offered, Refused, State};
 use super::{metrics, status};
 
 /// Largest snapshot accepted.
 const MAX_BODY_BYTES: usize = 8 << 20;
-/// Connections served at once; more wait in the accept queue.
-const MAX_CONNECTIONS: usize = 64;
+/// Connections served at once by default (`--max-http-connections`): well above a fleet's
+/// pollers (under Istio every Envoy worker of every sidecar polls `GET /v1/snapshot`).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// Time allowed to send the request headers, and the whole body.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -33,8 +35,12 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 pub struct Api {
     pub state: Arc<State>,
-    /// Pushes need `Authorization: Bearer <token>` when set.
-    pub token: Option<String>,
+    /// Who may do what (bearer tokens); none = open.
+    pub tokens: Tokens,
+    /// Open on a network address (`--insecure`): said on `/status`.
+    pub insecure: bool,
+    /// Connections served at once; more wait in the accept queue.
+    pub max_connections: usize,
     /// Tests only (`--allow-invalid`): honour [`UNCHECKED_HEADER`] on pushes,
     /// skipping validation, so that a snapshot the filter refuses can reach Envoy.
     #[cfg(feature = "test-switches")]
@@ -42,11 +48,11 @@ pub struct Api {
 }
 
 /// Serves the API on `listener` until `shutdown` changes: HTTP/1.1 only, at most
-/// `MAX_CONNECTIONS` at once, `READ_TIMEOUT` for the headers; then drains requests in flight.
+/// `api.max_connections` at once, `READ_TIMEOUT` for the headers; then drains requests in flight.
 pub async fn serve(listener: TcpListener, api: Api, mut shutdown: watch::Receiver<bool>) {
     let options = Options {
         h2c: false,
-        max_connections: Some(MAX_CONNECTIONS),
+        max_connections: Some(api.max_connections),
         header_read_timeout: Some(READ_TIMEOUT),
         ..Options::default()
     };
@@ -93,7 +99,9 @@ fn refusal(
 
 async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
     match (req.method(), req.uri().path()) {
-        (&Method::GET, "/status") => reply(StatusCode::OK, &status::status(&api.state)),
+        (&Method::GET, "/status") => {
+            reply(StatusCode::OK, &status::status(&api.state, api.insecure))
+        }
         (&Method::GET, "/healthz") => reply(StatusCode::OK, &serde_json::json!({"ok": true})),
         (&Method::GET, "/metrics") => {
             let mut r = Response::new(Full::new(Bytes::from(api.state.metrics_text())));
@@ -169,26 +177,18 @@ fn snapshot_answer(
     r
 }
 
-/// Whether the request carries the configured bearer token (compared in constant time).
-fn authorized(api: &Api, req: &Request<Incoming>) -> bool {
-    let Some(token) = &api.token else { return true };
-    let given = req
+/// Whether the request's bearer token allows `role`.
+fn authorized(api: &Api, req: &Request<Incoming>, role: Role) -> bool {
+    let header = req
         .headers()
         .get(hyper::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    given.len() == token.len()
-        && given
-            .bytes()
-            .zip(token.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
+        .and_then(|v| v.to_str().ok());
+    api.tokens.allows(role, header)
 }
 
 async fn push(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let state = &api.state;
-    if !authorized(api, &req) {
+    if !authorized(api, &req, Role::Push) {
         state.metrics.push(PushOutcome::Unauthorized);
         return error(
             ErrorCode::Unauthorized,

@@ -1,0 +1,97 @@
+//! Issue #22, `ferry serve`'s HTTP API as a real process: its tokens and start rules (an empty
+//! token, a network address without one, `--insecure`). No Envoy: the API alone.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ferry::serve::api::Status;
+use ferry_integration_tests::http::{get_ok, raw};
+use ferry_integration_tests::{bin, example_repo, free_port, wasm, Options, Proc};
+
+/// A small example repo in `dir`.
+fn repo(dir: &Path) -> PathBuf {
+    let opts = Options {
+        entities: Some(10),
+        ..Options::default()
+    };
+    example_repo(dir, &opts, |y| y)
+}
+
+/// `ferry serve REPO` on `http` (xDS on a free loopback port), no token from the environment.
+fn serve(dir: &Path, repo: &Path, http: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin("ferry"));
+    cmd.arg("serve")
+        .arg(repo)
+        .arg("--wasm")
+        .arg(wasm())
+        .args(["--xds-listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--http-listen", http])
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .args(args)
+        .env_remove("FERRY_PUSH_TOKEN")
+        .env_remove("FERRY_READ_TOKEN");
+    cmd
+}
+
+/// A start that must fail: its stderr.
+fn refused(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("ferry runs");
+    assert!(!out.status.success(), "started: {out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// One request over a fresh connection: (status code, body).
+fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n");
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    let text = raw(port, req.as_bytes()).expect("the API answers");
+    let code = text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (code, body.to_owned())
+}
+
+#[test]
+fn an_empty_token_or_an_open_network_address_is_refused_at_start_unless_insecure() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo(dir.path());
+    let loopback = format!("127.0.0.1:{}", free_port());
+
+    let e = refused(serve(dir.path(), &repo, &loopback, &[]).env("FERRY_PUSH_TOKEN", ""));
+    assert!(e.contains("FERRY_PUSH_TOKEN is set but empty"), "{e}");
+    let e = refused(&mut serve(dir.path(), &repo, &loopback, &["--token", ""]));
+    assert!(e.contains("--token") && e.contains("empty"), "{e}");
+    let file = dir.path().join("empty-token");
+    std::fs::write(&file, "\n").unwrap();
+    let e = refused(
+        serve(dir.path(), &repo, &loopback, &[])
+            .arg("--push-token-file")
+            .arg(&file),
+    );
+    assert!(e.contains("empty-token") && e.contains("empty"), "{e}");
+
+    // Every address, not only loopback, without a token: refused, naming --insecure.
+    let port = free_port();
+    let network = format!("0.0.0.0:{port}");
+    let e = refused(&mut serve(dir.path(), &repo, &network, &[]));
+    assert!(
+        e.contains("not a loopback address") && e.contains("--insecure"),
+        "{e}"
+    );
+
+    // With --insecure it runs, says so loudly, and /status shows it.
+    let mut cp = Proc::start(
+        "control-plane",
+        serve(dir.path(), &repo, &network, &["--insecure"]),
+        dir.path(),
+    );
+    cp.wait_ready(|| get_ok(port, "/healthz"), "control plane /healthz");
+    let (code, body) = request(port, "GET", "/status", &[]);
+    assert_eq!(code, 200, "{body}");
+    let status: Status = serde_json::from_str(&body).unwrap();
+    assert!(status.insecure, "{body}");
+    assert!(cp.log_text().contains("INSECURE"), "{}", cp.log_text());
+}
