@@ -132,21 +132,26 @@ fn current_snapshot(state: &State, req: &Request<Incoming>) -> Response<Full<Byt
         .iter()
         .filter_map(|v| v.to_str().ok())
         .collect();
-    snapshot_answer(current.as_ref().map(|c| &c.snapshot), &tags)
+    snapshot_answer(
+        current
+            .as_ref()
+            .map(|c| (c.snapshot.version.as_str(), &c.encoded)),
+        &tags,
+    )
 }
 
-/// The answer to `GET /v1/snapshot` given the current snapshot and the `if-none-match` values.
+/// The answer to `GET /v1/snapshot` given the current snapshot (its version and its bytes,
+/// encoded once and shared by every poller) and the `if-none-match` values.
 fn snapshot_answer(
-    snapshot: Option<&v1::Snapshot>,
+    snapshot: Option<(&str, &Bytes)>,
     if_none_match: &[&str],
 ) -> Response<Full<Bytes>> {
-    let Some(snapshot) = snapshot else {
+    let Some((version, encoded)) = snapshot else {
         return error(
             ErrorCode::NoSnapshot,
             "this control plane has no valid snapshot yet",
         );
     };
-    let version = &snapshot.version;
     let etag = format!("\"{version}\"");
     let unchanged = if_none_match
         .iter()
@@ -157,7 +162,7 @@ fn snapshot_answer(
         *r.status_mut() = StatusCode::NOT_MODIFIED;
         r
     } else {
-        Response::new(Full::new(Bytes::from(snapshot.encode_to_vec())))
+        Response::new(Full::new(encoded.clone()))
     };
     let h = r.headers_mut();
     h.insert(
@@ -297,8 +302,10 @@ mod tests {
             version: "v7".into(),
             ..Default::default()
         };
+        let encoded = Bytes::from(snap.encode_to_vec());
+        let shared = Some(("v7", &encoded));
         for tags in [&[][..], &["\"v6\""], &["v7"]] {
-            let r = snapshot_answer(Some(&snap), tags);
+            let r = snapshot_answer(shared, tags);
             assert_eq!(r.status(), 200, "{tags:?}");
             assert_eq!(r.headers()["etag"], "\"v7\"");
             assert_eq!(r.headers()[VERSION_HEADER], "v7");
@@ -311,7 +318,7 @@ mod tests {
             &["\"v1\"", "\"v7\""],
             &["*"],
         ] {
-            let r = snapshot_answer(Some(&snap), tags);
+            let r = snapshot_answer(shared, tags);
             assert_eq!(r.status(), 304, "{tags:?}");
             assert!(body(r).await.is_empty());
         }
