@@ -64,6 +64,9 @@ pub struct ServeArgs {
     /// The most Envoy streams served at once.
     #[arg(long, default_value_t = 1024)]
     max_streams: usize,
+    /// The most Envoy streams one node id may hold (Envoys sharing a node id share these).
+    #[arg(long, default_value_t = ferry::xds::limits::DEFAULT_STREAMS_PER_NODE)]
+    max_streams_per_node: usize,
     /// Tests only: honour `x-ferry-unchecked` on pushes, skipping validation, so that a
     /// snapshot the filter refuses can reach Envoy. Only in builds with `test-switches`.
     #[cfg(feature = "test-switches")]
@@ -116,6 +119,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             debounce: std::time::Duration::from_millis(args.watch_debounce_ms),
         }),
         max_streams: args.max_streams,
+        max_streams_per_node: args.max_streams_per_node,
         #[cfg(feature = "test-switches")]
         allow_invalid: args.allow_invalid,
     };

@@ -60,6 +60,8 @@ pub struct ServeOptions {
     #[cfg(feature = "test-switches")]
     pub allow_invalid: bool,
     pub max_streams: usize,
+    /// xDS streams one node id may hold.
+    pub max_streams_per_node: usize,
 }
 
 /// Runs until SIGINT or SIGTERM.
@@ -92,7 +94,7 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         state.clone(),
         xds_listener,
         stop_rx.clone(),
-        opts.max_streams,
+        (opts.max_streams, opts.max_streams_per_node),
     ))];
     let api = http::Api {
         state: state.clone(),
@@ -148,13 +150,14 @@ async fn serve_xds(
     state: Arc<State>,
     listener: TcpListener,
     mut stop: tokio::sync::watch::Receiver<bool>,
-    max_streams: usize,
+    (max_streams, max_streams_per_node): (usize, usize),
 ) {
     let xds = Xds::new(
         state.clone(),
         state.streams.clone(),
         stop.clone(),
         max_streams,
+        max_streams_per_node,
     );
     let served = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
