@@ -25,13 +25,20 @@ pub struct ServeArgs {
     /// HTTP address: /status, /metrics, /healthz, POST /v1/snapshot.
     #[arg(long, default_value = "127.0.0.1:8091")]
     http_listen: std::net::SocketAddr,
-    /// The push token: pushes need `Authorization: Bearer TOKEN`. Required
+    /// The push token: pushes need `Authorization: Bearer TOKEN` (it also reads). Required
     /// when --http-listen is not a loopback address (or pass --insecure). Empty is an error.
     #[arg(long, env = "FERRY_PUSH_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// The push token, from a file (a Kubernetes secret volume); instead of --token.
     #[arg(long, env = "FERRY_PUSH_TOKEN_FILE")]
     push_token_file: Option<PathBuf>,
+    /// The read token: reads `GET /v1/snapshot` and `/status` (they name the fingerprints),
+    /// e.g. the filter's pull (`ferry plugin-config --snapshot-token`). Needs a push token.
+    #[arg(long, env = "FERRY_READ_TOKEN", hide_env_values = true)]
+    read_token: Option<String>,
+    /// The read token, from a file; instead of --read-token.
+    #[arg(long, env = "FERRY_READ_TOKEN_FILE")]
+    read_token_file: Option<PathBuf>,
     /// Run the HTTP API with no push token on a non-loopback --http-listen: anyone who reaches
     /// it can push. Logged loudly at start and shown on /status (`insecure: true`).
     #[arg(long)]
@@ -98,8 +105,12 @@ pub fn run(args: ServeArgs) -> Result<()> {
                 args.push_token_file.as_deref(),
                 "--push-token-file/FERRY_PUSH_TOKEN_FILE",
             )?,
-            // Reads stay open until the filter's pull can send a token (issue #22).
-            read: None,
+            read: token(
+                args.read_token.as_deref(),
+                "--read-token/FERRY_READ_TOKEN",
+                args.read_token_file.as_deref(),
+                "--read-token-file/FERRY_READ_TOKEN_FILE",
+            )?,
         },
         insecure: args.insecure,
         max_http_connections: args.max_http_connections,

@@ -3,8 +3,8 @@
 //! the filter pulls) and `/status` (they hand out fingerprints). `/healthz` and `/metrics` stay
 //! open (probes and scrapers hold no token; neither names a fingerprint). Also the start rules:
 //! an empty token is an error, and a non-loopback address without a push token needs
-//! `--insecure`. Today only pushes are checked: reads are gated once the filter's snapshot pull
-//! can send the read token (`snapshot_token` in its plugin config, the next step of #22).
+//! `--insecure`. With a push token set, reads need a token too (the
+//! read token, or the push token); the filter's pull sends `snapshot_token`.
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -98,6 +98,13 @@ fn refusal(
 }
 
 async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let reads = matches!(req.uri().path(), "/status" | PUSH_PATH) && req.method() == Method::GET;
+    if reads && !authorized(api, &req, Role::Read) {
+        return error(
+            ErrorCode::Unauthorized,
+            "reading this control plane needs `Authorization: Bearer <token>` (its read or push token)",
+        );
+    }
     match (req.method(), req.uri().path()) {
         (&Method::GET, "/status") => {
             reply(StatusCode::OK, &status::status(&api.state, api.insecure))

@@ -236,3 +236,44 @@ fn two_thousand_idle_keep_alive_pollers_do_not_keep_a_push_out() {
     assert_eq!(new.protected_paths, snap.protected_paths);
     assert_eq!(a.etag, Some(format!("\"{}\"", new.version)));
 }
+
+#[test]
+fn reads_need_the_read_or_push_token_and_pushes_the_push_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo(dir.path());
+    let port = free_port();
+    let mut cp = Proc::start(
+        "control-plane",
+        serve(
+            dir.path(),
+            &repo,
+            &format!("127.0.0.1:{port}"),
+            &["--token", TOKEN, "--read-token", "read-secret"],
+        ),
+        dir.path(),
+    );
+    cp.wait_ready(|| get_ok(port, "/healthz"), "control plane /healthz");
+    let (push, read) = ("Bearer push-secret", "Bearer read-secret");
+    for path in ["/status", "/v1/snapshot"] {
+        for (auth, code) in [
+            (None, 401),
+            (Some("Bearer nope"), 401),
+            (Some(read), 200),
+            (Some(push), 200),
+        ] {
+            let headers: Vec<(&str, &str)> =
+                auth.map(|a| ("authorization", a)).into_iter().collect();
+            assert_eq!(
+                request(port, "GET", path, &headers).0,
+                code,
+                "{path} {auth:?}"
+            );
+        }
+    }
+    // Probes and scrapers hold no token.
+    assert_eq!(request(port, "GET", "/healthz", &[]).0, 200);
+    assert_eq!(request(port, "GET", "/metrics", &[]).0, 200);
+    // The read token does not push.
+    let (code, body) = request(port, "POST", "/v1/snapshot", &[("authorization", read)]);
+    assert_eq!(code, 401, "{body}");
+}
