@@ -165,24 +165,22 @@ impl Poller {
 }
 
 const TOKEN: &str = "push-secret";
+
+/// `ferry serve` on a free loopback port with `args`, healthy: the process and its HTTP port.
+fn started(dir: &Path, args: &[&str]) -> (Proc, u16) {
+    let repo = repo(dir);
+    let port = free_port();
+    let http = format!("127.0.0.1:{port}");
+    let mut cp = Proc::start("control-plane", serve(dir, &repo, &http, args), dir);
+    cp.wait_ready(|| get_ok(port, "/healthz"), "control plane /healthz");
+    (cp, port)
+}
 const IDLE_POLLERS: usize = 2_000;
 
 #[test]
 fn two_thousand_idle_keep_alive_pollers_do_not_keep_a_push_out() {
     let dir = tempfile::tempdir().unwrap();
-    let repo = repo(dir.path());
-    let port = free_port();
-    let mut cp = Proc::start(
-        "control-plane",
-        serve(
-            dir.path(),
-            &repo,
-            &format!("127.0.0.1:{port}"),
-            &["--token", TOKEN],
-        ),
-        dir.path(),
-    );
-    cp.wait_ready(|| get_ok(port, "/healthz"), "control plane /healthz");
+    let (_cp, port) = started(dir.path(), &["--token", TOKEN]);
     let auth = format!("Bearer {TOKEN}");
     let auth = [("authorization", auth.as_str())];
 
@@ -240,19 +238,10 @@ fn two_thousand_idle_keep_alive_pollers_do_not_keep_a_push_out() {
 #[test]
 fn reads_need_the_read_or_push_token_and_pushes_the_push_token() {
     let dir = tempfile::tempdir().unwrap();
-    let repo = repo(dir.path());
-    let port = free_port();
-    let mut cp = Proc::start(
-        "control-plane",
-        serve(
-            dir.path(),
-            &repo,
-            &format!("127.0.0.1:{port}"),
-            &["--token", TOKEN, "--read-token", "read-secret"],
-        ),
+    let (_cp, port) = started(
         dir.path(),
+        &["--token", TOKEN, "--read-token", "read-secret"],
     );
-    cp.wait_ready(|| get_ok(port, "/healthz"), "control plane /healthz");
     let (push, read) = ("Bearer push-secret", "Bearer read-secret");
     for path in ["/status", "/v1/snapshot"] {
         for (auth, code) in [
