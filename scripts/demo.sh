@@ -196,7 +196,10 @@ PY
   printf -- '---- push took %d ms; first request served with the new snapshot %d ms after the push returned (%d ms after `ferry apply` started)\n' \
     $(((t1 - t0) / 1000000)) $(((t2 - t1) / 1000000)) $(((t2 - t0) / 1000000))
   echo "---- control plane /status:"
-  curl -s "$CP/status" > "$RUN_DIR/status.json"
+  # With a push token in the environment ferry serve gates /status too: read with it.
+  STATUS_AUTH=()
+  if [ -n "${FERRY_PUSH_TOKEN:-}" ]; then STATUS_AUTH=(-H "authorization: Bearer $FERRY_PUSH_TOKEN"); fi
+  curl -s "${STATUS_AUTH[@]}" "$CP/status" > "$RUN_DIR/status.json"
   python3 - "$RUN_DIR/status.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))

@@ -75,7 +75,7 @@ PY
 
 echo
 say "the control plane's /status (http://127.0.0.1:$FERRY_CP_PORT/status):"
-curl -s "http://127.0.0.1:$FERRY_CP_PORT/status" | python3 -c '
+curl -s -H "authorization: Bearer $FERRY_PUSH_TOKEN" "http://127.0.0.1:$FERRY_CP_PORT/status" | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
 print("  snapshot %s; nodes: %s" % (s["snapshot"]["version"],

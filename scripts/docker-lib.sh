@@ -6,6 +6,17 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 DOCKER_DIR="$ROOT/docker"
 DOCKER_STATE="$RUN_DIR/docker"        # engine pid, log, the network state recorded before start
 DOCKER_T0=${DOCKER_T0:-$(date +%s)}; export DOCKER_T0
+# The control plane's push token (it listens on the compose network, so it runs with one): made
+# once per checkout, kept in $DOCKER_STATE/push-token (mode 600), exported for the compose file
+# and for `ferry apply --push` / the tests on the host, which read FERRY_PUSH_TOKEN.
+if [ -z "${FERRY_PUSH_TOKEN:-}" ]; then
+  if [ ! -s "$DOCKER_STATE/push-token" ]; then
+    mkdir -p "$DOCKER_STATE"
+    (umask 077; python3 -c 'import secrets; print(secrets.token_hex(16))' > "$DOCKER_STATE/push-token")
+  fi
+  FERRY_PUSH_TOKEN=$(cat "$DOCKER_STATE/push-token")
+fi
+export FERRY_PUSH_TOKEN
 # say MESSAGE: a progress line with the seconds since the calling make target started.
 say() { echo "== [$(( $(date +%s) - DOCKER_T0 )) s] $*"; }
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }

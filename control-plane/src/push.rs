@@ -18,6 +18,11 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 pub enum PushError {
     #[error("control plane URL '{0}' must look like http://HOST:PORT")]
     Url(String),
+    #[error(
+        "control plane URL '{0}': https:// is not supported yet; `ferry apply --push` speaks \
+         plain HTTP only (use it on loopback or a private network, with a push token)"
+    )]
+    Https(String),
     #[error("control plane at {url}: {reason}")]
     Io { url: String, reason: String },
     #[error("control plane at {0}: no answer within {CALL_TIMEOUT:?}")]
@@ -41,6 +46,9 @@ struct Answer {
 
 /// `http://host:port[/]` → ("host:port").
 fn authority(url: &str) -> Result<String, PushError> {
+    if url.starts_with("https://") {
+        return Err(PushError::Https(url.to_owned()));
+    }
     let rest = url
         .strip_prefix("http://")
         .ok_or_else(|| PushError::Url(url.to_owned()))?;
@@ -118,9 +126,9 @@ fn decode<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// `GET /status`.
-pub async fn status(url: &str) -> Result<Status, PushError> {
-    let answer = call(url, "GET", "/status", None, Vec::new()).await?;
+/// `GET /status`, with the push token when there is one (it also reads).
+pub async fn status(url: &str, token: Option<&str>) -> Result<Status, PushError> {
+    let answer = call(url, "GET", "/status", token, Vec::new()).await?;
     decode(url, "/status", answer)
 }
 
@@ -155,7 +163,8 @@ mod tests {
             "127.0.0.1:8091"
         );
         assert_eq!(authority("http://cp:8091/").unwrap(), "cp:8091");
-        assert!(authority("https://cp:8091").is_err());
+        let e = authority("https://cp:8091").unwrap_err().to_string();
+        assert!(e.contains("https:// is not supported yet"), "{e}");
         assert!(authority("http://cp").is_err());
         assert!(authority("http://cp:1/x").is_err());
     }

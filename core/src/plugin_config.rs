@@ -22,10 +22,11 @@ use serde_json::{Map, Value};
 use crate::config::{Config, ConfigError};
 
 /// Keys of the JSON form; any other key is refused (a typo must not pass silently).
-const KEYS: [&str; 7] = [
+const KEYS: [&str; 8] = [
     "snapshot_base64",
     "snapshot_url",
     "snapshot_cluster",
+    "snapshot_token",
     "snapshot_poll_ms",
     "snapshot_timeout_ms",
     "reader_cluster",
@@ -73,6 +74,18 @@ pub struct Pull {
     pub poll: Duration,
     pub timeout: Duration,
     pub overrides: Overrides,
+    /// `snapshot_token`: sent as `authorization: Bearer` when `ferry serve` gates its reads.
+    pub token: Option<Token>,
+}
+
+/// A bearer token: never shown by `Debug` (configurations are logged).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(pub String);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
 }
 
 /// Decodes and validates the plugin configuration, whichever its form.
@@ -161,6 +174,7 @@ fn from_json(bytes: &[u8]) -> Result<Plugin, ConfigError> {
         (Some(snapshot), None) => {
             if let Some(k) = [
                 "snapshot_cluster",
+                "snapshot_token",
                 "snapshot_poll_ms",
                 "snapshot_timeout_ms",
             ]
@@ -210,6 +224,12 @@ fn pull(obj: &Map<String, Value>, url: &str, overrides: Overrides) -> Result<Pul
     if cluster.is_empty() {
         return Err(bad("'snapshot_cluster' is empty".into()));
     }
+    let token = string(obj, "snapshot_token")?;
+    if token.is_some_and(|t| t.is_empty() || t.chars().any(|c| c.is_control())) {
+        return Err(bad(
+            "'snapshot_token' is empty or has control characters".into()
+        ));
+    }
     Ok(Pull {
         url: url.to_owned(),
         cluster: cluster.to_owned(),
@@ -218,6 +238,7 @@ fn pull(obj: &Map<String, Value>, url: &str, overrides: Overrides) -> Result<Pul
         poll: millis(obj, "snapshot_poll_ms", DEFAULT_POLL)?,
         timeout: millis(obj, "snapshot_timeout_ms", DEFAULT_PULL_TIMEOUT)?,
         overrides,
+        token: token.map(|t| Token(t.to_owned())),
     })
 }
 

@@ -67,6 +67,9 @@ impl Puller {
         if let Some(etag) = &self.etag {
             h.push(("if-none-match".to_owned(), etag.clone()));
         }
+        if let Some(token) = &self.pull.token {
+            h.push(("authorization".to_owned(), format!("Bearer {}", token.0)));
+        }
         Some(h)
     }
 
@@ -178,6 +181,29 @@ mod tests {
             p.answered(Some(304), None, b""),
             Pulled::Unchanged
         ));
+    }
+
+    #[test]
+    fn a_snapshot_token_is_sent_as_a_bearer_and_never_shown_in_debug() {
+        let json = r#"{"snapshot_url":"http://cp:8091/v1/snapshot","snapshot_cluster":"cp",
+                       "snapshot_token":"read-s3cret"}"#;
+        let Plugin::Pull(pull) = parse_plugin(json.as_bytes()).unwrap() else {
+            panic!("a pull")
+        };
+        assert!(!format!("{pull:?}").contains("read-s3cret"));
+        let h = Puller::new(pull).next_request().unwrap();
+        assert_eq!(header(&h, "authorization"), Some("Bearer read-s3cret"));
+        assert_eq!(
+            header(&puller().next_request().unwrap(), "authorization"),
+            None
+        );
+        for bad in ["\"\"", "\"a\\nb\"", "7"] {
+            let json = format!(
+                r#"{{"snapshot_url":"http://cp/v1/snapshot","snapshot_cluster":"cp","snapshot_token":{bad}}}"#
+            );
+            let e = parse_plugin(json.as_bytes()).unwrap_err().to_string();
+            assert!(e.contains("'snapshot_token'"), "{bad}: {e}");
+        }
     }
 
     #[test]

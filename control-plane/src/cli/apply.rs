@@ -22,7 +22,8 @@ pub struct ApplyArgs {
     /// Push the snapshot to this control plane (its HTTP address, e.g. http://127.0.0.1:8091).
     #[arg(long, value_name = "URL")]
     push: Option<String>,
-    /// Bearer token for --push, if the control plane requires one.
+    /// The push token for --push, if the control plane requires one (also sent when reading
+    /// its /status). Plain HTTP only: an https:// URL is refused (not supported yet).
     #[arg(long, env = "FERRY_PUSH_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// Before pushing, write the vectors of every service whose fingerprint is new to the
@@ -86,7 +87,7 @@ fn push_and_materialize(
     if materialize_first {
         let served = match url {
             Some(url) => runtime
-                .block_on(push::status(url))
+                .block_on(push::status(url, token))
                 .context("asking the control plane which fingerprints it serves")?
                 .snapshot
                 .map(|s| s.services)

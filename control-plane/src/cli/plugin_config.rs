@@ -25,6 +25,15 @@ pub struct PluginConfigArgs {
     /// How often the filter checks --snapshot-url for a new version (default 5000).
     #[arg(long, value_name = "MS", requires = "snapshot_url")]
     snapshot_poll_ms: Option<u64>,
+    /// The read token of that `ferry serve` (its --read-token), sent by the filter as a bearer.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        requires = "snapshot_url",
+        env = "FERRY_READ_TOKEN",
+        hide_env_values = true
+    )]
+    snapshot_token: Option<String>,
 }
 
 pub fn run(args: PluginConfigArgs) -> Result<()> {
@@ -32,7 +41,8 @@ pub fn run(args: PluginConfigArgs) -> Result<()> {
     let reader = args.reader_cluster.as_deref();
     let json = match (&args.snapshot_url, &args.snapshot_cluster) {
         (Some(url), Some(cluster)) => {
-            envoy_config::plugin_config_pull_json(url, cluster, args.snapshot_poll_ms, reader)?
+            let pull = (args.snapshot_poll_ms, args.snapshot_token.as_deref());
+            envoy_config::plugin_config_pull_json(url, cluster, pull, reader)?
         }
         _ => envoy_config::plugin_config_json(&reg, reader)?,
     };

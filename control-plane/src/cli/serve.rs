@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use ferry::envoy_config;
+use ferry::serve::auth::token;
 use ferry::serve::resources::FilterOptions;
 use ferry::serve::{self, ServeOptions};
 
@@ -24,9 +25,28 @@ pub struct ServeArgs {
     /// HTTP address: /status, /metrics, /healthz, POST /v1/snapshot.
     #[arg(long, default_value = "127.0.0.1:8091")]
     http_listen: std::net::SocketAddr,
-    /// Require `Authorization: Bearer TOKEN` on pushes.
+    /// The push token: pushes need `Authorization: Bearer TOKEN` (it also reads). Required
+    /// when --http-listen is not a loopback address (or pass --insecure). Empty is an error.
     #[arg(long, env = "FERRY_PUSH_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// The push token, from a file (a Kubernetes secret volume); instead of --token.
+    #[arg(long, env = "FERRY_PUSH_TOKEN_FILE")]
+    push_token_file: Option<PathBuf>,
+    /// The read token: reads `GET /v1/snapshot` and `/status` (they name the fingerprints),
+    /// e.g. the filter's pull (`ferry plugin-config --snapshot-token`). Needs a push token.
+    #[arg(long, env = "FERRY_READ_TOKEN", hide_env_values = true)]
+    read_token: Option<String>,
+    /// The read token, from a file; instead of --read-token.
+    #[arg(long, env = "FERRY_READ_TOKEN_FILE")]
+    read_token_file: Option<PathBuf>,
+    /// Run the HTTP API with no push token on a non-loopback --http-listen: anyone who reaches
+    /// it can push. Logged loudly at start and shown on /status (`insecure: true`).
+    #[arg(long)]
+    insecure: bool,
+    /// The most HTTP API connections served at once (idle keep-alive pollers count); the
+    /// open-file soft limit is raised to fit when the hard limit allows.
+    #[arg(long, default_value_t = serve::http::DEFAULT_MAX_CONNECTIONS)]
+    max_http_connections: usize,
     /// How often to check ferry.yaml for changes, in milliseconds (0 = do not watch).
     #[arg(long, default_value_t = 1000)]
     watch_interval_ms: u64,
@@ -44,6 +64,9 @@ pub struct ServeArgs {
     /// The most Envoy streams served at once.
     #[arg(long, default_value_t = 1024)]
     max_streams: usize,
+    /// The most Envoy streams one node id may hold (Envoys sharing a node id share these).
+    #[arg(long, default_value_t = ferry::xds::limits::DEFAULT_STREAMS_PER_NODE)]
+    max_streams_per_node: usize,
     /// Tests only: honour `x-ferry-unchecked` on pushes, skipping validation, so that a
     /// snapshot the filter refuses can reach Envoy. Only in builds with `test-switches`.
     #[cfg(feature = "test-switches")]
@@ -75,12 +98,28 @@ pub fn run(args: ServeArgs) -> Result<()> {
             runtime,
         },
         reader_cluster: envoy_config::TEMPLATE_READER_CLUSTER.to_owned(),
-        token: args.token.filter(|t| !t.is_empty()),
+        tokens: serve::auth::Tokens {
+            push: token(
+                args.token.as_deref(),
+                "--token/FERRY_PUSH_TOKEN",
+                args.push_token_file.as_deref(),
+                "--push-token-file/FERRY_PUSH_TOKEN_FILE",
+            )?,
+            read: token(
+                args.read_token.as_deref(),
+                "--read-token/FERRY_READ_TOKEN",
+                args.read_token_file.as_deref(),
+                "--read-token-file/FERRY_READ_TOKEN_FILE",
+            )?,
+        },
+        insecure: args.insecure,
+        max_http_connections: args.max_http_connections,
         watch: (args.watch_interval_ms > 0).then(|| serve::watch::Watch {
             interval: std::time::Duration::from_millis(args.watch_interval_ms),
             debounce: std::time::Duration::from_millis(args.watch_debounce_ms),
         }),
         max_streams: args.max_streams,
+        max_streams_per_node: args.max_streams_per_node,
         #[cfg(feature = "test-switches")]
         allow_invalid: args.allow_invalid,
     };

@@ -26,6 +26,10 @@ pub struct Status {
     pub nodes: Vec<NodeStatus>,
     /// There is a current snapshot and every connected node ACKed it.
     pub converged: bool,
+    /// The API listens on a network address without a push token (`--insecure`): anyone who
+    /// reaches it can push.
+    #[serde(default)]
+    pub insecure: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -18,14 +18,16 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::api::{ApiError, ErrorCode, Pushed, PUSH_PATH, UNCHECKED_HEADER, VERSION_HEADER};
+use super::auth::{Role, Tokens};
 use super::metrics::PushOutcome;
 use super::state::{Offered, Refused, State};
 use super::{metrics, status};
 
 /// Largest snapshot accepted.
 const MAX_BODY_BYTES: usize = 8 << 20;
-/// Connections served at once; more wait in the accept queue.
-const MAX_CONNECTIONS: usize = 64;
+/// Connections served at once by default (`--max-http-connections`): well above a fleet's
+/// pollers (under Istio every Envoy worker of every sidecar polls `GET /v1/snapshot`).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// Time allowed to send the request headers, and the whole body.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -33,8 +35,12 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 pub struct Api {
     pub state: Arc<State>,
-    /// Pushes need `Authorization: Bearer <token>` when set.
-    pub token: Option<String>,
+    /// Who may do what (bearer tokens); none = open.
+    pub tokens: Tokens,
+    /// Open on a network address (`--insecure`): said on `/status`.
+    pub insecure: bool,
+    /// Connections served at once; more wait in the accept queue.
+    pub max_connections: usize,
     /// Tests only (`--allow-invalid`): honour [`UNCHECKED_HEADER`] on pushes,
     /// skipping validation, so that a snapshot the filter refuses can reach Envoy.
     #[cfg(feature = "test-switches")]
@@ -42,11 +48,11 @@ pub struct Api {
 }
 
 /// Serves the API on `listener` until `shutdown` changes: HTTP/1.1 only, at most
-/// `MAX_CONNECTIONS` at once, `READ_TIMEOUT` for the headers; then drains requests in flight.
+/// `api.max_connections` at once, `READ_TIMEOUT` for the headers; then drains requests in flight.
 pub async fn serve(listener: TcpListener, api: Api, mut shutdown: watch::Receiver<bool>) {
     let options = Options {
         h2c: false,
-        max_connections: Some(MAX_CONNECTIONS),
+        max_connections: Some(api.max_connections),
         header_read_timeout: Some(READ_TIMEOUT),
         ..Options::default()
     };
@@ -92,8 +98,17 @@ fn refusal(
 }
 
 async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let reads = matches!(req.uri().path(), "/status" | PUSH_PATH) && req.method() == Method::GET;
+    if reads && !authorized(api, &req, Role::Read) {
+        return error(
+            ErrorCode::Unauthorized,
+            "reading this control plane needs `Authorization: Bearer <token>` (its read or push token)",
+        );
+    }
     match (req.method(), req.uri().path()) {
-        (&Method::GET, "/status") => reply(StatusCode::OK, &status::status(&api.state)),
+        (&Method::GET, "/status") => {
+            reply(StatusCode::OK, &status::status(&api.state, api.insecure))
+        }
         (&Method::GET, "/healthz") => reply(StatusCode::OK, &serde_json::json!({"ok": true})),
         (&Method::GET, "/metrics") => {
             let mut r = Response::new(Full::new(Bytes::from(api.state.metrics_text())));
@@ -124,21 +139,26 @@ fn current_snapshot(state: &State, req: &Request<Incoming>) -> Response<Full<Byt
         .iter()
         .filter_map(|v| v.to_str().ok())
         .collect();
-    snapshot_answer(current.as_ref().map(|c| &c.snapshot), &tags)
+    snapshot_answer(
+        current
+            .as_ref()
+            .map(|c| (c.snapshot.version.as_str(), &c.encoded)),
+        &tags,
+    )
 }
 
-/// The answer to `GET /v1/snapshot` given the current snapshot and the `if-none-match` values.
+/// The answer to `GET /v1/snapshot` given the current snapshot (its version and its bytes,
+/// encoded once and shared by every poller) and the `if-none-match` values.
 fn snapshot_answer(
-    snapshot: Option<&v1::Snapshot>,
+    snapshot: Option<(&str, &Bytes)>,
     if_none_match: &[&str],
 ) -> Response<Full<Bytes>> {
-    let Some(snapshot) = snapshot else {
+    let Some((version, encoded)) = snapshot else {
         return error(
             ErrorCode::NoSnapshot,
             "this control plane has no valid snapshot yet",
         );
     };
-    let version = &snapshot.version;
     let etag = format!("\"{version}\"");
     let unchanged = if_none_match
         .iter()
@@ -149,7 +169,7 @@ fn snapshot_answer(
         *r.status_mut() = StatusCode::NOT_MODIFIED;
         r
     } else {
-        Response::new(Full::new(Bytes::from(snapshot.encode_to_vec())))
+        Response::new(Full::new(encoded.clone()))
     };
     let h = r.headers_mut();
     h.insert(
@@ -169,26 +189,18 @@ fn snapshot_answer(
     r
 }
 
-/// Whether the request carries the configured bearer token (compared in constant time).
-fn authorized(api: &Api, req: &Request<Incoming>) -> bool {
-    let Some(token) = &api.token else { return true };
-    let given = req
+/// Whether the request's bearer token allows `role`.
+fn authorized(api: &Api, req: &Request<Incoming>, role: Role) -> bool {
+    let header = req
         .headers()
         .get(hyper::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    given.len() == token.len()
-        && given
-            .bytes()
-            .zip(token.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
+        .and_then(|v| v.to_str().ok());
+    api.tokens.allows(role, header)
 }
 
 async fn push(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let state = &api.state;
-    if !authorized(api, &req) {
+    if !authorized(api, &req, Role::Push) {
         state.metrics.push(PushOutcome::Unauthorized);
         return error(
             ErrorCode::Unauthorized,
@@ -204,7 +216,13 @@ async fn push(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
         }
     };
     let offered = match v1::Snapshot::decode(bytes.as_ref()) {
-        Ok(snap) => api.offer(snap, unchecked),
+        // Installing saves (with fsync) under the install lock: off the runtime's threads.
+        Ok(snap) => {
+            let api = api.clone();
+            tokio::task::spawn_blocking(move || api.offer(snap, unchecked))
+                .await
+                .unwrap_or_else(|e| Err(Refused::NotSaved(format!("install task failed: {e}"))))
+        }
         Err(e) => {
             let e = Refused::Undecodable(e.to_string());
             state.refuse("push", e.to_string());
@@ -291,8 +309,10 @@ mod tests {
             version: "v7".into(),
             ..Default::default()
         };
+        let encoded = Bytes::from(snap.encode_to_vec());
+        let shared = Some(("v7", &encoded));
         for tags in [&[][..], &["\"v6\""], &["v7"]] {
-            let r = snapshot_answer(Some(&snap), tags);
+            let r = snapshot_answer(shared, tags);
             assert_eq!(r.status(), 200, "{tags:?}");
             assert_eq!(r.headers()["etag"], "\"v7\"");
             assert_eq!(r.headers()[VERSION_HEADER], "v7");
@@ -305,7 +325,7 @@ mod tests {
             &["\"v1\"", "\"v7\""],
             &["*"],
         ] {
-            let r = snapshot_answer(Some(&snap), tags);
+            let r = snapshot_answer(shared, tags);
             assert_eq!(r.status(), 304, "{tags:?}");
             assert!(body(r).await.is_empty());
         }

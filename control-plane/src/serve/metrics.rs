@@ -67,6 +67,17 @@ pub struct XdsCounters {
     pub nacks_total: Counter,
     pub stale_nonces_total: Counter,
     pub withheld_total: Counter,
+    /// Streams refused over a bound, by `reason` (`crate::xds::limits`).
+    pub refused_total: Family<Vec<(String, String)>, Counter>,
+}
+
+impl XdsCounters {
+    /// Counts one stream refused for `reason`.
+    pub fn refused(&self, reason: &str) {
+        self.refused_total
+            .get_or_create(&vec![("reason".to_owned(), reason.to_owned())])
+            .inc();
+    }
 }
 
 pub fn inc(c: &Counter) {
@@ -137,6 +148,11 @@ impl Default for Metrics {
         for (name, help, counter) in counters {
             m.registry.register(name, help, counter);
         }
+        m.registry.register(
+            "ferry_xds_refused",
+            "xDS streams refused over a bound (node id, resource names, streams), by reason",
+            m.xds.refused_total.clone(),
+        );
         m.registry.register(
             "ferry_push_requests",
             "Snapshot pushes by outcome",

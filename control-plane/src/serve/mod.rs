@@ -7,13 +7,16 @@
 //! - [`resources`]: the xDS resources built from a snapshot (the filter's ECDS config).
 //! - [`http`]: `/status`, `/metrics`, `/healthz`, `POST /v1/snapshot`.
 //! - [`api`]: the HTTP API's wire types (server and client share them).
+//! - [`auth`]: the API's roles and tokens, and the start rules for them.
 //! - [`status`], [`metrics`]: the JSON and OpenMetrics renderings.
 //! - [`watch`]: polling the repo for changes, and the hold-back rule for them.
 //! - [`persist`]: the state directory, where every accepted snapshot is saved.
 //! - [`startup`]: what is served first (the saved snapshot, or the repo).
 
 pub mod api;
+pub mod auth;
 pub mod http;
+mod limits;
 pub mod metrics;
 pub mod persist;
 pub mod resources;
@@ -43,8 +46,12 @@ pub struct ServeOptions {
     pub http_listen: SocketAddr,
     pub filter: FilterOptions,
     pub reader_cluster: String,
-    /// Bearer token for pushes; None = pushes need no token.
-    pub token: Option<String>,
+    /// Bearer tokens for pushes and reads; none = open (loopback, or `insecure`).
+    pub tokens: auth::Tokens,
+    /// Allow the HTTP API open (no push token) on a network address (`--insecure`).
+    pub insecure: bool,
+    /// HTTP API connections served at once.
+    pub max_http_connections: usize,
     /// Where the current snapshot is saved, and restored from at start.
     pub state_dir: PathBuf,
     /// Repo polling; None = no watching.
@@ -53,10 +60,14 @@ pub struct ServeOptions {
     #[cfg(feature = "test-switches")]
     pub allow_invalid: bool,
     pub max_streams: usize,
+    /// xDS streams one node id may hold.
+    pub max_streams_per_node: usize,
 }
 
 /// Runs until SIGINT or SIGTERM.
 pub async fn run(opts: ServeOptions) -> Result<()> {
+    let insecure = access_rules(&opts)?;
+    limits::raise_open_files(opts.max_http_connections);
     let store = persist::StateDir::open(&opts.state_dir)?;
     let state = Arc::new(State::new(
         opts.filter.clone(),
@@ -83,11 +94,13 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         state.clone(),
         xds_listener,
         stop_rx.clone(),
-        opts.max_streams,
+        (opts.max_streams, opts.max_streams_per_node),
     ))];
     let api = http::Api {
         state: state.clone(),
-        token: opts.token.clone(),
+        tokens: opts.tokens.clone(),
+        insecure,
+        max_connections: opts.max_http_connections,
         #[cfg(feature = "test-switches")]
         allow_invalid: opts.allow_invalid,
     };
@@ -116,19 +129,35 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
     Ok(())
 }
 
+/// The start rules for the HTTP API's tokens; true when it runs open on a network address
+/// (`--insecure`), said loudly here and on `/status`.
+fn access_rules(opts: &ServeOptions) -> Result<bool> {
+    let insecure = opts.tokens.check(opts.http_listen, opts.insecure)?;
+    if insecure {
+        tracing::warn!(
+            http = %opts.http_listen,
+            "INSECURE: the HTTP API listens on a network address with no push token \
+             (--insecure): anyone who reaches it can push a snapshot to every Envoy and read \
+             the fingerprints"
+        );
+    }
+    Ok(insecure)
+}
+
 /// ADS and ECDS over gRPC, with `state` as the snapshot source and its stream table as the
 /// callbacks.
 async fn serve_xds(
     state: Arc<State>,
     listener: TcpListener,
     mut stop: tokio::sync::watch::Receiver<bool>,
-    max_streams: usize,
+    (max_streams, max_streams_per_node): (usize, usize),
 ) {
     let xds = Xds::new(
         state.clone(),
         state.streams.clone(),
         stop.clone(),
         max_streams,
+        max_streams_per_node,
     );
     let served = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))

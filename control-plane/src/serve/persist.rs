@@ -1,7 +1,9 @@
 //! The state directory: the current snapshot survives a restart of `ferry serve`. Every
 //! snapshot made current (pushed, or read from the repo) is written here before it is served,
-//! atomically (a temporary file, fsync, rename, fsync of the directory), so the file is always
-//! either the previous snapshot or the new one, never a mix.
+//! atomically (a temporary file of its own, fsync, rename, fsync of the directory), so the file
+//! is always either the previous snapshot or the new one, never a mix. The temporary file's name
+//! is unique (process id and a counter), so two saves never write the same one even when their
+//! callers are not serialised ([`super::state::State`] serialises its installs anyway).
 //!
 //! One file, `current.snapshot`: a JSON header line (what the snapshot is, where it came from,
 //! when it was accepted, which `ferry.yaml` content was on disk then, its length and SHA-256),
@@ -12,6 +14,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ferry_protos::v1;
 use prost::Message as _;
@@ -119,26 +122,42 @@ impl StateDir {
     /// Replaces the saved snapshot atomically and durably.
     pub fn save(&self, saved: &Saved) -> Result<(), PersistError> {
         let path = self.file();
-        let tmp = self.dir.join(format!("{STATE_FILE}.tmp"));
+        let tmp = self.dir.join(temporary_name());
         let err = |e: std::io::Error| PersistError::Write {
             path: path.display().to_string(),
             reason: e.to_string(),
         };
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(err)?;
-        f.write_all(&encode(saved)).map_err(err)?;
-        f.sync_all().map_err(err)?;
-        drop(f);
-        std::fs::rename(&tmp, &path).map_err(err)?;
+        let written =
+            write_synced(&tmp, &encode(saved)).and_then(|()| std::fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            // Best effort: a failed save leaves no file of its own behind.
+            let _ = std::fs::remove_file(&tmp);
+            return Err(err(e));
+        }
         // The rename itself is durable only once the directory is.
         File::open(&self.dir)
             .and_then(|d| d.sync_all())
             .map_err(err)
     }
+}
+
+/// A temporary file name no other save uses: this process's id and a per-process counter. A
+/// file of that name can only be the leftover of a dead process that had the same id (pid 1 in
+/// a container), so it is overwritten.
+fn temporary_name() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{STATE_FILE}.tmp.{}.{n}", std::process::id())
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
 }
 
 fn encode(saved: &Saved) -> Vec<u8> {
@@ -240,6 +259,8 @@ mod tests {
         state.save(&saved("v1")).unwrap();
         // A crash in the middle of a save leaves the temporary file, never a partial state file.
         std::fs::write(dir.path().join(format!("{STATE_FILE}.tmp")), b"{\"form").unwrap();
+        std::fs::write(dir.path().join(temporary_name()), b"{\"form").unwrap();
+        std::fs::write(dir.path().join(temporary_name()), b"{\"form").unwrap();
         assert_eq!(state.load().unwrap(), Some(saved("v1")));
         state.save(&saved("v2")).unwrap();
         assert_eq!(state.load().unwrap(), Some(saved("v2")));

@@ -139,6 +139,49 @@ mod tests {
     }
 
     #[test]
+    fn pushes_racing_file_changes_save_what_is_served_and_a_restart_restores_it() {
+        let (repo, _) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let store = StateDir::open(&repo.path().join(".ferry")).unwrap();
+        let (s, _, _) = start(&store, repo.path());
+        let (other, _) = load_repo(ORDER_YAML, &ORDER_FILES);
+        edit(other.path(), SHORTER_TTL);
+        let (hash, _) = watch::load(repo.path());
+        let snaps = [snapshot_of(repo.path()), snapshot_of(other.path())];
+        std::thread::scope(|scope| {
+            // The watcher applies the two contents in turn while a pusher pushes them the
+            // other way round: every install changes the snapshot and saves it.
+            scope.spawn(|| {
+                for i in 0..100 {
+                    let applied = watch::apply(&s, hash, Ok(snaps[i % 2].clone()));
+                    assert!(matches!(applied, Applied::Current(_)), "{applied:?}");
+                    store.load().unwrap().unwrap();
+                }
+            });
+            scope.spawn(|| {
+                for i in 0..100 {
+                    s.offer(snaps[(i + 1) % 2].clone(), "push").unwrap();
+                    store.load().unwrap().unwrap();
+                }
+            });
+        });
+        let served = s.current().unwrap();
+        let saved = store.load().unwrap().unwrap();
+        assert_eq!(saved.snapshot, served.snapshot);
+        assert_eq!(saved.source, served.source);
+        // Only the state file: every temporary file was renamed over it.
+        let names: Vec<_> = std::fs::read_dir(repo.path().join(".ferry"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [persist::STATE_FILE]);
+        let version = served.snapshot.version.clone();
+        drop((s, served));
+        // The repo's hash was recorded with every save, so the restart restores, not re-applies.
+        let (_s, restarted, restored) = start(&store, repo.path());
+        assert_eq!((restarted, restored), (version, true));
+    }
+
+    #[test]
     fn a_new_fingerprint_in_the_file_stays_held_back_at_start() {
         let (repo, _) = load_repo(ORDER_YAML, &ORDER_FILES);
         let store = StateDir::open(&repo.path().join(".ferry")).unwrap();

@@ -4,7 +4,9 @@
 
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use ferry_protos::v1;
+use prost::Message as _;
 use tokio::sync::watch;
 
 use super::metrics::{self, inc, Gauges, Metrics, SnapshotLabels};
@@ -25,6 +27,27 @@ pub struct Current {
     pub since_ms: u64,
     /// The state file it was restored from at start; None when accepted by this process.
     pub restored_from: Option<String>,
+    /// The snapshot's protobuf bytes, encoded once: every `GET /v1/snapshot` shares them.
+    pub encoded: Bytes,
+}
+
+impl Current {
+    fn new(
+        snapshot: v1::Snapshot,
+        filter: &FilterOptions,
+        source: &'static str,
+        since_ms: u64,
+        restored_from: Option<String>,
+    ) -> Current {
+        Current {
+            xds: Arc::new(resources::build(&snapshot, filter)),
+            encoded: Bytes::from(snapshot.encode_to_vec()),
+            snapshot,
+            source,
+            since_ms,
+            restored_from,
+        }
+    }
 }
 
 /// Why a snapshot was refused; the last good one stays.
@@ -64,6 +87,10 @@ pub struct State {
     /// The xDS server's callbacks: connected streams and their counters.
     pub streams: Arc<Streams>,
     last_refused: Mutex<Option<Refusal>>,
+    /// Held for a whole install (compare, save, swap), so installs happen one at a time and
+    /// the saved snapshot is always the served one: two concurrent installs (a push and the
+    /// watcher) could otherwise save in one order and swap in the other.
+    installing: Mutex<()>,
     /// Where every accepted snapshot is saved before it is served; None = not saved (tests).
     store: Option<StateDir>,
     /// SHA-256 of the `ferry.yaml` content last read (by the watcher or at start), saved with
@@ -81,6 +108,7 @@ impl State {
             current: watch::Sender::new(None),
             streams: Arc::new(Streams::new(metrics.xds.clone())),
             last_refused: Mutex::new(None),
+            installing: Mutex::new(()),
             store,
             repo_seen: Mutex::new(None),
             metrics,
@@ -104,14 +132,9 @@ impl State {
         } else {
             "file"
         };
-        let xds = Arc::new(resources::build(&snap, &self.filter));
-        self.current.send_replace(Some(Arc::new(Current {
-            snapshot: snap,
-            xds,
-            source,
-            since_ms: saved.accepted_ms,
-            restored_from: Some(from),
-        })));
+        let current = Current::new(snap, &self.filter, source, saved.accepted_ms, Some(from));
+        let _installing = lock(&self.installing);
+        self.current.send_replace(Some(Arc::new(current)));
         Ok(version)
     }
 
@@ -150,6 +173,9 @@ impl State {
         // The version is the content hash, whoever sent it.
         snap.version = snapshot::content_version(&snap);
         let version = snap.version.clone();
+        let since_ms = now_ms();
+        let current = Current::new(snap, &self.filter, source, since_ms, None);
+        let _installing = lock(&self.installing);
         if self
             .current()
             .is_some_and(|c| c.snapshot.version == version)
@@ -159,19 +185,11 @@ impl State {
                 changed: false,
             });
         }
-        let xds = Arc::new(resources::build(&snap, &self.filter));
-        let since_ms = now_ms();
-        if let Err(e) = self.save(&snap, source, since_ms) {
+        if let Err(e) = self.save(&current.snapshot, source, since_ms) {
             self.refuse(source, e.to_string());
             return Err(e);
         }
-        self.current.send_replace(Some(Arc::new(Current {
-            snapshot: snap,
-            xds,
-            source,
-            since_ms,
-            restored_from: None,
-        })));
+        self.current.send_replace(Some(Arc::new(current)));
         inc(&self.metrics.snapshot_updates_total);
         tracing::info!(%version, source, "snapshot is now current");
         Ok(Offered {

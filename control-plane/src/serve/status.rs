@@ -9,7 +9,7 @@ use super::state::{Current, State};
 use super::streams::StreamInfo;
 use crate::xds::TypeState;
 
-pub fn status(state: &State) -> Status {
+pub fn status(state: &State, insecure: bool) -> Status {
     let current = state.current();
     let version = current.as_ref().map(|c| c.snapshot.version.as_str());
     let streams = state.streams.list();
@@ -32,6 +32,7 @@ pub fn status(state: &State) -> Status {
         }),
         converged: version.is_some() && nodes.iter().all(|n| n.converged),
         nodes,
+        insecure,
     }
 }
 

@@ -97,6 +97,7 @@ impl Callbacks for Streams {
             }
             Event::StaleNonce { .. } => inc(&c.stale_nonces_total),
             Event::Withheld { .. } => inc(&c.withheld_total),
+            Event::Refused { refusal, .. } => c.refused(refusal.label()),
             Event::Subscribed { .. } | Event::NoTypeUrl | Event::UnknownType { .. } => {}
         }
     }

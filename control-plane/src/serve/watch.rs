@@ -152,7 +152,9 @@ pub async fn run(
             continue;
         }
         seen = hash;
-        apply(&state, hash, result);
+        // Installing saves (with fsync) under the install lock: off the runtime's threads.
+        let state = state.clone();
+        let _ = tokio::task::spawn_blocking(move || apply(&state, hash, result)).await;
     }
 }
 

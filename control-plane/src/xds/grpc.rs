@@ -19,10 +19,12 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::callbacks::Callbacks;
+use super::limits::{Bounds, Refusal};
+use super::protocol::Event;
 use super::protocol::StreamState;
 use super::refusals::Refusals;
 use super::resource_type::ResourceType;
-use super::source::SnapshotSource;
+use super::source::{Node, SnapshotSource};
 use super::stream::{self, Shared};
 
 /// Responses queued per stream before the stream task waits for Envoy to read.
@@ -67,12 +69,14 @@ impl Xds {
         callbacks: Arc<dyn Callbacks>,
         shutdown: watch::Receiver<bool>,
         max_streams: usize,
+        max_streams_per_node: usize,
     ) -> Xds {
         Xds {
             shared: Shared {
                 source,
                 callbacks,
                 refusals: Arc::new(Refusals::default()),
+                bounds: Arc::new(Bounds::new(max_streams_per_node)),
             },
             shutdown,
             max_streams,
@@ -103,9 +107,17 @@ impl Xds {
         inbound: Streaming<DiscoveryRequest>,
         allowed: Option<Vec<ResourceType>>,
     ) -> Result<Response<Responses>, Status> {
-        let admitted = self
-            .admit()
-            .ok_or_else(|| Status::resource_exhausted("too many xDS streams"))?;
+        let Some(admitted) = self.admit() else {
+            let detail = format!("too many xDS streams (at most {})", self.max_streams);
+            let refusal = Refusal::Streams;
+            self.shared.bounds.log(refusal, "", &detail);
+            let event = Event::Refused {
+                refusal,
+                detail: detail.clone(),
+            };
+            self.shared.callbacks.on_event(0, &Node::default(), &event);
+            return Err(refusal.status(&detail));
+        };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         let task = stream::run(

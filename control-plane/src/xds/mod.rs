@@ -7,10 +7,13 @@
 //! - [`protocol`]: one stream's state-of-the-world protocol, without I/O (unit tested).
 //! - [`source`], [`callbacks`]: the interfaces the application implements.
 //! - `refusals`: what each node NACKed, remembered across its streams.
+//! - [`limits`]: what one client may make the server keep (node ids, names, NACK details,
+//!   streams per node id).
 //! - [`grpc`]: the ADS and ECDS tonic services; `stream`: one stream's task.
 
 pub mod callbacks;
 pub mod grpc;
+pub mod limits;
 pub mod protocol;
 mod refusals;
 pub mod resource_type;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use envoy_types::pb::google::protobuf::Any;
 
+use super::limits::{self, Refusal, MAX_NACK_DETAIL_BYTES};
 use super::resource_type::ResourceType;
 
 /// One named resource of a snapshot, already packed.
@@ -52,6 +53,33 @@ pub struct TypeState {
     pub responses_sent: u64,
 }
 
+impl TypeState {
+    /// Envoy answered our latest response: an ACK, or a NACK (its detail kept truncated).
+    fn answered(&mut self, resource_type: ResourceType, req: &DiscoveryRequest) -> Event {
+        match &req.error_detail {
+            Some(status) => {
+                let nack = Nack {
+                    version: self.sent_version.clone().unwrap_or_default(),
+                    error: limits::truncate(&status.message, MAX_NACK_DETAIL_BYTES),
+                };
+                self.rejected.insert(nack.version.clone());
+                self.last_nack = Some(nack.clone());
+                Event::Nack {
+                    resource_type,
+                    nack,
+                }
+            }
+            None => {
+                self.acked_version = Some(req.version_info.clone());
+                Event::Ack {
+                    resource_type,
+                    version: req.version_info.clone(),
+                }
+            }
+        }
+    }
+}
+
 /// What a request turned out to be, for status, metrics and logs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -80,6 +108,8 @@ pub enum Event {
     NoTypeUrl,
     /// A request for a type URL this server does not know: ignored.
     UnknownType { type_url: String },
+    /// A request over a bound ([`limits`]): nothing of it is kept and the stream ends.
+    Refused { refusal: Refusal, detail: String },
 }
 
 /// Responses to send (in order) and what happened.
@@ -87,6 +117,32 @@ pub enum Event {
 pub struct Outcome {
     pub responses: Vec<DiscoveryResponse>,
     pub events: Vec<Event>,
+}
+
+impl Outcome {
+    /// A refused request: no response, the stream ends.
+    pub fn refused(refusal: Refusal, detail: String) -> Outcome {
+        Outcome {
+            responses: Vec::new(),
+            events: vec![Event::Refused { refusal, detail }],
+        }
+    }
+
+    /// The refusal that ends the stream, if the request was refused.
+    pub fn refusal(&self) -> Option<(Refusal, &str)> {
+        self.events.iter().find_map(|e| match e {
+            Event::Refused { refusal, detail } => Some((*refusal, detail.as_str())),
+            _ => None,
+        })
+    }
+
+    /// The refusal of a request over a bound ([`limits::check_request`]), before anything of
+    /// it is kept.
+    pub fn over_bounds(req: &DiscoveryRequest) -> Option<Outcome> {
+        limits::check_request(req)
+            .err()
+            .map(|(refusal, detail)| Outcome::refused(refusal, detail))
+    }
 }
 
 /// One xDS stream (one Envoy connection), possibly carrying several types (ADS).
@@ -125,6 +181,9 @@ impl StreamState {
         req: &DiscoveryRequest,
         current: Option<&Arc<XdsSnapshot>>,
     ) -> Outcome {
+        if let Some(refused) = Outcome::over_bounds(req) {
+            return refused;
+        }
         let mut out = Outcome::default();
         if req.type_url.is_empty() {
             out.events.push(Event::NoTypeUrl);
@@ -153,27 +212,7 @@ impl StreamState {
                 });
                 return out;
             }
-            match &req.error_detail {
-                Some(status) => {
-                    let nack = Nack {
-                        version: state.sent_version.clone().unwrap_or_default(),
-                        error: status.message.clone(),
-                    };
-                    state.rejected.insert(nack.version.clone());
-                    state.last_nack = Some(nack.clone());
-                    out.events.push(Event::Nack {
-                        resource_type,
-                        nack,
-                    });
-                }
-                None => {
-                    state.acked_version = Some(req.version_info.clone());
-                    out.events.push(Event::Ack {
-                        resource_type,
-                        version: req.version_info.clone(),
-                    });
-                }
-            }
+            out.events.push(state.answered(resource_type, req));
             state.subscribed = req.resource_names.clone();
             // An ACK or NACK needs no answer, unless Envoy now asks for other resources.
             if names_changed {

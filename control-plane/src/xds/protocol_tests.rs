@@ -242,3 +242,39 @@ fn ack_with_new_resource_names_resends_the_current_version() {
     let out = s.on_request(&req("v1", "1-1", None), Some(&v1)); // now names ["ferry"]
     assert_eq!(one(&out).nonce, "1-2");
 }
+
+#[test]
+fn a_nack_detail_is_kept_truncated_and_a_request_over_a_bound_is_refused_unkept() {
+    use super::limits::{Refusal, MAX_NACK_DETAIL_BYTES, MAX_NODE_ID_BYTES, MAX_RESOURCE_NAMES};
+    let mut s = StreamState::new(1, None);
+    let v1 = snap("v1");
+    s.on_request(&req("", "", None), Some(&v1));
+    // A 4 MiB error_detail: the head is kept, marked as cut.
+    let huge = "x".repeat(4 << 20);
+    s.on_request(&req("", "1-1", Some(&huge)), Some(&v1));
+    let kept = &s.types[&ECDS_TYPE].last_nack.as_ref().unwrap().error;
+    assert!(kept.len() < MAX_NACK_DETAIL_BYTES + 64, "{}", kept.len());
+    assert!(kept.ends_with("(4194304 bytes, truncated)"), "{kept}");
+
+    // Too many resource names: refused, nothing of the request kept, no answer.
+    let mut s = StreamState::new(2, None);
+    let mut many = req("", "", None);
+    many.resource_names = (0..=MAX_RESOURCE_NAMES).map(|i| format!("r{i}")).collect();
+    let out = s.on_request(&many, Some(&v1));
+    assert!(out.responses.is_empty());
+    assert_eq!(out.refusal().map(|r| r.0), Some(Refusal::ResourceNames));
+    assert!(s.types.is_empty(), "nothing subscribed");
+    // A node id over the bound: refused the same way.
+    let mut long = req("", "", None);
+    long.node = Some(envoy_types::pb::envoy::config::core::v3::Node {
+        id: "n".repeat(MAX_NODE_ID_BYTES + 1),
+        ..Default::default()
+    });
+    let out = s.on_request(&long, Some(&v1));
+    assert_eq!(out.refusal().map(|r| r.0), Some(Refusal::NodeId));
+    // Within the bounds the same stream is served as usual.
+    assert_eq!(
+        one(&s.on_request(&req("", "", None), Some(&v1))).version_info,
+        "v1"
+    );
+}

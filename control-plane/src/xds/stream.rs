@@ -8,6 +8,7 @@ use tokio::sync::{mpsc, watch};
 use tonic::{Status, Streaming};
 
 use super::callbacks::Callbacks;
+use super::limits::{Bounds, NodeSlot, Refusal};
 use super::protocol::{Event, Outcome, StreamState};
 use super::refusals::Refusals;
 use super::resource_type::ResourceType;
@@ -22,6 +23,7 @@ pub(super) struct Shared {
     pub source: Arc<dyn SnapshotSource>,
     pub callbacks: Arc<dyn Callbacks>,
     pub refusals: Arc<Refusals>,
+    pub bounds: Arc<Bounds>,
 }
 
 struct Stream {
@@ -29,6 +31,8 @@ struct Stream {
     shared: Shared,
     /// Default (empty id) until a request names the node.
     node: Node,
+    /// This stream's place among its node id's streams, once the node is named.
+    slot: Option<NodeSlot>,
     proto: StreamState,
 }
 
@@ -48,6 +52,7 @@ pub(super) async fn run(
         id,
         shared,
         node: Node::default(),
+        slot: None,
         proto,
     };
     loop {
@@ -72,6 +77,10 @@ pub(super) async fn run(
             _ = shutdown.changed() => break,
         };
         s.observe(&out);
+        if let Some((refusal, detail)) = out.refusal() {
+            let _ = tx.send(Err(refusal.status(detail))).await;
+            break;
+        }
         if !s.send(out, &tx).await {
             break;
         }
@@ -82,9 +91,14 @@ pub(super) async fn run(
 
 impl Stream {
     fn on_request(&mut self, req: &DiscoveryRequest) -> Outcome {
+        if let Some(refused) = Outcome::over_bounds(req) {
+            return refused;
+        }
         if self.node.id.is_empty() {
             if let Some(n) = &req.node {
-                self.identify(&n.id, &n.cluster);
+                if let Err(refused) = self.identify(&n.id, &n.cluster) {
+                    return refused;
+                }
             }
         }
         self.seed(req);
@@ -92,13 +106,21 @@ impl Stream {
         self.proto.on_request(req, current.as_ref())
     }
 
-    /// The first request naming the node.
-    fn identify(&mut self, id: &str, cluster: &str) {
+    /// The first request naming the node: refused when that node id holds its most streams.
+    fn identify(&mut self, id: &str, cluster: &str) -> Result<(), Outcome> {
+        let Some(slot) = self.shared.bounds.admit(id) else {
+            let max = self.shared.bounds.max_per_node();
+            let detail =
+                format!("node id '{id}' holds {max} xDS streams already (--max-streams-per-node)");
+            return Err(Outcome::refused(Refusal::StreamsPerNode, detail));
+        };
+        self.slot = Some(slot);
         tracing::info!(stream = self.id, node = %id, "Envoy connected");
         self.node = Node {
             id: id.to_owned(),
             cluster: cluster.to_owned(),
         };
+        Ok(())
     }
 
     /// On the stream's first request for a type: what this node refused before is not sent
@@ -152,6 +174,9 @@ impl Stream {
                 }
                 Event::Withheld { version, .. } => {
                     tracing::info!(node, %version, "not resending a version this node refused");
+                }
+                Event::Refused { refusal, detail } => {
+                    self.shared.bounds.log(*refusal, node, detail);
                 }
                 Event::Subscribed { .. }
                 | Event::StaleNonce { .. }

@@ -13,6 +13,8 @@ use crate::{bin, wasm, Runtime};
 
 /// The push token every test control plane requires.
 pub const TOKEN: &str = "test-token";
+/// The read token every test control plane has (reads `/status` and the snapshot).
+pub const READ_TOKEN: &str = "test-read-token";
 
 pub struct ControlPlane {
     pub proc: Proc,
@@ -94,7 +96,8 @@ impl ControlPlane {
 
     /// GET /status.
     pub fn status(&self) -> Status {
-        let (code, body) = self.request("GET", "/status", &[], b"");
+        let auth = format!("Bearer {READ_TOKEN}");
+        let (code, body) = self.request("GET", "/status", &[("authorization", &auth)], b"");
         assert_eq!(code, 200, "{body}");
         serde_json::from_str(&body).unwrap_or_else(|e| panic!("not a Status ({e}): {body}"))
     }
@@ -227,6 +230,8 @@ fn spawn(
         .args([
             "--token",
             TOKEN,
+            "--read-token",
+            READ_TOKEN,
             "--watch-interval-ms",
             "200",
             "--allow-invalid",

@@ -27,9 +27,12 @@ fn port(name: &str) -> u16 {
         .unwrap_or_else(|_| panic!("{name}: not a port"))
 }
 
-/// The control plane's `/status`, through its published port.
+/// The control plane's `/status`, through its published port, with the stack's push token
+/// (scripts/docker-lib.sh exports it; `ferry apply --push` below reads it too).
 fn status(cp_port: u16) -> Status {
-    let text = raw(cp_port, b"GET /status HTTP/1.0\r\n\r\n").expect("GET /status");
+    let token = env("FERRY_PUSH_TOKEN");
+    let req = format!("GET /status HTTP/1.0\r\nauthorization: Bearer {token}\r\n\r\n");
+    let text = raw(cp_port, req.as_bytes()).expect("GET /status");
     let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
     serde_json::from_str(body).unwrap_or_else(|e| panic!("/status: {e}: {text}"))
 }

@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ferry::serve::api::{PUSH_PATH, UNCHECKED_HEADER};
+use ferry_integration_tests::control_plane::READ_TOKEN;
 use ferry_integration_tests::control_plane::{ControlPlane, TOKEN};
 use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::Response;
@@ -84,7 +85,8 @@ async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes(
         .arg(&stack.repo)
         .args(["--reader-cluster", ISTIO_CLUSTER])
         .args(["--snapshot-url", &url, "--snapshot-cluster", CP_CLUSTER])
-        .args(["--snapshot-poll-ms", "200"]));
+        .args(["--snapshot-poll-ms", "200"])
+        .args(["--snapshot-token", READ_TOKEN]));
     let cp_port = cp.http_port;
     let envoy =
         stack.static_envoy_edited(|y| with_cp_cluster(as_istio(y, &plugin_config), cp_port));
@@ -123,9 +125,13 @@ async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes(
     assert_eq!(cp.version(), v2);
     // What a poll costs once the filter has it: a 304 without a body.
     let etag = format!("\"{v2}\"");
-    let (code, body) = cp.request("GET", PUSH_PATH, &[("if-none-match", &etag)], b"");
+    let read = format!("Bearer {READ_TOKEN}");
+    let (code, _) = cp.request("GET", PUSH_PATH, &[], b"");
+    assert_eq!(code, 401, "the snapshot is read with a token");
+    let tagged = |etag| [("authorization", read.as_str()), ("if-none-match", etag)];
+    let (code, body) = cp.request("GET", PUSH_PATH, &tagged(&etag), b"");
     assert_eq!((code, body.as_str()), (304, ""));
-    let (code, body) = cp.request("GET", PUSH_PATH, &[("if-none-match", "\"old\"")], b"");
+    let (code, body) = cp.request("GET", PUSH_PATH, &tagged("\"old\""), b"");
     assert_eq!(code, 200);
     assert!(body.contains("added-later"), "the snapshot's bytes");
     let resp = post_until(p, "/t/added-later", "the pushed route", enriched).await;
