@@ -30,6 +30,10 @@ const MAX_BODY_BYTES: usize = 8 << 20;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// Time allowed to send the request headers, and the whole body.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// A keep-alive connection with no request for this long is closed: well above the filter's
+/// snapshot poll period (5 s by default), so a polling Envoy keeps its connection, while a
+/// client that went quiet stops holding one of `max_connections`.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The API's settings.
 #[derive(Clone)]
@@ -48,12 +52,14 @@ pub struct Api {
 }
 
 /// Serves the API on `listener` until `shutdown` changes: HTTP/1.1 only, at most
-/// `api.max_connections` at once, `READ_TIMEOUT` for the headers; then drains requests in flight.
+/// `api.max_connections` at once, `READ_TIMEOUT` for the headers, idle connections closed after
+/// `IDLE_TIMEOUT`; then drains requests in flight.
 pub async fn serve(listener: TcpListener, api: Api, mut shutdown: watch::Receiver<bool>) {
     let options = Options {
         h2c: false,
         max_connections: Some(api.max_connections),
         header_read_timeout: Some(READ_TIMEOUT),
+        idle_timeout: Some(IDLE_TIMEOUT),
         ..Options::default()
     };
     let handler = move |req| {
