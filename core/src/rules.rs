@@ -77,6 +77,35 @@ impl Bound {
     }
 }
 
+/// The near cache's byte budget a repo may give (`near_cache.max_bytes`): each proxy holds it
+/// in shared data, so a snapshot cannot ask for more than the upper end.
+pub const NEAR_CACHE_BYTES: std::ops::RangeInclusive<u64> = (1 << 20)..=(1 << 30);
+
+/// A repo's near-cache budget, within [`NEAR_CACHE_BYTES`].
+pub fn near_cache_bytes(max_bytes: u64) -> Result<(), String> {
+    if NEAR_CACHE_BYTES.contains(&max_bytes) {
+        return Ok(());
+    }
+    Err(format!(
+        "max_bytes {max_bytes} is outside 1 MiB..=1 GiB ({}..={})",
+        NEAR_CACHE_BYTES.start(),
+        NEAR_CACHE_BYTES.end()
+    ))
+}
+
+/// A snapshot's near-cache budget: at most a repo's largest, so a pushed snapshot cannot make
+/// a proxy hold more than one `ferry apply` built could. Smaller ones stay valid (0 is a one-set
+/// cache; the ABI tests use a few sets to watch evictions).
+pub fn near_cache_bytes_in_snapshot(max_bytes: u64) -> Result<(), String> {
+    if max_bytes <= *NEAR_CACHE_BYTES.end() {
+        return Ok(());
+    }
+    Err(format!(
+        "near_cache_max_bytes {max_bytes} is over the repo's limit of 1 GiB ({})",
+        NEAR_CACHE_BYTES.end()
+    ))
+}
+
 /// One reader call holds every key of a request: `max_entities` × the route's services.
 pub fn keys_per_call(max_entities: u32, services: usize) -> Result<(), String> {
     let keys = u64::from(max_entities) * services as u64;
@@ -217,6 +246,21 @@ mod tests {
         );
         assert!(keys_per_call(5000, 2).is_ok());
         assert!(keys_per_call(5001, 2).is_err());
+    }
+
+    #[test]
+    fn near_cache_budgets_are_bounded_for_repos_and_snapshots() {
+        assert!(near_cache_bytes(64 << 20).is_ok());
+        assert!(near_cache_bytes(0).is_err());
+        assert!(near_cache_bytes((1 << 30) + 1)
+            .unwrap_err()
+            .contains("outside 1 MiB..=1 GiB"));
+        assert!(near_cache_bytes_in_snapshot(0).is_ok());
+        assert!(near_cache_bytes_in_snapshot(8 << 10).is_ok());
+        assert!(near_cache_bytes_in_snapshot(1 << 30).is_ok());
+        assert!(near_cache_bytes_in_snapshot((1 << 30) + 1).is_err());
+        let e = near_cache_bytes_in_snapshot(u64::MAX).unwrap_err();
+        assert!(e.starts_with("near_cache_max_bytes"), "{e}");
     }
 
     #[test]

@@ -51,14 +51,8 @@ fn check_reader_and_cache(raw: &RawRepo, issues: &mut Issues) {
             );
         }
     }
-    if !(1 << 20..=1 << 30).contains(&raw.near_cache.max_bytes) {
-        issues.add(
-            "near_cache",
-            format!(
-                "max_bytes {} is outside 1 MiB..=1 GiB",
-                raw.near_cache.max_bytes
-            ),
-        );
+    if let Err(reason) = ferry_core::rules::near_cache_bytes(raw.near_cache.max_bytes) {
+        issues.add("near_cache", reason);
     }
 }
 

@@ -6,12 +6,14 @@ mod error;
 mod route;
 mod service;
 
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use ferry_protos::v1 as pb;
 use prost::Message;
 
 use crate::config::model::{Config, Format, Route, Service, OWN_HEADER_PREFIX};
+use crate::rules;
 use error::invalid;
 pub use error::ConfigError;
 #[cfg(test)]
@@ -34,17 +36,28 @@ impl Config {
         if snap.reader_cluster.is_empty() {
             return invalid("snapshot", "reader_cluster is empty");
         }
+        // Indexed by name, so that compiling stays linear in services and routes (a pushed
+        // snapshot is untrusted, and may be large).
         let mut services: Vec<Rc<Service>> = Vec::with_capacity(snap.services.len());
+        let mut by_name: HashMap<String, Rc<Service>> = HashMap::with_capacity(services.capacity());
         for s in snap.services {
-            if services.iter().any(|x| x.name == s.name) {
+            if by_name.contains_key(&s.name) {
                 return invalid("snapshot", format!("service '{}' defined twice", s.name));
             }
-            services.push(Rc::new(service::service(s)?));
+            let compiled = Rc::new(service::service(s)?);
+            by_name.insert(compiled.name.clone(), compiled.clone());
+            services.push(compiled);
         }
         let mut routes = Vec::with_capacity(snap.routes.len());
         for r in snap.routes {
-            routes.push(route::route(r, &services)?);
+            routes.push(route::route(r, &by_name)?);
         }
+        rules::near_cache_bytes_in_snapshot(snap.near_cache_max_bytes).map_err(|reason| {
+            ConfigError::Invalid {
+                part: "snapshot".into(),
+                reason,
+            }
+        })?;
         Ok(Config {
             protected_paths: protected_paths(snap.protected_paths)?,
             owned_headers: owned_headers(&routes),

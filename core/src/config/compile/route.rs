@@ -59,7 +59,10 @@ pub(in crate::config) fn conditions(
     })
 }
 
-pub(super) fn route(r: pb::Route, services: &[Rc<Service>]) -> Result<Route, ConfigError> {
+/// The snapshot's services by name.
+pub(super) type Services = std::collections::HashMap<String, Rc<Service>>;
+
+pub(super) fn route(r: pb::Route, services: &Services) -> Result<Route, ConfigError> {
     let ctx = format!("route '{}'", r.name);
     let wrap = |reason: String| ConfigError::Invalid {
         part: ctx.clone(),
@@ -153,11 +156,10 @@ impl Route {
 }
 
 /// The main service, then the extra ones, each with the request fields of its join keys.
-fn route_parts(r: &pb::Route, services: &[Rc<Service>]) -> Result<Vec<RoutePart>, String> {
+fn route_parts(r: &pb::Route, services: &Services) -> Result<Vec<RoutePart>, String> {
     let find = |name: &str| {
         services
-            .iter()
-            .find(|s| s.name == name)
+            .get(name)
             .cloned()
             .ok_or_else(|| format!("unknown service '{name}'"))
     };

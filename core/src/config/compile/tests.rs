@@ -34,6 +34,14 @@ fn invalid_snapshots_are_refused_with_a_reason() {
         &|s| s.routes[0].service = "nope".into(),
         "unknown service 'nope'",
     );
+    refuse(
+        &|s| s.near_cache_max_bytes = u64::MAX,
+        "near_cache_max_bytes 18446744073709551615 is over the repo's limit of 1 GiB",
+    );
+    refuse(
+        &|s| s.services.push(s.services[0].clone()),
+        "service 'scoring' defined twice",
+    );
     let bad_matches = [
         (
             pb::RouteMatch {
