@@ -34,15 +34,8 @@ fn headers<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<Strin
 
 #[test]
 fn routes_match_on_host_and_headers_and_by_name() {
-    let mut s = snapshot();
-    let base = s.routes[0].clone();
-    let with = |name: &str, m: pb::RouteMatch| pb::Route {
-        name: name.into(),
-        r#match: Some(m),
-        ..base.clone()
-    };
-    s.routes = vec![
-        with(
+    let s = ferry_test_support::snapshot::routes_by_match(vec![
+        (
             "by-host",
             pb::RouteMatch {
                 path_prefix: "/v1/".into(),
@@ -50,14 +43,14 @@ fn routes_match_on_host_and_headers_and_by_name() {
                 ..Default::default()
             },
         ),
-        with(
+        (
             "by-subdomain",
             pb::RouteMatch {
                 host: "*.example.com".into(),
                 ..Default::default()
             },
         ),
-        with(
+        (
             "by-header",
             pb::RouteMatch {
                 path_prefix: "/".into(),
@@ -74,8 +67,8 @@ fn routes_match_on_host_and_headers_and_by_name() {
                 ..Default::default()
             },
         ),
-        with("by-name", pb::RouteMatch::default()),
-    ];
+        ("by-name", pb::RouteMatch::default()),
+    ]);
     let c = Config::from_snapshot(s).unwrap();
     let m = |path: &str, h: &[(&str, &str)]| {
         c.match_route(path, &headers(h))

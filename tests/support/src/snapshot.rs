@@ -147,6 +147,22 @@ pub fn route_with(f: impl FnOnce(&mut pb::Route)) -> pb::Snapshot {
     s
 }
 
+/// [`snapshot`] whose routes are copies of its route, each under a name and a match of its own:
+/// for the tests of route selection (by path, host, headers, or by name alone).
+pub fn routes_by_match(routes: Vec<(&str, pb::RouteMatch)>) -> pb::Snapshot {
+    let mut s = snapshot();
+    let base = s.routes[0].clone();
+    s.routes = routes
+        .into_iter()
+        .map(|(name, m)| pb::Route {
+            name: name.into(),
+            r#match: Some(m),
+            ..base.clone()
+        })
+        .collect();
+    s
+}
+
 /// A route mutator (for [`route_with`]): the route in header mode, the entity id in the
 /// `x-user-id` request header, the features in the default features header.
 pub fn header_format(r: &mut pb::Route) {

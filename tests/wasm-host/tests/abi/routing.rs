@@ -42,15 +42,8 @@ fn route_taking(
 }
 
 fn routed_snapshot() -> pb::Snapshot {
-    let mut s = snapshot();
-    let base = s.routes[0].clone();
-    let with = |name: &str, m: pb::RouteMatch| pb::Route {
-        name: name.into(),
-        r#match: Some(m),
-        ..base.clone()
-    };
-    s.routes = vec![
-        with(
+    ferry_test_support::snapshot::routes_by_match(vec![
+        (
             "by-host",
             pb::RouteMatch {
                 path_prefix: "/m/".into(),
@@ -58,7 +51,7 @@ fn routed_snapshot() -> pb::Snapshot {
                 ..Default::default()
             },
         ),
-        with(
+        (
             "by-header",
             pb::RouteMatch {
                 path_prefix: "/m/".into(),
@@ -69,9 +62,8 @@ fn routed_snapshot() -> pb::Snapshot {
                 ..Default::default()
             },
         ),
-        with("by-name", pb::RouteMatch::default()),
-    ];
-    s
+        ("by-name", pb::RouteMatch::default()),
+    ])
 }
 
 #[test]
