@@ -22,12 +22,15 @@ pub(crate) async fn run<C: GracefulConnection>(
     tokio::pin!(connection);
     let mut closing = false;
     loop {
-        // Sleeps until the connection could have been idle for the whole timeout.
+        // Ends once the connection has been idle for the whole timeout: it sleeps until it
+        // could have been, and again while it was not (a refuted `select!` pattern would
+        // disable the branch for good, so the re-check lives here).
         let idle = async {
             match idle_timeout {
                 Some(limit) if !closing => {
-                    tokio::time::sleep(limit.saturating_sub(activity.idle_for())).await;
-                    activity.idle_for() >= limit
+                    while activity.idle_for() < limit {
+                        tokio::time::sleep(limit.saturating_sub(activity.idle_for())).await;
+                    }
                 }
                 _ => std::future::pending().await,
             }
@@ -38,7 +41,7 @@ pub(crate) async fn run<C: GracefulConnection>(
                 connection.as_mut().graceful_shutdown();
                 closing = true;
             }
-            true = idle => {
+            () = idle => {
                 tracing::debug!("closing an idle connection");
                 connection.as_mut().graceful_shutdown();
                 closing = true;

@@ -240,6 +240,21 @@ async fn idle_timeout_closes_a_silent_connection_and_a_used_one_once_idle() {
 }
 
 #[tokio::test]
+async fn idle_timeout_closes_a_connection_busy_when_its_timer_first_fires() {
+    use tokio::io::AsyncWriteExt;
+    let server = start(idle_after(300)).await;
+    let mut used = TcpStream::connect(server.addr).await.unwrap();
+    // Requests until well past the first timer, then silence: the close must still come.
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        used.write_all(b"GET /a HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+    }
+    assert!(closed_within(&mut used, Duration::from_secs(5)).await);
+}
+
+#[tokio::test]
 async fn idle_timeout_closes_an_idle_h2c_connection() {
     let server = start(idle_after(300)).await;
     let mut client = h2c(server.addr).await.unwrap();
