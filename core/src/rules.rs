@@ -119,23 +119,22 @@ pub fn keys_per_call(max_entities: u32, services: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// A route's largest reader call over its Feast-backed services (`max_entities` of each) must
-/// stay within what the reader reads for one call (`limits::FeastWork`), or the reader would
-/// refuse the route's full batches.
+/// A reader call of `entities` entities over Feast-backed services (a route's `max_entities`
+/// when its snapshot is compiled; a `feast_rest` request's own count and services when it is
+/// parsed) must stay within what the reader reads for one call (`limits::FeastWork`).
 pub fn feast_work<'a>(
-    max_entities: u32,
+    entities: u32,
     layouts: impl IntoIterator<Item = &'a ferry_protos::v1::FeastLayout>,
 ) -> Result<(), String> {
     let mut work = limits::FeastWork::default();
     for layout in layouts {
-        work.add_layout(u64::from(max_entities), layout)
-            .map_err(|e| {
-                format!(
-                    "max_entities {max_entities} over its Feast-backed services reads {} {} in \
-                     one reader call, over the reader's {} (lower max_entities or split the service)",
-                    e.value, e.limit, e.max
-                )
-            })?;
+        work.add_layout(u64::from(entities), layout).map_err(|e| {
+            format!(
+                "{entities} entities of the Feast-backed services read {} {} in one \
+                     reader call, over the reader's {} (fewer entities, or split the service)",
+                e.value, e.limit, e.max
+            )
+        })?;
     }
     Ok(())
 }
@@ -278,7 +277,7 @@ mod tests {
         assert!(feast_work(800, [&l299]).is_ok());
         let e = feast_work(1_000, [&l299]).unwrap_err();
         assert!(e.contains("feast_fields_per_call"), "{e}");
-        assert!(e.contains("max_entities 1000"), "{e}");
+        assert!(e.contains("1000 entities"), "{e}");
         // Summed over the route's services.
         assert!(feast_work(800, [&l299, &l1]).is_ok());
         assert!(feast_work(870, [&l299, &l1]).is_err());

@@ -54,8 +54,13 @@ pub fn parse(body: &[u8], route: &Route, config: &Config) -> Result<ParsedReques
     let served = route
         .over_services(parts_of(services))
         .map_err(|e| document::shape(&e))?;
-    crate::rules::keys_per_call(u32::try_from(count).unwrap_or(u32::MAX), served.parts.len())
-        .map_err(|e| document::shape(&e))?;
+    let entities = u32::try_from(count).unwrap_or(u32::MAX);
+    crate::rules::keys_per_call(entities, served.parts.len()).map_err(|e| document::shape(&e))?;
+    // The services are the request's choice, so the reader's Feast limits are checked here, as
+    // a route's are when its snapshot is compiled: over them is the client's error, not the
+    // reader's refusal.
+    let layouts = served.parts.iter().filter_map(|p| p.service.feast.as_ref());
+    crate::rules::feast_work(entities, layouts).map_err(|e| document::shape(&e))?;
     let names = output_names(&fields, &served, &columns)?;
     Ok(ParsedRequest {
         route: Rc::new(served),
