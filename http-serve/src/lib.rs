@@ -1,6 +1,8 @@
 //! The accept loop Ferry's HTTP servers share (the reader, the control plane's API, the demo
-//! model): one port, HTTP/1.1 keep-alive and h2c, Nagle off, bounds, and a graceful drain.
-//! Transport policy (TLS, connection caps, idle timeouts) belongs here, in [`Options`].
+//! model): one port, HTTP/1.1 keep-alive and h2c (or TLS, [`tls`]), Nagle off, bounds, and a
+//! graceful drain. Transport policy (TLS, connection caps, idle timeouts) belongs here, in
+//! [`Options`]; the rule for who may listen where without it, in [`exposure`]. Each request
+//! carries its connection's [`Peer`] (and its verified client identity) as an extension.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -16,7 +18,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 mod connection;
+pub mod exposure;
 mod idle;
+pub mod stream;
+pub mod tls;
+
+pub use tls::{ClientAuth, Peer, PeerIdentity, Tls, TlsError, TlsFiles};
 
 /// How a server accepts and keeps its connections.
 #[derive(Debug, Clone)]
@@ -46,6 +53,8 @@ pub struct Options {
     pub idle_timeout: Option<Duration>,
     /// How long requests in flight may take to finish once shutdown is signalled.
     pub grace: Duration,
+    /// Serve TLS (and verify client certificates) instead of plaintext. `None`: plaintext.
+    pub tls: Option<Tls>,
 }
 
 impl Default for Options {
@@ -57,6 +66,7 @@ impl Default for Options {
             header_read_timeout: None,
             idle_timeout: None,
             grace: Duration::from_secs(10),
+            tls: None,
         }
     }
 }
@@ -88,36 +98,56 @@ pub async fn serve<H, F, B>(
             },
             () = &mut shutdown => break,
         };
-        // Responses are small and written whole: Nagle would only hold them back.
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(%peer, error = %e, "TCP_NODELAY not set");
-        }
-        let activity = idle::Activity::new();
-        let service = {
-            let (handler, activity) = (handler.clone(), activity.clone());
-            service_fn(move |request| {
-                let in_flight = activity.start();
-                let answer = handler(request);
-                async move {
-                    let response = answer.await;
-                    drop(in_flight);
-                    Ok::<_, Infallible>(response)
-                }
-            })
-        };
-        let connection = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
-        let run = connection::run(connection, activity, options.idle_timeout, stop.subscribe());
+        let (builder, handler) = (builder.clone(), handler.clone());
+        let (tls, idle_timeout, stop) =
+            (options.tls.clone(), options.idle_timeout, stop.subscribe());
         tokio::spawn(async move {
-            if let Err(e) = run.await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            // The handshake runs here, not in the accept loop: a slow client holds its own slot.
+            match stream::handshake(stream, peer, tls.as_ref()).await {
+                Ok((io, peer)) => serve_one(&builder, io, peer, handler, idle_timeout, stop).await,
+                Err(e) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
             }
             drop(permit);
         });
     }
     drop(listener);
     drain(&stop, options.grace).await;
+}
+
+/// Serves one connection (its handshake done) until it ends.
+async fn serve_one<H, F, B>(
+    builder: &auto::Builder<TokioExecutor>,
+    io: stream::Stream,
+    peer: Peer,
+    handler: H,
+    idle_timeout: Option<Duration>,
+    stop: watch::Receiver<bool>,
+) where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let activity = idle::Activity::new();
+    let addr = peer.addr;
+    let service = {
+        let activity = activity.clone();
+        service_fn(move |mut request: Request<Incoming>| {
+            let in_flight = activity.start();
+            request.extensions_mut().insert(peer.clone());
+            let answer = handler(request);
+            async move {
+                let response = answer.await;
+                drop(in_flight);
+                Ok::<_, Infallible>(response)
+            }
+        })
+    };
+    let connection = builder.serve_connection(TokioIo::new(io), service);
+    if let Err(e) = connection::run(connection, activity, idle_timeout, stop).await {
+        tracing::debug!(peer = %addr, error = %e, "connection ended with an error");
+    }
 }
 
 /// The connection builder `options` describe.
@@ -181,3 +211,6 @@ async fn drain(stop: &watch::Sender<bool>, grace: Duration) {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tls_tests;

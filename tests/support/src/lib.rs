@@ -10,6 +10,7 @@
 //!   three-master Cluster);
 //! - [`proxy`]: a TCP proxy that can freeze, to play a Redis that went silent;
 //! - [`ports`]: free loopback ports;
+//! - [`certs`]: test CAs and the certificates they sign (`rcgen`), as PEM files;
 //! - [`example`]: the banking example as a feature repo with generated data.
 //!
 //! It depends on `ferry-protos` only (not on `ferry-core`, which dev-depends on it): a test
@@ -18,6 +19,7 @@
 // A fixture that cannot be built is a broken test: panicking with the reason is its job.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod certs;
 pub mod example;
 pub mod ports;
 pub mod proxy;
