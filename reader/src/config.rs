@@ -1,9 +1,12 @@
 //! The reader's settings: every bound the service enforces, from flags or environment.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use ferry_http_serve::exposure::Lack;
+use ferry_http_serve::{ClientAuth, Tls, TlsError, TlsFiles};
 use ferry_protos::limits::{MAX_KEYS_PER_CALL, MAX_READER_REQUEST_BYTES};
 use ferry_redis::RedisArgs;
 use tokio::sync::Semaphore;
@@ -77,6 +80,25 @@ pub struct Config {
     /// run on the same one).
     #[arg(long, env = "FERRY_READER_THREADS", default_value_t = 0)]
     pub threads: usize,
+
+    /// Serve TLS with this certificate chain (PEM, leaf first); with --tls-key. Reloaded when
+    /// the file changes (new connections use it).
+    #[arg(long, env = "FERRY_READER_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, env = "FERRY_READER_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Require client certificates signed by these CAs (PEM bundle): only such clients (Envoy's
+    /// reader cluster) are served. Needs --tls-cert.
+    #[arg(long, env = "FERRY_READER_CLIENT_CA", requires = "tls_cert")]
+    pub client_ca: Option<PathBuf>,
+
+    /// Listen on a non-loopback address without mTLS (--tls-cert, --tls-key, --client-ca):
+    /// anyone who reaches the port reads features. Logged loudly at start.
+    #[arg(long, env = "FERRY_READER_INSECURE")]
+    pub insecure: bool,
 }
 
 impl Config {
@@ -93,7 +115,38 @@ impl Config {
             max_connections: 4096,
             idle_timeout_ms: 330_000,
             threads: 0,
+            tls_cert: None,
+            tls_key: None,
+            client_ca: None,
+            insecure: false,
         }
+    }
+
+    /// The TLS the flags ask for (None: plaintext), its files loaded.
+    pub fn tls(&self) -> Result<Option<Tls>, TlsError> {
+        let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) else {
+            return Ok(None);
+        };
+        let files = TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: self.client_ca.clone(),
+        };
+        Tls::load(files, ClientAuth::Required, &[b"h2", b"http/1.1"]).map(Some)
+    }
+
+    /// What the listener lacks to know its clients (see `ferry_http_serve::exposure`).
+    pub fn lack(&self) -> Option<Lack> {
+        let missing = match (&self.tls_cert, &self.client_ca) {
+            (Some(_), Some(_)) => return None,
+            (None, _) => "without TLS",
+            (Some(_), None) => "without client certificates",
+        };
+        Some(Lack {
+            missing: missing.to_owned(),
+            risk: "read any entity's features".to_owned(),
+            remedy: "--tls-cert, --tls-key and --client-ca (mTLS)".to_owned(),
+        })
     }
 
     /// The body memory budget in bytes: `--max-body-memory`, raised to `--max-body-bytes` so
@@ -148,6 +201,37 @@ mod tests {
         assert!(Config::try_parse_from(["ferry-reader", "--redis-timeout-ms", "0"]).is_err());
         assert!(Config::try_parse_from(["ferry-reader", "--max-connections", "0"]).is_err());
         assert!(Config::try_parse_from(["ferry-reader", "--idle-timeout-ms", "0"]).is_err());
+    }
+
+    #[test]
+    fn tls_flags_go_together_and_a_network_address_needs_mtls_or_insecure() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["ferry-reader"];
+            argv.extend_from_slice(args);
+            Config::try_parse_from(argv)
+        };
+        assert!(parse(&["--tls-cert", "c.pem"]).is_err(), "no key");
+        assert!(parse(&["--client-ca", "ca.pem"]).is_err(), "no certificate");
+        let check = |c: &Config| {
+            ferry_http_serve::exposure::check("the reader", c.listen, c.lack(), c.insecure)
+        };
+        let any = ["--listen", "0.0.0.0:8090"];
+        let e = check(&parse(&any).unwrap()).unwrap_err().to_string();
+        assert!(e.contains("without TLS") && e.contains("--insecure"), "{e}");
+        let tls_only = parse(&[&any[..], &["--tls-cert", "c", "--tls-key", "k"]].concat()).unwrap();
+        let e = check(&tls_only).unwrap_err().to_string();
+        assert!(e.contains("without client certificates"), "{e}");
+        let mtls = [
+            &any[..],
+            &["--tls-cert", "c", "--tls-key", "k", "--client-ca", "ca"],
+        ]
+        .concat();
+        assert_eq!(check(&parse(&mtls).unwrap()), Ok(false));
+        assert_eq!(
+            check(&parse(&[&any[..], &["--insecure"]].concat()).unwrap()),
+            Ok(true)
+        );
+        assert_eq!(check(&parse(&[]).unwrap()), Ok(false), "loopback");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! a whole batch of entity keys and costs exactly one Redis round trip.
 //!
 //! Module map, in the order a request meets them:
-//! - [`server`]: accepts connections (HTTP/1.1 and h2c on one port), graceful shutdown.
+//! - [`server`]: accepts connections (HTTP/1.1 and h2c on one port, or TLS with client
+//!   certificates), graceful shutdown.
 //! - [`service`]: routes requests, bounds concurrency and body size, answers the endpoints.
 //! - [`scan`]: counts a `VectorRequest` from its wire bytes and refuses one over the limits
 //!   before it is decoded.
@@ -33,5 +34,5 @@ pub mod store;
 
 pub use config::Config;
 pub use error::ReaderError;
-pub use server::{run, serve, shutdown_signal, StartError};
+pub use server::{run, serve, serve_tls, shutdown_signal, StartError};
 pub use service::Reader;

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_http_serve::Options;
+use ferry_http_serve::{Options, Tls};
 use tokio::net::TcpListener;
 
 use crate::config::Config;
@@ -27,10 +27,30 @@ pub enum StartError {
     /// The Redis flags cannot be used (malformed URL, unreadable CA file, ...).
     #[error("{0}")]
     Redis(#[from] ferry_redis::SetupError),
+    /// The TLS files cannot be used.
+    #[error("{0}")]
+    Tls(#[from] ferry_http_serve::TlsError),
+    /// A network address without mTLS, and no `--insecure`.
+    #[error("{0}")]
+    Exposed(#[from] ferry_http_serve::exposure::Exposed),
 }
 
 /// Binds `--listen` and serves until `shutdown` completes.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), StartError> {
+    let insecure = ferry_http_serve::exposure::check(
+        "the reader",
+        config.listen,
+        config.lack(),
+        config.insecure,
+    )?;
+    if insecure {
+        tracing::warn!(
+            listen = %config.listen,
+            "INSECURE: the reader listens on a network address without mTLS (--insecure): \
+             anyone who reaches it reads any entity's features"
+        );
+    }
+    let tls = config.tls()?;
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| StartError::Bind {
@@ -38,15 +58,26 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             source,
         })?;
     let reader = Arc::new(Reader::new(&config)?);
-    serve(listener, reader, shutdown).await;
+    serve_tls(listener, reader, tls, shutdown).await;
     Ok(())
 }
 
 /// Serves on an already bound listener until `shutdown` completes, then drains for up to
 /// `SHUTDOWN_GRACE`. Tests call this with a `127.0.0.1:0` listener.
 pub async fn serve(listener: TcpListener, reader: Arc<Reader>, shutdown: impl Future<Output = ()>) {
+    serve_tls(listener, reader, None, shutdown).await;
+}
+
+/// [`serve`], over TLS when `tls` is given (with client certificates when it has a client CA).
+pub async fn serve_tls(
+    listener: TcpListener,
+    reader: Arc<Reader>,
+    tls: Option<Tls>,
+    shutdown: impl Future<Output = ()>,
+) {
     let local = listener.local_addr().ok();
-    tracing::info!(listen = ?local, redis = %reader.store().addr(), "ferry reader listening");
+    let mtls = tls.as_ref().is_some_and(Tls::requires_client_certificates);
+    tracing::info!(listen = ?local, tls = tls.is_some(), mtls, redis = %reader.store().addr(), "ferry reader listening");
 
     // Learn (and log) whether Redis is there without holding up the listener.
     let probe = reader.clone();
@@ -65,6 +96,7 @@ pub async fn serve(listener: TcpListener, reader: Arc<Reader>, shutdown: impl Fu
         idle_timeout: Some(idle_timeout),
         header_read_timeout: None,
         grace: SHUTDOWN_GRACE,
+        tls,
     };
     let handler = move |request| {
         let reader = reader.clone();
