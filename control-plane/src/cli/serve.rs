@@ -39,8 +39,31 @@ pub struct ServeArgs {
     /// The read token, from a file; instead of --read-token.
     #[arg(long, env = "FERRY_READ_TOKEN_FILE")]
     read_token_file: Option<PathBuf>,
-    /// Run the HTTP API with no push token on a non-loopback --http-listen: anyone who reaches
-    /// it can push. Logged loudly at start and shown on /status (`insecure: true`).
+    /// Serve TLS on both listeners (the HTTP API and xDS) with this certificate chain (PEM,
+    /// leaf first); with --tls-key. Reloaded when the file changes (new connections use it).
+    #[arg(long, env = "FERRY_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, env = "FERRY_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Client certificates must chain to these CAs (PEM bundle): required on xDS (each Envoy's
+    /// identity), verified when presented on the HTTP API (where --grant gives them roles).
+    #[arg(long, env = "FERRY_CLIENT_CA", requires = "tls_cert")]
+    client_ca: Option<PathBuf>,
+    /// IDENTITY=NODE_ID: a client certificate whose URI or DNS SAN matches IDENTITY may use the
+    /// xDS node ids matching NODE_ID (`*` matches any run of characters); repeatable. Always
+    /// allowed: a node id equal to one of its names, or such a name followed by `~` and
+    /// anything.
+    #[arg(long = "node-identity", value_name = "IDENTITY=NODE_ID")]
+    node_identities: Vec<ferry::xds::NodeRule>,
+    /// ROLE=IDENTITY: grant a role (read, push, write) on the HTTP API to the client
+    /// certificates whose URI or DNS SAN matches IDENTITY (`*` matches any run); repeatable.
+    /// push also reads.
+    #[arg(long = "grant", value_name = "ROLE=IDENTITY")]
+    grants: Vec<ferry::serve::auth::Grant>,
+    /// Run a listener on a non-loopback address short of what it needs: the HTTP API without
+    /// TLS or without a push credential, xDS without mTLS. Logged loudly at start and shown on
+    /// /status (`insecure: true`).
     #[arg(long)]
     insecure: bool,
     /// The most HTTP API connections served at once (idle keep-alive pollers count); the
@@ -98,20 +121,32 @@ pub fn run(args: ServeArgs) -> Result<()> {
             runtime,
         },
         reader_cluster: envoy_config::TEMPLATE_READER_CLUSTER.to_owned(),
-        tokens: serve::auth::Tokens {
-            push: token(
-                args.token.as_deref(),
-                "--token/FERRY_PUSH_TOKEN",
-                args.push_token_file.as_deref(),
-                "--push-token-file/FERRY_PUSH_TOKEN_FILE",
-            )?,
-            read: token(
-                args.read_token.as_deref(),
-                "--read-token/FERRY_READ_TOKEN",
-                args.read_token_file.as_deref(),
-                "--read-token-file/FERRY_READ_TOKEN_FILE",
-            )?,
+        access: serve::auth::Access {
+            tokens: serve::auth::Tokens {
+                push: token(
+                    args.token.as_deref(),
+                    "--token/FERRY_PUSH_TOKEN",
+                    args.push_token_file.as_deref(),
+                    "--push-token-file/FERRY_PUSH_TOKEN_FILE",
+                )?,
+                read: token(
+                    args.read_token.as_deref(),
+                    "--read-token/FERRY_READ_TOKEN",
+                    args.read_token_file.as_deref(),
+                    "--read-token-file/FERRY_READ_TOKEN_FILE",
+                )?,
+            },
+            grants: args.grants,
         },
+        tls: args
+            .tls_cert
+            .zip(args.tls_key)
+            .map(|(cert, key)| ferry_http_serve::TlsFiles {
+                cert,
+                key,
+                client_ca: args.client_ca,
+            }),
+        node_rules: args.node_identities,
         insecure: args.insecure,
         max_http_connections: args.max_http_connections,
         watch: (args.watch_interval_ms > 0).then(|| serve::watch::Watch {

@@ -26,8 +26,8 @@ pub struct Status {
     pub nodes: Vec<NodeStatus>,
     /// There is a current snapshot and every connected node ACKed it.
     pub converged: bool,
-    /// The API listens on a network address without a push token (`--insecure`): anyone who
-    /// reaches it can push.
+    /// A listener (the HTTP API, or xDS) runs on a network address without what it needs to
+    /// know its clients (TLS, mTLS, a push credential) because of `--insecure`.
     #[serde(default)]
     pub insecure: bool,
 }
@@ -76,6 +76,10 @@ pub struct NodeStatus {
     pub stream: u64,
     /// Envoy's node id; empty until its first request names it.
     pub node: String,
+    /// The verified client certificate's name (xDS over mTLS): what this node's NACKs and
+    /// streams are kept under. None without mTLS.
+    #[serde(default)]
+    pub identity: Option<String>,
     pub cluster: String,
     pub connected_ms: u64,
     /// The filter config version this Envoy ACKed last.
@@ -140,8 +144,10 @@ pub struct ApiError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
-    /// Missing or wrong bearer token.
+    /// No credential (bearer token or client certificate), or a token nobody holds.
     Unauthorized,
+    /// A credential without the role the request needs.
+    Forbidden,
     /// Not a `ferry.v1.Snapshot`.
     BadSnapshot,
     /// A snapshot the filter (or the bootstrap) refuses.
@@ -162,6 +168,7 @@ impl ErrorCode {
     pub fn http_status(self) -> u16 {
         match self {
             ErrorCode::Unauthorized => 401,
+            ErrorCode::Forbidden => 403,
             ErrorCode::BadSnapshot | ErrorCode::BadRequest => 400,
             ErrorCode::InvalidSnapshot => 422,
             ErrorCode::TooLarge => 413,

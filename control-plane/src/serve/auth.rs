@@ -1,28 +1,111 @@
-//! Who may do what on the HTTP API: two roles, each with its bearer token. The push token
-//! pushes snapshots and also reads; the read token reads the snapshot (`GET /v1/snapshot`, what
-//! the filter pulls) and `/status` (they hand out fingerprints). `/healthz` and `/metrics` stay
-//! open (probes and scrapers hold no token; neither names a fingerprint). Also the start rules:
-//! an empty token is an error, and a non-loopback address without a push token needs
-//! `--insecure`. With a push token set, reads need a token too (the
-//! read token, or the push token); the filter's pull sends `snapshot_token`.
+//! Who may do what on the HTTP API: three roles, granted to bearer tokens and to client
+//! certificate identities (mTLS). `read` reads the snapshot (`GET /v1/snapshot`, what the filter
+//! pulls) and `/status` (they hand out fingerprints); `push` pushes snapshots and also reads;
+//! `write` is for feature writes (#23; nothing uses it yet). The push token holds `push`, the
+//! read token `read`; `--grant ROLE=IDENTITY` grants a role to the client certificates whose
+//! URI or DNS SAN matches IDENTITY (`*` matching any run of characters). A request without a
+//! credential is 401, one whose credential lacks the role 403. `/healthz` and `/metrics` stay
+//! open (probes and scrapers hold no credential; neither names a fingerprint). Also the start
+//! rules: an empty token is an error, and a read credential needs a push one.
 
-use std::net::SocketAddr;
 use std::path::Path;
+use std::str::FromStr;
+
+use ferry_http_serve::exposure::Lack;
+use ferry_http_serve::PeerIdentity;
+
+use crate::xds::identity::glob;
 
 /// What a request wants to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     /// `GET /v1/snapshot`, `GET /status`.
     Read,
-    /// `POST /v1/snapshot`.
+    /// `POST /v1/snapshot` (and what `read` may).
     Push,
+    /// Feature writes (issue #23); no endpoint uses it yet.
+    Write,
 }
 
-/// The API's tokens. With neither, everything is open (loopback, or `--insecure`).
+impl Role {
+    /// The word `--grant` uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Read => "read",
+            Role::Push => "push",
+            Role::Write => "write",
+        }
+    }
+
+    /// Whether holding `self` allows `wanted`.
+    fn covers(self, wanted: Role) -> bool {
+        self == wanted || (self == Role::Push && wanted == Role::Read)
+    }
+}
+
+impl FromStr for Role {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "read" => Ok(Role::Read),
+            "push" => Ok(Role::Push),
+            "write" => Ok(Role::Write),
+            _ => Err(format!("no role '{s}': read, push or write")),
+        }
+    }
+}
+
+/// A role granted to the client certificates whose names match a pattern (`--grant`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    pub role: Role,
+    /// A URI or DNS SAN, `*` matching any run of characters.
+    pub identity: String,
+}
+
+impl FromStr for Grant {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (role, identity) = s.split_once('=').ok_or_else(|| {
+            format!(
+                "'{s}' is not ROLE=IDENTITY, e.g. push=spiffe://cluster.local/ns/ml/sa/ferry-ci"
+            )
+        })?;
+        if identity.is_empty() {
+            return Err(format!("'{s}' grants {role} to no identity"));
+        }
+        Ok(Grant {
+            role: role.parse()?,
+            identity: identity.to_owned(),
+        })
+    }
+}
+
+/// The API's bearer tokens.
 #[derive(Clone, Debug, Default)]
 pub struct Tokens {
     pub push: Option<String>,
     pub read: Option<String>,
+}
+
+/// Who may do what. With no push token and no grant, everything is open (loopback, or
+/// `--insecure`).
+#[derive(Clone, Debug, Default)]
+pub struct Access {
+    pub tokens: Tokens,
+    pub grants: Vec<Grant>,
+}
+
+/// What a request's credentials allow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Allowed,
+    /// No credential, or a token nobody holds: 401.
+    Unauthenticated,
+    /// A known credential without the role: 403.
+    Forbidden,
 }
 
 /// Why `ferry serve` refuses to start.
@@ -35,16 +118,10 @@ pub enum TokenError {
     #[error("reading the token file {path}: {reason}")]
     File { path: String, reason: String },
     #[error(
-        "a read token without a push token would leave pushes open: give a push token \
-         (--token/FERRY_PUSH_TOKEN or --push-token-file/FERRY_PUSH_TOKEN_FILE)"
+        "a read credential without a push one would leave pushes open: give a push token \
+         (--token/FERRY_PUSH_TOKEN or --push-token-file/FERRY_PUSH_TOKEN_FILE) or --grant push=IDENTITY"
     )]
     ReadWithoutPush,
-    #[error(
-        "the HTTP API listens on {0}, not a loopback address, without a push token: anyone who \
-         reaches it could push a snapshot. Give a push token (--token/FERRY_PUSH_TOKEN or \
-         --push-token-file/FERRY_PUSH_TOKEN_FILE), or pass --insecure to run open anyway"
-    )]
-    OpenOnNetwork(SocketAddr),
 }
 
 /// One token from its value (flag or env, named `value_name`) or its file (named `file_name`).
@@ -78,29 +155,75 @@ pub fn token(
     }
 }
 
-impl Tokens {
-    /// The start rules; Ok(true) when the API runs open on a network address (`--insecure`).
-    pub fn check(&self, listen: SocketAddr, insecure: bool) -> Result<bool, TokenError> {
-        if self.read.is_some() && self.push.is_none() {
-            return Err(TokenError::ReadWithoutPush);
-        }
-        let open_on_network = self.push.is_none() && !listen.ip().is_loopback();
-        if open_on_network && !insecure {
-            return Err(TokenError::OpenOnNetwork(listen));
-        }
-        Ok(open_on_network)
+impl Access {
+    /// Nobody needs a credential.
+    pub fn open(&self) -> bool {
+        self.tokens.push.is_none() && self.grants.is_empty()
     }
 
-    /// Whether `authorization` (the header's value) allows `role`. No push token = open.
-    pub fn allows(&self, role: Role, authorization: Option<&str>) -> bool {
-        let Some(push) = &self.push else { return true };
-        let given = authorization
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        let read_ok = role == Role::Read && self.read.as_deref().is_some_and(|r| same(given, r));
+    /// The start rule for credentials.
+    pub fn check(&self) -> Result<(), TokenError> {
+        let reads = self.tokens.read.is_some() || self.grants.iter().any(|g| g.role == Role::Read);
+        let pushes = self.tokens.push.is_some() || self.grants.iter().any(|g| g.role == Role::Push);
+        if reads && !pushes {
+            return Err(TokenError::ReadWithoutPush);
+        }
+        Ok(())
+    }
+
+    /// What the API on `listen` lacks to know who pushes: TLS, and a push credential. None
+    /// when it lacks neither (see `ferry_http_serve::exposure`).
+    pub fn lack(&self, tls: bool) -> Option<Lack> {
+        let missing = match (tls, self.open()) {
+            (true, false) => return None,
+            (false, true) => "without TLS and without a push token",
+            (false, false) => "without TLS (its tokens would travel in clear)",
+            (true, true) => "without a push token",
+        };
+        Some(Lack {
+            missing: missing.to_owned(),
+            risk: "push a snapshot to every Envoy or read the fingerprints".to_owned(),
+            remedy: "--tls-cert and --tls-key, and a push token (--token/FERRY_PUSH_TOKEN or \
+                     --push-token-file/FERRY_PUSH_TOKEN_FILE) or --grant push=IDENTITY"
+                .to_owned(),
+        })
+    }
+
+    /// What `authorization` (the header's value) and the client certificate's `identity`
+    /// allow for `role`.
+    pub fn decide(
+        &self,
+        role: Role,
+        authorization: Option<&str>,
+        identity: Option<&PeerIdentity>,
+    ) -> Decision {
+        if self.open() {
+            return Decision::Allowed;
+        }
+        let given = authorization.and_then(|v| v.strip_prefix("Bearer "));
         // Both compared whatever the first gives, so the time does not tell which one matched.
-        let push_ok = same(given, push);
-        push_ok || read_ok
+        let token_role = given.and_then(|given| {
+            let push = self.tokens.push.as_deref().is_some_and(|t| same(given, t));
+            let read = self.tokens.read.as_deref().is_some_and(|t| same(given, t));
+            (push || read).then_some(if push { Role::Push } else { Role::Read })
+        });
+        let granted = identity.is_some_and(|id| {
+            self.grants
+                .iter()
+                .any(|g| g.role.covers(role) && id.names().any(|n| glob(&g.identity, n)))
+        });
+        if granted || token_role.is_some_and(|r| r.covers(role)) {
+            Decision::Allowed
+        } else if token_role.is_some() || identity.is_some() {
+            Decision::Forbidden
+        } else {
+            Decision::Unauthenticated
+        }
+    }
+
+    /// Whether the bearer `authorization` alone allows `role`.
+    pub fn allows(&self, role: Role, authorization: Option<&str>) -> bool {
+        self.decide(role, authorization, None) == Decision::Allowed
     }
 }
 
@@ -117,6 +240,7 @@ fn same(given: &str, token: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::SocketAddr;
 
     fn addr(s: &str) -> SocketAddr {
         s.parse().unwrap()
@@ -152,33 +276,104 @@ mod tests {
     }
 
     #[test]
-    fn a_network_address_needs_a_push_token_or_insecure() {
-        let none = Tokens::default();
-        assert_eq!(none.check(addr("127.0.0.1:8091"), false), Ok(false));
-        assert_eq!(none.check(addr("[::1]:8091"), false), Ok(false));
-        let e = none.check(addr("0.0.0.0:8091"), false).unwrap_err();
-        assert!(e.to_string().contains("--insecure"), "{e}");
-        assert_eq!(none.check(addr("0.0.0.0:8091"), true), Ok(true));
-        let push = Tokens {
-            push: Some("p".into()),
-            read: None,
-        };
-        assert_eq!(push.check(addr("0.0.0.0:8091"), false), Ok(false));
-        let read_only = Tokens {
-            push: None,
-            read: Some("r".into()),
-        };
+    fn a_network_address_needs_tls_and_a_push_credential_or_insecure() {
+        use ferry_http_serve::exposure::check;
+        let any = addr("0.0.0.0:8091");
+        let none = Access::default();
         assert_eq!(
-            read_only.check(addr("127.0.0.1:8091"), true),
-            Err(TokenError::ReadWithoutPush)
+            check("the API", addr("127.0.0.1:8091"), none.lack(false), false),
+            Ok(false)
         );
+        assert_eq!(
+            check("the API", addr("[::1]:8091"), none.lack(false), false),
+            Ok(false)
+        );
+        let e = check("the HTTP API", any, none.lack(false), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("not a loopback address") && e.contains("--insecure"),
+            "{e}"
+        );
+        assert_eq!(check("the API", any, none.lack(false), true), Ok(true));
+        let push = Access {
+            tokens: Tokens {
+                push: Some("p".into()),
+                read: None,
+            },
+            grants: vec![],
+        };
+        let e = check("the API", any, push.lack(false), false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("without TLS"), "{e}");
+        assert_eq!(push.lack(true), None);
+        let granted = Access {
+            grants: vec!["push=spiffe://x/ci".parse().unwrap()],
+            ..Access::default()
+        };
+        assert_eq!(granted.lack(true), None);
+        let read_only = Access {
+            tokens: Tokens {
+                push: None,
+                read: Some("r".into()),
+            },
+            grants: vec![],
+        };
+        assert_eq!(read_only.check(), Err(TokenError::ReadWithoutPush));
+        assert_eq!(granted.check(), Ok(()));
+    }
+
+    #[test]
+    fn identities_hold_the_roles_granted_to_them_and_others_are_forbidden() {
+        let access = Access {
+            tokens: Tokens {
+                push: Some("push-t".into()),
+                read: None,
+            },
+            grants: vec![
+                "push=spiffe://cluster.local/ns/ml/sa/ferry-ci"
+                    .parse()
+                    .unwrap(),
+                "read=*.envoy.ml.svc".parse().unwrap(),
+            ],
+        };
+        let id = |uri: &str, dns: &str| PeerIdentity {
+            uris: vec![uri.to_owned()],
+            dns: vec![dns.to_owned()],
+        };
+        let ci = id("spiffe://cluster.local/ns/ml/sa/ferry-ci", "ci.ml.svc");
+        let envoy = id("spiffe://cluster.local/ns/ml/sa/envoy", "a.envoy.ml.svc");
+        let stranger = id("spiffe://cluster.local/ns/ml/sa/web", "web.ml.svc");
+        for (role, who, decision) in [
+            (Role::Push, Some(&ci), Decision::Allowed),
+            (Role::Read, Some(&ci), Decision::Allowed),
+            (Role::Write, Some(&ci), Decision::Forbidden),
+            (Role::Read, Some(&envoy), Decision::Allowed),
+            (Role::Push, Some(&envoy), Decision::Forbidden),
+            (Role::Read, Some(&stranger), Decision::Forbidden),
+            (Role::Read, None, Decision::Unauthenticated),
+        ] {
+            assert_eq!(access.decide(role, None, who), decision, "{role:?} {who:?}");
+        }
+        // A token still works for a client with a certificate that has no role.
+        assert_eq!(
+            access.decide(Role::Push, Some("Bearer push-t"), Some(&stranger)),
+            Decision::Allowed
+        );
+        assert!("admin=x".parse::<Grant>().is_err());
+        assert!("push".parse::<Grant>().is_err());
+        assert!("push=".parse::<Grant>().is_err());
     }
 
     #[test]
     fn the_push_token_pushes_and_reads_the_read_token_only_reads() {
-        let t = Tokens {
-            push: Some("push-t".into()),
-            read: Some("read-t".into()),
+        let t = Access {
+            tokens: Tokens {
+                push: Some("push-t".into()),
+                read: Some("read-t".into()),
+            },
+            grants: vec![],
         };
         for (role, header, ok) in [
             (Role::Push, Some("Bearer push-t"), true),
@@ -192,7 +387,15 @@ mod tests {
         ] {
             assert_eq!(t.allows(role, header), ok, "{role:?} {header:?}");
         }
-        let open = Tokens::default();
+        assert_eq!(
+            t.decide(Role::Push, Some("Bearer read-t"), None),
+            Decision::Forbidden
+        );
+        assert_eq!(
+            t.decide(Role::Read, Some("Bearer nope"), None),
+            Decision::Unauthenticated
+        );
+        let open = Access::default();
         assert!(open.allows(Role::Push, None) && open.allows(Role::Read, None));
     }
 }

@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::api::{ApiError, ErrorCode, Pushed, PUSH_PATH, UNCHECKED_HEADER, VERSION_HEADER};
-use super::auth::{Role, Tokens};
+use super::auth::{Access, Decision, Role};
 use super::metrics::PushOutcome;
 use super::state::{Offered, Refused, State};
 use super::{metrics, status};
@@ -39,10 +39,13 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Clone)]
 pub struct Api {
     pub state: Arc<State>,
-    /// Who may do what (bearer tokens); none = open.
-    pub tokens: Tokens,
-    /// Open on a network address (`--insecure`): said on `/status`.
+    /// Who may do what (bearer tokens, client certificate identities); none = open.
+    pub access: Access,
+    /// A listener runs on a network address short of TLS or credentials (`--insecure`): said
+    /// on `/status`.
     pub insecure: bool,
+    /// TLS (client certificates optional, verified when shown); None: plaintext.
+    pub tls: Option<ferry_http_serve::Tls>,
     /// Connections served at once; more wait in the accept queue.
     pub max_connections: usize,
     /// Tests only (`--allow-invalid`): honour [`UNCHECKED_HEADER`] on pushes,
@@ -60,6 +63,7 @@ pub async fn serve(listener: TcpListener, api: Api, mut shutdown: watch::Receive
         max_connections: Some(api.max_connections),
         header_read_timeout: Some(READ_TIMEOUT),
         idle_timeout: Some(IDLE_TIMEOUT),
+        tls: api.tls.clone(),
         ..Options::default()
     };
     let handler = move |req| {
@@ -105,11 +109,10 @@ fn refusal(
 
 async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let reads = matches!(req.uri().path(), "/status" | PUSH_PATH) && req.method() == Method::GET;
-    if reads && !authorized(api, &req, Role::Read) {
-        return error(
-            ErrorCode::Unauthorized,
-            "reading this control plane needs `Authorization: Bearer <token>` (its read or push token)",
-        );
+    if reads {
+        if let Some(refused) = refusal_for(authorize(api, &req, Role::Read), Role::Read) {
+            return refused;
+        }
     }
     match (req.method(), req.uri().path()) {
         (&Method::GET, "/status") => {
@@ -195,23 +198,51 @@ fn snapshot_answer(
     r
 }
 
-/// Whether the request's bearer token allows `role`.
-fn authorized(api: &Api, req: &Request<Incoming>, role: Role) -> bool {
+/// What the request's bearer token and client certificate allow for `role`.
+fn authorize(api: &Api, req: &Request<Incoming>, role: Role) -> Decision {
     let header = req
         .headers()
         .get(hyper::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    api.tokens.allows(role, header)
+    let identity = req
+        .extensions()
+        .get::<ferry_http_serve::Peer>()
+        .and_then(|p| p.identity.as_deref());
+    api.access.decide(role, header, identity)
+}
+
+/// The answer to a request `decision` does not allow; None when it does.
+fn refusal_for(decision: Decision, role: Role) -> Option<Response<Full<Bytes>>> {
+    let what = match role {
+        Role::Read => "reading this control plane",
+        Role::Push => "pushing to this control plane",
+        Role::Write => "writing features",
+    };
+    match decision {
+        Decision::Allowed => None,
+        Decision::Unauthenticated => Some(error(
+            ErrorCode::Unauthorized,
+            format!(
+                "{what} needs a credential: `Authorization: Bearer <token>` (ferry apply --token \
+                 or FERRY_PUSH_TOKEN; the read token reads), or a client certificate granted \
+                 the role (--grant)"
+            ),
+        )),
+        Decision::Forbidden => Some(error(
+            ErrorCode::Forbidden,
+            format!(
+                "{what} needs the {} role, which this credential does not hold (--grant)",
+                role.name()
+            ),
+        )),
+    }
 }
 
 async fn push(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let state = &api.state;
-    if !authorized(api, &req, Role::Push) {
+    if let Some(refused) = refusal_for(authorize(api, &req, Role::Push), Role::Push) {
         state.metrics.push(PushOutcome::Unauthorized);
-        return error(
-            ErrorCode::Unauthorized,
-            "this control plane needs `Authorization: Bearer <token>` (ferry apply --token or FERRY_PUSH_TOKEN)",
-        );
+        return refused;
     }
     let unchecked = req.headers().contains_key(UNCHECKED_HEADER);
     let bytes = match read_body(req).await {

@@ -32,9 +32,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use ferry_http_serve::exposure::{self, Lack};
+use ferry_http_serve::{ClientAuth, Tls, TlsFiles};
 use tokio::net::TcpListener;
 
-use crate::xds::Xds;
+use crate::xds::{NodePolicy, NodeRule, Xds, XdsConn};
 use resources::FilterOptions;
 use state::State;
 
@@ -46,9 +48,15 @@ pub struct ServeOptions {
     pub http_listen: SocketAddr,
     pub filter: FilterOptions,
     pub reader_cluster: String,
-    /// Bearer tokens for pushes and reads; none = open (loopback, or `insecure`).
-    pub tokens: auth::Tokens,
-    /// Allow the HTTP API open (no push token) on a network address (`--insecure`).
+    /// Who may read and push: bearer tokens and client certificate grants; none = open
+    /// (loopback, or `insecure`).
+    pub access: auth::Access,
+    /// TLS for both listeners (the HTTP API and xDS); None: plaintext.
+    pub tls: Option<TlsFiles>,
+    /// The node ids each verified client identity may use on xDS, beyond its own names.
+    pub node_rules: Vec<NodeRule>,
+    /// Allow listeners on network addresses without TLS, mTLS or a push credential
+    /// (`--insecure`).
     pub insecure: bool,
     /// HTTP API connections served at once.
     pub max_http_connections: usize,
@@ -67,6 +75,17 @@ pub struct ServeOptions {
 /// Runs until SIGINT or SIGTERM.
 pub async fn run(opts: ServeOptions) -> Result<()> {
     let insecure = access_rules(&opts)?;
+    let (http_tls, xds_tls) = match &opts.tls {
+        Some(files) => (
+            Some(Tls::load(
+                files.clone(),
+                ClientAuth::Optional,
+                &[b"http/1.1"],
+            )?),
+            Some(Tls::load(files.clone(), ClientAuth::Required, &[b"h2"])?),
+        ),
+        None => (None, None),
+    };
     limits::raise_open_files(opts.max_http_connections);
     let store = persist::StateDir::open(&opts.state_dir)?;
     let state = Arc::new(State::new(
@@ -90,16 +109,25 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
     );
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut tasks = vec![tokio::spawn(serve_xds(
+    let xds = Xds::new(
         state.clone(),
-        xds_listener,
+        state.streams.clone(),
         stop_rx.clone(),
-        (opts.max_streams, opts.max_streams_per_node),
+        opts.max_streams,
+        opts.max_streams_per_node,
+    )
+    .with_node_policy(NodePolicy::new(opts.node_rules.clone()));
+    let mut tasks = vec![tokio::spawn(serve_xds(
+        xds,
+        xds_listener,
+        xds_tls,
+        stop_rx.clone(),
     ))];
     let api = http::Api {
         state: state.clone(),
-        tokens: opts.tokens.clone(),
+        access: opts.access.clone(),
         insecure,
+        tls: http_tls,
         max_connections: opts.max_http_connections,
         #[cfg(feature = "test-switches")]
         allow_invalid: opts.allow_invalid,
@@ -129,46 +157,67 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
     Ok(())
 }
 
-/// The start rules for the HTTP API's tokens; true when it runs open on a network address
-/// (`--insecure`), said loudly here and on `/status`.
+/// The start rules of both listeners (one rule for all: `ferry_http_serve::exposure`): on a
+/// network address the HTTP API needs TLS and a push credential, xDS needs mTLS; short of
+/// that, `--insecure`, said loudly here and on `/status` (true then).
 fn access_rules(opts: &ServeOptions) -> Result<bool> {
-    let insecure = opts.tokens.check(opts.http_listen, opts.insecure)?;
-    if insecure {
+    opts.access.check()?;
+    let tls = opts.tls.as_ref();
+    let api = exposure::check(
+        "the HTTP API",
+        opts.http_listen,
+        opts.access.lack(tls.is_some()),
+        opts.insecure,
+    )?;
+    let xds_lack = match tls {
+        Some(files) if files.client_ca.is_some() => None,
+        _ => Some(Lack {
+            missing: "without mTLS".to_owned(),
+            risk: "serve itself every Envoy's configuration and act under any node id".to_owned(),
+            remedy: "--tls-cert, --tls-key and --client-ca".to_owned(),
+        }),
+    };
+    let xds = exposure::check("xDS", opts.xds_listen, xds_lack, opts.insecure)?;
+    if api {
         tracing::warn!(
             http = %opts.http_listen,
-            "INSECURE: the HTTP API listens on a network address with no push token \
-             (--insecure): anyone who reaches it can push a snapshot to every Envoy and read \
-             the fingerprints"
+            "INSECURE: the HTTP API listens on a network address without TLS or without a push \
+             credential (--insecure): anyone who reaches it can push a snapshot to every Envoy \
+             and read the fingerprints, and tokens travel in clear"
         );
     }
-    Ok(insecure)
+    if xds {
+        tracing::warn!(
+            xds = %opts.xds_listen,
+            "INSECURE: xDS listens on a network address without mTLS (--insecure): anyone who \
+             reaches it reads every Envoy's configuration and ACKs or NACKs under any node id"
+        );
+    }
+    Ok(api || xds)
 }
 
-/// ADS and ECDS over gRPC, with `state` as the snapshot source and its stream table as the
-/// callbacks.
+/// ADS and ECDS over gRPC, plaintext or TLS (each connection's verified client identity
+/// reaches its streams as tonic's connect info); `xds` serves from the state and reports to
+/// its stream table.
 async fn serve_xds(
-    state: Arc<State>,
+    xds: Xds,
     listener: TcpListener,
+    tls: Option<Tls>,
     mut stop: tokio::sync::watch::Receiver<bool>,
-    (max_streams, max_streams_per_node): (usize, usize),
 ) {
-    let xds = Xds::new(
-        state.clone(),
-        state.streams.clone(),
-        stop.clone(),
-        max_streams,
-        max_streams_per_node,
+    // tonic's own TLS cannot reload its files: connections come from the shared accept path.
+    let incoming = ferry_http_serve::stream::incoming(listener, tls);
+    let incoming = tokio_stream::StreamExt::map(
+        tokio_stream::wrappers::ReceiverStream::new(incoming),
+        |(io, peer)| Ok::<_, std::io::Error>(XdsConn { io, peer }),
     );
     let served = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .add_service(xds.ads())
         .add_service(xds.ecds())
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            async move {
-                let _ = stop.changed().await;
-            },
-        )
+        .serve_with_incoming_shutdown(incoming, async move {
+            let _ = stop.changed().await;
+        })
         .await;
     if let Err(e) = served {
         tracing::error!(error = %e, "xDS server failed");

@@ -19,9 +19,9 @@ pub fn status(state: &State, insecure: bool) -> Status {
         .collect();
     for n in &mut nodes {
         n.shares_node_id = !n.node.is_empty()
-            && streams
-                .iter()
-                .any(|(id, i)| *id != n.stream && i.node.id == n.node);
+            && streams.iter().any(|(id, i)| {
+                *id != n.stream && i.node.id == n.node && i.node.identity == n.identity
+            });
     }
     Status {
         snapshot: current.as_deref().map(snapshot_status),
@@ -73,6 +73,7 @@ fn node_status(id: u64, info: &StreamInfo, version: Option<&str>) -> NodeStatus 
     NodeStatus {
         stream: id,
         node: info.node.id.clone(),
+        identity: info.node.identity.clone(),
         cluster: info.node.cluster.clone(),
         connected_ms: info.connected_ms,
         acked_version: info.acked().map(str::to_owned),

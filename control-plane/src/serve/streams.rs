@@ -107,7 +107,11 @@ impl Callbacks for Streams {
         let named_now = streams
             .get(&stream)
             .is_some_and(|i| i.node.id.is_empty() && !node.id.is_empty());
-        if named_now && streams.values().any(|i| i.node.id == node.id) {
+        if named_now
+            && streams
+                .values()
+                .any(|i| i.node.id == node.id && i.node.identity == node.identity)
+        {
             tracing::warn!(
                 node = %node.id,
                 "two connected Envoys share this node id: give each its own (ferry envoy-config \

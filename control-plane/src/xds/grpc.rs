@@ -1,9 +1,14 @@
 //! The gRPC side: ADS and ECDS (state of the world) over tonic. Each stream is a task
-//! ([`super::stream`]) over its own [`StreamState`]; this file only admits streams and names
-//! what each service may serve.
+//! ([`super::stream`]) over its own [`StreamState`]; this file only admits streams, names
+//! what each service may serve, and carries each connection's verified client identity
+//! ([`XdsConn`], tonic's connect info) to its streams.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+use ferry_http_serve::stream::Stream as Io;
+use ferry_http_serve::{Peer, PeerIdentity};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
     AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
@@ -19,6 +24,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::callbacks::Callbacks;
+use super::identity::NodePolicy;
 use super::limits::{Bounds, Refusal};
 use super::protocol::Event;
 use super::protocol::StreamState;
@@ -77,12 +83,19 @@ impl Xds {
                 callbacks,
                 refusals: Arc::new(Refusals::default()),
                 bounds: Arc::new(Bounds::new(max_streams_per_node)),
+                policy: Arc::new(NodePolicy::default()),
             },
             shutdown,
             max_streams,
             open: Arc::new(AtomicUsize::new(0)),
             next_id: Arc::new(AtomicU64::new(1)),
         }
+    }
+
+    /// Which node ids each verified client identity may use (default: its own names).
+    pub fn with_node_policy(mut self, policy: NodePolicy) -> Xds {
+        self.shared.policy = Arc::new(policy);
+        self
     }
 
     pub fn ads(&self) -> AggregatedDiscoveryServiceServer<Xds> {
@@ -104,7 +117,7 @@ impl Xds {
     /// Starts a stream serving `allowed` types (None = any, ADS).
     fn start(
         &self,
-        inbound: Streaming<DiscoveryRequest>,
+        request: Request<Streaming<DiscoveryRequest>>,
         allowed: Option<Vec<ResourceType>>,
     ) -> Result<Response<Responses>, Status> {
         let Some(admitted) = self.admit() else {
@@ -119,10 +132,15 @@ impl Xds {
             return Err(refusal.status(&detail));
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let identity = request
+            .extensions()
+            .get::<Peer>()
+            .and_then(|p| p.identity.clone());
+        let inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         let task = stream::run(
             self.shared.clone(),
-            id,
+            (id, identity),
             StreamState::new(id, allowed),
             inbound,
             tx,
@@ -145,7 +163,7 @@ impl AggregatedDiscoveryService for Xds {
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Responses>, Status> {
-        self.start(request.into_inner(), None)
+        self.start(request, None)
     }
 
     async fn delta_aggregated_resources(
@@ -165,10 +183,7 @@ impl ExtensionConfigDiscoveryService for Xds {
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Responses>, Status> {
-        self.start(
-            request.into_inner(),
-            Some(vec![ResourceType::ExtensionConfig]),
-        )
+        self.start(request, Some(vec![ResourceType::ExtensionConfig]))
     }
 
     async fn delta_extension_configs(
@@ -183,5 +198,61 @@ impl ExtensionConfigDiscoveryService for Xds {
         _request: Request<DiscoveryRequest>,
     ) -> Result<Response<DiscoveryResponse>, Status> {
         Err(Status::unimplemented("use the streaming API"))
+    }
+}
+
+/// A connection the xDS server accepted (plain, or TLS with its handshake done), carrying its
+/// [`Peer`] to every request as tonic's connect info.
+pub struct XdsConn {
+    pub io: Io,
+    pub peer: Peer,
+}
+
+impl XdsConn {
+    /// The verified client identity of this connection.
+    pub fn identity(&self) -> Option<&PeerIdentity> {
+        self.peer.identity.as_deref()
+    }
+}
+
+impl tonic::transport::server::Connected for XdsConn {
+    type ConnectInfo = Peer;
+
+    fn connect_info(&self) -> Peer {
+        self.peer.clone()
+    }
+}
+
+impl AsyncRead for XdsConn {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for XdsConn {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
 }

@@ -35,14 +35,17 @@ pub enum Refusal {
     StreamsPerNode,
     /// The server holds its most streams already.
     Streams,
+    /// The node id is not one the client certificate may use.
+    NodeIdentity,
 }
 
 impl Refusal {
-    const ALL: [Refusal; 4] = [
+    const ALL: [Refusal; 5] = [
         Self::NodeId,
         Self::ResourceNames,
         Self::StreamsPerNode,
         Self::Streams,
+        Self::NodeIdentity,
     ];
 
     pub fn label(self) -> &'static str {
@@ -51,6 +54,7 @@ impl Refusal {
             Self::ResourceNames => "resource_names",
             Self::StreamsPerNode => "streams_per_node",
             Self::Streams => "streams",
+            Self::NodeIdentity => "node_identity",
         }
     }
 
@@ -59,6 +63,7 @@ impl Refusal {
         match self {
             Self::NodeId | Self::ResourceNames => tonic::Status::invalid_argument(detail),
             Self::StreamsPerNode | Self::Streams => tonic::Status::resource_exhausted(detail),
+            Self::NodeIdentity => tonic::Status::permission_denied(detail),
         }
     }
 }
@@ -107,13 +112,14 @@ pub fn truncate(detail: &str, max: usize) -> String {
     format!("{}… ({} bytes, truncated)", &detail[..end], detail.len())
 }
 
-/// The streams each node id holds, and which refusals were logged already. Its map has at
+/// The streams each node id (or verified identity) holds, and which refusals were logged
+/// already. Its map has at
 /// most one entry per running stream, so the server's stream cap bounds it too.
 #[derive(Debug)]
 pub struct Bounds {
     per_node: Mutex<HashMap<String, usize>>,
     max_per_node: usize,
-    logged: [AtomicBool; 4],
+    logged: [AtomicBool; 5],
 }
 
 /// One stream's place among its node id's; given back on drop.

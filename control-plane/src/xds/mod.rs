@@ -8,11 +8,13 @@
 //! - [`source`], [`callbacks`]: the interfaces the application implements.
 //! - `refusals`: what each node NACKed, remembered across its streams.
 //! - [`limits`]: what one client may make the server keep (node ids, names, NACK details,
-//!   streams per node id).
+//!   streams per node id or identity).
+//! - [`identity`]: which node ids a verified client certificate may use.
 //! - [`grpc`]: the ADS and ECDS tonic services; `stream`: one stream's task.
 
 pub mod callbacks;
 pub mod grpc;
+pub mod identity;
 pub mod limits;
 pub mod protocol;
 mod refusals;
@@ -21,7 +23,8 @@ pub mod source;
 mod stream;
 
 pub use callbacks::Callbacks;
-pub use grpc::Xds;
+pub use grpc::{Xds, XdsConn};
+pub use identity::{NodePolicy, NodeRule};
 pub use protocol::{Event, Nack, Resource, TypeState, XdsSnapshot};
 pub use resource_type::ResourceType;
 pub use source::{Node, SnapshotSource, Subscription};

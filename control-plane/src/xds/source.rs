@@ -16,6 +16,20 @@ pub struct Node {
     /// Empty until the stream's first request that carries a node.
     pub id: String,
     pub cluster: String,
+    /// The verified client certificate's name (its first URI SAN, else its first DNS SAN);
+    /// None without mTLS.
+    pub identity: Option<String>,
+}
+
+impl Node {
+    /// What the server keeps per node (what it refused) under: the node id, within its
+    /// verified identity, so a peer with another certificate never touches this node's entry.
+    pub fn key(&self) -> String {
+        match &self.identity {
+            Some(identity) => format!("{identity}\u{0}{}", self.id),
+            None => self.id.clone(),
+        }
+    }
 }
 
 /// The application's current snapshots.

@@ -7,8 +7,11 @@ use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, Discovery
 use tokio::sync::{mpsc, watch};
 use tonic::{Status, Streaming};
 
+use ferry_http_serve::PeerIdentity;
+
 use super::callbacks::Callbacks;
-use super::limits::{Bounds, NodeSlot, Refusal};
+use super::identity::NodePolicy;
+use super::limits::{truncate, Bounds, NodeSlot, Refusal};
 use super::protocol::{Event, Outcome, StreamState};
 use super::refusals::Refusals;
 use super::resource_type::ResourceType;
@@ -24,11 +27,14 @@ pub(super) struct Shared {
     pub callbacks: Arc<dyn Callbacks>,
     pub refusals: Arc<Refusals>,
     pub bounds: Arc<Bounds>,
+    pub policy: Arc<NodePolicy>,
 }
 
 struct Stream {
     id: u64,
     shared: Shared,
+    /// The verified client certificate's names; None without mTLS.
+    identity: Option<Arc<PeerIdentity>>,
     /// Default (empty id) until a request names the node.
     node: Node,
     /// This stream's place among its node id's streams, once the node is named.
@@ -39,7 +45,7 @@ struct Stream {
 /// Runs one stream until Envoy leaves, the source is gone, or shutdown.
 pub(super) async fn run(
     shared: Shared,
-    id: u64,
+    (id, identity): (u64, Option<Arc<PeerIdentity>>),
     proto: StreamState,
     mut inbound: Streaming<DiscoveryRequest>,
     tx: Outbound,
@@ -51,6 +57,7 @@ pub(super) async fn run(
     let mut s = Stream {
         id,
         shared,
+        identity,
         node: Node::default(),
         slot: None,
         proto,
@@ -106,19 +113,33 @@ impl Stream {
         self.proto.on_request(req, current.as_ref())
     }
 
-    /// The first request naming the node: refused when that node id holds its most streams.
+    /// The first request naming the node: refused when the client certificate may not use
+    /// that node id, or when the node id (its identity, over mTLS) holds its most streams.
     fn identify(&mut self, id: &str, cluster: &str) -> Result<(), Outcome> {
-        let Some(slot) = self.shared.bounds.admit(id) else {
+        let identity = self.identity.as_deref().map(PeerIdentity::primary);
+        if !self.shared.policy.allows(self.identity.as_deref(), id) {
+            let detail = format!(
+                "node id '{}' is not allowed for the client certificate '{}' (--node-identity)",
+                truncate(id, 128),
+                identity.unwrap_or_default()
+            );
+            return Err(Outcome::refused(Refusal::NodeIdentity, detail));
+        }
+        let Some(slot) = self.shared.bounds.admit(identity.unwrap_or(id)) else {
             let max = self.shared.bounds.max_per_node();
-            let detail =
-                format!("node id '{id}' holds {max} xDS streams already (--max-streams-per-node)");
+            let who = match identity {
+                Some(identity) => format!("identity '{identity}'"),
+                None => format!("node id '{id}'"),
+            };
+            let detail = format!("{who} holds {max} xDS streams already (--max-streams-per-node)");
             return Err(Outcome::refused(Refusal::StreamsPerNode, detail));
         };
         self.slot = Some(slot);
-        tracing::info!(stream = self.id, node = %id, "Envoy connected");
+        tracing::info!(stream = self.id, node = %id, identity = identity.unwrap_or("-"), "Envoy connected");
         self.node = Node {
             id: id.to_owned(),
             cluster: cluster.to_owned(),
+            identity: identity.map(str::to_owned),
         };
         Ok(())
     }
@@ -138,7 +159,7 @@ impl Stream {
         {
             return;
         }
-        for (rt, v) in self.shared.refusals.of(&self.node.id) {
+        for (rt, v) in self.shared.refusals.of(&self.node.key()) {
             if rt == t {
                 self.proto.remember_rejected(t, &v);
             }
@@ -154,13 +175,14 @@ impl Stream {
     /// Logs and remembers what happened, then tells the callbacks.
     fn observe(&self, out: &Outcome) {
         let node = self.node.id.as_str();
+        let key = self.node.key();
         for e in &out.events {
             match e {
                 Event::Ack {
                     resource_type,
                     version,
                 } => {
-                    self.shared.refusals.forget(node, *resource_type, version);
+                    self.shared.refusals.forget(&key, *resource_type, version);
                     tracing::info!(node, %version, "ACK");
                 }
                 Event::Nack {
@@ -169,7 +191,7 @@ impl Stream {
                 } => {
                     self.shared
                         .refusals
-                        .record(node, *resource_type, &nack.version);
+                        .record(&key, *resource_type, &nack.version);
                     tracing::warn!(node, type_url = %resource_type, version = %nack.version, error = %nack.error, "NACK");
                 }
                 Event::Withheld { version, .. } => {

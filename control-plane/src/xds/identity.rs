@@ -1,0 +1,150 @@
+//! Which node ids a verified client identity may use. Over mTLS each stream has the names of
+//! its client certificate (URI SANs such as SPIFFE ids, DNS SANs); a node id it may not use
+//! ends the stream with `PERMISSION_DENIED`, so one Envoy cannot act (ACK, NACK, hold streams)
+//! under another's node id. Without a client certificate (plaintext on loopback, or TLS
+//! without a client CA) node ids are trusted as sent.
+//!
+//! A node id is allowed when it equals one of the certificate's names, or is such a name
+//! followed by `~` and anything (`spiffe://cluster.local/ns/ml/sa/envoy~pod-7f9c`: replicas
+//! sharing a service account keep node ids of their own), or when a configured rule
+//! (`--node-identity IDENTITY=NODE`, `*` matching any run of characters) matches one of the
+//! names and the node id.
+
+use std::fmt;
+use std::str::FromStr;
+
+use ferry_http_serve::PeerIdentity;
+
+/// One `--node-identity IDENTITY=NODE` rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeRule {
+    identity: String,
+    node: String,
+}
+
+impl FromStr for NodeRule {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.rsplit_once('=') {
+            Some((identity, node)) if !identity.is_empty() && !node.is_empty() => Ok(NodeRule {
+                identity: identity.to_owned(),
+                node: node.to_owned(),
+            }),
+            _ => Err(format!(
+                "'{s}' is not IDENTITY=NODE_ID (patterns, '*' matching anything), e.g. \
+                 'spiffe://cluster.local/ns/ml/sa/envoy=envoy-*'"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for NodeRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.identity, self.node)
+    }
+}
+
+/// The node ids each identity may use.
+#[derive(Clone, Debug, Default)]
+pub struct NodePolicy {
+    rules: Vec<NodeRule>,
+}
+
+impl NodePolicy {
+    pub fn new(rules: Vec<NodeRule>) -> NodePolicy {
+        NodePolicy { rules }
+    }
+
+    /// Whether a stream whose client certificate names `identity` may use `node_id`.
+    pub fn allows(&self, identity: Option<&PeerIdentity>, node_id: &str) -> bool {
+        let Some(identity) = identity else {
+            return true;
+        };
+        identity.names().any(|name| {
+            node_id == name
+                || node_id
+                    .strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('~'))
+                || self
+                    .rules
+                    .iter()
+                    .any(|r| glob(&r.identity, name) && glob(&r.node, node_id))
+        })
+    }
+}
+
+/// `pattern` matches `text`, `*` standing for any run of characters (none included).
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.ends_with(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(uris: &[&str], dns: &[&str]) -> PeerIdentity {
+        PeerIdentity {
+            uris: uris.iter().map(|s| (*s).to_owned()).collect(),
+            dns: dns.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn globs_match_runs_of_anything() {
+        assert!(glob("a*", "a") && glob("a*", "abc") && glob("*c", "abc") && glob("a*c", "abc"));
+        assert!(glob("a", "a") && !glob("a", "ab") && !glob("a*c", "acb"));
+        assert!(glob(
+            "spiffe://cluster.local/ns/*/sa/envoy",
+            "spiffe://cluster.local/ns/ml/sa/envoy"
+        ));
+        assert!(glob("*", "") && glob("a**b", "ab") && !glob("a*b*c", "abd"));
+    }
+
+    #[test]
+    fn by_default_a_node_id_is_one_of_the_names_or_a_name_and_a_tilde_suffix() {
+        let spiffe = "spiffe://cluster.local/ns/ml/sa/envoy";
+        let envoy = id(&[spiffe], &["envoy.ml.svc"]);
+        let p = NodePolicy::default();
+        assert!(p.allows(Some(&envoy), spiffe));
+        assert!(p.allows(Some(&envoy), "envoy.ml.svc"));
+        assert!(p.allows(Some(&envoy), &format!("{spiffe}~pod-7f9c")));
+        assert!(!p.allows(Some(&envoy), &format!("{spiffe}x")));
+        assert!(!p.allows(Some(&envoy), "envoy-b"));
+        assert!(p.allows(None, "envoy-b"), "no certificate: trusted as sent");
+    }
+
+    #[test]
+    fn rules_map_identity_patterns_to_node_id_patterns() {
+        let rule: NodeRule = "spiffe://cluster.local/ns/*/sa/envoy=envoy-*"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            rule.to_string(),
+            "spiffe://cluster.local/ns/*/sa/envoy=envoy-*"
+        );
+        let p = NodePolicy::new(vec![rule]);
+        let envoy = id(&["spiffe://cluster.local/ns/ml/sa/envoy"], &[]);
+        let other = id(&["spiffe://cluster.local/ns/ml/sa/ci"], &[]);
+        assert!(p.allows(Some(&envoy), "envoy-a"));
+        assert!(!p.allows(Some(&envoy), "other-a"));
+        assert!(!p.allows(Some(&other), "envoy-a"));
+        assert!("no-equals".parse::<NodeRule>().is_err());
+        assert!("=x".parse::<NodeRule>().is_err());
+    }
+}
