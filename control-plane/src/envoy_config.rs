@@ -12,10 +12,12 @@ use crate::snapshot;
 
 pub mod redis_proxy;
 pub mod runtime;
+pub mod tls;
 pub mod upstream;
 
 pub use redis_proxy::RedisProxyOptions;
 pub use runtime::{Runtime, RuntimeKind};
+pub use tls::{ClientTls, UpstreamTls};
 pub use upstream::{Discovery, Upstream};
 
 /// The bootstrap template, embedded at build time.
@@ -96,6 +98,8 @@ pub struct StaticOptions {
     pub reader_protocol: ReaderProtocol,
     /// An extra listener proxying Redis (`--redis-proxy-port`), if wanted.
     pub redis_proxy: Option<RedisProxyOptions>,
+    /// mTLS toward the reader (`--reader-server-san`), if wanted.
+    pub reader_tls: Option<UpstreamTls>,
 }
 
 impl StaticOptions {
@@ -126,6 +130,13 @@ impl StaticOptions {
             ),
             ("MODEL_HOST", self.model.yaml_host()),
             ("MODEL_PORT", self.model.port.to_string()),
+            (
+                "READER_TRANSPORT_SOCKET",
+                tls::transport_socket(
+                    self.reader_tls.as_ref(),
+                    self.reader_protocol == ReaderProtocol::Http2,
+                )?,
+            ),
             ("EXTRA_LISTENERS", listeners),
             ("EXTRA_CLUSTERS", clusters),
         ])

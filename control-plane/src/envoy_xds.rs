@@ -20,6 +20,8 @@ pub struct XdsOptions {
     pub xds: Upstream,
     /// Seconds to wait for the first snapshot before answering 500 (0 = wait forever).
     pub initial_fetch_timeout_s: u32,
+    /// mTLS toward the control plane (`--xds-server-san`), if wanted.
+    pub tls: Option<crate::envoy_config::UpstreamTls>,
 }
 
 /// The node id of a bootstrap rendered without `--node-id`: `ferry-envoy-HOST-PORT-RANDOM`.
@@ -65,7 +67,7 @@ pub fn render_xds(
     let plain = |s: &str| {
         !s.is_empty()
             && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.:/~".contains(&b))
     };
     if !plain(&xds.node_id) {
         return Err(EnvoyConfigError::Field("node id", xds.node_id.clone()));
@@ -84,6 +86,10 @@ pub fn render_xds(
         ("XDS_HOST", xds.xds.yaml_host()),
         ("XDS_PORT", xds.xds.port.to_string()),
         ("FILTER_TYPE_URL", opts.runtime.type_url().to_owned()),
+        (
+            "XDS_TRANSPORT_SOCKET",
+            crate::envoy_config::tls::transport_socket(xds.tls.as_ref(), true)?,
+        ),
     ]);
     render_template(XDS_TEMPLATE, &values)
 }
@@ -103,6 +109,7 @@ mod tests {
                 node_id: "ferry-envoy-10000".into(),
                 xds: Upstream::loopback(18000),
                 initial_fetch_timeout_s: 30,
+                tls: None,
             },
         )
     }

@@ -1,8 +1,10 @@
 //! The client side of the control plane's HTTP API, for `ferry apply --push`: read `/status`
 //! (which fingerprints are served now) and `POST /v1/snapshot`, as the API's own wire types.
-//! Plain HTTP/1.1 over loopback or a private network, one connection per call, every call
-//! bounded in time.
+//! HTTP/1.1 over plain TCP (`http://`, loopback) or TLS (`https://`, with a client certificate
+//! for mTLS), one connection per call, every call bounded in time.
 
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,13 +18,10 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 
 #[derive(Debug, thiserror::Error)]
 pub enum PushError {
-    #[error("control plane URL '{0}' must look like http://HOST:PORT")]
+    #[error("control plane URL '{0}' must look like http://HOST:PORT or https://HOST:PORT")]
     Url(String),
-    #[error(
-        "control plane URL '{0}': https:// is not supported yet; `ferry apply --push` speaks \
-         plain HTTP only (use it on loopback or a private network, with a push token)"
-    )]
-    Https(String),
+    #[error("TLS for {url}: {reason}")]
+    Tls { url: String, reason: String },
     #[error("control plane at {url}: {reason}")]
     Io { url: String, reason: String },
     #[error("control plane at {0}: no answer within {CALL_TIMEOUT:?}")]
@@ -38,53 +37,135 @@ pub enum PushError {
     },
 }
 
+/// How to reach the API: the push token, and the TLS files for an `https://` URL.
+#[derive(Clone, Debug, Default)]
+pub struct Client {
+    /// Sent as `Authorization: Bearer`.
+    pub token: Option<String>,
+    /// The CA that signed the control plane's certificate (PEM); without it, an `https://` URL
+    /// is refused (there is no system trust store here to fall back on).
+    pub ca: Option<PathBuf>,
+    /// A client certificate and its key (PEM), for mTLS (`ferry serve --grant push=...`).
+    pub cert: Option<(PathBuf, PathBuf)>,
+}
+
 /// An answer: HTTP status and body.
 struct Answer {
     status: u16,
     body: Bytes,
 }
 
-/// `http://host:port[/]` → ("host:port").
-fn authority(url: &str) -> Result<String, PushError> {
-    if url.starts_with("https://") {
-        return Err(PushError::Https(url.to_owned()));
-    }
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| PushError::Url(url.to_owned()))?;
+/// `http[s]://host:port[/]` → (TLS, "host:port").
+fn authority(url: &str) -> Result<(bool, String), PushError> {
+    let (tls, rest) = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
+        (Some(rest), _) => (true, rest),
+        (None, Some(rest)) => (false, rest),
+        (None, None) => return Err(PushError::Url(url.to_owned())),
+    };
     let auth = rest.trim_end_matches('/');
     if auth.is_empty() || auth.contains('/') || !auth.contains(':') {
         return Err(PushError::Url(url.to_owned()));
     }
-    Ok(auth.to_owned())
+    Ok((tls, auth.to_owned()))
+}
+
+/// The TLS client `client` describes, for the server at `url`.
+fn connector(url: &str, client: &Client) -> Result<tokio_rustls::TlsConnector, PushError> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let fail = |reason: String| PushError::Tls {
+        url: url.to_owned(),
+        reason,
+    };
+    let ca = client
+        .ca
+        .as_ref()
+        .ok_or_else(|| fail("an https:// URL needs --ca (the CA of its certificate)".into()))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in
+        CertificateDer::pem_file_iter(ca).map_err(|e| fail(format!("{}: {e}", ca.display())))?
+    {
+        let cert = cert.map_err(|e| fail(format!("{}: {e}", ca.display())))?;
+        roots
+            .add(cert)
+            .map_err(|e| fail(format!("{}: {e}", ca.display())))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| fail(e.to_string()))?
+        .with_root_certificates(roots);
+    let mut config = match &client.cert {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_file_iter(cert)
+                .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| fail(format!("{}: {e}", cert.display())))?;
+            let key = PrivateKeyDer::from_pem_file(key)
+                .map_err(|e| fail(format!("{}: {e}", key.display())))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| fail(e.to_string()))?
+        }
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+}
+
+/// An HTTP/1.1 connection to `auth`, over TLS when `tls`.
+async fn connect(
+    url: &str,
+    (tls, auth): (bool, &str),
+    client: &Client,
+) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, PushError> {
+    let io = |e: &dyn std::fmt::Display| PushError::Io {
+        url: url.to_owned(),
+        reason: e.to_string(),
+    };
+    let stream = tokio::net::TcpStream::connect(auth)
+        .await
+        .map_err(|e| io(&e))?;
+    if !tls {
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| io(&e))?;
+        tokio::spawn(conn);
+        return Ok(sender);
+    }
+    let host = auth.rsplit_once(':').map_or(auth, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned()).map_err(|e| io(&e))?;
+    let stream = connector(url, client)?
+        .connect(name, stream)
+        .await
+        .map_err(|e| io(&e))?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| io(&e))?;
+    tokio::spawn(conn);
+    Ok(sender)
 }
 
 async fn call(
     url: &str,
     method: &str,
     path: &'static str,
-    token: Option<&str>,
+    client: &Client,
     body: Vec<u8>,
 ) -> Result<Answer, PushError> {
-    let auth = authority(url)?;
+    let (tls, auth) = authority(url)?;
     let io = |e: &dyn std::fmt::Display| PushError::Io {
         url: url.to_owned(),
         reason: e.to_string(),
     };
     let fut = async {
-        let stream = tokio::net::TcpStream::connect(&auth)
-            .await
-            .map_err(|e| io(&e))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| io(&e))?;
-        tokio::spawn(conn);
+        let mut sender = connect(url, (tls, &auth), client).await?;
         let mut req = hyper::Request::builder()
             .method(method)
             .uri(path)
             .header("host", &auth)
             .header("content-type", ferry_protos::PROTOBUF_CONTENT_TYPE);
-        if let Some(t) = token {
+        if let Some(t) = &client.token {
             req = req.header("authorization", format!("Bearer {t}"));
         }
         let req = req.body(Full::new(Bytes::from(body))).map_err(|e| io(&e))?;
@@ -127,14 +208,14 @@ fn decode<T: serde::de::DeserializeOwned>(
 }
 
 /// `GET /status`, with the push token when there is one (it also reads).
-pub async fn status(url: &str, token: Option<&str>) -> Result<Status, PushError> {
-    let answer = call(url, "GET", "/status", token, Vec::new()).await?;
+pub async fn status(url: &str, client: &Client) -> Result<Status, PushError> {
+    let answer = call(url, "GET", "/status", client, Vec::new()).await?;
     decode(url, "/status", answer)
 }
 
 /// `POST /v1/snapshot`; a refusal is [`PushError::Refused`].
-pub async fn push(url: &str, token: Option<&str>, snapshot: Vec<u8>) -> Result<Pushed, PushError> {
-    let answer = call(url, "POST", PUSH_PATH, token, snapshot).await?;
+pub async fn push(url: &str, client: &Client, snapshot: Vec<u8>) -> Result<Pushed, PushError> {
+    let answer = call(url, "POST", PUSH_PATH, client, snapshot).await?;
     decode(url, PUSH_PATH, answer)
 }
 
@@ -157,14 +238,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_are_plain_http_host_and_port() {
+    fn urls_are_http_or_https_host_and_port() {
         assert_eq!(
             authority("http://127.0.0.1:8091").unwrap(),
-            "127.0.0.1:8091"
+            (false, "127.0.0.1:8091".to_owned())
         );
-        assert_eq!(authority("http://cp:8091/").unwrap(), "cp:8091");
-        let e = authority("https://cp:8091").unwrap_err().to_string();
-        assert!(e.contains("https:// is not supported yet"), "{e}");
+        assert_eq!(
+            authority("http://cp:8091/").unwrap(),
+            (false, "cp:8091".to_owned())
+        );
+        assert_eq!(
+            authority("https://cp:8091").unwrap(),
+            (true, "cp:8091".to_owned())
+        );
+        assert!(authority("ftp://cp:1").is_err());
+        let e = connector("https://cp:8091", &Client::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("needs --ca"), "{e}");
         assert!(authority("http://cp").is_err());
         assert!(authority("http://cp:1/x").is_err());
     }

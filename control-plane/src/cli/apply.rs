@@ -23,9 +23,19 @@ pub struct ApplyArgs {
     #[arg(long, value_name = "URL")]
     push: Option<String>,
     /// The push token for --push, if the control plane requires one (also sent when reading
-    /// its /status). Plain HTTP only: an https:// URL is refused (not supported yet).
+    /// its /status).
     #[arg(long, env = "FERRY_PUSH_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// For an https:// --push URL: the CA of the control plane's certificate (PEM).
+    #[arg(long, env = "FERRY_CA", requires = "push")]
+    ca: Option<PathBuf>,
+    /// A client certificate (PEM) for mTLS with the control plane (`ferry serve --grant
+    /// push=IDENTITY`); with --client-key.
+    #[arg(long, env = "FERRY_CLIENT_CERT", requires_all = ["client_key", "ca"])]
+    client_cert: Option<PathBuf>,
+    /// The private key of --client-cert (PEM).
+    #[arg(long, env = "FERRY_CLIENT_KEY", requires = "client_cert")]
+    client_key: Option<PathBuf>,
     /// Before pushing, write the vectors of every service whose fingerprint is new to the
     /// control plane (without --push: of every service).
     #[arg(long)]
@@ -43,11 +53,16 @@ pub fn run(args: ApplyArgs) -> Result<()> {
     if args.materialize || args.push.is_some() {
         let mut opts = WriteOptions::with_redis(args.redis);
         opts.key_ttl_seconds = parse_key_ttl(args.key_ttl)?;
+        let client = push::Client {
+            token: args.token,
+            ca: args.ca,
+            cert: args.client_cert.zip(args.client_key),
+        };
         push_and_materialize(
             &args.repo,
             snap,
             args.push.as_deref(),
-            args.token.as_deref(),
+            &client,
             args.materialize,
             &opts,
         )?;
@@ -77,7 +92,7 @@ fn push_and_materialize(
     repo: &Path,
     snap: ferry_protos::v1::Snapshot,
     url: Option<&str>,
-    token: Option<&str>,
+    client: &push::Client,
     materialize_first: bool,
     opts: &WriteOptions,
 ) -> Result<()> {
@@ -87,7 +102,7 @@ fn push_and_materialize(
     if materialize_first {
         let served = match url {
             Some(url) => runtime
-                .block_on(push::status(url, token))
+                .block_on(push::status(url, client))
                 .context("asking the control plane which fingerprints it serves")?
                 .snapshot
                 .map(|s| s.services)
@@ -103,7 +118,7 @@ fn push_and_materialize(
     }
     let Some(url) = url else { return Ok(()) };
     let started = Instant::now();
-    let pushed = match runtime.block_on(push::push(url, token, snapshot::encode(&snap))) {
+    let pushed = match runtime.block_on(push::push(url, client, snapshot::encode(&snap))) {
         Ok(p) => p,
         Err(push::PushError::Refused { status, message }) => {
             anyhow::bail!("the control plane refused the snapshot (HTTP {status}): {message}")

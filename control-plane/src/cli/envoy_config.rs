@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
-use ferry::envoy_config::{self, ReaderProtocol, RedisProxyOptions, StaticOptions, Upstream};
+use ferry::envoy_config::{
+    self, ClientTls, ReaderProtocol, RedisProxyOptions, StaticOptions, Upstream, UpstreamTls,
+};
 use ferry::envoy_xds::{default_node_id, render_xds, XdsOptions};
 
 use super::load;
@@ -76,6 +78,23 @@ pub struct EnvoyConfigArgs {
     /// Envoy's per-connection buffer limit; every route's max_body_bytes must fit in it.
     #[arg(long, default_value_t = 8 * 1024 * 1024)]
     buffer_limit_bytes: u64,
+    /// Envoy's client certificate (PEM) for mTLS to the control plane and the reader, as Envoy
+    /// opens it; with --tls-key and --tls-ca. Used by --xds-server-san and --reader-server-san.
+    #[arg(long, requires_all = ["tls_key", "tls_ca"])]
+    tls_cert: Option<String>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<String>,
+    /// The CA (PEM) that signed the control plane's and the reader's certificates.
+    #[arg(long, requires = "tls_cert")]
+    tls_ca: Option<String>,
+    /// With --xds: speak mTLS to the control plane, whose certificate must carry this SAN (a
+    /// DNS name, or a URI such as a SPIFFE id).
+    #[arg(long, requires_all = ["tls_cert", "xds"])]
+    xds_server_san: Option<String>,
+    /// Speak mTLS to the reader, whose certificate must carry this SAN.
+    #[arg(long, requires = "tls_cert")]
+    reader_server_san: Option<String>,
     /// Write the config here instead of stdout.
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -83,6 +102,18 @@ pub struct EnvoyConfigArgs {
 
 pub fn run(args: EnvoyConfigArgs) -> Result<()> {
     let reg = load(&args.repo)?;
+    let client = match (&args.tls_cert, &args.tls_key, &args.tls_ca) {
+        (Some(cert), Some(key), Some(ca)) => Some(ClientTls {
+            cert: absolute(cert)?,
+            key: absolute(key)?,
+            ca: absolute(ca)?,
+        }),
+        _ => None,
+    };
+    let upstream = |san: Option<String>| {
+        san.zip(client.clone())
+            .map(|(server_san, client)| UpstreamTls { client, server_san })
+    };
     let (runtime, wasm_path) = args.runtime.resolve(args.wasm.as_deref(), !args.xds)?;
     let opts = StaticOptions {
         wasm_path,
@@ -106,6 +137,7 @@ pub fn run(args: EnvoyConfigArgs) -> Result<()> {
             },
             redis_cluster: args.redis_cluster,
         }),
+        reader_tls: upstream(args.reader_server_san),
     };
     let text = if args.xds {
         let x = XdsOptions {
@@ -114,6 +146,7 @@ pub fn run(args: EnvoyConfigArgs) -> Result<()> {
                 .unwrap_or_else(|| default_node_id(args.listen_port)),
             xds: args.xds_address,
             initial_fetch_timeout_s: args.initial_fetch_timeout,
+            tls: upstream(args.xds_server_san),
         };
         render_xds(&reg, &opts, &x)?
     } else {
@@ -124,4 +157,13 @@ pub fn run(args: EnvoyConfigArgs) -> Result<()> {
         None => print!("{text}"),
     }
     Ok(())
+}
+
+/// A path as Envoy should open it: absolute (Envoy resolves a relative one against its own
+/// working directory), not required to exist here.
+fn absolute(path: &str) -> Result<String> {
+    Ok(std::path::absolute(path)
+        .with_context(|| format!("the path {path}"))?
+        .display()
+        .to_string())
 }

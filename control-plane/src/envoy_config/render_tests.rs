@@ -17,6 +17,7 @@ pub(crate) fn opts() -> StaticOptions {
         buffer_limit_bytes: 8 << 20,
         reader_protocol: ReaderProtocol::default(),
         redis_proxy: None,
+        reader_tls: None,
     }
 }
 
