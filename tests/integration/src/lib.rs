@@ -12,6 +12,7 @@ pub mod feast;
 pub mod http;
 pub mod process;
 pub mod runtime;
+pub mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

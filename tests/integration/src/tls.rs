@@ -1,0 +1,83 @@
+//! The client side of the control links' TLS, for tests: an HTTP/1.1 request over TLS (rustls,
+//! ring) trusting a test CA, with or without a client certificate; what a refused handshake
+//! looks like is the `Err`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ferry_test_support::certs::{Ca, LeafFiles};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+
+/// A TLS connector trusting `ca`, presenting `client` when given.
+pub fn connector(ca: &Ca, client: Option<&LeafFiles>) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca.pem.as_bytes()).expect("CA PEM"))
+        .expect("CA");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots);
+    let mut config = match client {
+        Some(f) => builder
+            .with_client_auth_cert(
+                CertificateDer::pem_file_iter(&f.cert)
+                    .expect("certificate file")
+                    .map(|c| c.expect("certificate"))
+                    .collect(),
+                PrivateKeyDer::from_pem_file(&f.key).expect("key"),
+            )
+            .expect("client certificate"),
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// One request to 127.0.0.1:`port` over TLS, expecting the server certificate to name
+/// `server_name`: (status, body), or the error that ended it (a refused handshake shows here).
+pub async fn request(
+    port: u16,
+    server_name: &str,
+    (ca, client): (&Ca, Option<&LeafFiles>),
+    (method, path, headers): (&str, &str, &[(&str, &str)]),
+    body: Vec<u8>,
+) -> Result<(u16, String), String> {
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = ServerName::try_from(server_name.to_owned()).map_err(|e| e.to_string())?;
+    let stream = connector(ca, client)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", server_name);
+    for (n, v) in headers {
+        req = req.header(*n, *v);
+    }
+    let req = req
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| e.to_string())?;
+    let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((
+        status,
+        String::from_utf8_lossy(&body.to_bytes()).into_owned(),
+    ))
+}

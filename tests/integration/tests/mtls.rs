@@ -1,0 +1,460 @@
+//! Issue #22, mTLS on the control links, through real processes (Envoy, `ferry serve`, the
+//! reader, Redis) and certificates made by rcgen at test time: Envoy takes its filter config
+//! from `ferry serve` over mTLS xDS and enriches a request through the reader over mTLS; each
+//! link refuses a client without a certificate of its CA, a certificate whose identity may not
+//! use the node id it sends, a request without the role it needs; a plaintext listener on a
+//! network address does not start; a replaced certificate serves the next connection.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ferry_integration_tests::control_plane::{READ_TOKEN, TOKEN};
+use ferry_integration_tests::http::post;
+use ferry_integration_tests::{
+    bin, example_repo, free_port, run, start_envoy, tls, wasm, Options, Proc, RedisServer,
+};
+use ferry_test_support::certs::{Ca, LeafFiles};
+use serde_json::json;
+
+const CP_NAME: &str = "ferry-control-plane.test";
+const READER_NAME: &str = "ferry-reader.test";
+const ENVOY: &str = "spiffe://cluster.local/ns/ml/sa/envoy";
+const CI: &str = "spiffe://cluster.local/ns/ml/sa/ferry-ci";
+const WEB: &str = "spiffe://cluster.local/ns/ml/sa/web";
+
+/// Certificates of one test: the CA, and a leaf for each party.
+struct Certs {
+    ca: Ca,
+    ca_file: PathBuf,
+    cp: LeafFiles,
+    reader: LeafFiles,
+    envoy: LeafFiles,
+    ci: LeafFiles,
+    web: LeafFiles,
+}
+
+fn certs(dir: &Path) -> Certs {
+    let ca = Ca::new("ferry test CA");
+    Certs {
+        ca_file: ca.write(&dir.join("ca.crt")),
+        cp: ca.issue(&[CP_NAME, "127.0.0.1"], &[]).write(dir, "cp"),
+        reader: ca.issue(&[READER_NAME], &[]).write(dir, "reader"),
+        envoy: ca.issue(&["envoy.ml.svc"], &[ENVOY]).write(dir, "envoy"),
+        ci: ca.issue(&[], &[CI]).write(dir, "ci"),
+        web: ca.issue(&[], &[WEB]).write(dir, "web"),
+        ca,
+    }
+}
+
+fn tls_flags(leaf: &LeafFiles, ca: &Path) -> Vec<std::ffi::OsString> {
+    vec![
+        "--tls-cert".into(),
+        leaf.cert.clone().into(),
+        "--tls-key".into(),
+        leaf.key.clone().into(),
+        "--client-ca".into(),
+        ca.into(),
+    ]
+}
+
+/// `ferry serve` over mTLS, with tokens and a push grant for the CI identity.
+fn control_plane(dir: &Path, repo: &Path, c: &Certs) -> (Proc, u16, u16) {
+    let (xds, http) = (free_port(), free_port());
+    let mut cmd = Command::new(bin("ferry"));
+    cmd.arg("serve")
+        .arg(repo)
+        .arg("--wasm")
+        .arg(wasm())
+        .args(["--xds-listen", &format!("127.0.0.1:{xds}")])
+        .args(["--http-listen", &format!("127.0.0.1:{http}")])
+        .args(["--token", TOKEN, "--read-token", READ_TOKEN])
+        .args(["--grant", &format!("push={CI}")])
+        .args(tls_flags(&c.cp, &c.ca_file))
+        .env_remove("FERRY_PUSH_TOKEN")
+        .env("RUST_LOG", "info,ferry::xds=debug");
+    let mut proc = Proc::start("control-plane", cmd, dir);
+    // A runtime of its own, on a thread of its own: the callers are async tests.
+    let ready = || {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(api(http, &c.ca, None, "GET", "/healthz", &[]))
+                    .is_ok_and(|(code, _)| code == 200)
+            })
+            .join()
+            .unwrap()
+        })
+    };
+    proc.wait_ready(ready, "control plane /healthz over TLS");
+    (proc, xds, http)
+}
+
+async fn api(
+    port: u16,
+    ca: &Ca,
+    client: Option<&LeafFiles>,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<(u16, String), String> {
+    tls::request(
+        port,
+        CP_NAME,
+        (ca, client),
+        (method, path, headers),
+        Vec::new(),
+    )
+    .await
+}
+
+/// An Envoy on the xDS bootstrap, speaking mTLS with `leaf` to the control plane and reader.
+fn envoy(
+    dir: &Path,
+    repo: &Path,
+    (xds, reader, model): (u16, u16, u16),
+    leaf: &LeafFiles,
+    ca: &Path,
+    node: &str,
+) -> (Proc, u16, u16) {
+    let (listen, admin) = (free_port(), free_port());
+    let config = dir.join(format!("envoy-{listen}.yaml"));
+    run(Command::new(bin("ferry"))
+        .arg("envoy-config")
+        .arg(repo)
+        .args(["--xds", "--xds-address", &format!("127.0.0.1:{xds}")])
+        .args(["--node-id", node, "--initial-fetch-timeout", "0"])
+        .args([
+            "--listen-port",
+            &listen.to_string(),
+            "--admin-port",
+            &admin.to_string(),
+        ])
+        .args([
+            "--reader-port",
+            &reader.to_string(),
+            "--model-port",
+            &model.to_string(),
+        ])
+        .arg("--tls-cert")
+        .arg(&leaf.cert)
+        .arg("--tls-key")
+        .arg(&leaf.key)
+        .arg("--tls-ca")
+        .arg(ca)
+        .args([
+            "--xds-server-san",
+            CP_NAME,
+            "--reader-server-san",
+            READER_NAME,
+        ])
+        .arg("-o")
+        .arg(&config));
+    (start_envoy(dir, &config, "envoy"), listen, admin)
+}
+
+/// The count of `ferry_xds_refused_total{reason=...}` on the control plane's /metrics.
+async fn refused(http: u16, ca: &Ca, reason: &str) -> u64 {
+    let (_, text) = api(http, ca, None, "GET", "/metrics", &[]).await.unwrap();
+    let prefix = format!("ferry_xds_refused_total{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_over_mtls_gets_its_config_and_enriches_and_every_link_refuses_strangers() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = certs(dir.path());
+    let repo = example_repo(
+        dir.path(),
+        &Options {
+            entities: Some(200),
+            ..Options::default()
+        },
+        |y| y,
+    );
+    let redis = RedisServer::start();
+    run(Command::new(bin("ferry"))
+        .arg("materialize")
+        .arg(&repo)
+        .args(["--redis", &redis.url()]));
+
+    let reader_port = free_port();
+    let mut cmd = Command::new(bin("ferry-reader"));
+    cmd.args([
+        "--listen",
+        &format!("127.0.0.1:{reader_port}"),
+        "--redis",
+        &redis.url(),
+    ])
+    .args(tls_flags(&c.reader, &c.ca_file));
+    let _reader = Proc::start("reader", cmd, dir.path());
+    let model_port = free_port();
+    let mut cmd = Command::new(bin("ferry-demo-model"));
+    cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
+    let _model = Proc::start("model", cmd, dir.path());
+    let (_cp, xds, http) = control_plane(dir.path(), &repo, &c);
+
+    // Envoy, with its SPIFFE id as node id: configured over mTLS xDS, enriching over mTLS.
+    let ports = (xds, reader_port, model_port);
+    let (mut envoy_a, listen, admin) = envoy(dir.path(), &repo, ports, &c.envoy, &c.ca_file, ENVOY);
+    envoy_a.wait_ready(
+        || ferry_integration_tests::http::get_ok(admin, "/ready"),
+        "envoy /ready",
+    );
+    let body = json!({"instances": [{"user_id": "u000001"}]}).to_string();
+    let start = Instant::now();
+    let resp = loop {
+        let resp = post(listen, "/v1/models/fraud:predict", body.clone()).await;
+        if resp.status == 200 || start.elapsed() > Duration::from_secs(15) {
+            break resp;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    assert!(
+        resp.json()["instances"][0]["user_profile__age"].is_number(),
+        "{}",
+        resp.json()
+    );
+    let read = format!("Bearer {READ_TOKEN}");
+    let (code, status) = api(
+        http,
+        &c.ca,
+        None,
+        "GET",
+        "/status",
+        &[("authorization", &read)],
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, 200, "{status}");
+    let status: ferry::serve::api::Status = serde_json::from_str(&status).unwrap();
+    assert!(
+        status
+            .nodes
+            .iter()
+            .any(|n| n.node == ENVOY && n.identity.as_deref() == Some(ENVOY)),
+        "{status:?}"
+    );
+
+    // xDS: a certificate whose identity may not use the node id it sends is refused.
+    let before = refused(http, &c.ca, "node_identity").await;
+    let (_envoy_web, _, _) = envoy(dir.path(), &repo, ports, &c.web, &c.ca_file, ENVOY);
+    let start = Instant::now();
+    while refused(http, &c.ca, "node_identity").await == before {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "no node_identity refusal counted"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (_, text) = api(
+        http,
+        &c.ca,
+        None,
+        "GET",
+        "/status",
+        &[("authorization", &read)],
+    )
+    .await
+    .unwrap();
+    assert!(
+        !text.contains(WEB),
+        "the refused stream left no entry: {text}"
+    );
+
+    // xDS and the reader: no client certificate, or one from another CA, no handshake.
+    let other = Ca::new("another CA");
+    let stranger = other
+        .issue(&["envoy.ml.svc"], &[ENVOY])
+        .write(dir.path(), "stranger");
+    for (port, name) in [(xds, CP_NAME), (reader_port, READER_NAME)] {
+        for client in [None, Some(&stranger)] {
+            let answer = tls::request(
+                port,
+                name,
+                (&c.ca, client),
+                ("GET", "/healthz", &[]),
+                vec![],
+            )
+            .await;
+            assert!(answer.is_err(), "{name} answered {answer:?} to {client:?}");
+        }
+    }
+    let ok = tls::request(
+        reader_port,
+        READER_NAME,
+        (&c.ca, Some(&c.envoy)),
+        ("GET", "/healthz", &[]),
+        vec![],
+    )
+    .await;
+    assert_eq!(ok.unwrap().0, 200, "Envoy's certificate reaches the reader");
+
+    // The API: no credential 401, a certificate without the role 403, a stranger no handshake;
+    // the CI identity pushes with `ferry apply --push https://`.
+    for (method, path) in [
+        ("GET", "/status"),
+        ("GET", "/v1/snapshot"),
+        ("POST", "/v1/snapshot"),
+    ] {
+        let (code, body) = api(http, &c.ca, None, method, path, &[]).await.unwrap();
+        assert_eq!(code, 401, "{method} {path}: {body}");
+        assert!(body.contains("\"unauthorized\""), "{body}");
+        let (code, body) = api(http, &c.ca, Some(&c.web), method, path, &[])
+            .await
+            .unwrap();
+        assert_eq!(code, 403, "{method} {path}: {body}");
+        assert!(body.contains("\"forbidden\""), "{body}");
+    }
+    assert!(api(http, &c.ca, Some(&stranger), "GET", "/healthz", &[])
+        .await
+        .is_err());
+    let (code, _) = api(http, &c.ca, Some(&c.ci), "GET", "/status", &[])
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "push also reads");
+    let out = run(Command::new(bin("ferry"))
+        .arg("apply")
+        .arg(&repo)
+        .args(["--push", &format!("https://127.0.0.1:{http}")])
+        .arg("--ca")
+        .arg(&c.ca_file)
+        .arg("--client-cert")
+        .arg(&c.ci.cert)
+        .arg("--client-key")
+        .arg(&c.ci.key)
+        .env_remove("FERRY_PUSH_TOKEN"));
+    assert!(out.contains("pushed snapshot"), "{out}");
+}
+
+/// A start that must fail: its stderr.
+fn refused_start(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(!out.status.success(), "started: {out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_plaintext_listener_on_a_network_address_does_not_start_without_insecure() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = certs(dir.path());
+    let any = |port: u16| format!("0.0.0.0:{port}");
+    let e = refused_start(
+        Command::new(bin("ferry-reader"))
+            .args([
+                "--listen",
+                &any(free_port()),
+                "--redis",
+                "redis://127.0.0.1:1",
+            ])
+            .env_remove("FERRY_READER_INSECURE"),
+    );
+    assert!(
+        e.contains("not a loopback address, without TLS") && e.contains("--insecure"),
+        "{e}"
+    );
+    let e = refused_start(
+        Command::new(bin("ferry-reader"))
+            .args([
+                "--listen",
+                &any(free_port()),
+                "--redis",
+                "redis://127.0.0.1:1",
+            ])
+            .arg("--tls-cert")
+            .arg(&c.reader.cert)
+            .arg("--tls-key")
+            .arg(&c.reader.key),
+    );
+    assert!(e.contains("without client certificates"), "{e}");
+
+    let repo = example_repo(
+        dir.path(),
+        &Options {
+            entities: Some(10),
+            ..Options::default()
+        },
+        |y| y,
+    );
+    let serve = |xds: String, http: String, extra: &[&str]| {
+        let mut cmd = Command::new(bin("ferry"));
+        cmd.arg("serve")
+            .arg(&repo)
+            .arg("--wasm")
+            .arg(wasm())
+            .args([
+                "--xds-listen",
+                &xds,
+                "--http-listen",
+                &http,
+                "--token",
+                TOKEN,
+            ])
+            .args(extra)
+            .env_remove("FERRY_PUSH_TOKEN");
+        cmd
+    };
+    let loopback = || format!("127.0.0.1:{}", free_port());
+    let e = refused_start(&mut serve(loopback(), any(free_port()), &[]));
+    assert!(
+        e.contains("the HTTP API listens on") && e.contains("without TLS"),
+        "{e}"
+    );
+    let e = refused_start(&mut serve(any(free_port()), loopback(), &[]));
+    assert!(
+        e.contains("xDS listens on") && e.contains("without mTLS"),
+        "{e}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_certificate_and_client_ca_serve_the_next_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = certs(dir.path());
+    let repo = example_repo(
+        dir.path(),
+        &Options {
+            entities: Some(10),
+            ..Options::default()
+        },
+        |y| y,
+    );
+    let (_cp, _, http) = control_plane(dir.path(), &repo, &c);
+    let (code, _) = api(http, &c.ca, Some(&c.ci), "GET", "/status", &[])
+        .await
+        .unwrap();
+    assert_eq!(code, 200);
+
+    // Rotation to a new CA: the server certificate, then the client CA, replaced in place.
+    let next = Ca::new("next CA");
+    next.issue(&[CP_NAME], &[]).write_to(&c.cp);
+    next.write(&c.ca_file);
+    let next_ci = next.issue(&[], &[CI]).write(dir.path(), "next-ci");
+    let start = Instant::now();
+    loop {
+        match api(http, &next, Some(&next_ci), "GET", "/status", &[]).await {
+            Ok((200, _)) => break,
+            other => assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "the new files not used within 5 s: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!(
+        "MEASURED: the rotated certificate served a new connection {:?} after the files changed",
+        start.elapsed()
+    );
+    assert!(
+        api(http, &c.ca, Some(&c.ci), "GET", "/status", &[])
+            .await
+            .is_err(),
+        "the old CA's certificates are no longer trusted"
+    );
+}
