@@ -262,7 +262,7 @@ fn reads_need_the_read_or_push_token_and_pushes_the_push_token() {
     // Probes and scrapers hold no token.
     assert_eq!(request(port, "GET", "/healthz", &[]).0, 200);
     assert_eq!(request(port, "GET", "/metrics", &[]).0, 200);
-    // The read token does not push.
+    // The read token does not push: a known credential without the role is 403.
     let (code, body) = request(port, "POST", "/v1/snapshot", &[("authorization", read)]);
-    assert_eq!(code, 401, "{body}");
+    assert_eq!(code, 403, "{body}");
 }
