@@ -34,7 +34,7 @@ pub fn check(
     addr: SocketAddr,
     lack: Option<Lack>,
     insecure: bool,
-) -> Result<bool, Exposed> {
+) -> Result<bool, Box<Exposed>> {
     let Some(lack) = lack else { return Ok(false) };
     if addr.ip().is_loopback() {
         return Ok(false);
@@ -42,13 +42,13 @@ pub fn check(
     if insecure {
         return Ok(true);
     }
-    Err(Exposed {
+    Err(Box::new(Exposed {
         what: what.to_owned(),
         addr,
         missing: lack.missing,
         risk: lack.risk,
         remedy: lack.remedy,
-    })
+    }))
 }
 
 #[cfg(test)]

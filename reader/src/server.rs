@@ -32,7 +32,7 @@ pub enum StartError {
     Tls(#[from] ferry_http_serve::TlsError),
     /// A network address without mTLS, and no `--insecure`.
     #[error("{0}")]
-    Exposed(#[from] ferry_http_serve::exposure::Exposed),
+    Exposed(#[from] Box<ferry_http_serve::exposure::Exposed>),
 }
 
 /// Binds `--listen` and serves until `shutdown` completes.

@@ -47,16 +47,11 @@ pub fn transport_socket(tls: Option<&UpstreamTls>, h2: bool) -> Result<String, E
     );
     let san_type = if san.contains("://") { "URI" } else { "DNS" };
     // SNI is a host name: a URI SAN sends none.
-    let sni = if san_type == "DNS" {
-        format!("\n        sni: \"{san}\"")
-    } else {
-        String::new()
+    let sni = match san_type {
+        "DNS" => format!("\n        sni: \"{san}\""),
+        _ => String::new(),
     };
-    let alpn = if h2 {
-        "\n          alpn_protocols: [\"h2\"]"
-    } else {
-        ""
-    };
+    let alpn = ["", "\n          alpn_protocols: [\"h2\"]"][usize::from(h2)];
     Ok(format!(
         "    transport_socket:
       name: envoy.transport_sockets.tls

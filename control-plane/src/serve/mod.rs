@@ -75,17 +75,7 @@ pub struct ServeOptions {
 /// Runs until SIGINT or SIGTERM.
 pub async fn run(opts: ServeOptions) -> Result<()> {
     let insecure = access_rules(&opts)?;
-    let (http_tls, xds_tls) = match &opts.tls {
-        Some(files) => (
-            Some(Tls::load(
-                files.clone(),
-                ClientAuth::Optional,
-                &[b"http/1.1"],
-            )?),
-            Some(Tls::load(files.clone(), ClientAuth::Required, &[b"h2"])?),
-        ),
-        None => (None, None),
-    };
+    let (http_tls, xds_tls) = load_tls(opts.tls.as_ref())?;
     limits::raise_open_files(opts.max_http_connections);
     let store = persist::StateDir::open(&opts.state_dir)?;
     let state = Arc::new(State::new(
@@ -109,16 +99,8 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
     );
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let xds = Xds::new(
-        state.clone(),
-        state.streams.clone(),
-        stop_rx.clone(),
-        opts.max_streams,
-        opts.max_streams_per_node,
-    )
-    .with_node_policy(NodePolicy::new(opts.node_rules.clone()));
     let mut tasks = vec![tokio::spawn(serve_xds(
-        xds,
+        xds(&state, &opts, &stop_rx),
         xds_listener,
         xds_tls,
         stop_rx.clone(),
@@ -155,6 +137,29 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         let _ = tokio::time::timeout(grace, task).await;
     }
     Ok(())
+}
+
+/// The xDS server over `state`, with the stream caps and node-id rules of `opts`.
+fn xds(state: &Arc<State>, opts: &ServeOptions, stop: &tokio::sync::watch::Receiver<bool>) -> Xds {
+    Xds::new(
+        state.clone(),
+        state.streams.clone(),
+        stop.clone(),
+        opts.max_streams,
+        opts.max_streams_per_node,
+    )
+    .with_node_policy(NodePolicy::new(opts.node_rules.clone()))
+}
+
+/// The TLS of the HTTP API (client certificates optional, verified when shown) and of xDS
+/// (client certificates required when there is a client CA), from the same files.
+fn load_tls(files: Option<&TlsFiles>) -> Result<(Option<Tls>, Option<Tls>)> {
+    let Some(files) = files else {
+        return Ok((None, None));
+    };
+    let http = Tls::load(files.clone(), ClientAuth::Optional, &[b"http/1.1"])?;
+    let xds = Tls::load(files.clone(), ClientAuth::Required, &[b"h2"])?;
+    Ok((Some(http), Some(xds)))
 }
 
 /// The start rules of both listeners (one rule for all: `ferry_http_serve::exposure`): on a
