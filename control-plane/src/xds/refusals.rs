@@ -159,3 +159,36 @@ mod tests {
         assert!(r.of("").is_empty());
     }
 }
+
+#[cfg(test)]
+mod identity_tests {
+    use super::*;
+    use crate::xds::Node;
+
+    #[test]
+    fn a_nack_under_another_identity_never_touches_a_real_nodes_entry() {
+        let node = |identity: Option<&str>| Node {
+            id: "envoy-a".into(),
+            cluster: String::new(),
+            identity: identity.map(str::to_owned),
+        };
+        let (real, forger) = (
+            node(Some("spiffe://c/ns/ml/sa/envoy")),
+            node(Some("spiffe://c/ns/ml/sa/web")),
+        );
+        let r = Refusals::default();
+        r.record(&forger.key(), ResourceType::ExtensionConfig, "v2");
+        assert!(
+            r.of(&real.key()).is_empty(),
+            "the forged NACK is the forger's own"
+        );
+        r.record(&real.key(), ResourceType::ExtensionConfig, "v3");
+        r.forget(&forger.key(), ResourceType::ExtensionConfig, "v3");
+        assert_eq!(r.of(&real.key()).len(), 1, "nor can a forged ACK clear it");
+        assert_eq!(
+            node(None).key(),
+            "envoy-a",
+            "without mTLS: the node id as sent"
+        );
+    }
+}
