@@ -17,8 +17,7 @@
 use std::rc::Rc;
 
 use ferry_protos::signed::{CONTENT_TYPE, UNSIGNED_CONTENT_TYPE};
-// SHA-512 as ed25519-dalek links it: the digest of the held snapshot's bytes.
-use ed25519_dalek::{Digest, Sha512};
+use sha2::{Digest, Sha512};
 
 use crate::config::Config;
 use crate::plugin_config::Pull;
