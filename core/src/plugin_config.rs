@@ -454,7 +454,7 @@ mod tests {
     const URL: &str = "https://ferry-control-plane.ferry.svc:8091/v1/snapshot";
 
     fn keys() -> String {
-        use crate::signature::testing::{key, key_json};
+        use ferry_test_support::signed::{key, key_json};
         format!("[{},{}]", key_json("k1", &key(1)), key_json("k2", &key(2)))
     }
 

@@ -133,38 +133,8 @@ fn one_key(item: &Value) -> Result<SnapshotKey, String> {
 }
 
 #[cfg(test)]
-pub mod testing {
-    //! Signing for core's tests: the signer's side, by the same payload rule.
-    use ed25519_dalek::{Signer, SigningKey};
-    use ferry_protos::signed::payload;
-    use ferry_protos::v1::SignedSnapshot;
-
-    pub fn key(seed: u8) -> SigningKey {
-        SigningKey::from_bytes(&[seed; 32])
-    }
-
-    /// `{"id": ID, "ed25519": BASE64}` for `key`.
-    pub fn key_json(id: &str, key: &SigningKey) -> String {
-        use base64::Engine;
-        let b64 =
-            base64::engine::general_purpose::STANDARD.encode(key.verifying_key().to_bytes());
-        format!(r#"{{"id":"{id}","ed25519":"{b64}"}}"#)
-    }
-
-    pub fn sign(key: &SigningKey, id: &str, sequence: u64, snapshot: &[u8]) -> SignedSnapshot {
-        let sig = key.sign(&payload(sequence, id, snapshot));
-        SignedSnapshot {
-            snapshot: snapshot.to_vec(),
-            sequence,
-            key_id: id.to_owned(),
-            signature: sig.to_bytes().to_vec(),
-        }
-    }
-}
-
-#[cfg(test)]
 mod tests {
-    use super::testing::{key, key_json, sign};
+    use ferry_test_support::signed::{key, key_json, sign};
     use super::*;
     use prost::Message;
 

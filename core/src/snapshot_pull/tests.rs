@@ -1,6 +1,6 @@
 use super::*;
 use crate::plugin_config::{parse_plugin, Plugin};
-use crate::signature::testing::{key, key_json, sign};
+use ferry_test_support::signed::{key, key_json, sign};
 use ed25519_dalek::SigningKey;
 use ferry_test_support::snapshot::snapshot;
 use ferry_protos::v1::SignedSnapshot;

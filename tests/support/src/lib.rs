@@ -6,6 +6,7 @@
 //!   for crates that need more services or routes;
 //! - [`vector`]: stored vectors, as `ferry materialize` writes them to Redis;
 //! - [`reader`]: the reader's request and answer;
+//! - [`signed`]: signed snapshots (keys from a seed, envelopes at any sequence);
 //! - [`redis`]: a throwaway `redis-server` on a free loopback port (plain, TLS, password, or a
 //!   three-master Cluster);
 //! - [`proxy`]: a TCP proxy that can freeze, to play a Redis that went silent;
@@ -22,6 +23,7 @@ pub mod example;
 pub mod ports;
 pub mod proxy;
 pub mod reader;
+pub mod signed;
 pub mod redis;
 pub mod snapshot;
 pub mod vector;
