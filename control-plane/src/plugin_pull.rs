@@ -55,10 +55,9 @@ mod tests {
     fn the_pull_plugin_config_is_what_the_filter_accepts_and_bad_values_are_refused() {
         let url = "https://ferry-control-plane.ferry.svc.cluster.local:8091/v1/snapshot";
         let cp = "outbound|8091||ferry-control-plane.ferry.svc.cluster.local";
-        let key = crate::serve::signing::public_key(
-            "k1=Gb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=",
-        )
-        .unwrap();
+        let key =
+            crate::serve::signing::public_key("k1=Gb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=")
+                .unwrap();
         let opts = PullOptions {
             poll_ms: Some(250),
             token: Some("t".into()),

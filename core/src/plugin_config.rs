@@ -499,34 +499,7 @@ mod tests {
     #[test]
     fn bad_pull_configurations_are_refused_by_name() {
         let snap = b64(&snapshot().encode_to_vec());
-        let k = keys();
         let cases = [
-            (
-                format!(r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c"}}"#),
-                "'snapshot_url' needs 'snapshot_keys', the public keys its snapshots are signed with",
-            ),
-            (
-                format!(r#"{{"snapshot_url":"http://cp/s","snapshot_cluster":"c","snapshot_keys":{k}}}"#),
-                "'snapshot_url' http://cp/s is plain http: use https://",
-            ),
-            (
-                format!(r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c","insecure":"yes"}}"#),
-                "'insecure' must be true or false",
-            ),
-            (
-                format!(r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c","snapshot_keys":[]}}"#),
-                "'snapshot_keys' must be a non-empty array",
-            ),
-            (
-                format!(
-                    r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c","snapshot_keys":{k},"snapshot_max_bytes":100}}"#
-                ),
-                "'snapshot_max_bytes' must be a whole number from 1024",
-            ),
-            (
-                format!(r#"{{"snapshot_base64":"{snap}","snapshot_keys":{k}}}"#),
-                "'snapshot_keys' goes with 'snapshot_url' only",
-            ),
             (
                 format!(r#"{{"snapshot_url":"{URL}"}}"#),
                 "needs 'snapshot_cluster'",
@@ -568,6 +541,44 @@ mod tests {
             (
                 format!(r#"{{"snapshot_base64":"{snap}","snapshot_cluster":"c"}}"#),
                 "'snapshot_cluster' goes with 'snapshot_url' only",
+            ),
+        ];
+        for (json, expected) in cases {
+            let err = parse_plugin(json.as_bytes()).unwrap_err().to_string();
+            assert!(err.contains(expected), "{json}: {err}");
+        }
+    }
+
+    #[test]
+    fn an_unsigned_or_plain_http_pull_is_refused_unless_insecure() {
+        let snap = b64(&snapshot().encode_to_vec());
+        let k = keys();
+        let cases = [
+            (
+                format!(r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c"}}"#),
+                "'snapshot_url' needs 'snapshot_keys', the public keys its snapshots are signed with",
+            ),
+            (
+                format!(r#"{{"snapshot_url":"http://cp/s","snapshot_cluster":"c","snapshot_keys":{k}}}"#),
+                "'snapshot_url' http://cp/s is plain http: use https://",
+            ),
+            (
+                format!(r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c","insecure":"yes"}}"#),
+                "'insecure' must be true or false",
+            ),
+            (
+                format!(r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c","snapshot_keys":[]}}"#),
+                "'snapshot_keys' must be a non-empty array",
+            ),
+            (
+                format!(
+                    r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c","snapshot_keys":{k},"snapshot_max_bytes":100}}"#
+                ),
+                "'snapshot_max_bytes' must be a whole number from 1024",
+            ),
+            (
+                format!(r#"{{"snapshot_base64":"{snap}","snapshot_keys":{k}}}"#),
+                "'snapshot_keys' goes with 'snapshot_url' only",
             ),
         ];
         for (json, expected) in cases {

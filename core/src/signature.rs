@@ -134,8 +134,8 @@ fn one_key(item: &Value) -> Result<SnapshotKey, String> {
 
 #[cfg(test)]
 mod tests {
-    use ferry_test_support::signed::{key, key_json, sign};
     use super::*;
+    use ferry_test_support::signed::{key, key_json, sign};
     use prost::Message;
 
     fn keys(json: &str) -> Result<Keys, String> {
@@ -145,7 +145,12 @@ mod tests {
     #[test]
     fn a_signature_verifies_under_its_key_and_nothing_else_does() {
         let (k1, k2) = (key(1), key(2));
-        let both = keys(&format!("[{},{}]", key_json("k1", &k1), key_json("k2", &k2))).unwrap();
+        let both = keys(&format!(
+            "[{},{}]",
+            key_json("k1", &k1),
+            key_json("k2", &k2)
+        ))
+        .unwrap();
         let signed = sign(&k2, "k2", 9, b"snapshot bytes");
         let opened = both.open(&signed.encode_to_vec()).unwrap();
         assert_eq!(
@@ -191,12 +196,22 @@ mod tests {
             ("[]".to_string(), "non-empty array"),
             ("{}".to_string(), "non-empty array"),
             ("[7]".to_string(), "key 0: must be an object"),
-            (r#"[{"ed25519":"AAAA"}]"#.to_string(), "'id' must be a string"),
-            (r#"[{"id":"","ed25519":"AAAA"}]"#.to_string(), "'id' must be 1 to"),
+            (
+                r#"[{"ed25519":"AAAA"}]"#.to_string(),
+                "'id' must be a string",
+            ),
+            (
+                r#"[{"id":"","ed25519":"AAAA"}]"#.to_string(),
+                "'id' must be 1 to",
+            ),
             (r#"[{"id":"a"}]"#.to_string(), "'ed25519' must be a string"),
             (r#"[{"id":"a","ed25519":"%%"}]"#.to_string(), "not base64"),
             (r#"[{"id":"a","ed25519":"AAAA"}]"#.to_string(), "is 3 bytes"),
-            (r#"[{"id":"a","ed25519":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}]"#.to_string(), "not a usable"),
+            (
+                r#"[{"id":"a","ed25519":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}]"#
+                    .to_string(),
+                "not a usable",
+            ),
             (r#"[{"id":"a","key":"x"}]"#.to_string(), "unknown key 'key'"),
             (format!("[{good},{good}]"), "key 1: id 'k1' is given twice"),
         ];

@@ -139,7 +139,11 @@ impl Puller {
     }
 
     /// The answer; `read_body(n)` reads its first `n` bytes, called only when they fit.
-    pub fn answered(&mut self, answer: &Answer, read_body: impl FnOnce(usize) -> Vec<u8>) -> Pulled {
+    pub fn answered(
+        &mut self,
+        answer: &Answer,
+        read_body: impl FnOnce(usize) -> Vec<u8>,
+    ) -> Pulled {
         self.in_flight = false;
         match answer.status {
             Some(200) => self.received(answer, read_body),

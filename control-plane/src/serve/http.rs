@@ -148,7 +148,7 @@ fn current_snapshot(state: &State, req: &Request<Incoming>) -> Response<Full<Byt
     // The body (signed or not) and its content type: one function of `signing`.
     snapshot_answer(
         current.as_ref().map(|c| {
-            let (content_type, body) = super::signing::served(c);
+            let (content_type, body) = super::signing::served(c.signed.as_ref(), &c.encoded);
             (c.snapshot.version.as_str(), content_type, body)
         }),
         &tags,

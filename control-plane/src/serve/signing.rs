@@ -21,8 +21,6 @@ use ferry_protos::v1::SignedSnapshot;
 use prost::Message as _;
 use sha2::{Digest, Sha256};
 
-use super::state::Current;
-
 /// The private key `ferry serve` signs with, and the id the filter knows it by.
 pub struct Signer {
     key: SigningKey,
@@ -88,12 +86,13 @@ pub fn next_sequence(last: u64, now_ms: u64) -> u64 {
     last.saturating_add(1).max(now_ms)
 }
 
-/// What `GET /v1/snapshot` answers for `current`: the signed envelope when there is a signing
-/// key, else the snapshot's bytes; with its content type.
-pub fn served(current: &Current) -> (&'static str, &Bytes) {
-    match &current.signed {
+/// What `GET /v1/snapshot` answers for the current snapshot (its `signed` envelope and its
+/// `encoded` bytes): the envelope when there is a signing key, else the bytes; with its
+/// content type.
+pub fn served<'a>(signed: Option<&'a Bytes>, encoded: &'a Bytes) -> (&'static str, &'a Bytes) {
+    match signed {
         Some(envelope) => (CONTENT_TYPE, envelope),
-        None => (UNSIGNED_CONTENT_TYPE, &current.encoded),
+        None => (UNSIGNED_CONTENT_TYPE, encoded),
     }
 }
 
@@ -197,7 +196,10 @@ mod tests {
         let keys = Keys::from_json(&serde_json::json!([entry])).unwrap();
         let envelope = signer.envelope(7, &Bytes::from_static(b"snapshot"));
         let opened = keys.open(&envelope).unwrap();
-        assert_eq!((opened.sequence, opened.snapshot), (7, b"snapshot".to_vec()));
+        assert_eq!(
+            (opened.sequence, opened.snapshot),
+            (7, b"snapshot".to_vec())
+        );
         // Another key's signature is refused.
         std::fs::write(&path, generate().unwrap().1).unwrap();
         let other = Signer::from_file(&path, Some(signer.key_id.clone())).unwrap();
@@ -260,16 +262,24 @@ mod tests {
         let store = crate::serve::persist::StateDir::open(&repo.path().join(".ferry")).unwrap();
         let opened = |s: &crate::serve::state::State| {
             let c = s.current().unwrap();
-            let (ctype, body) = served(&c);
+            let (ctype, body) = served(c.signed.as_ref(), &c.encoded);
             assert_eq!(ctype, CONTENT_TYPE);
             let o = keys.open(body).unwrap();
-            assert_eq!(o.snapshot, c.encoded.to_vec(), "the served snapshot, signed");
+            assert_eq!(
+                o.snapshot,
+                c.encoded.to_vec(),
+                "the served snapshot, signed"
+            );
             assert_eq!(o.sequence, c.sequence);
             o.sequence
         };
         let s = serve_run(&store, repo.path(), &signer);
         let first = opened(&s);
-        assert_eq!(store.load().unwrap().unwrap().sequence, first, "saved first");
+        assert_eq!(
+            store.load().unwrap().unwrap().sequence,
+            first,
+            "saved first"
+        );
         let original = s.current().unwrap().snapshot.clone();
         let mut other = original.clone();
         assert!(other.routes.pop().is_some());
@@ -301,13 +311,19 @@ mod tests {
         );
         unsigned.offer(c, "push").unwrap();
         let current = unsigned.current().unwrap();
-        assert_eq!(served(&current), (UNSIGNED_CONTENT_TYPE, &current.encoded));
+        assert_eq!(
+            served(current.signed.as_ref(), &current.encoded),
+            (UNSIGNED_CONTENT_TYPE, &current.encoded)
+        );
     }
 
     #[test]
     fn sequences_rise_with_the_clock_and_never_repeat() {
         assert_eq!(next_sequence(0, 1_700_000_000_000), 1_700_000_000_000);
-        assert_eq!(next_sequence(1_700_000_000_000, 1_700_000_000_000), 1_700_000_000_001);
+        assert_eq!(
+            next_sequence(1_700_000_000_000, 1_700_000_000_000),
+            1_700_000_000_001
+        );
         // The clock went back: still above the last one.
         assert_eq!(next_sequence(1_800_000_000_000, 5), 1_800_000_000_001);
     }

@@ -1,9 +1,9 @@
 use super::*;
 use crate::plugin_config::{parse_plugin, Plugin};
-use ferry_test_support::signed::{key, key_json, sign};
 use ed25519_dalek::SigningKey;
-use ferry_test_support::snapshot::snapshot;
 use ferry_protos::v1::SignedSnapshot;
+use ferry_test_support::signed::{key, key_json, sign};
+use ferry_test_support::snapshot::snapshot;
 use prost::Message;
 
 fn puller_of(json: &str) -> Puller {
@@ -239,14 +239,20 @@ fn a_lower_sequence_is_a_replay_and_an_equal_one_must_be_the_same_bytes() {
     loaded_project(signed(&mut p, "\"b\"", &envelope(&key(1), "k1", 6, "b")));
     let older = envelope(&key(1), "k1", 5, "a");
     let log = refused(signed(&mut p, "\"a\"", &older));
-    assert!(log.contains("sequence 5 is lower than the held snapshot's 6"), "{log}");
+    assert!(
+        log.contains("sequence 5 is lower than the held snapshot's 6"),
+        "{log}"
+    );
     // Logged once while the replay repeats.
     assert!(matches!(
         signed(&mut p, "\"a\"", &older),
         Pulled::Kept { log: None }
     ));
     let log = refused(signed(&mut p, "\"c\"", &envelope(&key(1), "k1", 6, "c")));
-    assert!(log.contains("sequence 6 is the held snapshot's, with other bytes"), "{log}");
+    assert!(
+        log.contains("sequence 6 is the held snapshot's, with other bytes"),
+        "{log}"
+    );
     // An intended rollback: the old content, as a new, higher sequence.
     assert_eq!(
         loaded_project(signed(&mut p, "\"a\"", &envelope(&key(1), "k1", 7, "a"))),

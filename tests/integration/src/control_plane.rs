@@ -95,13 +95,7 @@ impl ControlPlane {
     pub fn restart(&mut self) {
         self.proc.kill();
         let flags = [filter_flags(&self.wasm, self.runtime), self.extra.clone()].concat();
-        self.proc = spawn(
-            &self.dir,
-            &self.repo,
-            &flags,
-            self.xds_port,
-            self.http_port,
-        );
+        self.proc = spawn(&self.dir, &self.repo, &flags, self.xds_port, self.http_port);
         self.wait_healthy();
     }
 

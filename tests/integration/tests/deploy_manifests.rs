@@ -284,8 +284,14 @@ fn the_envoy_gateway_policy_names_the_clusters_its_patch_adds() {
         .find(|c| c["name"] == pull.cluster.as_str())
         .unwrap();
     let tls = &cp["transport_socket"]["typed_config"];
-    assert!(str_at(tls, "/@type").ends_with("UpstreamTlsContext"), "{cp}");
-    assert_eq!(str_at(tls, "/sni"), pull.authority.split(':').next().unwrap());
+    assert!(
+        str_at(tls, "/@type").ends_with("UpstreamTlsContext"),
+        "{cp}"
+    );
+    assert_eq!(
+        str_at(tls, "/sni"),
+        pull.authority.split(':').next().unwrap()
+    );
     if let Err(log) = envoy_validate("envoy-gateway", config, clusters) {
         panic!("envoy --mode validate refused the Envoy Gateway config:\n{log}");
     }
@@ -295,7 +301,10 @@ fn the_envoy_gateway_policy_names_the_clusters_its_patch_adds() {
 fn signed_over_tls(pull: &Pull) {
     assert!(pull.url.starts_with("https://"), "{}", pull.url);
     assert!(!pull.insecure, "{pull:?}");
-    assert!(pull.keys.as_ref().is_some_and(|k| !k.ids().is_empty()), "{pull:?}");
+    assert!(
+        pull.keys.as_ref().is_some_and(|k| !k.ids().is_empty()),
+        "{pull:?}"
+    );
 }
 
 #[test]

@@ -23,7 +23,7 @@ pub mod example;
 pub mod ports;
 pub mod proxy;
 pub mod reader;
-pub mod signed;
 pub mod redis;
+pub mod signed;
 pub mod snapshot;
 pub mod vector;

@@ -97,7 +97,10 @@ async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes(
         .arg("--snapshot-key")
         .arg(&key)
         .arg("--insecure"));
-    assert!(plugin_config.contains("\"snapshot_keys\""), "{plugin_config}");
+    assert!(
+        plugin_config.contains("\"snapshot_keys\""),
+        "{plugin_config}"
+    );
     let cp_port = cp.http_port;
     let envoy =
         stack.static_envoy_edited(|y| with_cp_cluster(as_istio(y, &plugin_config), cp_port));
@@ -197,6 +200,9 @@ async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes(
 /// signed-pull test).
 pub fn keygen(dir: &std::path::Path) -> std::path::PathBuf {
     let key = dir.join("signing.pem");
-    run(Command::new(bin("ferry")).arg("keygen").arg("--out").arg(&key));
+    run(Command::new(bin("ferry"))
+        .arg("keygen")
+        .arg("--out")
+        .arg(&key));
     key
 }

@@ -97,7 +97,9 @@ fn answer_one(mut conn: TcpStream, answer: Option<Answer>) {
         }
     }
     let Some(a) = answer else {
-        let _ = conn.write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        let _ = conn.write_all(
+            b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        );
         return;
     };
     let head = format!(
@@ -139,7 +141,13 @@ async fn a_signed_snapshot_is_taken_and_a_replayed_older_one_refused() {
     let port = mitm.port;
     let envoy = stack.static_envoy_edited(|y| with_cp_cluster(as_istio(y, &plugin_config), port));
     let p = envoy.listen_port;
-    post_until(p, "/v1/models/fraud:predict", "the signed snapshot", enriched).await;
+    post_until(
+        p,
+        "/v1/models/fraud:predict",
+        "the signed snapshot",
+        enriched,
+    )
+    .await;
 
     // A newer snapshot: a higher sequence, taken.
     let yaml = stack.repo.join("ferry.yaml");
@@ -187,6 +195,12 @@ async fn a_signed_snapshot_is_taken_and_a_replayed_older_one_refused() {
     let third = fetch(&cp);
     assert!(third.sequence() > s2, "{} > {s2}", third.sequence());
     mitm.set(third);
-    post_until(p, "/t/added-again", "the snapshot after the restart", enriched).await;
+    post_until(
+        p,
+        "/t/added-again",
+        "the snapshot after the restart",
+        enriched,
+    )
+    .await;
     assert!(!envoy.proc.log_text().contains("panicked"));
 }

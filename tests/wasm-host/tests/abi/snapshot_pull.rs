@@ -212,9 +212,21 @@ fn a_tampered_replayed_or_unsigned_pull_is_refused_and_a_newer_signed_one_taken(
     tampered.signature[10] ^= 1;
     let unknown = sign(&key(2), "k2", 7, &snapshot().encode_to_vec());
     let refusals: [(&str, Vec<u8>, &str); 4] = [
-        (CONTENT_TYPE, tampered.encode_to_vec(), "does not verify under key 'k1'"),
-        (CONTENT_TYPE, unknown.encode_to_vec(), "key 'k2', which is not configured"),
-        (CONTENT_TYPE, signed_at(4), "sequence 4 is lower than the held snapshot's 5"),
+        (
+            CONTENT_TYPE,
+            tampered.encode_to_vec(),
+            "does not verify under key 'k1'",
+        ),
+        (
+            CONTENT_TYPE,
+            unknown.encode_to_vec(),
+            "key 'k2', which is not configured",
+        ),
+        (
+            CONTENT_TYPE,
+            signed_at(4),
+            "sequence 4 is lower than the held snapshot's 5",
+        ),
         (
             UNSIGNED_CONTENT_TYPE,
             snapshot().encode_to_vec(),
@@ -231,7 +243,12 @@ fn a_tampered_replayed_or_unsigned_pull_is_refused_and_a_newer_signed_one_taken(
     host.tick();
     let huge = vec![0u8; ferry_protos::limits::MAX_SIGNED_SNAPSHOT_BYTES + 1];
     answer_pull(&host, "200", "\"huge\"", &huge);
-    assert_eq!(warned(&host, "over snapshot_max_bytes"), 1, "{}", host.log_text());
+    assert_eq!(
+        warned(&host, "over snapshot_max_bytes"),
+        1,
+        "{}",
+        host.log_text()
+    );
     enriched(&host);
     assert_eq!(
         pulls(&host).last().unwrap().header("if-none-match"),
@@ -266,13 +283,23 @@ fn a_pull_without_keys_or_over_plain_http_is_refused_unless_insecure() {
     );
     let plain = pull_config().replace("https://", "http://");
     assert!(!host.configure(plain.as_bytes()));
-    assert!(host.log_text().contains("is plain http"), "{}", host.log_text());
+    assert!(
+        host.log_text().contains("is plain http"),
+        "{}",
+        host.log_text()
+    );
     // `insecure`: plain http and unsigned snapshots.
     let insecure = format!(
         r#"{{"snapshot_url":"http://cp/v1/snapshot","snapshot_cluster":"{CP}",
             "reader_cluster":"{READER}","insecure":true}}"#
     );
     assert!(host.configure(insecure.as_bytes()), "{}", host.log_text());
-    answer_typed(&host, "200", "\"v1\"", UNSIGNED_CONTENT_TYPE, &snapshot().encode_to_vec());
+    answer_typed(
+        &host,
+        "200",
+        "\"v1\"",
+        UNSIGNED_CONTENT_TYPE,
+        &snapshot().encode_to_vec(),
+    );
     enriched(&host);
 }
