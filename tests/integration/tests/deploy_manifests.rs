@@ -181,6 +181,12 @@ fn the_istio_wasmplugin_names_what_the_kubernetes_services_make() {
     let config = &plugin["spec"]["pluginConfig"];
     let pull = pull_of(config);
     assert!(!pull.overrides.headers_held);
+    signed_over_tls(&pull);
+    // The link is the mesh's mutual TLS, to the control plane's host.
+    let [rule] = of_kind(&docs, "DestinationRule")[..] else {
+        panic!("one DestinationRule")
+    };
+    assert_eq!(rule["spec"]["trafficPolicy"]["tls"]["mode"], "ISTIO_MUTUAL");
 
     // Each cluster named is one Istio makes for a Service, and the URL goes to that Service.
     let reader = istio_cluster(pull.overrides.reader_cluster.as_deref().unwrap());
@@ -193,6 +199,7 @@ fn the_istio_wasmplugin_names_what_the_kubernetes_services_make() {
     }
     assert_eq!(pull.authority, format!("{}:{}", cp.0, cp.1));
     assert_eq!(pull.path, "/v1/snapshot");
+    assert_eq!(str_at(rule, "/spec/host"), cp.0);
 
     let clusters = vec![
         dns_cluster(
@@ -236,6 +243,7 @@ fn the_envoy_gateway_policy_names_the_clusters_its_patch_adds() {
     assert_eq!(wasm_ext["failOpen"], false);
     let config = &wasm_ext["config"];
     let pull = pull_of(config);
+    signed_over_tls(&pull);
 
     let [patch] = of_kind(&docs, "EnvoyPatchPolicy")[..] else {
         panic!("one EnvoyPatchPolicy")
@@ -270,9 +278,33 @@ fn the_envoy_gateway_policy_names_the_clusters_its_patch_adds() {
             "{named} is not among the patched clusters {names:?}"
         );
     }
+    // The control plane's cluster verifies ferry serve's certificate for its Service name.
+    let cp = clusters
+        .iter()
+        .find(|c| c["name"] == pull.cluster.as_str())
+        .unwrap();
+    let tls = &cp["transport_socket"]["typed_config"];
+    assert!(
+        str_at(tls, "/@type").ends_with("UpstreamTlsContext"),
+        "{cp}"
+    );
+    assert_eq!(
+        str_at(tls, "/sni"),
+        pull.authority.split(':').next().unwrap()
+    );
     if let Err(log) = envoy_validate("envoy-gateway", config, clusters) {
         panic!("envoy --mode validate refused the Envoy Gateway config:\n{log}");
     }
+}
+
+/// A manifest's pull is signed and declared TLS: keys, `https://`, never `insecure`.
+fn signed_over_tls(pull: &Pull) {
+    assert!(pull.url.starts_with("https://"), "{}", pull.url);
+    assert!(!pull.insecure, "{pull:?}");
+    assert!(
+        pull.keys.as_ref().is_some_and(|k| !k.ids().is_empty()),
+        "{pull:?}"
+    );
 }
 
 #[test]
