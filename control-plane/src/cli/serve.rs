@@ -141,6 +141,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .transpose()
         .map_err(|e| anyhow::anyhow!("--signing-key {e}"))?
         .map(std::sync::Arc::new);
+    let tokens = tokens(&args)?;
     let state_dir = args
         .state_dir
         .unwrap_or_else(|| args.repo.join(serve::persist::DEFAULT_STATE_DIR));
@@ -156,7 +157,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         },
         reader_cluster: envoy_config::TEMPLATE_READER_CLUSTER.to_owned(),
         access: serve::auth::Access {
-            tokens: tokens(&args)?,
+            tokens,
             grants: args.grants,
         },
         tls: args
