@@ -17,6 +17,7 @@
 
 pub mod civil;
 pub mod config;
+pub mod derive;
 pub mod enrich;
 pub mod error;
 pub mod format;
