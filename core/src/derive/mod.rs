@@ -29,6 +29,6 @@ pub use types::{Budget, Input, Invalid, List, Outcome, Type, Val};
 #[cfg(test)]
 mod eval_tests;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
