@@ -25,6 +25,7 @@
 
 pub mod envoy_config;
 pub mod envoy_xds;
+pub mod expr;
 pub mod fingerprint;
 pub mod materialize;
 pub mod oci;

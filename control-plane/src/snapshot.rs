@@ -20,6 +20,7 @@ pub fn build(reg: &Registry) -> v1::Snapshot {
         reader_authority: reg.reader.authority.clone(),
         near_cache_max_bytes: reg.near_cache_max_bytes,
         protected_paths: reg.protected_paths.clone(),
+        on_demand_views: vec![],
     };
     snap.version = content_version(&snap);
     snap
@@ -28,6 +29,8 @@ pub fn build(reg: &Registry) -> v1::Snapshot {
 fn service(reg: &Registry, s: &FeatureService) -> v1::FeatureService {
     v1::FeatureService {
         feast: reg.feast.as_ref().map(|f| feast_layout(reg, &f.project, s)),
+        derived: vec![],
+        derived_version: String::new(),
         name: s.name.clone(),
         fingerprint: s.fingerprint,
         entity_keys: s
