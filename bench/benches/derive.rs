@@ -120,7 +120,11 @@ fn cel_context<'a>(root: &'a Context<'a, 'a>, i: &Instance) -> Context<'a, 'a> {
     {
         txn.insert("avg_7d", Value::Float(*a));
         txn.insert("last_login", Value::Int(*l));
-        let emb: Vec<Value> = e.values.iter().map(|&x| Value::Float(f64::from(x))).collect();
+        let emb: Vec<Value> = e
+            .values
+            .iter()
+            .map(|&x| Value::Float(f64::from(x)))
+            .collect();
         profile.insert("emb", Value::List(Arc::new(emb)));
     }
     ctx.add_variable_from_value("request", request);

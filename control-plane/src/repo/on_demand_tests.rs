@@ -53,7 +53,10 @@ const FILES: [(&str, &str); 2] = [
         "t.csv",
         "user_id,ts,txn_amount_avg_7d,txn_count_7d\nu1,1767225600,12.5,3\n",
     ),
-    ("p.csv", "user_id,ts,country,emb\nu1,1767225600,DE,\"[1, 0]\"\n"),
+    (
+        "p.csv",
+        "user_id,ts,country,emb\nu1,1767225600,DE,\"[1, 0]\"\n",
+    ),
 ];
 
 fn problems(from: &str, to: &str) -> Vec<String> {
@@ -110,12 +113,21 @@ fn a_repo_with_on_demand_views_makes_a_snapshot_the_filter_accepts() {
     assert_eq!(c.services[0].derived[0].stored_index, [0, 2, 3]);
     assert_eq!(c.services[1].derived_count, 2);
     let text = crate::repo::report::report(&reg, &snap.version);
-    assert!(text.contains("feature service plain  fingerprint "), "{text}");
-    assert!(text.contains("  on-demand view txn_risk        4 feature(s)  derived version "), "{text}");
+    assert!(
+        text.contains("feature service plain  fingerprint "),
+        "{text}"
+    );
+    assert!(
+        text.contains("  on-demand view txn_risk        4 feature(s)  derived version "),
+        "{text}"
+    );
     // Nothing of a service of request fields only is stored.
     let tables = crate::materialize::load_tables(&reg).unwrap();
     assert!(crate::materialize::service_entities(&reg.services[1], &tables).is_empty());
-    assert_eq!(crate::materialize::service_entities(&reg.services[0], &tables), ["u1"]);
+    assert_eq!(
+        crate::materialize::service_entities(&reg.services[0], &tables),
+        ["u1"]
+    );
 }
 
 #[test]
