@@ -2,6 +2,9 @@
 //! binding included, with the `cel` crate's interpreter (compiled once, a `Context` per
 //! instance) and with ferry-core's engine (`derive`: compiled once, borrowed inputs).
 
+// A benchmark: a broken setup should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -10,7 +13,6 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use ferry::expr::{self, Scope};
 use ferry_core::derive::{Budget, Input, List, Program, Type, Val};
 use ferry_core::values::FeatureValue;
-use ferry_core::vector::FeatureStatus;
 use ferry_protos::v1::{value::Kind, FloatList, ValueType as VT};
 
 const EXPRESSIONS: [(&str, &str, VT); 5] = [
@@ -99,9 +101,9 @@ fn bind<'a>(i: &'a Instance) -> [Input<'a>; 7] {
         Input::Present(Val::Str(i.country.as_str().into())),
         Input::Present(Val::List(List::F64(i.q.as_slice().into()))),
         Input::Present(Val::Int(i.time)),
-        Input::stored(&i.stored[0], FeatureStatus::Present),
-        Input::stored(&i.stored[1], FeatureStatus::Present),
-        Input::stored(&i.stored[2], FeatureStatus::Present),
+        Input::stored(&i.stored[0]),
+        Input::stored(&i.stored[1]),
+        Input::stored(&i.stored[2]),
     ]
 }
 

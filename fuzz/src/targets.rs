@@ -211,7 +211,7 @@ fn derived(v: &ferry_core::config::OnDemandView) {
     present.extend(v.stored.iter().map(|s| Input::Present(of(s.value_type))));
     assert_eq!(present.len(), v.slot_count());
     let absent: Vec<Input> = (0..v.slot_count())
-        .map(|_| Input::Absent(vector::FeatureStatus::NotFound))
+        .map(|_| Input::Absent(ferry_core::derive::Absence::NotFound))
         .collect();
     for inputs in [&present, &absent] {
         let mut budget = Budget::new(ferry_core::derive::cost::DEFAULT_REQUEST_BUDGET);

@@ -107,6 +107,33 @@ fn view(
         sources: &source_features,
         views: &all_views,
     };
+    let converted = convert_features(rv, path, &scope, issues);
+    let (stored, features) = finish(
+        rv,
+        path,
+        &sources,
+        &source_features,
+        &request_types,
+        converted,
+        views,
+        issues,
+    );
+    OnDemandView {
+        name: rv.name.clone(),
+        request,
+        sources,
+        stored,
+        features,
+    }
+}
+
+/// Each feature's name and type checked and its expression converted (slots provisional).
+fn convert_features(
+    rv: &RawOnDemandView,
+    path: &str,
+    scope: &Scope,
+    issues: &mut Issues,
+) -> Vec<Converted> {
     let mut seen = Seen::new("feature name", "features");
     let mut converted = Vec::with_capacity(rv.features.len());
     for (j, f) in rv.features.iter().enumerate() {
@@ -128,7 +155,7 @@ fn view(
                 None
             }
         };
-        match expr::convert(&f.expr, &scope) {
+        match expr::convert(&f.expr, scope) {
             Ok(c) => converted.push((j, ty, c)),
             Err(problems) => {
                 for p in problems {
@@ -137,23 +164,7 @@ fn view(
             }
         }
     }
-    let (stored, features) = finish(
-        rv,
-        path,
-        &sources,
-        &source_features,
-        &request_types,
-        converted,
-        views,
-        issues,
-    );
-    OnDemandView {
-        name: rv.name.clone(),
-        request,
-        sources,
-        stored,
-        features,
-    }
+    converted
 }
 
 type Converted = (usize, Option<FeatureType>, expr::Converted);

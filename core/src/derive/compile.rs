@@ -5,8 +5,9 @@
 
 use ferry_protos::v1::{self as pb, ValueType};
 
-use super::check::{self, CheckError, Node};
+use super::check::{self, CheckError};
 use super::cost::MAX_EXPR_COST;
+use super::tree::Node;
 use super::types::Type;
 
 /// One derived feature's expression, ready to evaluate per instance.

@@ -3,8 +3,8 @@
 //! counted in (one unit per node evaluated, one per list element a list function or macro goes
 //! through, one per 256 bytes a string function reads).
 
-use super::check::{Const, Node};
 use super::functions::Cost;
+use super::tree::{Const, Node};
 use super::types::{Type, Val};
 
 /// Longest expression text, in bytes.

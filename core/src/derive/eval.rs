@@ -3,22 +3,20 @@
 //! only `map`/`filter`, string concatenation and `string()` allocate.
 
 use std::borrow::Cow;
-use std::cmp::Ordering;
 
 use ferry_protos::v1::ValueType;
 
-use super::check::{CompKind, Const, Node};
 use super::compile::Program;
 use super::cost::{self, MAX_LIST_LEN, MAX_NESTED_COMPREHENSIONS};
 use super::functions::{Cost, Op};
 use super::ops;
-use super::types::{Budget, Input, Invalid, List, Outcome, Val};
-use crate::vector::FeatureStatus;
+use super::tree::{CompKind, Const, Node};
+use super::types::{Absence, Budget, Input, Invalid, List, Outcome, Val};
 
 /// Why an evaluation stopped before a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Stop {
-    Absent(usize, FeatureStatus),
+    Absent(usize, Absence),
     Invalid(Invalid),
 }
 
@@ -53,7 +51,7 @@ impl Program {
                 None => {
                     return Outcome::Absent {
                         slot,
-                        status: FeatureStatus::NotFound,
+                        status: Absence::NotFound,
                     }
                 }
             }
@@ -90,7 +88,7 @@ impl<'a> Ctx<'a, '_> {
             Node::Input(slot) => match self.inputs.get(*slot) {
                 Some(Input::Present(v)) => Ok(borrow(v)),
                 Some(Input::Absent(status)) => Err(Stop::Absent(*slot, *status)),
-                None => Err(Stop::Absent(*slot, FeatureStatus::NotFound)),
+                None => Err(Stop::Absent(*slot, Absence::NotFound)),
             },
             Node::Has(slot) => Ok(Val::Bool(matches!(
                 self.inputs.get(*slot),
@@ -243,17 +241,5 @@ fn borrow<'a>(v: &'a Val<'a>) -> Val<'a> {
         Val::Bytes(b) => Val::Bytes(Cow::Borrowed(b)),
         Val::List(List::F32(l)) => Val::List(List::F32(l)),
         Val::List(List::F64(l)) => Val::List(List::F64(Cow::Borrowed(l))),
-    }
-}
-
-/// Orders two values of one type (the checker saw to it); doubles are finite here.
-pub(super) fn compare(a: &Val<'_>, b: &Val<'_>) -> Option<Ordering> {
-    match (a, b) {
-        (Val::Int(x), Val::Int(y)) => Some(x.cmp(y)),
-        (Val::Double(x), Val::Double(y)) => x.partial_cmp(y),
-        (Val::Bool(x), Val::Bool(y)) => Some(x.cmp(y)),
-        (Val::Str(x), Val::Str(y)) => Some(x.cmp(y)),
-        (Val::Bytes(x), Val::Bytes(y)) => Some(x.cmp(y)),
-        _ => None,
     }
 }

@@ -6,7 +6,6 @@ use ferry_protos::v1::{ComprehensionKind as CK, Expr, Function as F, ValueType a
 
 use super::testing::*;
 use super::*;
-use crate::vector::FeatureStatus;
 
 /// Slots: 0 double, 1 string, 2 int, 3 list, 4 bool, 5 bytes, 6 list (f64).
 const SLOTS: [Type; 7] = [
@@ -376,7 +375,7 @@ fn macros() {
 #[test]
 fn an_absent_unguarded_input_is_null_with_its_status_before_anything_runs() {
     let mut ins = inputs();
-    ins[0] = Input::Absent(FeatureStatus::OutsideMaxAge);
+    ins[0] = Input::Absent(Absence::OutsideMaxAge);
     // Would be a division by zero if it ran.
     let e = c2(
         F::Add,
@@ -388,7 +387,7 @@ fn an_absent_unguarded_input_is_null_with_its_status_before_anything_runs() {
         run_with(e, Type::Int, &ins, &mut budget),
         Outcome::Absent {
             slot: 0,
-            status: FeatureStatus::OutsideMaxAge
+            status: Absence::OutsideMaxAge
         }
     );
     assert_eq!(budget.left(), 100, "nothing evaluated");
@@ -398,7 +397,7 @@ fn an_absent_unguarded_input_is_null_with_its_status_before_anything_runs() {
 fn a_guarded_input_gives_its_own_default_or_is_absent_where_read() {
     let e = call(F::Conditional, vec![has(0), input(0), dbl(-1.0)]);
     let mut ins = inputs();
-    ins[0] = Input::Absent(FeatureStatus::NotFound);
+    ins[0] = Input::Absent(Absence::NotFound);
     let mut budget = Budget::new(100);
     assert_eq!(
         run_with(e.clone(), Type::Double, &ins, &mut budget),
@@ -411,7 +410,7 @@ fn a_guarded_input_gives_its_own_default_or_is_absent_where_read() {
         run_with(e, Type::Bool, &ins, &mut budget),
         Outcome::Absent {
             slot: 0,
-            status: FeatureStatus::NotFound
+            status: Absence::NotFound
         }
     );
 }
@@ -483,28 +482,21 @@ fn stored_values_bind_borrowed_and_non_finite_floats_are_null() {
     use ferry_protos::v1::{value::Kind, FloatList};
     let s = Some(Kind::StringVal("de".into()));
     assert_eq!(
-        Input::stored(&s, FeatureStatus::Present),
+        Input::stored(&s),
         Input::Present(Val::Str(Cow::Borrowed("de")))
     );
     let l = Some(Kind::FloatListVal(FloatList { values: vec![1.0] }));
-    match Input::stored(&l, FeatureStatus::Present) {
+    match Input::stored(&l) {
         Input::Present(Val::List(List::F32(x))) => assert_eq!(x, &[1.0]),
         other => panic!("{other:?}"),
     }
     assert_eq!(
-        Input::stored(&Some(Kind::FloatVal(f32::NAN)), FeatureStatus::Present),
-        Input::Absent(FeatureStatus::NullValue)
+        Input::stored(&Some(Kind::FloatVal(f32::NAN))),
+        Input::Absent(Absence::NullValue)
     );
+    assert_eq!(Input::stored(&None), Input::Absent(Absence::NullValue));
     assert_eq!(
-        Input::stored(&None, FeatureStatus::Present),
-        Input::Absent(FeatureStatus::NullValue)
-    );
-    assert_eq!(
-        Input::stored(&Some(Kind::Int32Val(3)), FeatureStatus::OutsideMaxAge),
-        Input::Absent(FeatureStatus::OutsideMaxAge)
-    );
-    assert_eq!(
-        Input::stored(&Some(Kind::Int32Val(3)), FeatureStatus::Present),
+        Input::stored(&Some(Kind::Int32Val(3))),
         Input::Present(Val::Int(3))
     );
 }

@@ -4,7 +4,8 @@
 //!
 //! - `types.rs`: the expression types, values, inputs a caller binds per instance, outcomes.
 //! - `functions.rs`: the one table of operators and functions (signatures, cost).
-//! - `check.rs`: a tree decoded and checked (slots, functions, types, depth, size).
+//! - `check.rs`: a tree decoded and checked (slots, functions, types, depth, size) into the
+//!   typed tree of `tree.rs`.
 //! - `cost.rs`: the limits and the static cost bound, in the budget's units.
 //! - `compile.rs`: a checked tree made a [`Program`] (declared type, cost limit, guards).
 //! - `eval.rs`, `ops.rs`: evaluation, and what each operation computes.
@@ -20,11 +21,12 @@ pub mod cost;
 mod eval;
 pub mod functions;
 mod ops;
+mod tree;
 mod types;
 
 pub use check::CheckError;
 pub use compile::{result_type, Program};
-pub use types::{Budget, Input, Invalid, List, Outcome, Type, Val};
+pub use types::{Absence, Budget, Input, Invalid, List, Outcome, Type, Val};
 
 #[cfg(test)]
 mod eval_tests;

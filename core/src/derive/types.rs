@@ -6,7 +6,6 @@ use std::borrow::Cow;
 use ferry_protos::v1::{value::Kind, ValueType};
 
 use crate::values::FeatureValue;
-use crate::vector::FeatureStatus;
 
 /// CEL's types as on-demand views use them. `null` is no type: a missing input is tested with
 /// `has()`, never compared.
@@ -127,24 +126,41 @@ impl Val<'_> {
     }
 }
 
+/// Why an input is absent, in Feast's words (the caller maps its statuses to these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Absence {
+    /// `NOT_FOUND`: no row, no field in the instance.
+    NotFound,
+    /// `OUTSIDE_MAX_AGE`: stale.
+    OutsideMaxAge,
+    /// `NULL_VALUE`: null (or a non-finite float).
+    NullValue,
+}
+
+impl Absence {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Absence::NotFound => "NOT_FOUND",
+            Absence::OutsideMaxAge => "OUTSIDE_MAX_AGE",
+            Absence::NullValue => "NULL_VALUE",
+        }
+    }
+}
+
 /// One input slot of one instance: a request field, `request.time`, or a stored feature.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input<'a> {
     Present(Val<'a>),
-    /// Null, missing or stale, in Feast's words (`NOT_FOUND`, `OUTSIDE_MAX_AGE`, `NULL_VALUE`).
-    Absent(FeatureStatus),
+    Absent(Absence),
 }
 
 impl<'a> Input<'a> {
-    /// A stored feature as the vector decoder gave it, borrowed. A non-finite float has no
-    /// value a model could receive (its JSON form is null): it is `NULL_VALUE`, as is a null
-    /// whose status says PRESENT.
-    pub fn stored(value: &'a FeatureValue, status: FeatureStatus) -> Input<'a> {
-        if status != FeatureStatus::Present {
-            return Input::Absent(status);
-        }
+    /// A stored feature whose status is PRESENT, as the vector decoder gave it, borrowed. A
+    /// non-finite float has no value a model could receive (its JSON form is null): it is
+    /// `NULL_VALUE`, as is a null.
+    pub fn stored(value: &'a FeatureValue) -> Input<'a> {
         let v = match value {
-            None => return Input::Absent(FeatureStatus::NullValue),
+            None => return Input::Absent(Absence::NullValue),
             Some(Kind::Int32Val(i)) => Val::Int(i64::from(*i)),
             Some(Kind::Int64Val(i)) => Val::Int(*i),
             Some(Kind::FloatVal(f)) => Val::Double(f64::from(*f)),
@@ -155,7 +171,7 @@ impl<'a> Input<'a> {
             Some(Kind::FloatListVal(l)) => Val::List(List::F32(&l.values)),
         };
         match v {
-            Val::Double(d) if !d.is_finite() => Input::Absent(FeatureStatus::NullValue),
+            Val::Double(d) if !d.is_finite() => Input::Absent(Absence::NullValue),
             v => Input::Present(v),
         }
     }
@@ -206,7 +222,7 @@ pub enum Outcome<'a> {
     /// status. `slot` is the input's index in the view's layout.
     Absent {
         slot: usize,
-        status: FeatureStatus,
+        status: Absence,
     },
     Invalid(Invalid),
 }

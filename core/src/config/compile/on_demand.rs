@@ -54,39 +54,7 @@ fn view(v: pb::OnDemandView, ctx: &str) -> Result<OnDemandView, ConfigError> {
         );
     }
     let mut slots = Vec::with_capacity(v.request.len() + 1 + v.stored.len());
-    let mut request = Vec::with_capacity(v.request.len());
-    for r in v.request {
-        let t = value_type(r.r#type);
-        let allowed = matches!(
-            t,
-            Some(ValueType::Int64 | ValueType::Float64 | ValueType::Bool | ValueType::String)
-                | Some(ValueType::Float32List)
-        );
-        let (Some(t), true) = (t, allowed) else {
-            return invalid(
-                ctx,
-                format!(
-                    "request field '{}': type must be int64, float64, bool, string or float32_list",
-                    r.name
-                ),
-            );
-        };
-        if !ferry_protos::is_valid_name(&r.name) || r.name == "time" || r.field.is_empty() {
-            return invalid(
-                ctx,
-                format!("request field '{}': invalid name or field", r.name),
-            );
-        }
-        if request.iter().any(|x: &RequestField| x.name == r.name) {
-            return invalid(ctx, format!("request field '{}' twice", r.name));
-        }
-        slots.push(expr_type(t, ctx)?);
-        request.push(RequestField {
-            name: r.name,
-            field: r.field,
-            value_type: t,
-        });
-    }
+    let request = request_fields(v.request, &mut slots, ctx)?;
     slots.push(Type::Int);
     let mut stored: Vec<StoredInput> = Vec::with_capacity(v.stored.len());
     for s in v.stored {
@@ -123,6 +91,48 @@ fn view(v: pb::OnDemandView, ctx: &str) -> Result<OnDemandView, ConfigError> {
         stored,
         features,
     })
+}
+
+/// The request fields, their slot types pushed onto `slots`.
+fn request_fields(
+    fields: Vec<pb::RequestField>,
+    slots: &mut Vec<Type>,
+    ctx: &str,
+) -> Result<Vec<RequestField>, ConfigError> {
+    let mut request = Vec::with_capacity(fields.len());
+    for r in fields {
+        let t = value_type(r.r#type);
+        let allowed = matches!(
+            t,
+            Some(ValueType::Int64 | ValueType::Float64 | ValueType::Bool | ValueType::String)
+                | Some(ValueType::Float32List)
+        );
+        let (Some(t), true) = (t, allowed) else {
+            return invalid(
+                ctx,
+                format!(
+                    "request field '{}': type must be int64, float64, bool, string or float32_list",
+                    r.name
+                ),
+            );
+        };
+        if !ferry_protos::is_valid_name(&r.name) || r.name == "time" || r.field.is_empty() {
+            return invalid(
+                ctx,
+                format!("request field '{}': invalid name or field", r.name),
+            );
+        }
+        if request.iter().any(|x: &RequestField| x.name == r.name) {
+            return invalid(ctx, format!("request field '{}' twice", r.name));
+        }
+        slots.push(expr_type(t, ctx)?);
+        request.push(RequestField {
+            name: r.name,
+            field: r.field,
+            value_type: t,
+        });
+    }
+    Ok(request)
 }
 
 fn feature(

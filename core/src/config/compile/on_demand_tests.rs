@@ -6,8 +6,7 @@ use ferry_protos::v1::{self as pb, Function as F, ValueType as T};
 use crate::config::fixture::*;
 use crate::config::Config;
 use crate::derive::testing::{call, dbl, input, int};
-use crate::derive::{Budget, Input, Outcome, Val};
-use crate::vector::FeatureStatus;
+use crate::derive::{Absence, Budget, Input, Outcome, Val};
 
 fn feature(name: &str, t: T, expr: pb::Expr) -> pb::DerivedFeature {
     pb::DerivedFeature {
@@ -87,7 +86,7 @@ fn on_demand_views_are_compiled_and_bound_to_the_stored_vector() {
         Input::Present(Val::Double(50.0)),
         Input::Present(Val::Int(0)),
         Input::Present(Val::Double(4.0)),
-        Input::Absent(FeatureStatus::NotFound),
+        Input::Absent(Absence::NotFound),
     ];
     assert_eq!(
         ratio.program.eval(&ins, &mut Budget::new(100)),
