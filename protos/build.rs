@@ -5,6 +5,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/ferry/v1/expr.proto",
         "proto/ferry/v1/vector.proto",
         "proto/ferry/v1/reader.proto",
+        "proto/ferry/v1/signed.proto",
         "proto/ferry/v1/feast_layout.proto",
         "proto/ferry/feast/feast.proto",
         "proto/inference/predict_v2.proto",

@@ -237,32 +237,6 @@ pub fn plugin_config_json(
     Ok(text)
 }
 
-/// The JSON configuration that has the filter pull the snapshot from `ferry serve`'s
-/// `GET /v1/snapshot` at `url` through the Envoy cluster `cluster` (Istio:
-/// `outbound|8091||HOST`), polled every `poll_ms` (the filter's default when None), with
-/// `token` (`ferry serve`'s read token) as its bearer when given. Checked with the filter's
-/// own parser.
-pub fn plugin_config_pull_json(
-    url: &str,
-    cluster: &str,
-    (poll_ms, token): (Option<u64>, Option<&str>),
-    reader_cluster: Option<&str>,
-) -> Result<String, ferry_core::config::ConfigError> {
-    let mut config = serde_json::json!({ "snapshot_url": url, "snapshot_cluster": cluster });
-    if let Some(ms) = poll_ms {
-        config["snapshot_poll_ms"] = ms.into();
-    }
-    if let Some(token) = token {
-        config["snapshot_token"] = token.into();
-    }
-    if let Some(cluster) = reader_cluster {
-        config["reader_cluster"] = cluster.into();
-    }
-    let text = config.to_string();
-    ferry_core::plugin_config::parse_plugin(text.as_bytes())?;
-    Ok(text)
-}
-
 /// Makes a wasm path absolute without requiring it to exist yet (Envoy opens it relative to its
 /// own working directory otherwise).
 pub fn absolute_wasm_path(path: &Path) -> std::io::Result<String> {

@@ -19,6 +19,7 @@
 //! - [`push`]: the HTTP client `ferry apply --push` uses, and which services a push leaves
 //!   to materialize first.
 //! - [`oci`]: `ferry oci-image`, the filter as an OCI image layout (Istio, Envoy Gateway).
+//! - [`plugin_pull`]: the filter's JSON configuration that pulls (and verifies) its snapshot.
 //!
 //! The `ferry` binary (`main.rs`, one file per subcommand under `cli/`) only parses flags,
 //! calls these modules and prints what they return.
@@ -29,6 +30,7 @@ pub mod expr;
 pub mod fingerprint;
 pub mod materialize;
 pub mod oci;
+pub mod plugin_pull;
 pub mod push;
 pub mod repo;
 pub mod serve;

@@ -39,6 +39,10 @@ enum Command {
     /// tar+gzip layer holding plugin.wasm), for Istio's WasmPlugin and Envoy Gateway to pull
     /// once copied to a registry (e.g. `skopeo copy oci:DIR:TAG docker://REGISTRY/NAME:TAG`).
     OciImage(cli::oci_image::OciImageArgs),
+    /// Make an Ed25519 key pair for signed snapshots: the private key (PKCS#8 PEM) into --out
+    /// for `ferry serve --signing-key`, the public key printed as the filter's
+    /// `snapshot_keys` entry (`{"id": ..., "ed25519": ...}`).
+    Keygen(cli::keygen::KeygenArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,5 +63,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::EnvoyConfig(args) => cli::envoy_config::run(args),
         Command::OciImage(args) => cli::oci_image::run(args),
         Command::PluginConfig(args) => cli::plugin_config::run(args),
+        Command::Keygen(args) => cli::keygen::run(args),
     }
 }

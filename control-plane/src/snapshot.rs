@@ -150,6 +150,11 @@ fn route(reg: &Registry, r: &Route) -> v1::Route {
                 entity_fields: e.entity_fields.clone(),
             })
             .collect(),
+        feast_services: r
+            .feast_services
+            .iter()
+            .map(|&s| reg.services[s].name.clone())
+            .collect(),
         ..Default::default()
     };
     r.format.write_to(&mut route);

@@ -4,7 +4,7 @@
 //!
 //! - [`config`]: the registry snapshot as the filter uses it: validated once, pre-indexed.
 //! - [`plugin_config`]: the filter's plugin configuration: a binary snapshot, or JSON (Istio,
-//!   Envoy Gateway), inline or pulled from a URL ([`snapshot_pull`]).
+//!   Envoy Gateway), inline or pulled from a URL ([`snapshot_pull`]), signed ([`signature`]).
 //! - [`format`]: the request formats (one module per `format:` word) and what they share.
 //! - [`vector`], [`values`]: decoding stored vectors, TTL and fingerprint checks, typed values.
 //! - [`enrich`]: the reader call and its answer, features per entity, the rewrite.
@@ -27,6 +27,7 @@ pub mod near_cache;
 pub mod plugin_config;
 pub mod request;
 pub mod rules;
+pub mod signature;
 pub mod snapshot_pull;
 pub mod values;
 pub mod vector;

@@ -7,12 +7,18 @@
 //!   "allow_on_headers_stop_iteration": false}`, or
 //!   `{"snapshot_url": "http://ferry-control-plane.ferry.svc.cluster.local:8091/v1/snapshot",
 //!   "snapshot_cluster": "outbound|8091||ferry-control-plane.ferry.svc.cluster.local",
-//!   "snapshot_poll_ms": 5000, "reader_cluster": "..."}`.
+//!   "snapshot_poll_ms": 5000, "reader_cluster": "...",
+//!   "snapshot_keys": [{"id": "k1", "ed25519": "BASE64"}]}`.
 //!   `reader_cluster` (optional) overrides the snapshot's, since Istio names clusters its own
 //!   way; `allow_on_headers_stop_iteration` (default false, as neither Istio nor Envoy Gateway
 //!   can set it) tells whether Envoy holds the request headers while the body is read.
 //!   A proxy-wasm HTTP call goes to a named cluster, so `snapshot_url` needs `snapshot_cluster`
 //!   (the cluster reaching `ferry serve`'s HTTP port); the URL gives the path and authority.
+//!   A pull is signed: `snapshot_keys` are the public keys its snapshots must verify under
+//!   (several, for rotation; [`crate::signature`]), and the URL is `https://` (the cluster's
+//!   TLS is the mesh's: the scheme declares it is set). `"insecure": true` allows `http://`,
+//!   and no keys (unsigned snapshots); without it, both are refused. `snapshot_max_bytes` caps
+//!   the answer, checked before it is read.
 
 use std::time::Duration;
 
@@ -20,15 +26,19 @@ use base64::Engine;
 use serde_json::{Map, Value};
 
 use crate::config::{Config, ConfigError};
+use crate::signature::Keys;
 
 /// Keys of the JSON form; any other key is refused (a typo must not pass silently).
-const KEYS: [&str; 8] = [
+const KEYS: [&str; 11] = [
     "snapshot_base64",
     "snapshot_url",
     "snapshot_cluster",
     "snapshot_token",
     "snapshot_poll_ms",
     "snapshot_timeout_ms",
+    "snapshot_keys",
+    "snapshot_max_bytes",
+    "insecure",
     "reader_cluster",
     "allow_on_headers_stop_iteration",
 ];
@@ -41,6 +51,11 @@ pub const DEFAULT_PULL_TIMEOUT: Duration = Duration::from_secs(5);
 /// control plane with every Envoy worker's requests, a looser one delays every change.
 const MIN_MS: u64 = 100;
 const MAX_MS: u64 = 3_600_000;
+/// The answer size cap, unless configured: the largest snapshot `ferry serve` accepts, signed.
+pub const DEFAULT_MAX_BYTES: usize = ferry_protos::limits::MAX_SIGNED_SNAPSHOT_BYTES;
+/// Bounds of `snapshot_max_bytes`.
+const MIN_MAX_BYTES: u64 = 1024;
+const MAX_MAX_BYTES: u64 = 64 << 20;
 
 /// What the plugin configuration asks the filter to run on.
 #[derive(Debug)]
@@ -76,6 +91,13 @@ pub struct Pull {
     pub overrides: Overrides,
     /// `snapshot_token`: sent as `authorization: Bearer` when `ferry serve` gates its reads.
     pub token: Option<Token>,
+    /// `snapshot_keys`: every answer must be a snapshot signed by one of them. None only with
+    /// `insecure`: unsigned answers are taken.
+    pub keys: Option<Keys>,
+    /// `insecure`: an `http://` URL, or no keys, were allowed.
+    pub insecure: bool,
+    /// `snapshot_max_bytes`: a larger answer is refused before it is read.
+    pub max_bytes: usize,
 }
 
 /// A bearer token: never shown by `Debug` (configurations are logged).
@@ -177,6 +199,9 @@ fn from_json(bytes: &[u8]) -> Result<Plugin, ConfigError> {
                 "snapshot_token",
                 "snapshot_poll_ms",
                 "snapshot_timeout_ms",
+                "snapshot_keys",
+                "snapshot_max_bytes",
+                "insecure",
             ]
             .into_iter()
             .find(|k| obj.contains_key(*k))
@@ -230,6 +255,7 @@ fn pull(obj: &Map<String, Value>, url: &str, overrides: Overrides) -> Result<Pul
             "'snapshot_token' is empty or has control characters".into()
         ));
     }
+    let (keys, insecure) = trust(obj, url)?;
     Ok(Pull {
         url: url.to_owned(),
         cluster: cluster.to_owned(),
@@ -239,7 +265,56 @@ fn pull(obj: &Map<String, Value>, url: &str, overrides: Overrides) -> Result<Pul
         timeout: millis(obj, "snapshot_timeout_ms", DEFAULT_PULL_TIMEOUT)?,
         overrides,
         token: token.map(|t| Token(t.to_owned())),
+        keys,
+        insecure,
+        max_bytes: max_bytes(obj)?,
     })
+}
+
+/// `snapshot_keys` and `insecure`, with the rules between them and the URL's scheme.
+fn trust(obj: &Map<String, Value>, url: &str) -> Result<(Option<Keys>, bool), ConfigError> {
+    let insecure = match obj.get("insecure") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(bad("'insecure' must be true or false".into())),
+    };
+    let keys = obj
+        .get("snapshot_keys")
+        .map(Keys::from_json)
+        .transpose()
+        .map_err(|e| bad(format!("'snapshot_keys' {e}")))?;
+    if url.starts_with("http://") && !insecure {
+        return Err(bad(format!(
+            "'snapshot_url' {url} is plain http: use https:// with the cluster's TLS set (Istio's \
+             mTLS, a DestinationRule or a BackendTLSPolicy), or set \"insecure\": true"
+        )));
+    }
+    if keys.is_none() && !insecure {
+        return Err(bad(
+            "'snapshot_url' needs 'snapshot_keys', the public keys its snapshots are signed with: \
+             \"snapshot_keys\": [{\"id\": \"k1\", \"ed25519\": \"BASE64\"}] (`ferry keygen` makes \
+             a key pair and prints this entry; `ferry plugin-config --snapshot-key` renders them), \
+             or \"insecure\": true to take unsigned snapshots"
+                .into(),
+        ));
+    }
+    Ok((keys, insecure))
+}
+
+fn max_bytes(obj: &Map<String, Value>) -> Result<usize, ConfigError> {
+    match obj.get("snapshot_max_bytes") {
+        None => Ok(DEFAULT_MAX_BYTES),
+        Some(v) => v
+            .as_u64()
+            .filter(|n| (MIN_MAX_BYTES..=MAX_MAX_BYTES).contains(n))
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| {
+                bad(format!(
+                    "'snapshot_max_bytes' must be a whole number from {MIN_MAX_BYTES} to \
+                     {MAX_MAX_BYTES}"
+                ))
+            }),
+    }
 }
 
 /// `http://host[:port][/path]` (or https, which the cluster's TLS settings decide anyway) into
@@ -376,13 +451,19 @@ mod tests {
         assert!(err.contains("reader_cluster is empty"), "{err}");
     }
 
-    const URL: &str = "http://ferry-control-plane.ferry.svc:8091/v1/snapshot";
+    const URL: &str = "https://ferry-control-plane.ferry.svc:8091/v1/snapshot";
+
+    fn keys() -> String {
+        use ferry_test_support::signed::{key, key_json};
+        format!("[{},{}]", key_json("k1", &key(1)), key_json("k2", &key(2)))
+    }
 
     #[test]
     fn json_may_name_a_url_to_pull_the_snapshot_from() {
         let json = format!(
             r#"{{"snapshot_url":"{URL}","snapshot_cluster":"cp","snapshot_poll_ms":250,
-                "reader_cluster":"r"}}"#
+                "reader_cluster":"r","snapshot_keys":{}}}"#,
+            keys()
         );
         let Plugin::Pull(p) = parse_plugin(json.as_bytes()).unwrap() else {
             panic!("a pull")
@@ -393,6 +474,8 @@ mod tests {
         );
         assert_eq!(p.poll, Duration::from_millis(250));
         assert_eq!(p.timeout, DEFAULT_PULL_TIMEOUT);
+        assert_eq!(p.keys.as_ref().map(Keys::ids).as_deref(), Some("k1, k2"));
+        assert_eq!((p.insecure, p.max_bytes), (false, DEFAULT_MAX_BYTES));
         assert_eq!(p.overrides.reader_cluster.as_deref(), Some("r"));
         assert!(!p.overrides.headers_held);
         // The pulled bytes get the same overrides as an inline snapshot.
@@ -402,12 +485,15 @@ mod tests {
         let err = parse(json.as_bytes()).unwrap_err().to_string();
         assert!(err.contains("only the wasm filter pulls"), "{err}");
 
-        let bare = r#"{"snapshot_url":"https://cp","snapshot_cluster":"c"}"#;
+        // `insecure`: plain http and unsigned snapshots; keys may still be required.
+        let bare = r#"{"snapshot_url":"http://cp","snapshot_cluster":"c","insecure":true,
+                       "snapshot_max_bytes":1024}"#;
         let Plugin::Pull(p) = parse_plugin(bare.as_bytes()).unwrap() else {
             panic!("a pull")
         };
         assert_eq!((p.authority.as_str(), p.path.as_str()), ("cp", "/"));
         assert_eq!(p.poll, DEFAULT_POLL);
+        assert_eq!((p.keys, p.insecure, p.max_bytes), (None, true, 1024));
     }
 
     #[test]
@@ -436,13 +522,13 @@ mod tests {
             ),
             (
                 format!(
-                    r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c","snapshot_poll_ms":5}}"#
+                    r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c","insecure":true,"snapshot_poll_ms":5}}"#
                 ),
                 "'snapshot_poll_ms' must be a whole number of milliseconds from 100",
             ),
             (
                 format!(
-                    r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c","snapshot_timeout_ms":"1s"}}"#
+                    r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c","insecure":true,"snapshot_timeout_ms":"1s"}}"#
                 ),
                 "'snapshot_timeout_ms' must be",
             ),
@@ -455,6 +541,44 @@ mod tests {
             (
                 format!(r#"{{"snapshot_base64":"{snap}","snapshot_cluster":"c"}}"#),
                 "'snapshot_cluster' goes with 'snapshot_url' only",
+            ),
+        ];
+        for (json, expected) in cases {
+            let err = parse_plugin(json.as_bytes()).unwrap_err().to_string();
+            assert!(err.contains(expected), "{json}: {err}");
+        }
+    }
+
+    #[test]
+    fn an_unsigned_or_plain_http_pull_is_refused_unless_insecure() {
+        let snap = b64(&snapshot().encode_to_vec());
+        let k = keys();
+        let cases = [
+            (
+                format!(r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c"}}"#),
+                "'snapshot_url' needs 'snapshot_keys', the public keys its snapshots are signed with",
+            ),
+            (
+                format!(r#"{{"snapshot_url":"http://cp/s","snapshot_cluster":"c","snapshot_keys":{k}}}"#),
+                "'snapshot_url' http://cp/s is plain http: use https://",
+            ),
+            (
+                format!(r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c","insecure":"yes"}}"#),
+                "'insecure' must be true or false",
+            ),
+            (
+                format!(r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c","snapshot_keys":[]}}"#),
+                "'snapshot_keys' must be a non-empty array",
+            ),
+            (
+                format!(
+                    r#"{{"snapshot_url":"{URL}","snapshot_cluster":"c","snapshot_keys":{k},"snapshot_max_bytes":100}}"#
+                ),
+                "'snapshot_max_bytes' must be a whole number from 1024",
+            ),
+            (
+                format!(r#"{{"snapshot_base64":"{snap}","snapshot_keys":{k}}}"#),
+                "'snapshot_keys' goes with 'snapshot_url' only",
             ),
         ];
         for (json, expected) in cases {

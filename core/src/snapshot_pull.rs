@@ -6,8 +6,18 @@
 //! a 304 and no decoding. A new snapshot is validated like any other; a bad one is refused,
 //! the last good one kept and its version remembered, so it is refused (and logged) once, not
 //! at every poll. Failures to reach the control plane are logged when they start and stop.
+//!
+//! With `snapshot_keys` configured an answer must be a signed snapshot ([`crate::signature`])
+//! whose signature verifies, and whose sequence is not lower than the held one's (a replay),
+//! nor equal to it with other bytes. Such a refusal keeps the last good snapshot and the last
+//! ETag (the header is not signed: a replay must not decide what is asked for next), and is
+//! logged once while it repeats. Every answer over `snapshot_max_bytes` is refused unread.
+//! The held sequence lives here, in the root context: a new VM starts without one.
 
 use std::rc::Rc;
+
+use ferry_protos::signed::{CONTENT_TYPE, UNSIGNED_CONTENT_TYPE};
+use sha2::{Digest, Sha512};
 
 use crate::config::Config;
 use crate::plugin_config::Pull;
@@ -25,6 +35,25 @@ pub struct Puller {
     in_flight: bool,
     /// The last failure logged; a new message is logged only when this changes.
     failing: Option<String>,
+    /// The signed snapshot loaded last: nothing older is taken after it.
+    held: Option<Held>,
+}
+
+/// A loaded signed snapshot's sequence, and the digest of its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Held {
+    sequence: u64,
+    digest: Vec<u8>,
+}
+
+/// An answer to the GET, without its body: read only once its size is known to fit.
+#[derive(Debug, Default, Clone)]
+pub struct Answer {
+    /// None when the call failed (reset, timeout, unknown cluster).
+    pub status: Option<u16>,
+    pub etag: Option<String>,
+    pub content_type: Option<String>,
+    pub body_size: usize,
 }
 
 /// What an answer to the GET changed.
@@ -45,7 +74,23 @@ impl Puller {
             etag: None,
             in_flight: false,
             failing: None,
+            held: None,
         }
+    }
+
+    /// A puller for `pull` replacing `previous` (the plugin configuration changed, e.g. a key
+    /// was added for rotation): the held sequence carries over when the URL is the same.
+    pub fn replacing(pull: Pull, previous: Option<Puller>) -> Puller {
+        let mut p = Puller::new(pull);
+        if let Some(prev) = previous.filter(|prev| prev.pull.url == p.pull.url) {
+            p.held = prev.held;
+        }
+        p
+    }
+
+    /// The sequence of the signed snapshot held, if any.
+    pub fn held_sequence(&self) -> Option<u64> {
+        self.held.as_ref().map(|h| h.sequence)
     }
 
     pub fn pull(&self) -> &Pull {
@@ -62,7 +107,7 @@ impl Puller {
             (":method".to_owned(), "GET".to_owned()),
             (":path".to_owned(), self.pull.path.clone()),
             (":authority".to_owned(), self.pull.authority.clone()),
-            ("accept".to_owned(), "application/x-protobuf".to_owned()),
+            ("accept".to_owned(), self.accept().to_owned()),
         ];
         if let Some(etag) = &self.etag {
             h.push(("if-none-match".to_owned(), etag.clone()));
@@ -85,17 +130,30 @@ impl Puller {
         ))
     }
 
-    /// The answer: `status` None when the call failed (reset, timeout, unknown cluster).
-    pub fn answered(&mut self, status: Option<u16>, etag: Option<String>, body: &[u8]) -> Pulled {
+    fn accept(&self) -> &'static str {
+        if self.pull.keys.is_some() {
+            CONTENT_TYPE
+        } else {
+            UNSIGNED_CONTENT_TYPE
+        }
+    }
+
+    /// The answer; `read_body(n)` reads its first `n` bytes, called only when they fit.
+    pub fn answered(
+        &mut self,
+        answer: &Answer,
+        read_body: impl FnOnce(usize) -> Vec<u8>,
+    ) -> Pulled {
         self.in_flight = false;
-        match status {
-            Some(200) => self.received(etag, body),
+        match answer.status {
+            Some(200) => self.received(answer, read_body),
             Some(304) => {
                 self.recovered();
                 Pulled::Unchanged
             }
             Some(s) => {
-                let text = String::from_utf8_lossy(body.get(..200).unwrap_or(body));
+                let body = read_body(answer.body_size.min(200));
+                let text = String::from_utf8_lossy(&body);
                 let log = self.fail(format!("{} answered {s}: {}", self.pull.url, text.trim()));
                 Pulled::Kept { log }
             }
@@ -109,11 +167,47 @@ impl Puller {
         }
     }
 
-    fn received(&mut self, etag: Option<String>, body: &[u8]) -> Pulled {
+    fn received(&mut self, answer: &Answer, read_body: impl FnOnce(usize) -> Vec<u8>) -> Pulled {
+        if answer.body_size > self.pull.max_bytes {
+            return self.refuse(format!(
+                "the answer is {} bytes, over snapshot_max_bytes {}",
+                answer.body_size, self.pull.max_bytes
+            ));
+        }
+        let body = read_body(answer.body_size);
+        let (raw, sequence) = match self.unwrap_envelope(answer.content_type.as_deref(), body) {
+            Ok(opened) => opened,
+            Err(why) => return self.refuse(why),
+        };
+        let digest = sequence.map(|_| Sha512::digest(&raw).to_vec());
+        if let (Some(seq), Some(held)) = (sequence, &self.held) {
+            if seq < held.sequence {
+                return self.refuse(format!(
+                    "its sequence {seq} is lower than the held snapshot's {}: a replay of an \
+                     older snapshot (a rollback is published as a new, higher sequence)",
+                    held.sequence
+                ));
+            }
+            if seq == held.sequence {
+                if digest.as_ref() != Some(&held.digest) {
+                    return self.refuse(format!(
+                        "its sequence {seq} is the held snapshot's, with other bytes"
+                    ));
+                }
+                self.recovered();
+                self.etag = answer.etag.clone();
+                return Pulled::Unchanged;
+            }
+        }
         self.recovered();
-        self.etag = etag;
-        match self.pull.overrides.apply(body) {
-            Ok(config) => Pulled::Loaded(Rc::new(config)),
+        self.etag = answer.etag.clone();
+        match self.pull.overrides.apply(&raw) {
+            Ok(config) => {
+                if let (Some(sequence), Some(digest)) = (sequence, digest) {
+                    self.held = Some(Held { sequence, digest });
+                }
+                Pulled::Loaded(Rc::new(config))
+            }
             Err(e) => Pulled::Kept {
                 log: Some(format!(
                     "snapshot pulled from {} refused, the last good one stays: {e}",
@@ -121,6 +215,44 @@ impl Puller {
                 )),
             },
         }
+    }
+
+    /// The snapshot's bytes in `body`, and its sequence when it came signed: verified under
+    /// the configured keys, or (`insecure`, no keys) taken as it is.
+    fn unwrap_envelope(
+        &self,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+    ) -> Result<(Vec<u8>, Option<u64>), String> {
+        let essence = content_type
+            .and_then(|c| c.split(';').next())
+            .map(|c| c.trim().to_ascii_lowercase());
+        let signed = essence.as_deref() == Some(CONTENT_TYPE);
+        match (&self.pull.keys, signed) {
+            (Some(keys), true) => keys
+                .open(&body)
+                .map(|o| (o.snapshot, Some(o.sequence)))
+                .map_err(|e| e.to_string()),
+            (Some(_), false) => Err(format!(
+                "it is not signed (content-type {}) and snapshot_keys are configured; is \
+                 `ferry serve` run with --signing-key?",
+                content_type.unwrap_or("none")
+            )),
+            (None, true) => <ferry_protos::v1::SignedSnapshot as prost::Message>::decode(&*body)
+                .map(|s| (s.snapshot, Some(s.sequence)))
+                .map_err(|e| format!("not a ferry.v1.SignedSnapshot: {e}")),
+            (None, false) => Ok((body, None)),
+        }
+    }
+
+    /// A refusal of what was received: the last good snapshot and ETag stay; logged once
+    /// while the same refusal repeats.
+    fn refuse(&mut self, why: String) -> Pulled {
+        let log = self.fail(format!(
+            "snapshot pulled from {} refused, the last good one stays: {why}",
+            self.pull.url
+        ));
+        Pulled::Kept { log }
     }
 
     fn fail(&mut self, message: String) -> Option<String> {
@@ -137,121 +269,4 @@ impl Puller {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::plugin_config::{parse_plugin, Plugin};
-    use ferry_test_support::snapshot::snapshot;
-    use prost::Message;
-
-    fn puller() -> Puller {
-        let json = r#"{"snapshot_url":"http://cp:8091/v1/snapshot","snapshot_cluster":"cp",
-                       "reader_cluster":"istio-reader"}"#;
-        match parse_plugin(json.as_bytes()).unwrap() {
-            Plugin::Pull(p) => Puller::new(p),
-            Plugin::Snapshot(_) => panic!("a pull"),
-        }
-    }
-
-    fn header<'a>(h: &'a [(String, String)], name: &str) -> Option<&'a str> {
-        h.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
-    }
-
-    #[test]
-    fn a_snapshot_loads_then_its_version_is_asked_for_again() {
-        let mut p = puller();
-        let h = p.next_request().unwrap();
-        assert_eq!(header(&h, ":path"), Some("/v1/snapshot"));
-        assert_eq!(header(&h, ":authority"), Some("cp:8091"));
-        assert_eq!(header(&h, "if-none-match"), None);
-        p.sent();
-        assert!(p.next_request().is_none(), "one GET at a time");
-
-        let bytes = snapshot().encode_to_vec();
-        let Pulled::Loaded(c) = p.answered(Some(200), Some("\"v1\"".into()), &bytes) else {
-            panic!("loaded")
-        };
-        assert_eq!(
-            c.reader_cluster, "istio-reader",
-            "the JSON's overrides apply"
-        );
-        let h = p.next_request().unwrap();
-        assert_eq!(header(&h, "if-none-match"), Some("\"v1\""));
-        p.sent();
-        assert!(matches!(
-            p.answered(Some(304), None, b""),
-            Pulled::Unchanged
-        ));
-    }
-
-    #[test]
-    fn a_snapshot_token_is_sent_as_a_bearer_and_never_shown_in_debug() {
-        let json = r#"{"snapshot_url":"http://cp:8091/v1/snapshot","snapshot_cluster":"cp",
-                       "snapshot_token":"read-s3cret"}"#;
-        let Plugin::Pull(pull) = parse_plugin(json.as_bytes()).unwrap() else {
-            panic!("a pull")
-        };
-        assert!(!format!("{pull:?}").contains("read-s3cret"));
-        let h = Puller::new(pull).next_request().unwrap();
-        assert_eq!(header(&h, "authorization"), Some("Bearer read-s3cret"));
-        assert_eq!(
-            header(&puller().next_request().unwrap(), "authorization"),
-            None
-        );
-        for bad in ["\"\"", "\"a\\nb\"", "7"] {
-            let json = format!(
-                r#"{{"snapshot_url":"http://cp/v1/snapshot","snapshot_cluster":"cp","snapshot_token":{bad}}}"#
-            );
-            let e = parse_plugin(json.as_bytes()).unwrap_err().to_string();
-            assert!(e.contains("'snapshot_token'"), "{bad}: {e}");
-        }
-    }
-
-    #[test]
-    fn a_bad_snapshot_is_refused_once_and_failures_are_logged_on_the_flip() {
-        let mut p = puller();
-        p.sent();
-        let Pulled::Kept { log: Some(log) } =
-            p.answered(Some(200), Some("\"bad\"".into()), b"\xff")
-        else {
-            panic!("refused")
-        };
-        assert!(log.contains("refused, the last good one stays"), "{log}");
-        assert!(log.contains("not a ferry.v1.Snapshot"), "{log}");
-        // Its version is not fetched again until it changes.
-        let h = p.next_request().unwrap();
-        assert_eq!(header(&h, "if-none-match"), Some("\"bad\""));
-
-        let down = |p: &mut Puller| match p.answered(None, None, b"") {
-            Pulled::Kept { log } => log,
-            other => panic!("{other:?}"),
-        };
-        let first = down(&mut p).unwrap();
-        assert!(
-            first.contains("no answer from http://cp:8091/v1/snapshot"),
-            "{first}"
-        );
-        assert_eq!(
-            down(&mut p),
-            None,
-            "logged when it starts, not at every poll"
-        );
-        let Pulled::Kept { log: Some(log) } =
-            p.answered(Some(503), None, br#"{"error":"no_snapshot"}"#)
-        else {
-            panic!("kept")
-        };
-        assert!(
-            log.contains("answered 503: {\"error\":\"no_snapshot\"}"),
-            "{log}"
-        );
-        assert!(matches!(
-            p.answered(Some(304), None, b""),
-            Pulled::Unchanged
-        ));
-        assert!(down(&mut p).is_some(), "logged again after a recovery");
-        assert!(p
-            .not_sent("status BadArgument")
-            .unwrap()
-            .contains("cluster 'cp'"));
-    }
-}
+mod tests;

@@ -18,7 +18,7 @@ use ferry_core::host::Host;
 use ferry_core::metrics::{self, Metrics};
 use ferry_core::plugin_config::{self, Plugin, Pull};
 use ferry_core::request::{Action, HttpFilter};
-use ferry_core::snapshot_pull::{Pulled, Puller};
+use ferry_core::snapshot_pull::{Answer, Pulled, Puller};
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
@@ -49,17 +49,24 @@ impl Context for FerryRoot {
         };
         // No headers: the call failed (reset, timeout, no such cluster), and there is no
         // response to read (reading it would fail, and the hostcall panic).
-        let (status, etag, body) = if num_headers == 0 {
-            (None, None, Vec::new())
+        let answer = if num_headers == 0 {
+            Answer::default()
         } else {
-            let body = hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body_size)
+            Answer {
+                status: call_response_header(":status").and_then(|s| s.parse().ok()),
+                etag: call_response_header("etag"),
+                content_type: call_response_header("content-type"),
+                body_size,
+            }
+        };
+        // The body is copied into the VM only when the puller found its size acceptable.
+        let read = |n: usize| {
+            hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, n)
                 .ok()
                 .flatten()
-                .unwrap_or_default();
-            let status = call_response_header(":status").and_then(|s| s.parse().ok());
-            (status, call_response_header("etag"), body)
+                .unwrap_or_default()
         };
-        match puller.answered(status, etag, &body) {
+        match puller.answered(&answer, read) {
             Pulled::Loaded(c) => {
                 log_loaded(&c, &puller.pull().url);
                 self.config = Some(c);
@@ -138,7 +145,8 @@ impl RootContext for FerryRoot {
 impl FerryRoot {
     /// Pulls from `pull` from now on, at once and then on every tick. `on_configure` runs more
     /// than once per update: the same pull keeps its state (and its last version). A new one
-    /// starts afresh, and the snapshot in use stays until the new source answers.
+    /// starts afresh (but for the held sequence of a signed snapshot from the same URL), and the
+    /// snapshot in use stays until the new source answers.
     fn start_pull(&mut self, pull: Pull) {
         if self.puller.as_ref().map(Puller::pull) == Some(&pull) {
             return;
@@ -153,7 +161,7 @@ impl FerryRoot {
             ),
         );
         let _ = hostcalls::set_tick_period(pull.poll);
-        self.puller = Some(Puller::new(pull));
+        self.puller = Some(Puller::replacing(pull, self.puller.take()));
         self.send_pull();
     }
 

@@ -1,5 +1,5 @@
 //! The `feast_rest` target: Feast `POST /get-online-features` bodies to `feast_rest::parse`
-//! (against the whole snapshot: a request names its own services and features), then the
+//! (a request names its own services and features, among those the route lists), then the
 //! answer rendered through the format dispatcher with synthesized features and event times, as
 //! the filter does.
 //!
@@ -61,7 +61,7 @@ pub fn check(data: &[u8], route: &Route, config: &Config) {
     };
     // `parse` took the body, so it is a JSON object.
     let request: Json = serde_json::from_slice(data).unwrap_or_default();
-    check_answer(&answer, &request, &served, config, entities);
+    check_answer(&answer, &request, &served, route, entities);
 }
 
 /// A refusal names its problem: a code, an error status, a JSON body.
@@ -83,13 +83,13 @@ fn named(e: &FerryError, route: &Route) {
 }
 
 /// The feature columns the request asks for: the named service's features, or the list's.
-fn requested(request: &Json, config: &Config) -> usize {
+fn requested(request: &Json, route: &Route) -> usize {
     match request["feature_service"]
         .as_str()
         .filter(|s| !s.is_empty())
     {
-        Some(name) => config
-            .services
+        Some(name) => route
+            .feast_services
             .iter()
             .find(|s| s.name == name)
             .map_or(0, |s| s.feature_count),
@@ -97,7 +97,7 @@ fn requested(request: &Json, config: &Config) -> usize {
     }
 }
 
-fn check_answer(answer: &Json, request: &Json, served: &Route, config: &Config, entities: usize) {
+fn check_answer(answer: &Json, request: &Json, served: &Route, route: &Route, entities: usize) {
     let mut join_keys: Vec<&str> = Vec::new();
     for k in served.parts.iter().flat_map(|p| &p.service.entity_keys) {
         if !join_keys.contains(&k.join_key.as_str()) {
@@ -108,7 +108,7 @@ fn check_answer(answer: &Json, request: &Json, served: &Route, config: &Config, 
     let names = answer["metadata"]["feature_names"]
         .as_array()
         .map_or(&[][..], Vec::as_slice);
-    let columns = join_keys.len() + requested(request, config);
+    let columns = join_keys.len() + requested(request, route);
     assert_eq!(results.len(), columns, "columns in {answer}");
     assert_eq!(names.len(), columns, "feature_names in {answer}");
     let unique: HashSet<&str> = names.iter().filter_map(Json::as_str).collect();

@@ -174,8 +174,11 @@ pub fn snapshot() -> pb::Snapshot {
                 r.on_missing_entity = pb::MissingEntityPolicy::MissingDefault as i32
             }
             "policy_stale_reject" => r.on_stale = pb::StalePolicy::StaleReject as i32,
-            // Feast answers unknown entities with nulls.
-            "feast_rest" => r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32,
+            // Feast answers unknown entities with nulls. It reads `pair` too, not the others.
+            "feast_rest" => {
+                r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32;
+                r.feast_services = vec!["pair".into()];
+            }
             "policy_forward" => {
                 r.on_reader_error = pb::ReaderErrorPolicy::ReaderErrorForward as i32;
                 r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32;

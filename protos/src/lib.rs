@@ -20,6 +20,7 @@ pub const ENTITY_KEY_SEPARATOR: char = '\u{1f}';
 pub mod feast;
 pub mod path;
 pub mod policy;
+pub mod signed;
 
 /// The subset of Feast's own messages Ferry reads (its registry, its stored values).
 #[allow(clippy::all)]

@@ -40,6 +40,11 @@ pub const MAX_READER_REQUEST_BYTES: u64 = MAX_KEYS_PER_CALL as u64
     + 64 * 1024
     + 2 * MAX_FEAST_NAME_BYTES_PER_CALL;
 
+/// Largest snapshot `ferry serve` accepts (a push's body), in bytes.
+pub const MAX_SNAPSHOT_BYTES: usize = 8 << 20;
+/// Largest signed snapshot: the snapshot plus the envelope (a signature, a key id, framing).
+pub const MAX_SIGNED_SNAPSHOT_BYTES: usize = MAX_SNAPSHOT_BYTES + 4096;
+
 /// A count over its limit, named as the reader's JSON error names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Exceeded {

@@ -6,12 +6,14 @@
 //! - [`materialize`]: vectors into Redis.
 //! - [`envoy_config`]: a static or xDS Envoy bootstrap.
 //! - [`plugin_config`]: the filter's configuration as JSON, for Istio and Envoy Gateway.
+//! - [`keygen`]: a key pair for signed snapshots.
 //! - [`oci_image`]: the filter as an OCI image layout.
 //! - [`runtime`]: which build of the filter Envoy runs (flags shared by `serve` and
 //!   `envoy-config`).
 
 pub mod apply;
 pub mod envoy_config;
+pub mod keygen;
 pub mod materialize;
 pub mod oci_image;
 pub mod plugin_config;

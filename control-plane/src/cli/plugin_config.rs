@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use ferry::envoy_config;
+use ferry::plugin_pull::{plugin_config_pull_json, PullOptions};
+use ferry::serve::signing;
 
 use super::load;
 
@@ -16,7 +18,8 @@ pub struct PluginConfigArgs {
     #[arg(long, value_name = "NAME")]
     reader_cluster: Option<String>,
     /// Have the filter pull the snapshot from this `ferry serve` URL
-    /// (http://HOST:8091/v1/snapshot) instead of carrying it; needs --snapshot-cluster.
+    /// (https://HOST:8091/v1/snapshot) instead of carrying it; needs --snapshot-cluster, and
+    /// --snapshot-key (or --insecure).
     #[arg(long, value_name = "URL", requires = "snapshot_cluster")]
     snapshot_url: Option<String>,
     /// The Envoy cluster that reaches --snapshot-url (Istio: outbound|8091||HOST).
@@ -34,6 +37,15 @@ pub struct PluginConfigArgs {
         hide_env_values = true
     )]
     snapshot_token: Option<String>,
+    /// A public key the pulled snapshots may be signed with (repeatable, for rotation):
+    /// `[ID=]` then a key file (PEM, public or private) or the key as base64 (what `ferry
+    /// keygen` prints). The id defaults to the one `ferry serve` derives from the key.
+    #[arg(long, value_name = "[ID=]FILE_OR_B64", requires = "snapshot_url")]
+    snapshot_key: Vec<String>,
+    /// Let the filter pull over `http://`, and take unsigned snapshots when no --snapshot-key
+    /// is given: for a cluster without TLS (tests, a demo), never across a network.
+    #[arg(long, requires = "snapshot_url")]
+    insecure: bool,
 }
 
 pub fn run(args: PluginConfigArgs) -> Result<()> {
@@ -41,8 +53,19 @@ pub fn run(args: PluginConfigArgs) -> Result<()> {
     let reader = args.reader_cluster.as_deref();
     let json = match (&args.snapshot_url, &args.snapshot_cluster) {
         (Some(url), Some(cluster)) => {
-            let pull = (args.snapshot_poll_ms, args.snapshot_token.as_deref());
-            envoy_config::plugin_config_pull_json(url, cluster, pull, reader)?
+            let keys = args
+                .snapshot_key
+                .iter()
+                .map(|k| signing::public_key(k).map_err(|e| anyhow::anyhow!("--snapshot-key {e}")))
+                .collect::<Result<Vec<_>>>()?;
+            let opts = PullOptions {
+                poll_ms: args.snapshot_poll_ms,
+                token: args.snapshot_token.clone(),
+                keys,
+                insecure: args.insecure,
+                reader_cluster: args.reader_cluster.clone(),
+            };
+            plugin_config_pull_json(url, cluster, &opts)?
         }
         _ => envoy_config::plugin_config_json(&reg, reader)?,
     };

@@ -58,6 +58,15 @@ pub struct ServeArgs {
     /// (default: REPO/.ferry). Must be writable.
     #[arg(long, env = "FERRY_STATE_DIR")]
     state_dir: Option<PathBuf>,
+    /// An Ed25519 private key (PKCS#8 PEM: `ferry keygen`, `openssl genpkey -algorithm
+    /// ed25519`): `GET /v1/snapshot` then serves signed snapshots, which a filter with
+    /// `snapshot_keys` verifies (Istio, Envoy Gateway).
+    #[arg(long, env = "FERRY_SIGNING_KEY_FILE", value_name = "FILE")]
+    signing_key: Option<PathBuf>,
+    /// The signing key's id, as the filter's `snapshot_keys` names it (default: derived from
+    /// the public key, as `ferry keygen` and `ferry plugin-config --snapshot-key` derive it).
+    #[arg(long, value_name = "ID", requires = "signing_key")]
+    signing_key_id: Option<String>,
     /// The HTTP filter's name in the bootstrap (the ECDS resource name).
     #[arg(long, default_value = "ferry")]
     filter_name: String,
@@ -84,6 +93,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let (runtime, wasm_path) = args.runtime.resolve(args.wasm.as_deref(), true)?;
+    let signer = args
+        .signing_key
+        .as_deref()
+        .map(|path| serve::signing::Signer::from_file(path, args.signing_key_id.clone()))
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--signing-key {e}"))?
+        .map(std::sync::Arc::new);
     let state_dir = args
         .state_dir
         .unwrap_or_else(|| args.repo.join(serve::persist::DEFAULT_STATE_DIR));
@@ -120,6 +136,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         }),
         max_streams: args.max_streams,
         max_streams_per_node: args.max_streams_per_node,
+        signer,
         #[cfg(feature = "test-switches")]
         allow_invalid: args.allow_invalid,
     };

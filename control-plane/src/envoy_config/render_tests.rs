@@ -260,24 +260,3 @@ fn the_json_plugin_config_is_what_the_filter_accepts() {
         .unwrap();
     assert_eq!(c.reader_cluster, TEMPLATE_READER_CLUSTER);
 }
-
-#[test]
-fn the_pull_plugin_config_is_what_the_filter_accepts_and_bad_values_are_refused() {
-    use ferry_core::plugin_config::{parse_plugin, Plugin};
-    let url = "http://ferry-control-plane.ferry.svc.cluster.local:8091/v1/snapshot";
-    let cp = "outbound|8091||ferry-control-plane.ferry.svc.cluster.local";
-    let text = plugin_config_pull_json(url, cp, (Some(250), Some("t")), Some("r")).unwrap();
-    let Ok(Plugin::Pull(p)) = parse_plugin(text.as_bytes()) else {
-        panic!("{text}")
-    };
-    assert_eq!((p.url.as_str(), p.cluster.as_str()), (url, cp));
-    assert_eq!(p.poll.as_millis(), 250);
-    assert_eq!(p.overrides.reader_cluster.as_deref(), Some("r"));
-    let err = plugin_config_pull_json("ftp://x", cp, (None, None), None).unwrap_err();
-    assert!(
-        err.to_string().contains("not an http:// or https:// URL"),
-        "{err}"
-    );
-    let err = plugin_config_pull_json(url, cp, (Some(1), None), None).unwrap_err();
-    assert!(err.to_string().contains("snapshot_poll_ms"), "{err}");
-}

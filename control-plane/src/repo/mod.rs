@@ -189,6 +189,9 @@ pub struct Route {
     pub extra_services: Vec<ExtraService>,
     /// Index into `Registry::services`.
     pub service: usize,
+    /// feast_rest: the services a request may read besides `service` (indexes into
+    /// `Registry::services`); empty on other formats.
+    pub feast_services: Vec<usize>,
     /// The request format with its own options (the filter's model, one shape for both).
     pub format: ferry_core::config::Format,
     /// Request field per join key, in the service's key order.

@@ -180,6 +180,9 @@ pub struct RawRoute {
     /// More feature services enriched in the same reader call, each with its entity fields.
     #[serde(default)]
     pub extra_services: Vec<RawExtraService>,
+    /// feast_rest: the further FeatureServices a request may read (besides `service`).
+    #[serde(default)]
+    pub feast_services: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -172,6 +172,7 @@ fn route(
     let matcher = matcher(rr, name, path, issues);
     let (service, extra_services) = services_of(rr, path, service_seen, issues);
     let format = format_of(rr, path, issues);
+    let feast_services = feast_services_of(rr, path, &format, service, service_seen, issues);
     let feature_names = word(
         issues,
         path,
@@ -200,6 +201,7 @@ fn route(
         matcher,
         extra_services,
         service: service.unwrap_or(0),
+        feast_services,
         format,
         entity_fields,
         feature_names,
@@ -301,6 +303,35 @@ fn services_of(
         });
     }
     (service, extra_services)
+}
+
+/// A `feast_rest` route's further readable services, each once; another format lists none.
+fn feast_services_of(
+    rr: &RawRoute,
+    path: &str,
+    format: &Format,
+    service: Option<usize>,
+    service_seen: &HashMap<&str, usize>,
+    issues: &mut Issues,
+) -> Vec<usize> {
+    if *format != Format::FeastRest {
+        if !rr.feast_services.is_empty() {
+            issues.add(path, "feast_services is only for a feast_rest route");
+        }
+        return Vec::new();
+    }
+    let mut out: Vec<usize> = Vec::with_capacity(rr.feast_services.len());
+    for (i, name) in rr.feast_services.iter().enumerate() {
+        let spath = format!("{path}: feast_services[{i}]");
+        match service_seen.get(name.as_str()) {
+            None => issues.add(&spath, format!("unknown feature service '{name}'")),
+            Some(&s) if Some(s) == service || out.contains(&s) => {
+                issues.add(&spath, format!("feature service '{name}' is listed twice"))
+            }
+            Some(&s) => out.push(s),
+        }
+    }
+    out
 }
 
 /// The format with its own options, and that only its own options are set.

@@ -606,3 +606,42 @@ fn a_feast_rest_route_is_accepted_without_other_formats_options() {
         ["routes[0] 'route-0': packed applies to formats kserve_v2 and kserve_v2_grpc only"]
     );
 }
+
+#[test]
+fn a_feast_rest_route_lists_the_services_it_reads() {
+    let yaml = with_merchants(
+        "  - name: feast\n    match: {path_exact: /get-online-features}\n    service: scoring\n    format: feast_rest\n    \
+         entity: {field: user_id}\n    feast_services: [merchant_risk]\n",
+    );
+    let (_dir, reg) = load_repo(&yaml, &MERCHANT_FILES);
+    let reg = reg.unwrap();
+    let snap = crate::snapshot::build(&reg);
+    assert_eq!(snap.routes[1].feast_services, ["merchant_risk"]);
+    let c = ferry_core::config::Config::from_snapshot(snap).unwrap();
+    let readable: Vec<&str> = c.routes[1]
+        .feast_services
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(readable, ["scoring", "merchant_risk"]);
+}
+
+#[test]
+fn feast_services_are_checked() {
+    let yaml = with_merchants(
+        "  - name: feast\n    match: {path_exact: /get-online-features}\n    service: scoring\n    format: feast_rest\n    \
+         entity: {field: user_id}\n    feast_services: [nope, scoring, merchant_risk, merchant_risk]\n  \
+         - name: v1\n    match: {path_prefix: /v1/models/other}\n    service: scoring\n    format: kserve_v1\n    \
+         entity: {field: user_id}\n    feast_services: [merchant_risk]\n",
+    );
+    let (_dir, reg) = load_repo(&yaml, &MERCHANT_FILES);
+    assert_eq!(
+        issues(reg),
+        [
+            "routes[1] 'feast': feast_services[0]: unknown feature service 'nope'",
+            "routes[1] 'feast': feast_services[1]: feature service 'scoring' is listed twice",
+            "routes[1] 'feast': feast_services[3]: feature service 'merchant_risk' is listed twice",
+            "routes[2] 'v1': feast_services is only for a feast_rest route",
+        ]
+    );
+}

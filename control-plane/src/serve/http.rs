@@ -145,21 +145,23 @@ fn current_snapshot(state: &State, req: &Request<Incoming>) -> Response<Full<Byt
         .iter()
         .filter_map(|v| v.to_str().ok())
         .collect();
+    // The body (signed or not) and its content type: one function of `signing`.
     snapshot_answer(
-        current
-            .as_ref()
-            .map(|c| (c.snapshot.version.as_str(), &c.encoded)),
+        current.as_ref().map(|c| {
+            let (content_type, body) = super::signing::served(c.signed.as_ref(), &c.encoded);
+            (c.snapshot.version.as_str(), content_type, body)
+        }),
         &tags,
     )
 }
 
-/// The answer to `GET /v1/snapshot` given the current snapshot (its version and its bytes,
-/// encoded once and shared by every poller) and the `if-none-match` values.
+/// The answer to `GET /v1/snapshot` given the current snapshot (its version, content type and
+/// bytes, encoded once and shared by every poller) and the `if-none-match` values.
 fn snapshot_answer(
-    snapshot: Option<(&str, &Bytes)>,
+    snapshot: Option<(&str, &'static str, &Bytes)>,
     if_none_match: &[&str],
 ) -> Response<Full<Bytes>> {
-    let Some((version, encoded)) = snapshot else {
+    let Some((version, content_type, encoded)) = snapshot else {
         return error(
             ErrorCode::NoSnapshot,
             "this control plane has no valid snapshot yet",
@@ -180,7 +182,7 @@ fn snapshot_answer(
     let h = r.headers_mut();
     h.insert(
         hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/x-protobuf"),
+        hyper::header::HeaderValue::from_static(content_type),
     );
     let mut set = |name, value: &str| {
         if let Ok(v) = hyper::header::HeaderValue::from_str(value) {
@@ -316,7 +318,7 @@ mod tests {
             ..Default::default()
         };
         let encoded = Bytes::from(snap.encode_to_vec());
-        let shared = Some(("v7", &encoded));
+        let shared = Some(("v7", "application/x-protobuf", &encoded));
         for tags in [&[][..], &["\"v6\""], &["v7"]] {
             let r = snapshot_answer(shared, tags);
             assert_eq!(r.status(), 200, "{tags:?}");

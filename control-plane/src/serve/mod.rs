@@ -11,6 +11,7 @@
 //! - [`status`], [`metrics`]: the JSON and OpenMetrics renderings.
 //! - [`watch`]: polling the repo for changes, and the hold-back rule for them.
 //! - [`persist`]: the state directory, where every accepted snapshot is saved.
+//! - [`signing`]: the signed snapshot `GET /v1/snapshot` serves with `--signing-key`.
 //! - [`startup`]: what is served first (the saved snapshot, or the repo).
 
 pub mod api;
@@ -20,6 +21,7 @@ mod limits;
 pub mod metrics;
 pub mod persist;
 pub mod resources;
+pub mod signing;
 pub mod startup;
 pub mod state;
 pub mod status;
@@ -62,6 +64,8 @@ pub struct ServeOptions {
     pub max_streams: usize,
     /// xDS streams one node id may hold.
     pub max_streams_per_node: usize,
+    /// `--signing-key`: `GET /v1/snapshot` serves signed snapshots.
+    pub signer: Option<Arc<signing::Signer>>,
 }
 
 /// Runs until SIGINT or SIGTERM.
@@ -69,11 +73,17 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
     let insecure = access_rules(&opts)?;
     limits::raise_open_files(opts.max_http_connections);
     let store = persist::StateDir::open(&opts.state_dir)?;
-    let state = Arc::new(State::new(
-        opts.filter.clone(),
-        opts.reader_cluster.clone(),
-        Some(store.clone()),
-    ));
+    let state = Arc::new(
+        State::new(
+            opts.filter.clone(),
+            opts.reader_cluster.clone(),
+            Some(store.clone()),
+        )
+        .with_signer(opts.signer.clone()),
+    );
+    if let Some(signer) = &opts.signer {
+        tracing::info!(key = %signer.plugin_key(), "GET /v1/snapshot serves signed snapshots");
+    }
     let hash = startup::first_snapshot(&state, &store, &opts.repo)?;
 
     let xds_listener = TcpListener::bind(opts.xds_listen)

@@ -5,9 +5,11 @@
 //! is unique (process id and a counter), so two saves never write the same one even when their
 //! callers are not serialised ([`super::state::State`] serialises its installs anyway).
 //!
-//! One file, `current.snapshot`: a JSON header line (what the snapshot is, where it came from,
-//! when it was accepted, which `ferry.yaml` content was on disk then, its length and SHA-256),
-//! then the `ferry.v1.Snapshot` protobuf bytes. A file that does not check out (truncated,
+//! One file, `current.snapshot`: a JSON header line (what the snapshot is, its sequence, where
+//! it came from, when it was accepted, which `ferry.yaml` content was on disk then, its length
+//! and SHA-256), then the `ferry.v1.Snapshot` protobuf bytes. The sequence (what a signed
+//! snapshot carries, [`super::signing`]) is saved with the snapshot in the same atomic write,
+//! before the snapshot is served, so a restart continues above it. A file that does not check out (truncated,
 //! altered, another format) is refused with an error naming it: starting from the repo instead
 //! would silently roll back a pushed snapshot.
 
@@ -32,6 +34,9 @@ const FORMAT: &str = "ferry.state.v1";
 #[derive(Clone, Debug, PartialEq)]
 pub struct Saved {
     pub snapshot: v1::Snapshot,
+    /// Its sequence number: every snapshot made current gets a higher one. 0 in a file saved
+    /// before sequences existed.
+    pub sequence: u64,
     /// `file` or `push`: where it came from originally.
     pub source: String,
     /// When it was made current (ms since the epoch).
@@ -47,6 +52,9 @@ pub struct Saved {
 struct Header {
     format: String,
     version: String,
+    /// Absent in files written before sequences existed: 0.
+    #[serde(default)]
+    sequence: u64,
     source: String,
     accepted_ms: u64,
     repo_sha256: Option<String>,
@@ -165,6 +173,7 @@ fn encode(saved: &Saved) -> Vec<u8> {
     let header = Header {
         format: FORMAT.to_owned(),
         version: saved.snapshot.version.clone(),
+        sequence: saved.sequence,
         source: saved.source.clone(),
         accepted_ms: saved.accepted_ms,
         repo_sha256: saved.repo_sha256.clone(),
@@ -211,6 +220,7 @@ fn decode(bytes: &[u8]) -> Result<Saved, String> {
     }
     Ok(Saved {
         snapshot,
+        sequence: header.sequence,
         source: header.source,
         accepted_ms: header.accepted_ms,
         repo_sha256: header.repo_sha256,
@@ -229,6 +239,7 @@ mod tests {
                 reader_cluster: "ferry_reader".into(),
                 ..Default::default()
             },
+            sequence: 41,
             source: "push".into(),
             accepted_ms: 1_700_000_000_000,
             repo_sha256: Some("ab".repeat(32)),
@@ -291,6 +302,21 @@ mod tests {
             assert!(e.contains(why), "{why}: {e}");
             assert!(e.contains("Remove the file"), "{e}");
         }
+    }
+
+    #[test]
+    fn the_sequence_is_saved_with_the_snapshot_and_absent_reads_as_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        state.save(&saved("v1")).unwrap();
+        let text = std::fs::read(state.file()).unwrap();
+        assert_eq!(state.load().unwrap().unwrap().sequence, 41);
+        // A file written before sequences existed.
+        let field = b"\"sequence\":41,";
+        let at = text.windows(field.len()).position(|w| w == field).unwrap();
+        let old = [&text[..at], &text[at + field.len()..]].concat();
+        std::fs::write(state.file(), old).unwrap();
+        assert_eq!(state.load().unwrap().unwrap().sequence, 0);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use super::metrics::{self, inc, Gauges, Metrics, SnapshotLabels};
 use super::persist::{self, Saved, StateDir};
 use super::resources::{self, FilterOptions};
+use super::signing::{self, Signer};
 use super::streams::{lock, now_ms, Streams};
 use crate::snapshot;
 use crate::xds::{Node, SnapshotSource, Subscription, XdsSnapshot};
@@ -29,6 +30,11 @@ pub struct Current {
     pub restored_from: Option<String>,
     /// The snapshot's protobuf bytes, encoded once: every `GET /v1/snapshot` shares them.
     pub encoded: Bytes,
+    /// Its sequence number ([`signing::next_sequence`]), saved with it.
+    pub sequence: u64,
+    /// With a signing key: the signed envelope of `encoded` at `sequence`, built once and
+    /// shared as `encoded` is ([`signing::served`]).
+    pub signed: Option<Bytes>,
 }
 
 impl Current {
@@ -46,7 +52,16 @@ impl Current {
             source,
             since_ms,
             restored_from,
+            sequence: 0,
+            signed: None,
         }
+    }
+
+    /// The same snapshot at `sequence`, signed by `signer` when there is one.
+    fn sealed(mut self, sequence: u64, signer: Option<&Signer>) -> Current {
+        self.sequence = sequence;
+        self.signed = signer.map(|s| s.envelope(sequence, &self.encoded));
+        self
     }
 }
 
@@ -96,6 +111,10 @@ pub struct State {
     /// SHA-256 of the `ferry.yaml` content last read (by the watcher or at start), saved with
     /// each snapshot so a restart can tell whether the file changed since.
     repo_seen: Mutex<Option<[u8; 32]>>,
+    /// `--signing-key`: the served snapshot is signed.
+    signer: Option<Arc<Signer>>,
+    /// The highest sequence handed out (saved or not): the next one is above it.
+    issued: Mutex<u64>,
     pub metrics: Metrics,
 }
 
@@ -111,8 +130,16 @@ impl State {
             installing: Mutex::new(()),
             store,
             repo_seen: Mutex::new(None),
+            signer: None,
+            issued: Mutex::new(0),
             metrics,
         }
+    }
+
+    /// Signs every snapshot made current from now on with `signer`.
+    pub fn with_signer(mut self, signer: Option<Arc<Signer>>) -> State {
+        self.signer = signer;
+        self
     }
 
     /// Records the `ferry.yaml` content just read; saved with the next accepted snapshot.
@@ -134,6 +161,10 @@ impl State {
         };
         let current = Current::new(snap, &self.filter, source, saved.accepted_ms, Some(from));
         let _installing = lock(&self.installing);
+        // A restored snapshot keeps its sequence; the next one is above it.
+        let mut issued = lock(&self.issued);
+        *issued = (*issued).max(saved.sequence);
+        let current = current.sealed(saved.sequence, self.signer.as_deref());
         self.current.send_replace(Some(Arc::new(current)));
         Ok(version)
     }
@@ -185,13 +216,20 @@ impl State {
                 changed: false,
             });
         }
-        if let Err(e) = self.save(&current.snapshot, source, since_ms) {
+        // A number is never handed out twice, even when its save fails.
+        let sequence = {
+            let mut issued = lock(&self.issued);
+            *issued = signing::next_sequence(*issued, since_ms);
+            *issued
+        };
+        if let Err(e) = self.save(&current.snapshot, sequence, source, since_ms) {
             self.refuse(source, e.to_string());
             return Err(e);
         }
+        let current = current.sealed(sequence, self.signer.as_deref());
         self.current.send_replace(Some(Arc::new(current)));
         inc(&self.metrics.snapshot_updates_total);
-        tracing::info!(%version, source, "snapshot is now current");
+        tracing::info!(%version, sequence, source, "snapshot is now current");
         Ok(Offered {
             version,
             changed: true,
@@ -199,12 +237,19 @@ impl State {
     }
 
     /// Saves a snapshot about to become current (before any Envoy can see it).
-    fn save(&self, snap: &v1::Snapshot, source: &str, accepted_ms: u64) -> Result<(), Refused> {
+    fn save(
+        &self,
+        snap: &v1::Snapshot,
+        sequence: u64,
+        source: &str,
+        accepted_ms: u64,
+    ) -> Result<(), Refused> {
         let Some(store) = &self.store else {
             return Ok(());
         };
         let saved = Saved {
             snapshot: snap.clone(),
+            sequence,
             source: source.to_owned(),
             accepted_ms,
             repo_sha256: lock(&self.repo_seen).map(|h| persist::hex(&h)),

@@ -195,8 +195,8 @@ pub enum Format {
         max_header_bytes: u32,
         encoding: HeaderEncoding,
     },
-    /// Feast's REST API (`POST /get-online-features`), answered by the filter from any
-    /// service of the snapshot; the request never reaches an upstream.
+    /// Feast's REST API (`POST /get-online-features`), answered by the filter from the
+    /// services the route lists (`Route::feast_services`); the request never reaches an upstream.
     FeastRest,
 }
 
@@ -343,6 +343,9 @@ pub struct Route {
     pub reader_timeout_ms: u32,
     /// Near cache maximum age; 0 = off for this route.
     pub cache_max_age_ms: u32,
+    /// `feast_rest`: the services a request may read (the route's service first, then its
+    /// `feast_services`); empty on other formats and on a route built for one request.
+    pub feast_services: Vec<Rc<Service>>,
 }
 
 impl Route {

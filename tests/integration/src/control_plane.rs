@@ -26,6 +26,8 @@ pub struct ControlPlane {
     wasm: PathBuf,
     /// The filter's build it serves.
     runtime: Runtime,
+    /// More `ferry serve` flags (e.g. `--signing-key`), kept across restarts.
+    extra: Vec<std::ffi::OsString>,
 }
 
 impl ControlPlane {
@@ -45,16 +47,34 @@ impl ControlPlane {
         ControlPlane::start_as(dir, repo, wasm, Runtime::Wasm)
     }
 
+    /// The same, with more `ferry serve` flags (kept across restarts).
+    pub fn start_with_args(dir: &Path, repo: &Path, extra: &[&str]) -> ControlPlane {
+        let extra: Vec<std::ffi::OsString> = extra.iter().map(Into::into).collect();
+        ControlPlane::start_full(dir, repo, &wasm(), Runtime::Wasm, extra)
+    }
+
     fn start_as(dir: &Path, repo: &Path, wasm: &Path, runtime: Runtime) -> ControlPlane {
+        ControlPlane::start_full(dir, repo, wasm, runtime, Vec::new())
+    }
+
+    fn start_full(
+        dir: &Path,
+        repo: &Path,
+        wasm: &Path,
+        runtime: Runtime,
+        extra: Vec<std::ffi::OsString>,
+    ) -> ControlPlane {
         let (xds_port, http_port) = (free_port(), free_port());
+        let flags = [filter_flags(wasm, runtime), extra.clone()].concat();
         let mut cp = ControlPlane {
-            proc: spawn(dir, repo, &filter_flags(wasm, runtime), xds_port, http_port),
+            proc: spawn(dir, repo, &flags, xds_port, http_port),
             xds_port,
             http_port,
             repo: repo.to_owned(),
             dir: dir.to_owned(),
             wasm: wasm.to_owned(),
             runtime,
+            extra,
         };
         cp.wait_healthy();
         cp
@@ -74,13 +94,8 @@ impl ControlPlane {
     /// REPO/.ferry).
     pub fn restart(&mut self) {
         self.proc.kill();
-        self.proc = spawn(
-            &self.dir,
-            &self.repo,
-            &filter_flags(&self.wasm, self.runtime),
-            self.xds_port,
-            self.http_port,
-        );
+        let flags = [filter_flags(&self.wasm, self.runtime), self.extra.clone()].concat();
+        self.proc = spawn(&self.dir, &self.repo, &flags, self.xds_port, self.http_port);
         self.wait_healthy();
     }
 

@@ -181,6 +181,12 @@ fn the_istio_wasmplugin_names_what_the_kubernetes_services_make() {
     let config = &plugin["spec"]["pluginConfig"];
     let pull = pull_of(config);
     assert!(!pull.overrides.headers_held);
+    signed_over_tls(&pull);
+    // The link is the mesh's mutual TLS, to the control plane's host.
+    let [rule] = of_kind(&docs, "DestinationRule")[..] else {
+        panic!("one DestinationRule")
+    };
+    assert_eq!(rule["spec"]["trafficPolicy"]["tls"]["mode"], "ISTIO_MUTUAL");
 
     // Each cluster named is one Istio makes for a Service, and the URL goes to that Service.
     let reader = istio_cluster(pull.overrides.reader_cluster.as_deref().unwrap());
@@ -193,6 +199,7 @@ fn the_istio_wasmplugin_names_what_the_kubernetes_services_make() {
     }
     assert_eq!(pull.authority, format!("{}:{}", cp.0, cp.1));
     assert_eq!(pull.path, "/v1/snapshot");
+    assert_eq!(str_at(rule, "/spec/host"), cp.0);
 
     let clusters = vec![
         dns_cluster(
@@ -236,6 +243,7 @@ fn the_envoy_gateway_policy_names_the_clusters_its_patch_adds() {
     assert_eq!(wasm_ext["failOpen"], false);
     let config = &wasm_ext["config"];
     let pull = pull_of(config);
+    signed_over_tls(&pull);
 
     let [patch] = of_kind(&docs, "EnvoyPatchPolicy")[..] else {
         panic!("one EnvoyPatchPolicy")
@@ -270,9 +278,33 @@ fn the_envoy_gateway_policy_names_the_clusters_its_patch_adds() {
             "{named} is not among the patched clusters {names:?}"
         );
     }
+    // The control plane's cluster verifies ferry serve's certificate for its Service name.
+    let cp = clusters
+        .iter()
+        .find(|c| c["name"] == pull.cluster.as_str())
+        .unwrap();
+    let tls = &cp["transport_socket"]["typed_config"];
+    assert!(
+        str_at(tls, "/@type").ends_with("UpstreamTlsContext"),
+        "{cp}"
+    );
+    assert_eq!(
+        str_at(tls, "/sni"),
+        pull.authority.split(':').next().unwrap()
+    );
     if let Err(log) = envoy_validate("envoy-gateway", config, clusters) {
         panic!("envoy --mode validate refused the Envoy Gateway config:\n{log}");
     }
+}
+
+/// A manifest's pull is signed and declared TLS: keys, `https://`, never `insecure`.
+fn signed_over_tls(pull: &Pull) {
+    assert!(pull.url.starts_with("https://"), "{}", pull.url);
+    assert!(!pull.insecure, "{pull:?}");
+    assert!(
+        pull.keys.as_ref().is_some_and(|k| !k.ids().is_empty()),
+        "{pull:?}"
+    );
 }
 
 #[test]
@@ -299,4 +331,90 @@ fn collect(dir: &Path, out: &mut Vec<String>) {
             out.push(rel.display().to_string());
         }
     }
+}
+
+/// The containers of deploy/kubernetes, by Deployment name.
+fn containers(docs: &[Json]) -> Vec<(String, &Json)> {
+    of_kind(docs, "Deployment")
+        .into_iter()
+        .flat_map(|d| {
+            let name = str_at(d, "/metadata/name").to_owned();
+            d["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(move |c| (name.clone(), c))
+        })
+        .collect()
+}
+
+/// Ingress into the namespace is denied unless allowed; the reader is reachable from Envoys
+/// only, the control plane from Envoys and operators, each on its own ports; no server binds
+/// 0.0.0.0; Redis is reached over TLS with a password from a secret.
+#[test]
+fn network_policies_let_only_envoy_and_operators_in() {
+    let docs = documents("kubernetes/ferry.yaml");
+    let policies = of_kind(&docs, "NetworkPolicy");
+    let deny = policies
+        .iter()
+        .find(|p| p["spec"]["podSelector"] == json!({}))
+        .expect("a default policy over every pod");
+    assert_eq!(deny["spec"]["policyTypes"], json!(["Ingress"]));
+    assert!(
+        deny["spec"]["ingress"].is_null(),
+        "the default allows nothing: {deny}"
+    );
+    let allowed = |app: &str| -> (Vec<Json>, Vec<u64>) {
+        let p = policies
+            .iter()
+            .find(|p| p["spec"]["podSelector"]["matchLabels"]["app"] == app)
+            .unwrap_or_else(|| panic!("no NetworkPolicy for {app}"));
+        let rules = p["spec"]["ingress"].as_array().unwrap();
+        assert_eq!(rules.len(), 1, "{p}");
+        let from = rules[0]["from"].as_array().unwrap();
+        let roles = from
+            .iter()
+            .map(|f| {
+                assert_eq!(f["namespaceSelector"], json!({}), "{f}");
+                f["podSelector"]["matchLabels"].clone()
+            })
+            .collect();
+        let ports = rules[0]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["port"].as_u64().unwrap())
+            .collect();
+        (roles, ports)
+    };
+    let role = |r: &str| json!({"ferry.dev/role": r});
+    assert_eq!(allowed("ferry-reader"), (vec![role("envoy")], vec![8090]));
+    assert_eq!(
+        allowed("ferry-control-plane"),
+        (vec![role("envoy"), role("operator")], vec![8091, 18000])
+    );
+    for (deployment, c) in containers(&docs) {
+        let text = c.to_string();
+        assert!(!text.contains("0.0.0.0"), "{deployment} binds 0.0.0.0: {c}");
+    }
+    let reader = containers(&docs)
+        .into_iter()
+        .find(|(d, _)| d == "ferry-reader")
+        .unwrap()
+        .1;
+    let env = |name: &str| {
+        reader["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("reader has no {name}"))
+            .clone()
+    };
+    assert!(env("FERRY_REDIS")["value"]
+        .as_str()
+        .unwrap()
+        .starts_with("rediss://"));
+    assert!(env("FERRY_REDIS_PASSWORD")["valueFrom"]["secretKeyRef"].is_object());
+    assert!(env("FERRY_REDIS_CA_FILE")["value"].is_string());
 }

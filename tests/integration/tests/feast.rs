@@ -26,6 +26,7 @@ const ROUTES: &str = "  - match: {path_prefix: /v1/models/scoring}
     on_missing_entity: null
   - match: {path_exact: /get-online-features}
     service: scoring
+    feast_services: [pair]
     format: feast_rest
     entity: {field: user_id}
     on_missing_entity: null

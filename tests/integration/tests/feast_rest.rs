@@ -28,7 +28,7 @@ use serde_json::{json, Value as Json};
 
 const USERS: usize = 20;
 
-/// The Ferry route: every service of the snapshot behind Feast's path.
+/// The Ferry route: the snapshot's one service behind Feast's path.
 const ROUTE: &str = r#"
 routes:
   - name: feast

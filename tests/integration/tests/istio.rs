@@ -11,6 +11,7 @@
 //! whole request from the headers and is unchanged.
 //!
 //! `istio/pull.rs`: the same filter pulling its snapshot from `ferry serve` (`snapshot_url`).
+//! `istio/signed.rs`: a signed pull through a man in the middle that replays an older snapshot.
 
 use std::process::Command;
 
@@ -22,6 +23,8 @@ use serde_json::{json, Value as Json};
 
 #[path = "istio/pull.rs"]
 mod pull;
+#[path = "istio/signed.rs"]
+mod signed;
 #[path = "istio/support.rs"]
 mod support;
 

@@ -6,6 +6,7 @@
 //!   for crates that need more services or routes;
 //! - [`vector`]: stored vectors, as `ferry materialize` writes them to Redis;
 //! - [`reader`]: the reader's request and answer;
+//! - [`signed`]: signed snapshots (keys from a seed, envelopes at any sequence);
 //! - [`redis`]: a throwaway `redis-server` on a free loopback port (plain, TLS, password, or a
 //!   three-master Cluster);
 //! - [`proxy`]: a TCP proxy that can freeze, to play a Redis that went silent;
@@ -23,5 +24,6 @@ pub mod ports;
 pub mod proxy;
 pub mod reader;
 pub mod redis;
+pub mod signed;
 pub mod snapshot;
 pub mod vector;

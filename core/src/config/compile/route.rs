@@ -85,6 +85,7 @@ pub(super) fn route(r: pb::Route, services: &Services) -> Result<Route, ConfigEr
     rules::feast_work(max_entities, layouts).map_err(wrap)?;
     let output_keys = output_keys(&output_names);
     let (services_label, fingerprints_label) = labels(&parts);
+    let feast_services = feast_services(&r, &format, &parts, services).map_err(wrap)?;
     Ok(Route {
         services_label,
         fingerprints_label,
@@ -102,7 +103,35 @@ pub(super) fn route(r: pb::Route, services: &Services) -> Result<Route, ConfigEr
         max_entities,
         reader_timeout_ms: bounded(&rules::READER_TIMEOUT_MS, r.reader_timeout_ms)?,
         cache_max_age_ms: bounded(&rules::CACHE_MAX_AGE_MS, r.cache_max_age_ms)?,
+        feast_services,
     })
+}
+
+/// A `feast_rest` route's readable services: its own, then those it lists, each once. Another
+/// format may not list any.
+fn feast_services(
+    r: &pb::Route,
+    format: &Format,
+    parts: &[RoutePart],
+    services: &Services,
+) -> Result<Vec<Rc<Service>>, String> {
+    if *format != Format::FeastRest {
+        if !r.feast_services.is_empty() {
+            return Err("feast_services is only for a feast_rest route".into());
+        }
+        return Ok(Vec::new());
+    }
+    let mut out: Vec<Rc<Service>> = parts.iter().take(1).map(|p| p.service.clone()).collect();
+    for name in &r.feast_services {
+        let service = services
+            .get(name)
+            .ok_or_else(|| format!("feast_services: unknown service '{name}'"))?;
+        if out.iter().any(|s| s.name == *name) {
+            return Err(format!("feast_services: service '{name}' is listed twice"));
+        }
+        out.push(service.clone());
+    }
+    Ok(out)
 }
 
 /// `"name":` of each output name, JSON-escaped once.
@@ -150,6 +179,7 @@ impl Route {
             output_keys: output_keys(&output_names),
             output_names,
             parts,
+            feast_services: Vec::new(),
             ..*self
         })
     }

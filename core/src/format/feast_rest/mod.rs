@@ -1,8 +1,9 @@
 //! Feast's REST API at the edge: `POST /get-online-features` with a `feature_service` or a
 //! `features` list, answered by the filter itself in Feast 0.67's response shape (see
-//! `response`), from any FeatureService of the snapshot. A request names its features; they
-//! are read from the services that hold them (for a `features` list, for each reference the
-//! first service already chosen that holds it, else the first of the snapshot), all in one
+//! `response`), from the FeatureServices the route lists (its `service` and `feast_services`;
+//! no other). A request names its features; they are read from the services that hold them
+//! (for a `features` list, for each reference the first service already chosen that holds it,
+//! else the first the route lists), all in one
 //! reader call. Columns come in a stable order: a service's features in the snapshot's order,
 //! a `features` list in the list's order. Errors are Feast's (see `errors`); the route's body
 //! and entity limits hold, with Ferry's own errors.
@@ -47,7 +48,7 @@ pub fn parse(body: &[u8], route: &Route, config: &Config) -> Result<ParsedReques
         other => other,
     })?;
     let fields = fields(&doc.json)?;
-    let (services, columns) = resolve(&fields, config)?;
+    let (services, columns) = resolve(&fields, &route.feast_services, &config.project)?;
     let (join_keys, count) = entity_columns(fields.entities, &services)?;
     entity::check_count(count, route)?;
     let keys = keys(&join_keys, &services, count)?;
@@ -98,13 +99,18 @@ fn offset_of(body: &[u8], msg: &str) -> usize {
 /// those services.
 type Resolved = (Vec<Rc<Service>>, Vec<usize>);
 
-fn resolve(fields: &Fields, config: &Config) -> Result<Resolved, FerryError> {
+/// Only the route's `feast_services` are read: a service it does not list is answered as Feast
+/// answers one that does not exist, so a client cannot learn which others the snapshot holds.
+fn resolve(
+    fields: &Fields,
+    readable: &[Rc<Service>],
+    project: &str,
+) -> Result<Resolved, FerryError> {
     if let Some(name) = fields.feature_service.filter(|s| !s.is_empty()) {
-        let service = config
-            .services
+        let service = readable
             .iter()
             .find(|s| s.name == name)
-            .ok_or_else(|| errors::unknown_service(name, &config.project))?;
+            .ok_or_else(|| errors::unknown_service(name, project))?;
         let all = (0..service.feature_count).collect();
         return Ok((vec![service.clone()], all));
     }
@@ -126,13 +132,12 @@ fn resolve(fields: &Fields, config: &Config) -> Result<Resolved, FerryError> {
         let pick = match found {
             Some(pick) => pick,
             None => {
-                let service = config
-                    .services
+                let service = readable
                     .iter()
                     .find(|s| holds(s).is_some())
-                    .ok_or_else(|| match config.services.iter().any(|s| has_view(s, view)) {
+                    .ok_or_else(|| match readable.iter().any(|s| has_view(s, view)) {
                         true => errors::unknown_feature(view, feature),
-                        false => errors::unknown_view(view, &config.project),
+                        false => errors::unknown_view(view, project),
                     })?;
                 chosen.0.push(service.clone());
                 (chosen.0.len() - 1, holds(service).unwrap_or(0))

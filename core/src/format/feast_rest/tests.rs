@@ -6,13 +6,54 @@ use ferry_test_support::snapshot::{merchant, snapshot};
 use ferry_test_support::vector::{self as vectors, NOW_US as NOW};
 use serde_json::json;
 
-/// The standard snapshot plus `merchant`, its route in `feast_rest` (missing entities null).
+/// The standard snapshot plus `merchant`, its route in `feast_rest` (missing entities null)
+/// and reading `scoring` (its service) and `merchant`.
 fn feast_config() -> Config {
+    let mut s = feast_snapshot();
+    s.routes[0].feast_services = vec!["merchant".into()];
+    Config::from_snapshot(s).unwrap()
+}
+
+/// The same route listing no further service: it reads `scoring` only.
+fn feast_snapshot() -> pb::Snapshot {
     let mut s = snapshot();
     s.services.push(merchant(ValueType::String));
     s.routes[0].format = pb::Format::FeastRest as i32;
     s.routes[0].on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32;
-    Config::from_snapshot(s).unwrap()
+    s
+}
+
+#[test]
+fn a_service_the_route_does_not_list_is_answered_as_unknown() {
+    let c = Config::from_snapshot(feast_snapshot()).unwrap();
+    let by_service = r#"{"feature_service":"merchant","entities":{"merchant_id":["m1"]}}"#;
+    let (status, body) = err(&c, by_service);
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("FeatureServiceNotFoundException"), "{body}");
+    let by_feature = r#"{"features":["mprofile:risk"],"entities":{"merchant_id":["m1"]}}"#;
+    let (status, body) = err(&c, by_feature);
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("FeatureViewNotFoundException"), "{body}");
+    // Listed, both are served.
+    let c = feast_config();
+    assert!(parse_str(&c, by_service).is_ok());
+}
+
+#[test]
+fn feast_services_are_checked_when_the_snapshot_is_compiled() {
+    let mut s = feast_snapshot();
+    s.routes[0].feast_services = vec!["nope".into()];
+    let e = Config::from_snapshot(s).unwrap_err().to_string();
+    assert!(e.contains("feast_services: unknown service 'nope'"), "{e}");
+    let mut s = feast_snapshot();
+    s.routes[0].feast_services = vec!["scoring".into()];
+    let e = Config::from_snapshot(s).unwrap_err().to_string();
+    assert!(e.contains("listed twice"), "{e}");
+    let mut s = snapshot();
+    s.services.push(merchant(ValueType::String));
+    s.routes[0].feast_services = vec!["merchant".into()];
+    let e = Config::from_snapshot(s).unwrap_err().to_string();
+    assert!(e.contains("only for a feast_rest route"), "{e}");
 }
 
 fn parse_str(c: &Config, body: &str) -> Result<ParsedRequest, FerryError> {
@@ -291,6 +332,7 @@ fn a_composite_key_takes_each_join_key_column() {
         derived_version: String::new(),
     });
     s.routes[0].format = pb::Format::FeastRest as i32;
+    s.routes[0].feast_services = vec!["pair".into()];
     let c = Config::from_snapshot(s).unwrap();
     let req = parse_str(
         &c,

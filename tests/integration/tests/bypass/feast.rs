@@ -38,7 +38,13 @@ pub fn forged(service: Service, user: &str) -> String {
 
 /// A `feature_service` that does not exist: Feast's 404.
 pub fn unknown_service(user: &str) -> String {
-    json!({"entities": {"user_id": [user]}, "feature_service": "forged_service"}).to_string()
+    unlisted_service("forged_service", user)
+}
+
+/// A `feature_service` by name, e.g. one of the snapshot the route does not list (Feast's 404
+/// too: the route serves only the services it lists).
+pub fn unlisted_service(name: &str, user: &str) -> String {
+    json!({"entities": {"user_id": [user]}, "feature_service": name}).to_string()
 }
 
 /// The filter's answer for `entities` of `service`.

@@ -236,6 +236,13 @@ fn feast_rows() -> Vec<Case> {
             feast::unknown_service(U1),
         )
         .refused(404, "feast_unknown_feature_service"),
+        // A service of the snapshot that the route does not list: answered as unknown.
+        post(
+            "feast unlisted service",
+            feast::PATH,
+            feast::unlisted_service("merchant_risk", U1),
+        )
+        .refused(404, "feast_unknown_feature_service"),
         post(
             "feast 257-byte id",
             feast::PATH,

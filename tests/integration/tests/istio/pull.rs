@@ -3,6 +3,8 @@
 //! Gateway would run it: a JSON 503 until the control plane answers, then enriched requests;
 //! a repo change pushed to `ferry serve` reaches the filter by re-pull, without an Envoy
 //! restart; a snapshot the filter refuses leaves the last good one serving, with a warning.
+//! Signing is on (`ferry serve --signing-key`, the filter's `snapshot_keys`); the URL is
+//! `http://` with `insecure`, as the cluster to `ferry serve` has no TLS here.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -19,9 +21,9 @@ use prost::Message;
 use super::support::{as_istio, check_unheld, error_of, instances, post, ISTIO_CLUSTER};
 
 /// The Envoy cluster the filter reaches `ferry serve` by.
-const CP_CLUSTER: &str = "ferry_control_plane";
+pub const CP_CLUSTER: &str = "ferry_control_plane";
 /// A route only the pushed repo change has.
-const NEW_ROUTE: &str = "
+pub const NEW_ROUTE: &str = "
   - name: added-later
     match: {path_prefix: /t/added-later}
     service: realtime_scoring
@@ -29,10 +31,10 @@ const NEW_ROUTE: &str = "
     entity: {field: user_id}
 ";
 /// Upper bound on each wait for the filter to see a change (polls every 200 ms).
-const WAIT: Duration = Duration::from_secs(30);
+pub const WAIT: Duration = Duration::from_secs(30);
 
 /// The bootstrap plus a cluster for the control plane's HTTP port.
-fn with_cp_cluster(yaml: String, port: u16) -> String {
+pub fn with_cp_cluster(yaml: String, port: u16) -> String {
     let cluster = format!(
         "  clusters:\n  - name: {CP_CLUSTER}\n    type: STATIC\n    connect_timeout: 0.25s\n    \
          load_assignment:\n      cluster_name: {CP_CLUSTER}\n      endpoints:\n      - lb_endpoints:\n        \
@@ -43,7 +45,7 @@ fn with_cp_cluster(yaml: String, port: u16) -> String {
 }
 
 /// Posts until `done` holds for the answer, up to [`WAIT`]; returns that answer.
-async fn post_until(
+pub async fn post_until(
     port: u16,
     path: &str,
     what: &str,
@@ -65,7 +67,7 @@ async fn post_until(
     }
 }
 
-fn enriched(resp: &Response) -> bool {
+pub fn enriched(resp: &Response) -> bool {
     resp.status == 200 && resp.header("x-ferry-status") == Some("ok")
 }
 
@@ -77,7 +79,12 @@ async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes(
         ..Options::default()
     });
     // Down when Envoy starts: its ports are known, nothing listens on them.
-    let mut cp = ControlPlane::start(stack.dir.path(), &stack.repo);
+    let key = keygen(stack.dir.path());
+    let mut cp = ControlPlane::start_with_args(
+        stack.dir.path(),
+        &stack.repo,
+        &["--signing-key", &key.display().to_string()],
+    );
     cp.proc.kill();
     let url = format!("{}/v1/snapshot", cp.url());
     let plugin_config = run(Command::new(bin("ferry"))
@@ -86,7 +93,14 @@ async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes(
         .args(["--reader-cluster", ISTIO_CLUSTER])
         .args(["--snapshot-url", &url, "--snapshot-cluster", CP_CLUSTER])
         .args(["--snapshot-poll-ms", "200"])
-        .args(["--snapshot-token", READ_TOKEN]));
+        .args(["--snapshot-token", READ_TOKEN])
+        .arg("--snapshot-key")
+        .arg(&key)
+        .arg("--insecure"));
+    assert!(
+        plugin_config.contains("\"snapshot_keys\""),
+        "{plugin_config}"
+    );
     let cp_port = cp.http_port;
     let envoy =
         stack.static_envoy_edited(|y| with_cp_cluster(as_istio(y, &plugin_config), cp_port));
@@ -180,4 +194,15 @@ async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes(
         "{}",
         envoy.proc.log_text()
     );
+}
+
+/// `ferry keygen` into DIR/signing.pem: the key's path (the printed entry is checked by the
+/// signed-pull test).
+pub fn keygen(dir: &std::path::Path) -> std::path::PathBuf {
+    let key = dir.join("signing.pem");
+    run(Command::new(bin("ferry"))
+        .arg("keygen")
+        .arg("--out")
+        .arg(&key));
+    key
 }

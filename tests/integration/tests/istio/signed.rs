@@ -1,0 +1,206 @@
+//! A signed pull through real Envoy and `ferry serve --signing-key`, with a man in the middle
+//! between them (a small HTTP server of this test that answers what the test tells it): the
+//! signed snapshot is taken and enriches requests; a newer one is taken; a replay of the older
+//! signed envelope is refused while the filter keeps serving the newer one; a restart of
+//! `ferry serve` keeps the restored snapshot's sequence and signs the next one above it.
+
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use ferry::serve::api::PUSH_PATH;
+use ferry_integration_tests::control_plane::{ControlPlane, READ_TOKEN};
+use ferry_integration_tests::{bin, run, Options, Stack};
+use ferry_protos::signed::CONTENT_TYPE;
+use ferry_protos::v1::SignedSnapshot;
+use prost::Message;
+use serde_json::Value as Json;
+
+use super::pull::{enriched, keygen, post_until, with_cp_cluster, CP_CLUSTER, NEW_ROUTE, WAIT};
+use super::support::{as_istio, post, ISTIO_CLUSTER};
+
+/// One answer of `GET /v1/snapshot`: content type, ETag, body.
+#[derive(Clone, Debug)]
+struct Answer {
+    content_type: String,
+    etag: String,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn sequence(&self) -> u64 {
+        assert_eq!(self.content_type, CONTENT_TYPE);
+        SignedSnapshot::decode(&*self.body).unwrap().sequence
+    }
+}
+
+/// `GET /v1/snapshot` from `ferry serve`, as bytes.
+fn fetch(cp: &ControlPlane) -> Answer {
+    let mut s = TcpStream::connect(("127.0.0.1", cp.http_port)).unwrap();
+    let req = format!(
+        "GET {PUSH_PATH} HTTP/1.1\r\nhost: x\r\nconnection: close\r\nauthorization: Bearer {READ_TOKEN}\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let at = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&raw[..at]).to_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    Answer {
+        content_type: header("content-type"),
+        etag: header("etag"),
+        body: raw[at + 4..].to_vec(),
+    }
+}
+
+/// The man in the middle: answers every request with the answer set last.
+struct Mitm {
+    port: u16,
+    answer: Arc<Mutex<Option<Answer>>>,
+}
+
+impl Mitm {
+    fn start() -> Mitm {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let answer: Arc<Mutex<Option<Answer>>> = Arc::default();
+        let serving = answer.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let a = serving.lock().unwrap().clone();
+                answer_one(conn, a);
+            }
+        });
+        Mitm { port, answer }
+    }
+
+    fn set(&self, answer: Answer) {
+        *self.answer.lock().unwrap() = Some(answer);
+    }
+}
+
+fn answer_one(mut conn: TcpStream, answer: Option<Answer>) {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+    let Some(a) = answer else {
+        let _ = conn.write_all(
+            b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        );
+        return;
+    };
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: {}\r\netag: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        a.content_type,
+        a.etag,
+        a.body.len()
+    );
+    let _ = conn.write_all(head.as_bytes());
+    let _ = conn.write_all(&a.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_snapshot_is_taken_and_a_replayed_older_one_refused() {
+    let stack = Stack::start(Options {
+        extra_routes: "",
+        entities: Some(50),
+        ..Options::default()
+    });
+    let key = keygen(stack.dir.path());
+    let key_arg = key.display().to_string();
+    let mut cp =
+        ControlPlane::start_with_args(stack.dir.path(), &stack.repo, &["--signing-key", &key_arg]);
+    let first = fetch(&cp);
+    let s1 = first.sequence();
+    let mitm = Mitm::start();
+    mitm.set(first.clone());
+
+    let url = format!("http://127.0.0.1:{}/v1/snapshot", mitm.port);
+    let plugin_config = run(Command::new(bin("ferry"))
+        .arg("plugin-config")
+        .arg(&stack.repo)
+        .args(["--reader-cluster", ISTIO_CLUSTER])
+        .args(["--snapshot-url", &url, "--snapshot-cluster", CP_CLUSTER])
+        .args(["--snapshot-poll-ms", "200", "--snapshot-key", &key_arg])
+        .arg("--insecure"));
+    let entry = &serde_json::from_str::<Json>(&plugin_config).unwrap()["snapshot_keys"][0];
+    assert!(entry["id"].as_str().unwrap().starts_with("k-"), "{entry}");
+    let port = mitm.port;
+    let envoy = stack.static_envoy_edited(|y| with_cp_cluster(as_istio(y, &plugin_config), port));
+    let p = envoy.listen_port;
+    post_until(
+        p,
+        "/v1/models/fraud:predict",
+        "the signed snapshot",
+        enriched,
+    )
+    .await;
+
+    // A newer snapshot: a higher sequence, taken.
+    let yaml = stack.repo.join("ferry.yaml");
+    let text = std::fs::read_to_string(&yaml).unwrap() + NEW_ROUTE;
+    std::fs::write(&yaml, text).unwrap();
+    cp.apply_push(&stack.repo, &stack.redis.url(), false);
+    let second = fetch(&cp);
+    let s2 = second.sequence();
+    assert!(s2 > s1, "{s2} > {s1}");
+    mitm.set(second.clone());
+    post_until(p, "/t/added-later", "the newer snapshot", enriched).await;
+
+    // The man in the middle replays the older signed envelope (under a new ETag, so that the
+    // filter takes it for a change): refused, the newer snapshot serves on.
+    mitm.set(Answer {
+        etag: "\"replayed\"".into(),
+        ..first
+    });
+    let refusal = format!("sequence {s1} is lower than the held snapshot's {s2}");
+    let start = Instant::now();
+    while !envoy.proc.log_text().contains(&refusal) {
+        assert!(start.elapsed() < WAIT, "{}", envoy.proc.log_text());
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for _ in 0..5 {
+        let resp = post(p, "/t/added-later", super::support::instances(&["u000001"])).await;
+        assert!(enriched(&resp), "{} {:?}", resp.status, resp.body);
+    }
+    // Every root context (the main thread's, each worker's) polls every 200 ms and logs the
+    // refusal once while it repeats.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let logged = envoy.proc.log_text().matches(&refusal).count();
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    assert_eq!(envoy.proc.log_text().matches(&refusal).count(), logged);
+    assert!((1..=3).contains(&logged), "{logged}");
+
+    // `ferry serve` restarted: the restored snapshot keeps its sequence and its bytes; the next
+    // one is signed above it.
+    cp.restart();
+    let restored = fetch(&cp);
+    assert_eq!((restored.sequence(), &restored.body), (s2, &second.body));
+    let text = std::fs::read_to_string(&yaml).unwrap();
+    std::fs::write(&yaml, text.replace("added-later", "added-again")).unwrap();
+    cp.apply_push(&stack.repo, &stack.redis.url(), false);
+    let third = fetch(&cp);
+    assert!(third.sequence() > s2, "{} > {s2}", third.sequence());
+    mitm.set(third);
+    post_until(
+        p,
+        "/t/added-again",
+        "the snapshot after the restart",
+        enriched,
+    )
+    .await;
+    assert!(!envoy.proc.log_text().contains("panicked"));
+}
