@@ -3,7 +3,7 @@
 //! built from; a repo with any problem yields every problem instead.
 //!
 //! `raw` is the file as written; `validate` resolves it in order (entities, then `views`,
-//! `services`, `routes`), each check adding to the `issues` found; `scalars` reads TTLs and
+//! `on_demand`, `services`, `routes`), each check adding to the `issues` found; `scalars` reads TTLs and
 //! typed defaults; `feast` turns a Feast registry into the same raw model; `report` is the
 //! registry as `ferry apply` prints it.
 

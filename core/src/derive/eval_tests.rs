@@ -500,3 +500,45 @@ fn stored_values_bind_borrowed_and_non_finite_floats_are_null() {
         Input::Present(Val::Int(3))
     );
 }
+
+#[test]
+fn a_run_never_charges_more_than_the_static_bound() {
+    let exprs = [
+        (c2(F::Cosine, input(3), input(6)), Type::Double),
+        (
+            comp(
+                CK::Map,
+                input(3),
+                Some(c2(F::Gt, var(0), dbl(1.5))),
+                c2(F::Mul, var(0), var(0)),
+            ),
+            Type::List,
+        ),
+        (
+            c2(
+                F::And,
+                c2(F::Contains, input(1), string("l")),
+                comp(CK::All, input(6), None, c2(F::Ge, var(0), dbl(0.0))),
+            ),
+            Type::Bool,
+        ),
+        (
+            call(
+                F::Conditional,
+                vec![input(4), c2(F::Add, input(1), string("x")), string("y")],
+            ),
+            Type::String,
+        ),
+    ];
+    for (e, t) in exprs {
+        let p = Program::compile(&e, &SLOTS, declared(t)).unwrap();
+        let mut budget = Budget::new(1_000_000);
+        assert!(matches!(p.eval(&inputs(), &mut budget), Outcome::Value(_)));
+        let spent = 1_000_000 - budget.left();
+        assert!(
+            spent > 0 && spent <= p.cost(),
+            "spent {spent}, bound {}",
+            p.cost()
+        );
+    }
+}
