@@ -2,6 +2,7 @@
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = [
         "proto/ferry/v1/registry.proto",
+        "proto/ferry/v1/expr.proto",
         "proto/ferry/v1/vector.proto",
         "proto/ferry/v1/reader.proto",
         "proto/ferry/v1/signed.proto",

@@ -33,6 +33,8 @@ fn config() -> Config {
         version: "bench".into(),
         services: vec![pb::FeatureService {
             feast: None,
+            derived: vec![],
+            derived_version: String::new(),
             fingerprint: FINGERPRINT,
             views: vec![
                 view("user_activity", "count", T::Int64),

@@ -41,6 +41,15 @@ pub fn fingerprint(keys: &[(&str, KeyType)], features: &[(&str, &str, FeatureTyp
     u64::from_be_bytes(first)
 }
 
+/// The version of a service's derived part: the first 8 bytes of SHA-256 of the canonical
+/// text of its on-demand features' definitions, as 16 hex digits. On-demand views are never
+/// part of the fingerprint (nothing of them is stored): changing an expression changes this,
+/// and needs no materialize.
+pub fn derived_version(canonical: &str) -> String {
+    let digest = Sha256::digest(canonical.as_bytes());
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,9 @@
 //! - [`types`]: value and key types of the repo language, and their proto counterparts.
 //! - [`repo`]: `ferry.yaml` (serde model), validation that reports every problem at once, and
 //!   the validated [`repo::Registry`] the rest of the crate works from.
-//! - [`fingerprint`]: the stable hash of a FeatureService's schema (pins the vector layout).
+//! - [`fingerprint`]: the stable hash of a FeatureService's schema (pins the vector layout),
+//!   and the derived version of its on-demand views.
+//! - [`expr`]: on-demand views' CEL text into Ferry's checked expression tree.
 //! - [`snapshot`]: the registry snapshot (`ferry.v1.Snapshot`) delivered to the filter.
 //! - [`sources`]: reading feature view sources (CSV; Parquet) into typed values.
 //! - [`materialize`]: latest row per entity, vector encoding, pipelined writes into Redis.
@@ -26,6 +28,7 @@
 
 pub mod envoy_config;
 pub mod envoy_xds;
+pub mod expr;
 pub mod fingerprint;
 pub mod materialize;
 pub mod oci;

@@ -20,6 +20,7 @@ pub fn build(reg: &Registry) -> v1::Snapshot {
         reader_authority: reg.reader.authority.clone(),
         near_cache_max_bytes: reg.near_cache_max_bytes,
         protected_paths: reg.protected_paths.clone(),
+        on_demand_views: on_demand_views(reg),
     };
     snap.version = content_version(&snap);
     snap
@@ -28,6 +29,22 @@ pub fn build(reg: &Registry) -> v1::Snapshot {
 fn service(reg: &Registry, s: &FeatureService) -> v1::FeatureService {
     v1::FeatureService {
         feast: reg.feast.as_ref().map(|f| feast_layout(reg, &f.project, s)),
+        derived: s
+            .derived
+            .iter()
+            .map(|d| {
+                let v = &reg.on_demand_views[d.view];
+                v1::ServiceDerived {
+                    view: v.name.clone(),
+                    features: d
+                        .features
+                        .iter()
+                        .map(|&f| v.features[f].name.clone())
+                        .collect(),
+                }
+            })
+            .collect(),
+        derived_version: s.derived_version.clone(),
         name: s.name.clone(),
         fingerprint: s.fingerprint,
         entity_keys: s
@@ -54,6 +71,61 @@ fn service(reg: &Registry, s: &FeatureService) -> v1::FeatureService {
             })
             .collect(),
     }
+}
+
+/// The on-demand views, sorted by name, each with its features sorted by name (the slot
+/// layout, request fields then `request.time` then `stored`, is the registry's).
+fn on_demand_views(reg: &Registry) -> Vec<v1::OnDemandView> {
+    let mut out: Vec<v1::OnDemandView> = reg
+        .on_demand_views
+        .iter()
+        .map(|v| {
+            let mut features: Vec<v1::DerivedFeature> = v
+                .features
+                .iter()
+                .map(|f| v1::DerivedFeature {
+                    name: f.name.clone(),
+                    r#type: f.ty.to_proto() as i32,
+                    text: f.text.clone(),
+                    expr: Some(f.expr.clone()),
+                    cost: f.cost,
+                })
+                .collect();
+            features.sort_by(|a, b| a.name.cmp(&b.name));
+            v1::OnDemandView {
+                name: v.name.clone(),
+                request: v
+                    .request
+                    .iter()
+                    .map(|r| v1::RequestField {
+                        name: r.name.clone(),
+                        field: r.field.clone(),
+                        r#type: r.ty.to_proto() as i32,
+                    })
+                    .collect(),
+                sources: v
+                    .sources
+                    .iter()
+                    .map(|&s| reg.views[s].name.clone())
+                    .collect(),
+                stored: v
+                    .stored
+                    .iter()
+                    .map(|&(vi, fi)| {
+                        let f = &reg.views[vi].features[fi];
+                        v1::StoredInput {
+                            view: reg.views[vi].name.clone(),
+                            feature: f.name.clone(),
+                            r#type: f.ty.to_proto() as i32,
+                        }
+                    })
+                    .collect(),
+                features,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
 }
 
 fn route(reg: &Registry, r: &Route) -> v1::Route {

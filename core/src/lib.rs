@@ -5,6 +5,8 @@
 //! - [`config`]: the registry snapshot as the filter uses it: validated once, pre-indexed.
 //! - [`plugin_config`]: the filter's plugin configuration: a binary snapshot, or JSON (Istio,
 //!   Envoy Gateway), inline or pulled from a URL ([`snapshot_pull`]), signed ([`signature`]).
+//! - [`derive`]: request-time features: on-demand views' expression trees checked, compiled
+//!   once per snapshot and evaluated per instance under a budget.
 //! - [`format`]: the request formats (one module per `format:` word) and what they share.
 //! - [`vector`], [`values`]: decoding stored vectors, TTL and fingerprint checks, typed values.
 //! - [`enrich`]: the reader call and its answer, features per entity, the rewrite.
@@ -17,6 +19,7 @@
 
 pub mod civil;
 pub mod config;
+pub mod derive;
 pub mod enrich;
 pub mod error;
 pub mod format;

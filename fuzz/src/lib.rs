@@ -71,6 +71,8 @@ pub fn snapshot() -> pb::Snapshot {
     ));
     let numeric = pb::FeatureService {
         feast: None,
+        derived: vec![],
+        derived_version: String::new(),
         name: "numeric".into(),
         fingerprint: FP_NUMERIC,
         entity_keys: vec![key("user_id", T::String)],
@@ -86,6 +88,8 @@ pub fn snapshot() -> pb::Snapshot {
     };
     let pair = pb::FeatureService {
         feast: None,
+        derived: vec![],
+        derived_version: String::new(),
         name: "pair".into(),
         fingerprint: FP_PAIR,
         entity_keys: vec![key("merchant_id", T::Int64), key("user_id", T::String)],

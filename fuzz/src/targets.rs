@@ -183,6 +183,50 @@ pub fn snapshot(data: &[u8]) {
     for path in ["/", "/v1/models/x:predict?a=b", ""] {
         let _ = c.match_route(path, &|_| None);
     }
+    for v in &c.on_demand_views {
+        derived(v);
+    }
+}
+
+/// Every feature of an on-demand view evaluated over one value of each slot's type, then with
+/// every slot absent: an outcome, never a panic, and the budget never overdrawn.
+fn derived(v: &ferry_core::config::OnDemandView) {
+    use ferry_core::derive::{Budget, Input, List, Outcome, Val};
+    use ferry_protos::v1::ValueType as T;
+    let list = [0.5f32, -1.0, 2.0];
+    let of = |t: T| match t {
+        T::Int32 | T::Int64 => Val::Int(7),
+        T::Float32 | T::Float64 => Val::Double(0.0),
+        T::Bool => Val::Bool(true),
+        T::String => Val::Str("x".into()),
+        T::Bytes => Val::Bytes((&b"x"[..]).into()),
+        T::Float32List | T::Unspecified => Val::List(List::F32(&list)),
+    };
+    let mut present: Vec<Input> = v
+        .request
+        .iter()
+        .map(|r| Input::Present(of(r.value_type)))
+        .collect();
+    present.push(Input::Present(Val::Int(1_767_225_600)));
+    present.extend(v.stored.iter().map(|s| Input::Present(of(s.value_type))));
+    assert_eq!(present.len(), v.slot_count());
+    let absent: Vec<Input> = (0..v.slot_count())
+        .map(|_| Input::Absent(ferry_core::derive::Absence::NotFound))
+        .collect();
+    for inputs in [&present, &absent] {
+        let mut budget = Budget::new(ferry_core::derive::cost::DEFAULT_REQUEST_BUDGET);
+        for f in &v.features {
+            let before = budget.left();
+            match f.program.eval(inputs, &mut budget) {
+                Outcome::Value(_) | Outcome::Invalid(_) => {}
+                Outcome::Absent { slot, .. } => assert!(slot < inputs.len()),
+            }
+            assert!(
+                before - budget.left() <= f.program.cost(),
+                "the static bound holds"
+            );
+        }
+    }
 }
 
 /// A fixed 3-entity KServe v1 request (one id twice) for the reader's answers.

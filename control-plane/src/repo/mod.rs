@@ -3,12 +3,13 @@
 //! built from; a repo with any problem yields every problem instead.
 //!
 //! `raw` is the file as written; `validate` resolves it in order (entities, then `views`,
-//! `services`, `routes`), each check adding to the `issues` found; `scalars` reads TTLs and
+//! `on_demand`, `services`, `routes`), each check adding to the `issues` found; `scalars` reads TTLs and
 //! typed defaults; `feast` turns a Feast registry into the same raw model; `report` is the
 //! registry as `ferry apply` prints it.
 
 pub mod feast;
 mod issues;
+mod on_demand;
 mod raw;
 pub mod report;
 mod routes;
@@ -51,6 +52,52 @@ pub struct Registry {
     /// Set when entities, views and services come from a Feast registry: every service is
     /// then read from Feast's Redis layout, and nothing is materialized by Ferry.
     pub feast: Option<feast::FeastRepo>,
+    /// In declared order.
+    pub on_demand_views: Vec<OnDemandView>,
+}
+
+/// An on-demand view: features computed per instance from request fields and stored features.
+#[derive(Clone, Debug)]
+pub struct OnDemandView {
+    pub name: String,
+    /// Slots `0..request.len()` of its expressions; `request.time` is the next.
+    pub request: Vec<RequestField>,
+    /// Indexes into `Registry::views`, as listed.
+    pub sources: Vec<usize>,
+    /// The stored features its expressions read, as (view, feature) indexes into
+    /// `Registry::views`, sorted by (view name, feature name): the slots after `request.time`.
+    pub stored: Vec<(usize, usize)>,
+    /// In declared order.
+    pub features: Vec<DerivedFeature>,
+}
+
+#[derive(Clone, Debug)]
+pub struct RequestField {
+    pub name: String,
+    /// Where each instance holds it (`name` unless `field:` says otherwise).
+    pub field: String,
+    pub ty: FeatureType,
+}
+
+#[derive(Clone, Debug)]
+pub struct DerivedFeature {
+    pub name: String,
+    pub ty: FeatureType,
+    /// The CEL text as written.
+    pub text: String,
+    /// The checked tree the snapshot carries.
+    pub expr: ferry_protos::v1::Expr,
+    /// Its static cost bound.
+    pub cost: u64,
+}
+
+/// The features of one on-demand view a service lists.
+#[derive(Clone, Debug)]
+pub struct ServiceDerived {
+    /// Index into `Registry::on_demand_views`.
+    pub view: usize,
+    /// Indexes into its `features`, sorted by feature name.
+    pub features: Vec<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -107,7 +154,12 @@ pub struct FeatureService {
     pub keys: Vec<ServiceKey>,
     /// Sorted by view name: the stored vector's layout.
     pub views: Vec<ServiceView>,
+    /// Of the stored vector only: on-demand views are not stored.
     pub fingerprint: u64,
+    /// On-demand views it lists, sorted by view name: their features follow the stored ones.
+    pub derived: Vec<ServiceDerived>,
+    /// Hash of the definitions of `derived` (16 hex digits); empty when there is none.
+    pub derived_version: String,
 }
 
 /// The part of a service that comes from one view.
@@ -251,3 +303,6 @@ pub fn load_str(root: &Path, file: &str, text: &str) -> Result<Registry, RepoErr
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod on_demand_tests;

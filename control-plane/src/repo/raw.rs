@@ -26,6 +26,42 @@ pub struct RawRepo {
     pub protected_paths: Vec<String>,
     /// Entities, views and services come from this Feast repo's registry instead.
     pub feast: Option<RawFeast>,
+    /// Request-time features: computed per instance from the request and stored features.
+    #[serde(default)]
+    pub on_demand_views: Vec<RawOnDemandView>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOnDemandView {
+    pub name: String,
+    /// The request fields its expressions read (`request.<name>`).
+    #[serde(default)]
+    pub request: Vec<RawRequestField>,
+    /// The stored views its expressions read (`<view>.<feature>`).
+    #[serde(default)]
+    pub sources: Vec<String>,
+    pub features: Vec<RawDerivedFeature>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRequestField {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// Where each instance holds it, when not under `name`.
+    pub field: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDerivedFeature {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// CEL.
+    pub expr: String,
 }
 
 /// `feast: {repo: PATH}`: a Feast repo folder (holding `feature_store.yaml`), relative to the

@@ -41,6 +41,16 @@ pub fn report(reg: &Registry, snapshot_version: &str) -> String {
                 sv.features.len()
             );
         }
+        for d in &s.derived {
+            let v = &reg.on_demand_views[d.view];
+            let _ = writeln!(
+                out,
+                "  on-demand view {:<15} {} feature(s)  derived version {}",
+                v.name,
+                d.features.len(),
+                s.derived_version
+            );
+        }
     }
     for r in &reg.routes {
         let m = r.matcher.to_string();

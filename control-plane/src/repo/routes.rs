@@ -11,8 +11,8 @@ use ferry_protos::v1::{FeatureNames, MissingEntityPolicy, ReaderErrorPolicy, Sta
 use super::issues::{Issues, Seen};
 use super::raw::{RawEntityRef, RawHeaderMatch, RawRepo, RawRoute};
 use super::{
-    ExtraService, FeatureService, FeatureView, HeaderMatch, HostMatch, PathMatch, Route,
-    RouteConditions,
+    ExtraService, FeatureService, FeatureView, HeaderMatch, HostMatch, OnDemandView, PathMatch,
+    Route, RouteConditions,
 };
 
 use ferry_core::rules;
@@ -23,7 +23,7 @@ pub(super) fn routes(
     raw: &RawRepo,
     service_seen: &HashMap<&str, usize>,
     services: &[FeatureService],
-    views: &[FeatureView],
+    views: (&[FeatureView], &[OnDemandView]),
     issues: &mut Issues,
 ) -> Vec<Route> {
     let mut routes = Vec::with_capacity(raw.routes.len());
@@ -166,7 +166,7 @@ fn route(
     path: &str,
     service_seen: &HashMap<&str, usize>,
     services: &[FeatureService],
-    views: &[FeatureView],
+    views: (&[FeatureView], &[OnDemandView]),
     issues: &mut Issues,
 ) -> Route {
     let matcher = matcher(rr, name, path, issues);
@@ -435,7 +435,7 @@ fn policies(
 /// packed tensor takes numbers only.
 fn check_features(
     parts: &[(&FeatureService, &Vec<String>)],
-    views: &[FeatureView],
+    (views, on_demand): (&[FeatureView], &[OnDemandView]),
     packed: bool,
     feature_names: FeatureNames,
     path: &str,
@@ -466,6 +466,18 @@ fn check_features(
                     if let Err(e) = rules::packable(&v.name, &f.name, f.ty.to_proto()) {
                         issues.add(path, e);
                     }
+                }
+            }
+        }
+    }
+    // Derived features are named by the same rule, after every stored one.
+    let short = feature_names == FeatureNames::Short;
+    for (s, _) in parts {
+        for d in &s.derived {
+            let v = &on_demand[d.view];
+            for &fi in &d.features {
+                if let Err(e) = names.add(&v.name, &v.features[fi].name, short, &entity_fields) {
+                    issues.add(path, e);
                 }
             }
         }

@@ -1,13 +1,16 @@
 //! Feature services checked: their feature refs resolved into the canonical layout (by view,
 //! then feature name), one entity key shared by all their views, and the fingerprint.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::issues::{Issues, Seen};
+use super::on_demand::OnDemand;
 use super::raw::RawRepo;
 use super::views::Views;
-use super::{Entity, FeatureService, FeatureView, ServiceKey, ServiceView};
-use crate::fingerprint::fingerprint;
+use super::{
+    Entity, FeatureService, FeatureView, OnDemandView, ServiceDerived, ServiceKey, ServiceView,
+};
+use crate::fingerprint::{derived_version, fingerprint};
 use crate::types::{FeatureType, KeyType};
 
 /// A service's selection: view name → (view index, feature name → feature index), sorted.
@@ -16,6 +19,7 @@ type Selected<'v> = BTreeMap<&'v str, (usize, BTreeMap<&'v str, usize>)>;
 pub(super) fn services<'a>(
     raw: &'a RawRepo,
     views: &Views,
+    on_demand: &OnDemand,
     entities: &[Entity],
     issues: &mut Issues,
 ) -> (Vec<FeatureService>, HashMap<&'a str, usize>) {
@@ -28,28 +32,41 @@ pub(super) fn services<'a>(
         if rs.features.is_empty() {
             issues.add(&path, "selects no features");
         }
-        let selected = selected_features(&rs.features, &path, views, issues);
-        services.push(service(
-            &rs.name,
+        let (selected, derived) = selected_features(&rs.features, &path, views, on_demand, issues);
+        let mut s = service(&rs.name, &path, &selected, &views.list, entities, issues);
+        check_derived(
             &path,
             &selected,
+            &derived,
+            &on_demand.list,
             &views.list,
-            entities,
             issues,
-        ));
+        );
+        s.derived_version = version(&derived, &on_demand.list, &views.list);
+        s.derived = derived
+            .values()
+            .map(|(vi, fs)| ServiceDerived {
+                view: *vi,
+                features: fs.values().copied().collect(),
+            })
+            .collect();
+        services.push(s);
     }
     (services, service_seen.first)
 }
 
 /// A service's feature refs (`view` or `view:feature`) resolved, sorted by view name, then
 /// feature name: the canonical layout.
+/// On-demand views are selected the same way (`view` or `view:feature`) into a second map.
 fn selected_features<'v>(
     refs: &[String],
     path: &str,
     views: &'v Views,
+    on_demand: &'v OnDemand,
     issues: &mut Issues,
-) -> Selected<'v> {
+) -> (Selected<'v>, Selected<'v>) {
     let mut selected = Selected::new();
+    let mut derived = Selected::new();
     for r in refs {
         let rpath = format!("{path}: feature ref '{r}'");
         let (view_name, feature) = match r.split_once(':') {
@@ -60,6 +77,23 @@ fn selected_features<'v>(
             }
             None => (r.as_str(), None),
         };
+        let on_demand_view = on_demand
+            .seen
+            .first
+            .get(view_name)
+            .filter(|_| !views.seen.first.contains_key(view_name));
+        if let Some(&oi) = on_demand_view {
+            select_derived(
+                &mut derived,
+                &on_demand.list[oi],
+                &on_demand.declared[oi],
+                oi,
+                feature,
+                &rpath,
+                issues,
+            );
+            continue;
+        }
         let Some(&vi) = views.seen.first.get(view_name) else {
             issues.add(&rpath, format!("unknown feature view '{view_name}'"));
             continue;
@@ -87,7 +121,117 @@ fn selected_features<'v>(
             },
         }
     }
-    selected
+    (selected, derived)
+}
+
+/// An on-demand view (or one of its features) selected by a service.
+fn select_derived<'v>(
+    derived: &mut Selected<'v>,
+    v: &'v OnDemandView,
+    declared: &HashSet<&str>,
+    index: usize,
+    feature: Option<&str>,
+    rpath: &str,
+    issues: &mut Issues,
+) {
+    let entry = derived
+        .entry(v.name.as_str())
+        .or_insert((index, BTreeMap::new()));
+    match feature {
+        None => entry.1.extend(
+            v.features
+                .iter()
+                .enumerate()
+                .map(|(fi, f)| (f.name.as_str(), fi)),
+        ),
+        Some(f) => match v.features.iter().position(|x| x.name == f) {
+            Some(fi) => {
+                entry.1.insert(&v.features[fi].name, fi);
+            }
+            // A feature whose own definition was refused is not reported again.
+            None if declared.contains(f) => {}
+            None => issues.add(
+                rpath,
+                format!("on-demand view '{}' has no feature '{f}'", v.name),
+            ),
+        },
+    }
+}
+
+/// Every source of a listed on-demand view must be a stored view of the service, and every
+/// stored feature it reads selected by the service: the one lookup then holds them all.
+fn check_derived(
+    path: &str,
+    selected: &Selected,
+    derived: &Selected,
+    on_demand: &[OnDemandView],
+    views: &[FeatureView],
+    issues: &mut Issues,
+) {
+    for (&name, (oi, _)) in derived {
+        let v = &on_demand[*oi];
+        for &src in &v.sources {
+            let sname = views[src].name.as_str();
+            if !selected.contains_key(sname) {
+                issues.add(
+                    path,
+                    format!(
+                        "on-demand view '{name}' reads view '{sname}', which is not a stored \
+                         view of this feature service; list it (or the features read) too"
+                    ),
+                );
+            }
+        }
+        for &(vi, fi) in &v.stored {
+            let (vname, fname) = (
+                views[vi].name.as_str(),
+                views[vi].features[fi].name.as_str(),
+            );
+            let held = selected
+                .get(vname)
+                .is_some_and(|(_, fs)| fs.contains_key(fname));
+            if selected.contains_key(vname) && !held {
+                issues.add(
+                    path,
+                    format!("on-demand view '{name}' reads '{vname}:{fname}', which this feature service does not select"),
+                );
+            }
+        }
+    }
+}
+
+/// The derived version: a hash of the definitions of the on-demand features a service lists.
+fn version(derived: &Selected, on_demand: &[OnDemandView], views: &[FeatureView]) -> String {
+    if derived.is_empty() {
+        return String::new();
+    }
+    let mut text = String::new();
+    for (oi, fs) in derived.values() {
+        let v = &on_demand[*oi];
+        text.push_str(&format!("view {}\n", v.name));
+        for r in &v.request {
+            text.push_str(&format!(
+                "request {} {} {}\n",
+                r.name,
+                r.field,
+                r.ty.as_str()
+            ));
+        }
+        for &s in &v.sources {
+            text.push_str(&format!("source {}\n", views[s].name));
+        }
+        for &fi in fs.values() {
+            if let Some(f) = v.features.get(fi) {
+                text.push_str(&format!(
+                    "feature {} {} {}\n",
+                    f.name,
+                    f.ty.as_str(),
+                    f.text
+                ));
+            }
+        }
+    }
+    derived_version(&text)
 }
 
 fn entity_names(view: &FeatureView, entities: &[Entity]) -> Vec<String> {
@@ -139,6 +283,8 @@ fn service(
         fingerprint: fingerprint(&key_spec, &feature_spec),
         keys,
         views: service_views,
+        derived: Vec::new(),
+        derived_version: String::new(),
     }
 }
 

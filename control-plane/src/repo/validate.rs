@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use super::issues::{Issues, Seen};
+use super::on_demand::on_demand_views;
 use super::raw::RawRepo;
 use super::routes::routes;
 use super::services::services;
@@ -17,8 +18,15 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
     issues.name("project", "project name", &raw.project);
     let entities = entities(&raw, &mut issues);
     let views = views(&raw, root, &entities, &mut issues);
-    let (services, service_seen) = services(&raw, &views, &entities, &mut issues);
-    let routes = routes(&raw, &service_seen, &services, &views.list, &mut issues);
+    let on_demand = on_demand_views(&raw, &views, &mut issues);
+    let (services, service_seen) = services(&raw, &views, &on_demand, &entities, &mut issues);
+    let routes = routes(
+        &raw,
+        &service_seen,
+        &services,
+        (&views.list, &on_demand.list),
+        &mut issues,
+    );
     check_reader_and_cache(&raw, &mut issues);
     let protected_paths = protected_paths(&raw, &mut issues);
     issues.finish()?;
@@ -36,6 +44,7 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
         },
         near_cache_max_bytes: raw.near_cache.max_bytes,
         feast: None,
+        on_demand_views: on_demand.list,
     })
 }
 

@@ -6,7 +6,8 @@
 //! - `model.rs`: the types the request path reads ([`Config`], [`Route`], [`Service`], the
 //!   policies, [`Format`], [`RouteConditions`]).
 //! - `compile/`: a `ferry.v1.Snapshot` → [`Config`], every rule checked once (the snapshot's
-//!   fields in `mod.rs`, a service in `service.rs`, a route in `route.rs`); a broken rule is a
+//!   fields in `mod.rs`, a service in `service.rs`, an on-demand view in `on_demand.rs`, a
+//!   route in `route.rs`); a broken rule is a
 //!   [`ConfigError`] (`error.rs`) and Envoy keeps the last good snapshot.
 //! - `matching.rs`: which route a request takes (path, host, headers), and the protected
 //!   prefixes under which an unmatched request is refused.
@@ -21,9 +22,9 @@ mod model;
 pub use compile::ConfigError;
 pub use matching::normalize_host;
 pub use model::{
-    Config, EntityKey, Feature, Format, HeaderEncoding, HeaderMatch, HostMatch, KeyKind, OnMissing,
-    OnReaderError, OnStale, PathMatch, Route, RouteConditions, RoutePart, Service, View,
-    OWN_HEADER_PREFIX,
+    Config, DerivedFeature, DerivedPart, EntityKey, Feature, Format, HeaderEncoding, HeaderMatch,
+    HostMatch, KeyKind, OnDemandView, OnMissing, OnReaderError, OnStale, PathMatch, RequestField,
+    Route, RouteConditions, RoutePart, Service, StoredInput, View, OWN_HEADER_PREFIX,
 };
 
 #[cfg(test)]

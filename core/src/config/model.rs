@@ -32,6 +32,8 @@ pub struct Config {
     pub headers_held: bool,
     /// Every FeatureService of the snapshot, in its order: a `feast_rest` request names any.
     pub services: Vec<Rc<Service>>,
+    /// The on-demand views, sorted by name (the services hold the ones they list).
+    pub on_demand_views: Vec<Rc<OnDemandView>>,
 }
 
 #[derive(Debug)]
@@ -46,6 +48,81 @@ pub struct Service {
     /// Set for a service backed by a Feast registry: where Feast's Redis layout keeps it,
     /// sent along with each reader lookup of the service (checked against the service here).
     pub feast: Option<pb::FeastLayout>,
+    /// Its on-demand views, sorted by name: their features follow the stored vector's, in this
+    /// order. A service may have no stored feature at all (then no entity key and no lookup).
+    pub derived: Vec<DerivedPart>,
+    /// Features over `derived`.
+    pub derived_count: usize,
+    /// Hash of the definitions of `derived`, for the `ferry` metadata and `x-ferry-*` (empty
+    /// when there is none); the fingerprint covers only the stored vector.
+    pub derived_version: String,
+}
+
+/// An on-demand view compiled: the input slots its programs read and its features.
+#[derive(Debug)]
+pub struct OnDemandView {
+    pub name: String,
+    /// Slots `0..request.len()`.
+    pub request: Vec<RequestField>,
+    /// Slots after `request.time` (`time_slot() + 1 ..`), sorted by (view, feature).
+    pub stored: Vec<StoredInput>,
+    /// Sorted by name.
+    pub features: Vec<DerivedFeature>,
+}
+
+impl OnDemandView {
+    /// The slot of `request.time` (int Unix seconds when Envoy received the request).
+    pub fn time_slot(&self) -> usize {
+        self.request.len()
+    }
+
+    /// The slot of `stored[i]`.
+    pub fn stored_slot(&self, i: usize) -> usize {
+        self.request.len() + 1 + i
+    }
+
+    /// Slots in all: what the caller's `Input` slice must hold.
+    pub fn slot_count(&self) -> usize {
+        self.request.len() + 1 + self.stored.len()
+    }
+}
+
+/// A request field an on-demand view reads from each instance.
+#[derive(Debug)]
+pub struct RequestField {
+    /// `request.<name>` in expressions.
+    pub name: String,
+    /// Where the instance holds it (instance key, tensor, JSON field, header).
+    pub field: String,
+    /// INT64, FLOAT64, BOOL, STRING or FLOAT32_LIST.
+    pub value_type: pb::ValueType,
+}
+
+/// A stored feature an on-demand view reads.
+#[derive(Debug)]
+pub struct StoredInput {
+    pub view: String,
+    pub feature: String,
+    pub value_type: pb::ValueType,
+}
+
+#[derive(Debug)]
+pub struct DerivedFeature {
+    pub name: String,
+    pub value_type: pb::ValueType,
+    /// The CEL text as written.
+    pub text: String,
+    pub program: crate::derive::Program,
+}
+
+/// The features of one on-demand view a service lists, bound to the service's stored vector.
+#[derive(Debug)]
+pub struct DerivedPart {
+    pub view: Rc<OnDemandView>,
+    /// Indexes into `view.features`, in output order.
+    pub features: Vec<usize>,
+    /// For each of `view.stored`: its index in the service's flattened stored vector.
+    pub stored_index: Vec<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -61,6 +61,8 @@ pub fn scoring() -> pb::FeatureService {
     use ValueType as T;
     pb::FeatureService {
         feast: None,
+        derived: vec![],
+        derived_version: String::new(),
         name: "scoring".into(),
         fingerprint: FP,
         entity_keys: vec![key("user_id", T::String)],
@@ -83,6 +85,8 @@ pub fn scoring() -> pb::FeatureService {
 pub fn merchant(key_type: ValueType) -> pb::FeatureService {
     pb::FeatureService {
         feast: None,
+        derived: vec![],
+        derived_version: String::new(),
         name: "merchant".into(),
         fingerprint: MERCHANT_FP,
         entity_keys: vec![key("merchant_id", key_type)],
@@ -137,6 +141,7 @@ pub fn snapshot() -> pb::Snapshot {
         protected_paths: vec!["/v1/models/".into()],
         services: vec![scoring()],
         routes: vec![fraud()],
+        on_demand_views: vec![],
     }
 }
 

@@ -3,16 +3,17 @@
 //! The snapshot's own fields here; a service in `service.rs`, a route in `route.rs`.
 
 mod error;
+mod on_demand;
 mod route;
 mod service;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use ferry_protos::v1 as pb;
 use prost::Message;
 
-use crate::config::model::{Config, Format, Route, Service, OWN_HEADER_PREFIX};
+use crate::config::model::{Config, Format, OnDemandView, Route, Service, OWN_HEADER_PREFIX};
 use crate::rules;
 use error::invalid;
 pub use error::ConfigError;
@@ -38,13 +39,19 @@ impl Config {
         }
         // Indexed by name, so that compiling stays linear in services and routes (a pushed
         // snapshot is untrusted, and may be large).
+        let stored_views: HashSet<&str> = snap
+            .services
+            .iter()
+            .flat_map(|s| s.views.iter().map(|v| v.name.as_str()))
+            .collect();
+        let on_demand = on_demand::on_demand_views(snap.on_demand_views, &stored_views)?;
         let mut services: Vec<Rc<Service>> = Vec::with_capacity(snap.services.len());
         let mut by_name: HashMap<String, Rc<Service>> = HashMap::with_capacity(services.capacity());
         for s in snap.services {
             if by_name.contains_key(&s.name) {
                 return invalid("snapshot", format!("service '{}' defined twice", s.name));
             }
-            let compiled = Rc::new(service::service(s)?);
+            let compiled = Rc::new(service::service(s, &on_demand)?);
             by_name.insert(compiled.name.clone(), compiled.clone());
             services.push(compiled);
         }
@@ -74,6 +81,7 @@ impl Config {
             near_cache_sets: crate::near_cache::sets_for(snap.near_cache_max_bytes),
             headers_held: true,
             services,
+            on_demand_views: sorted(on_demand),
         })
     }
 }
@@ -90,6 +98,12 @@ fn protected_paths(paths: Vec<String>) -> Result<Vec<String>, ConfigError> {
         }
     }
     Ok(paths)
+}
+
+fn sorted(views: HashMap<String, Rc<OnDemandView>>) -> Vec<Rc<OnDemandView>> {
+    let mut v: Vec<Rc<OnDemandView>> = views.into_values().collect();
+    v.sort_by(|a, b| a.name.cmp(&b.name));
+    v
 }
 
 /// The custom features headers of header-mode routes (`x-ferry-*` is owned anyway), once each.
@@ -110,3 +124,6 @@ fn owned_headers(routes: &[Route]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod on_demand_tests;

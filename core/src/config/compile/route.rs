@@ -290,6 +290,20 @@ fn output_names(parts: &[RoutePart], short: bool) -> Result<Vec<String>, String>
             names.add(&v.name, &f.name, short, &entity_fields)?;
         }
     }
+    // Derived features are named by the same rule, after the stored ones (the request path
+    // writes the stored names; the derived ones must not collide with them).
+    let stored = names.names.len();
+    for d in parts.iter().flat_map(|p| &p.service.derived) {
+        for &i in &d.features {
+            names.add(
+                &d.view.name,
+                &d.view.features[i].name,
+                short,
+                &entity_fields,
+            )?;
+        }
+    }
+    names.names.truncate(stored);
     Ok(names.names)
 }
 

@@ -4,11 +4,18 @@
 use ferry_protos::limits;
 use ferry_protos::v1 as pb;
 
+use std::collections::HashMap;
+use std::rc::Rc;
+
 use super::error::{invalid, ConfigError};
-use crate::config::model::{EntityKey, Feature, KeyKind, Service, View};
+use super::on_demand;
+use crate::config::model::{EntityKey, Feature, KeyKind, OnDemandView, Service, View};
 use crate::values;
 
-pub(super) fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
+pub(super) fn service(
+    s: pb::FeatureService,
+    on_demand: &HashMap<String, Rc<OnDemandView>>,
+) -> Result<Service, ConfigError> {
     let ctx = format!("service '{}'", s.name);
     if !ferry_protos::is_valid_name(&s.name) {
         return invalid(&ctx, "invalid name");
@@ -16,8 +23,9 @@ pub(super) fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
     if s.fingerprint == 0 {
         return invalid(&ctx, "fingerprint is 0");
     }
-    if s.entity_keys.is_empty() {
-        return invalid(&ctx, "no entity keys");
+    // A service of on-demand views over request fields only has no stored view, so no key.
+    if s.entity_keys.is_empty() != s.views.is_empty() {
+        return invalid(&ctx, "entity keys and stored views go together");
     }
     if s.entity_keys.len() > limits::MAX_JOIN_KEYS {
         return invalid(
@@ -46,8 +54,16 @@ pub(super) fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
         .map(|v| view(v, &ctx))
         .collect::<Result<Vec<View>, ConfigError>>()?;
     let feature_count = views.iter().map(|v| v.features.len()).sum();
-    if feature_count == 0 {
+    let derived = on_demand::derived_parts(s.derived, on_demand, &views, &ctx)?;
+    let derived_count = derived.iter().map(|d| d.features.len()).sum();
+    if feature_count + derived_count == 0 {
         return invalid(&ctx, "no features");
+    }
+    if derived.is_empty() != s.derived_version.is_empty() {
+        return invalid(
+            &ctx,
+            "a derived version goes with on-demand views, and only with them",
+        );
     }
     if let Some(layout) = &s.feast {
         feast_layout(layout, &entity_keys, &views, &ctx)?;
@@ -60,6 +76,9 @@ pub(super) fn service(s: pb::FeatureService) -> Result<Service, ConfigError> {
         entity_keys,
         views,
         feature_count,
+        derived,
+        derived_count,
+        derived_version: s.derived_version,
     })
 }
 

@@ -328,6 +328,8 @@ fn a_composite_key_takes_each_join_key_column() {
         ],
         views: vec![view("pv", 0, vec![feature("n", ValueType::Int64, None)])],
         feast: None,
+        derived: vec![],
+        derived_version: String::new(),
     });
     s.routes[0].format = pb::Format::FeastRest as i32;
     s.routes[0].feast_services = vec!["pair".into()];
