@@ -104,3 +104,16 @@ fn answer_one(mut conn: TcpStream, answer: Option<Answer>) {
     let _ = conn.write_all(&a.body);
 }
 
+/// The Envoy cluster the filter reaches `ferry serve` (or the man in the middle) by.
+pub const CP_CLUSTER: &str = "ferry_control_plane";
+
+/// The bootstrap plus a cluster for the control plane's HTTP port.
+pub fn with_cp_cluster(yaml: String, port: u16) -> String {
+    let cluster = format!(
+        "  clusters:\n  - name: {CP_CLUSTER}\n    type: STATIC\n    connect_timeout: 0.25s\n    \
+         load_assignment:\n      cluster_name: {CP_CLUSTER}\n      endpoints:\n      - lb_endpoints:\n        \
+         - endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}}}\n"
+    );
+    assert!(yaml.contains("\n  clusters:\n"), "{yaml}");
+    yaml.replacen("  clusters:\n", &cluster, 1)
+}

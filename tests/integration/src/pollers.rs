@@ -28,7 +28,13 @@ impl Poller {
         Poller(s)
     }
 
-    pub fn send(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+    pub fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Answer {
         let mut req = format!(
             "{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n",
             body.len()

@@ -15,8 +15,8 @@ use ferry_test_support::certs::{Ca, Leaf, LeafFiles, SecretVolume};
 use crate::control_plane::{READ_TOKEN, TOKEN};
 use crate::data::Source;
 use crate::http::{get_ok, post};
-use crate::{bin, example_repo, free_port, run, start_envoy, tls, wasm, Options, Proc};
 use crate::RedisServer;
+use crate::{bin, example_repo, free_port, run, start_envoy, tls, wasm, Options, Proc};
 
 /// The control plane's DNS name (its certificate's SAN, Envoy's SNI toward it).
 pub const CP_NAME: &str = "ferry-control-plane.test";
@@ -88,8 +88,14 @@ pub fn control_plane(
         .env("RUST_LOG", "info,ferry::xds=debug");
     let mut proc = Proc::start("control-plane", cmd, dir);
     let ready = || {
-        block_on(tls::request(http, CP_NAME, (trust, None), ("GET", "/healthz", &[]), vec![]))
-            .is_ok_and(|(code, _)| code == 200)
+        block_on(tls::request(
+            http,
+            CP_NAME,
+            (trust, None),
+            ("GET", "/healthz", &[]),
+            vec![],
+        ))
+        .is_ok_and(|(code, _)| code == 200)
     };
     proc.wait_ready(ready, "control plane /healthz over TLS");
     proc
@@ -130,7 +136,12 @@ pub fn envoy_config(
         .arg(&leaf.key)
         .arg("--tls-ca")
         .arg(ca)
-        .args(["--xds-server-san", CP_NAME, "--reader-server-san", READER_NAME])
+        .args([
+            "--xds-server-san",
+            CP_NAME,
+            "--reader-server-san",
+            READER_NAME,
+        ])
         .arg("-o")
         .arg(out));
     ports
@@ -183,7 +194,14 @@ impl SecureStack {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let entities = Some(opts.entities.unwrap_or(200));
-        let repo = example_repo(d, &Options { entities, ..Options::default() }, |y| y);
+        let repo = example_repo(
+            d,
+            &Options {
+                entities,
+                ..Options::default()
+            },
+            |y| y,
+        );
         let redis = RedisServer::start();
         run(Command::new(bin("ferry"))
             .arg("materialize")
@@ -192,7 +210,10 @@ impl SecureStack {
 
         let ca = Ca::new("ferry test CA");
         let volume = |name: &str, leaf: Leaf| {
-            (SecretVolume::new(&d.join("tls").join(name), &leaf, &ca.pem), leaf)
+            (
+                SecretVolume::new(&d.join("tls").join(name), &leaf, &ca.pem),
+                leaf,
+            )
         };
         let cp_tls = volume("cp", ca.issue(&[CP_NAME, "127.0.0.1"], &[]));
         let reader_tls = volume("reader", ca.issue(&[READER_NAME], &[]));
@@ -216,7 +237,8 @@ impl SecureStack {
         run(Command::new(bin("ferry"))
             .args(["keygen", "--out"])
             .arg(&signing_key));
-        let mut serve_args: Vec<OsString> = vec!["--signing-key".into(), signing_key.clone().into()];
+        let mut serve_args: Vec<OsString> =
+            vec!["--signing-key".into(), signing_key.clone().into()];
         serve_args.push("--state-dir".into());
         serve_args.push(d.join("state").into());
         serve_args.extend(opts.serve_args);
@@ -292,7 +314,10 @@ impl SecureStack {
         loop {
             match block_on(self.enriched()) {
                 Ok(()) => return,
-                Err(e) => assert!(start.elapsed() < limit, "not enriched within {limit:?}: {e}"),
+                Err(e) => assert!(
+                    start.elapsed() < limit,
+                    "not enriched within {limit:?}: {e}"
+                ),
             }
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -300,10 +325,19 @@ impl SecureStack {
 
     /// One request through Envoy for `u000001`: 200, enriched, with the source data's values.
     pub async fn enriched(&self) -> Result<(), String> {
+        self.enriched_at(self.envoy_ports.listen).await
+    }
+
+    /// [`SecureStack::enriched`] through the Envoy listening on `port`.
+    pub async fn enriched_at(&self, port: u16) -> Result<(), String> {
         let body = r#"{"instances": [{"user_id": "u000001"}]}"#;
-        let resp = post(self.envoy_ports.listen, "/v1/models/fraud:predict", body).await;
+        let resp = post(port, "/v1/models/fraud:predict", body).await;
         if resp.status != 200 {
-            return Err(format!("{}: {}", resp.status, String::from_utf8_lossy(&resp.body)));
+            return Err(format!(
+                "{}: {}",
+                resp.status,
+                String::from_utf8_lossy(&resp.body)
+            ));
         }
         let got = &resp.json()["instances"][0];
         let src = Source::load(&self.repo.join("data"));
@@ -325,16 +359,94 @@ impl SecureStack {
         tls::request(self.http_port, CP_NAME, (&self.ca, client), req, body).await
     }
 
-    /// Restarts `ferry serve` on the same ports and state (its certificate as the volume holds
-    /// it now; `trust`: the CA its new certificate comes from).
-    pub fn restart_control_plane(&mut self, trust: &Ca) {
+    /// Restarts `ferry serve` on the same ports and state, with its certificate as the volume
+    /// holds it now (issued by [`SecureStack::ca`], which a rotating test replaces).
+    pub fn restart_control_plane(&mut self) {
         self.cp.kill();
-        self.cp = control_plane(
+        let cp = control_plane(
             self.dir.path(),
             &self.repo,
-            (&self.cp_tls.0.files(), &self.cp_tls.0.ca(), trust),
+            (&self.cp_tls.0.files(), &self.cp_tls.0.ca(), &self.ca),
             (self.xds_port, self.http_port),
             &self.serve_args,
         );
+        self.cp = cp;
     }
+
+    /// [`SecureStack::wait_enriched`] for async callers.
+    pub async fn wait_enriched_async(&self, limit: Duration) -> Result<(), String> {
+        let start = Instant::now();
+        loop {
+            match self.enriched().await {
+                Ok(()) => return Ok(()),
+                Err(e) if start.elapsed() > limit => {
+                    return Err(format!("not enriched within {limit:?}: {e}"))
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+}
+
+/// Each plaintext listener on a network address (0.0.0.0), without `--insecure`: the reader,
+/// `ferry serve`'s API and its xDS must each refuse to start, naming why. `leaf`: a server
+/// certificate for the reader's TLS-without-client-CA case. Returns the refusals.
+pub fn plaintext_on_a_network_address_is_refused(repo: &Path, leaf: &LeafFiles) -> Vec<String> {
+    let any = || format!("0.0.0.0:{}", free_port());
+    let loopback = || format!("127.0.0.1:{}", free_port());
+    let reader = |extra: &[OsString]| {
+        let mut cmd = Command::new(bin("ferry-reader"));
+        cmd.args(["--listen", &any(), "--redis", "redis://127.0.0.1:1"])
+            .args(extra)
+            .env_remove("FERRY_READER_INSECURE");
+        refused_start(&mut cmd)
+    };
+    let e1 = reader(&[]);
+    assert!(
+        e1.contains("not a loopback address, without TLS") && e1.contains("--insecure"),
+        "{e1}"
+    );
+    let e2 = reader(&[
+        "--tls-cert".into(),
+        leaf.cert.clone().into(),
+        "--tls-key".into(),
+        leaf.key.clone().into(),
+    ]);
+    assert!(e2.contains("without client certificates"), "{e2}");
+    let serve = |xds: String, http: String| {
+        let mut cmd = Command::new(bin("ferry"));
+        cmd.arg("serve")
+            .arg(repo)
+            .arg("--wasm")
+            .arg(wasm())
+            .args([
+                "--xds-listen",
+                &xds,
+                "--http-listen",
+                &http,
+                "--token",
+                TOKEN,
+            ])
+            .env_remove("FERRY_PUSH_TOKEN");
+        refused_start(&mut cmd)
+    };
+    let e3 = serve(loopback(), any());
+    assert!(
+        e3.contains("the HTTP API listens on") && e3.contains("without TLS"),
+        "{e3}"
+    );
+    let e4 = serve(any(), loopback());
+    assert!(
+        e4.contains("xDS listens on") && e4.contains("without mTLS"),
+        "{e4}"
+    );
+    [e1, e2, e3, e4]
+        .iter()
+        .map(|e| {
+            let why = e
+                .lines()
+                .find(|l| l.contains("loopback") || l.contains("without"));
+            why.unwrap_or(e).trim().to_owned()
+        })
+        .collect()
 }

@@ -11,8 +11,17 @@ use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
-/// A TLS connector trusting `ca`, presenting `client` when given.
+/// A TLS connector trusting `ca`, presenting `client` when given, offering HTTP/1.1.
 pub fn connector(ca: &Ca, client: Option<&LeafFiles>) -> tokio_rustls::TlsConnector {
+    connector_alpn(ca, client, b"http/1.1")
+}
+
+/// [`connector`] offering `alpn` (`h2` for gRPC).
+pub fn connector_alpn(
+    ca: &Ca,
+    client: Option<&LeafFiles>,
+    alpn: &[u8],
+) -> tokio_rustls::TlsConnector {
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(CertificateDer::from_pem_slice(ca.pem.as_bytes()).expect("CA PEM"))
@@ -34,7 +43,7 @@ pub fn connector(ca: &Ca, client: Option<&LeafFiles>) -> tokio_rustls::TlsConnec
             .expect("client certificate"),
         None => builder.with_no_client_auth(),
     };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     tokio_rustls::TlsConnector::from(Arc::new(config))
 }
 

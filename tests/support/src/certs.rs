@@ -20,7 +20,9 @@ fn next_serial() -> u64 {
     let clock = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    0x1000_0000_0000_0000 | ((clock & 0x00ff_ffff_ffff) << 16) | (NEXT_SERIAL.fetch_add(1, Ordering::Relaxed) & 0xffff)
+    0x1000_0000_0000_0000
+        | ((clock & 0x00ff_ffff_ffff) << 16)
+        | (NEXT_SERIAL.fetch_add(1, Ordering::Relaxed) & 0xffff)
 }
 
 /// A certificate authority that lives as long as the test.
