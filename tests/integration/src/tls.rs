@@ -102,17 +102,18 @@ pub async fn exchange(
 }
 
 /// The certificate (DER) the server on 127.0.0.1:`port` presents to a client trusting `ca`
-/// (presenting `client`), after a full handshake.
+/// (presenting `client`, offering ALPN `alpn`), after a full handshake.
 pub async fn served_certificate(
     port: u16,
     server_name: &str,
     (ca, client): (&Ca, Option<&LeafFiles>),
+    alpn: &[u8],
 ) -> Result<Vec<u8>, String> {
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .map_err(|e| e.to_string())?;
     let name = ServerName::try_from(server_name.to_owned()).map_err(|e| e.to_string())?;
-    let stream = connector(ca, client)
+    let stream = connector_alpn(ca, client, alpn)
         .connect(name, tcp)
         .await
         .map_err(|e| format!("handshake: {e}"))?;
