@@ -62,14 +62,19 @@ fn sds_path(sds_dir: &str, secret: &str) -> String {
 /// secret volume swaps its `..data` symlink, never the files' own names).
 fn sds_config(indent: &str, c: &ClientTls, secret: &str, watched: &str) -> String {
     let path = sds_path(&c.sds_dir, secret);
-    format!(
-        "{indent}name: {secret}
-{indent}sds_config:
-{indent}  resource_api_version: V3
-{indent}  path_config_source:
-{indent}    path: \"{path}\"
-{indent}    watched_directory: {{path: \"{watched}\"}}"
-    )
+    let lines = [
+        format!("name: {secret}"),
+        "sds_config:".to_owned(),
+        "  resource_api_version: V3".to_owned(),
+        "  path_config_source:".to_owned(),
+        format!("    path: \"{path}\""),
+        format!("    watched_directory: {{path: \"{watched}\"}}"),
+    ];
+    lines
+        .iter()
+        .map(|l| format!("{indent}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The cluster's `transport_socket` block (4-space indent, a cluster's fields), or an empty
@@ -127,29 +132,32 @@ pub fn sds_files(client: &ClientTls) -> Result<Vec<(String, String)>, EnvoyConfi
     let watched = |files: &[&str]| {
         let dir = parent(files[0]);
         match files.iter().all(|f| parent(f) == dir) {
-            true => format!("\n    watched_directory: {{path: \"{dir}\"}}"),
+            true => format!("    watched_directory: {{path: \"{dir}\"}}\n"),
             false => String::new(),
         }
     };
-    let cert = format!(
-        "{head}  name: {CLIENT_SECRET}
-  tls_certificate:
-    certificate_chain: {{filename: \"{}\"}}
-    private_key: {{filename: \"{}\"}}{}\n",
-        c.cert,
-        c.key,
-        watched(&[&c.cert, &c.key])
-    );
-    let ca = format!(
-        "{head}  name: {CA_SECRET}
-  validation_context:
-    trusted_ca: {{filename: \"{}\"}}{}\n",
-        c.ca,
-        watched(&[&c.ca])
-    );
+    let cert = [
+        format!("  name: {CLIENT_SECRET}\n"),
+        "  tls_certificate:\n".to_owned(),
+        format!("    certificate_chain: {{filename: \"{}\"}}\n", c.cert),
+        format!("    private_key: {{filename: \"{}\"}}\n", c.key),
+        watched(&[&c.cert, &c.key]),
+    ];
+    let ca = [
+        format!("  name: {CA_SECRET}\n"),
+        "  validation_context:\n".to_owned(),
+        format!("    trusted_ca: {{filename: \"{}\"}}\n", c.ca),
+        watched(&[&c.ca]),
+    ];
     Ok(vec![
-        (sds_path(&c.sds_dir, CLIENT_SECRET), cert),
-        (sds_path(&c.sds_dir, CA_SECRET), ca),
+        (
+            sds_path(&c.sds_dir, CLIENT_SECRET),
+            format!("{head}{}", cert.concat()),
+        ),
+        (
+            sds_path(&c.sds_dir, CA_SECRET),
+            format!("{head}{}", ca.concat()),
+        ),
     ])
 }
 
