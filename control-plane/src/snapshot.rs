@@ -48,19 +48,22 @@ fn write_views(reg: &Registry) -> Vec<v1::WriteView> {
                 })
                 .collect();
             keys.sort_by(|a, b| a.join_key.cmp(&b.join_key));
+            // Sorted by name, so the version does not depend on the listing order.
+            let mut features: Vec<v1::Feature> = view
+                .features
+                .iter()
+                .map(|f| v1::Feature {
+                    name: f.name.clone(),
+                    r#type: f.ty.to_proto() as i32,
+                    default_value: None,
+                })
+                .collect();
+            features.sort_by(|a, b| a.name.cmp(&b.name));
             Some(v1::WriteView {
                 name: view.name.clone(),
                 entity_keys: keys,
                 timestamp_field: source.timestamp_field.clone(),
-                features: view
-                    .features
-                    .iter()
-                    .map(|f| v1::Feature {
-                        name: f.name.clone(),
-                        r#type: f.ty.to_proto() as i32,
-                        default_value: None,
-                    })
-                    .collect(),
+                features,
             })
         })
         .collect();

@@ -144,11 +144,11 @@ mod tests {
         let current = snapshot::build(&reg.unwrap());
         let model = WriteModel::build(&current, None);
         let alpha = &model.views["alpha"];
-        // alpha's declared features are b, a, c; the service selects a and c (sorted by name).
+        // alpha has a, b, c (sorted by name); the service selects a and c.
         assert_eq!(alpha.targets.len(), 1);
         let t = &alpha.targets[0];
         assert_eq!((t.service.as_str(), t.views, t.slot), ("pair", 2, 0));
-        assert_eq!(t.selected, [1, 2]);
+        assert_eq!(t.selected, [0, 2]);
         assert_eq!(model.views["zeta"].targets[0].slot, 1);
 
         // A held-back snapshot adding alpha:b to the service: a second layout, same schema.
@@ -161,7 +161,7 @@ mod tests {
         let alpha = &model.views["alpha"];
         assert_eq!(alpha.targets.len(), 2);
         assert_ne!(alpha.targets[0].fingerprint, alpha.targets[1].fingerprint);
-        assert_eq!(alpha.targets[1].selected, [1, 0, 2]);
+        assert_eq!(alpha.targets[1].selected, [0, 1, 2]);
         assert_eq!(model.views["zeta"].targets.len(), 2);
         assert_eq!(model.versions.1.as_deref(), Some(held.version.as_str()));
     }

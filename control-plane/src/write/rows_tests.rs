@@ -41,10 +41,10 @@ fn columns_become_typed_rows_latest_per_entity_with_microsecond_times() {
     let r = &out[0].rows;
     assert_eq!(r.len(), 2);
     assert_eq!(r[0].entity_key, "7\u{1f}u1");
-    assert_eq!(r[0].event_time_us, JAN_1_US + 2, "the later row of u1 wins");
-    assert_eq!(r[0].values[0], value(ValueType::String, &json!("x")).unwrap());
+    assert_eq!(r[0].event_time_us, JAN_1_US + 2, "the newer row of u1 wins, though listed first");
+    assert_eq!(r[0].values[1], value(ValueType::String, &json!("x")).unwrap());
     assert_eq!(r[1].event_time_us, JAN_1_US);
-    assert_eq!(r[1].values[0], Value { kind: None });
+    assert_eq!(r[1].values[1], Value { kind: None });
 }
 
 #[test]
