@@ -77,7 +77,8 @@ fn push_sources(reg: &Registry) -> Vec<v1::PushSource> {
         .push_sources
         .iter()
         .map(|p| {
-            let mut views: Vec<String> = p.views.iter().map(|&v| reg.views[v].name.clone()).collect();
+            let mut views: Vec<String> =
+                p.views.iter().map(|&v| reg.views[v].name.clone()).collect();
             views.sort();
             v1::PushSource {
                 name: p.name.clone(),

@@ -8,7 +8,11 @@ use super::raw::RawRepo;
 use super::views::Views;
 use super::PushSource;
 
-pub(super) fn push_sources(raw: &RawRepo, views: &Views<'_>, issues: &mut Issues) -> Vec<PushSource> {
+pub(super) fn push_sources(
+    raw: &RawRepo,
+    views: &Views<'_>,
+    issues: &mut Issues,
+) -> Vec<PushSource> {
     let mut seen = Seen::new("push source name", "push_sources");
     let mut out = Vec::with_capacity(raw.push_sources.len());
     for (i, p) in raw.push_sources.iter().enumerate() {

@@ -234,7 +234,10 @@ fn refusal_for(decision: Decision, role: Role) -> Option<Response<Full<Bytes>>> 
             "pushing to this control plane",
             "ferry apply --token or FERRY_PUSH_TOKEN",
         ),
-        Role::Write => ("writing features", "the write token of ferry serve --write-token"),
+        Role::Write => (
+            "writing features",
+            "the write token of ferry serve --write-token",
+        ),
     };
     match decision {
         Decision::Allowed => None,
@@ -362,10 +365,9 @@ async fn write(api: &Api, endpoint: Endpoint, req: Request<Incoming>) -> Respons
 
 /// `answer` with `x-ferry-error: code`, as every write refusal carries.
 fn with_code(mut answer: Response<Full<Bytes>>, code: &'static str) -> Response<Full<Bytes>> {
-    answer.headers_mut().insert(
-        ERROR_HEADER,
-        hyper::header::HeaderValue::from_static(code),
-    );
+    answer
+        .headers_mut()
+        .insert(ERROR_HEADER, hyper::header::HeaderValue::from_static(code));
     answer
 }
 

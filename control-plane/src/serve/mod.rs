@@ -92,9 +92,7 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         )
         .with_signer(opts.signer.clone()),
     );
-    if let Some(signer) = &opts.signer {
-        tracing::info!(key = %signer.plugin_key(), "GET /v1/snapshot serves signed snapshots");
-    }
+    log_signer(opts.signer.as_deref());
     let hash = startup::first_snapshot(&state, &store, &opts.repo)?;
     let writer = Arc::new(writer(&opts.redis, &state)?);
 
@@ -151,6 +149,12 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         let _ = tokio::time::timeout(grace, task).await;
     }
     Ok(())
+}
+
+fn log_signer(signer: Option<&signing::Signer>) {
+    if let Some(signer) = signer {
+        tracing::info!(key = %signer.plugin_key(), "GET /v1/snapshot serves signed snapshots");
+    }
 }
 
 /// The feature writer: Redis connected lazily, so the control plane starts (and serves xDS)

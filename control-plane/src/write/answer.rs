@@ -21,7 +21,10 @@ pub enum WriteError {
     /// The body is not the request shape; FastAPI's `detail` entries.
     Invalid(Vec<serde_json::Value>),
     UnknownPushSource(String),
-    UnknownView { view: String, project: String },
+    UnknownView {
+        view: String,
+        project: String,
+    },
     /// `to` asks for Feast's offline store.
     Offline(String),
     /// `to` is no push mode at all.
@@ -55,13 +58,37 @@ impl WriteError {
                 "offline_write_refused",
                 "OfflineWriteRefused",
             ),
-            Self::UnknownMode(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", "ValueError"),
-            Self::Rows(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_rows", "InvalidRows"),
-            Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "BodyTooLarge"),
-            Self::FeastBacked => (StatusCode::NOT_IMPLEMENTED, "feast_layout_writes", "NotImplemented"),
+            Self::UnknownMode(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_request",
+                "ValueError",
+            ),
+            Self::Rows(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_rows",
+                "InvalidRows",
+            ),
+            Self::TooLarge(_) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                "BodyTooLarge",
+            ),
+            Self::FeastBacked => (
+                StatusCode::NOT_IMPLEMENTED,
+                "feast_layout_writes",
+                "NotImplemented",
+            ),
             Self::NoSnapshot => (StatusCode::SERVICE_UNAVAILABLE, "no_snapshot", "NoSnapshot"),
-            Self::Redis(_) => (StatusCode::SERVICE_UNAVAILABLE, "redis_unavailable", "RedisUnavailable"),
-            Self::Contended(_) => (StatusCode::SERVICE_UNAVAILABLE, "write_contended", "WriteContended"),
+            Self::Redis(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "redis_unavailable",
+                "RedisUnavailable",
+            ),
+            Self::Contended(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "write_contended",
+                "WriteContended",
+            ),
         }
     }
 
@@ -90,7 +117,10 @@ impl WriteError {
                 "{to} is not a supported push format. Please specify one of these ['online', \
                  'offline', 'online_and_offline']."
             ),
-            Self::Rows(p) => format!("the request's rows were refused, nothing was written: {}", p.summary()),
+            Self::Rows(p) => format!(
+                "the request's rows were refused, nothing was written: {}",
+                p.summary()
+            ),
             Self::TooLarge(max) => format!("write requests are limited to {max} bytes"),
             Self::FeastBacked => "this repo's views live in Feast's Redis layout; writing them \
                                   through Ferry is not built yet (docs/limits.md)"

@@ -65,7 +65,12 @@ pub struct Merged {
 
 /// Merges `updates` (all for one key: one service at one fingerprint, distinct views) into
 /// `stored`.
-pub fn merge(stored: Option<&[u8]>, fingerprint: u64, views: usize, updates: &[Update<'_>]) -> Merged {
+pub fn merge(
+    stored: Option<&[u8]>,
+    fingerprint: u64,
+    views: usize,
+    updates: &[Update<'_>],
+) -> Merged {
     let refuse_all = |r| Merged {
         bytes: None,
         outcomes: vec![Outcome::Refused(r); updates.len()],

@@ -30,7 +30,15 @@ fn row(t: i64, values: Vec<Value>) -> Row {
 fn a_new_vector_leaves_other_views_empty_and_newer_or_equal_rows_replace_a_part() {
     let (a, b) = (target(0, vec![1, 0]), target(1, vec![0]));
     let first = row(1_000_001, vec![v(1), v(2)]);
-    let m = merge(None, 7, 2, &[Update { target: &a, row: &first }]);
+    let m = merge(
+        None,
+        7,
+        2,
+        &[Update {
+            target: &a,
+            row: &first,
+        }],
+    );
     assert_eq!(m.outcomes, [Outcome::Written]);
     let bytes = m.bytes.unwrap();
     let got = vector::decode(&bytes).unwrap();
@@ -41,7 +49,15 @@ fn a_new_vector_leaves_other_views_empty_and_newer_or_equal_rows_replace_a_part(
 
     // The other view: its part is set, the first one kept byte for byte.
     let other = row(5, vec![v(9)]);
-    let m = merge(Some(&bytes), 7, 2, &[Update { target: &b, row: &other }]);
+    let m = merge(
+        Some(&bytes),
+        7,
+        2,
+        &[Update {
+            target: &b,
+            row: &other,
+        }],
+    );
     let got = vector::decode(m.bytes.as_ref().unwrap()).unwrap();
     assert_eq!(got.views[0].values, [v(2), v(1)]);
     assert_eq!(got.views[1].values, [v(9)]);
@@ -49,31 +65,79 @@ fn a_new_vector_leaves_other_views_empty_and_newer_or_equal_rows_replace_a_part(
 
     // One microsecond older: skipped; equal: overwrites (idempotent re-push); newer: replaces.
     let older = row(1_000_000, vec![v(3), v(4)]);
-    let m = merge(Some(&bytes), 7, 2, &[Update { target: &a, row: &older }]);
-    assert_eq!(m, Merged { bytes: None, outcomes: vec![Outcome::SkippedOlder] });
+    let m = merge(
+        Some(&bytes),
+        7,
+        2,
+        &[Update {
+            target: &a,
+            row: &older,
+        }],
+    );
+    assert_eq!(
+        m,
+        Merged {
+            bytes: None,
+            outcomes: vec![Outcome::SkippedOlder]
+        }
+    );
     let equal = row(1_000_001, vec![v(5), v(6)]);
-    let m = merge(Some(&bytes), 7, 2, &[Update { target: &a, row: &equal }]);
+    let m = merge(
+        Some(&bytes),
+        7,
+        2,
+        &[Update {
+            target: &a,
+            row: &equal,
+        }],
+    );
     assert_eq!(m.outcomes, [Outcome::Written]);
-    assert_eq!(vector::decode(m.bytes.as_ref().unwrap()).unwrap().views[0].values, [v(6), v(5)]);
-    let again = merge(m.bytes.as_deref(), 7, 2, &[Update { target: &a, row: &equal }]);
+    assert_eq!(
+        vector::decode(m.bytes.as_ref().unwrap()).unwrap().views[0].values,
+        [v(6), v(5)]
+    );
+    let again = merge(
+        m.bytes.as_deref(),
+        7,
+        2,
+        &[Update {
+            target: &a,
+            row: &equal,
+        }],
+    );
     assert_eq!(again.bytes, m.bytes, "a re-push writes the same bytes");
     // Two views in one merge, one skipped.
     let m = merge(
         Some(&bytes),
         7,
         2,
-        &[Update { target: &a, row: &older }, Update { target: &b, row: &row(6, vec![v(8)]) }],
+        &[
+            Update {
+                target: &a,
+                row: &older,
+            },
+            Update {
+                target: &b,
+                row: &row(6, vec![v(8)]),
+            },
+        ],
     );
     assert_eq!(m.outcomes, [Outcome::SkippedOlder, Outcome::Written]);
     let got = vector::decode(m.bytes.as_ref().unwrap()).unwrap();
-    assert_eq!((got.views[0].values.clone(), got.views[1].values.clone()), (vec![v(2), v(1)], vec![v(8)]));
+    assert_eq!(
+        (got.views[0].values.clone(), got.views[1].values.clone()),
+        (vec![v(2), v(1)], vec![v(8)])
+    );
 }
 
 #[test]
 fn another_fingerprint_layout_or_garbage_is_refused_never_merged() {
     let a = target(0, vec![0]);
     let r = row(1, vec![v(1)]);
-    let u = [Update { target: &a, row: &r }];
+    let u = [Update {
+        target: &a,
+        row: &r,
+    }];
     let stored = merge(None, 7, 2, &u).bytes.unwrap();
     for (bytes, fp, views, why) in [
         (stored.clone(), 8, 2, Refusal::FingerprintMismatch),
@@ -81,13 +145,27 @@ fn another_fingerprint_layout_or_garbage_is_refused_never_merged() {
         (vec![0xff, 0xff, 0xff], 7, 2, Refusal::Undecodable),
     ] {
         let m = merge(Some(&bytes), fp, views, &u);
-        assert_eq!(m, Merged { bytes: None, outcomes: vec![Outcome::Refused(why)] });
+        assert_eq!(
+            m,
+            Merged {
+                bytes: None,
+                outcomes: vec![Outcome::Refused(why)]
+            }
+        );
     }
     let unfit = Target {
         unfit: Some("x".into()),
         ..target(0, vec![])
     };
-    let m = merge(None, 7, 2, &[Update { target: &unfit, row: &r }]);
+    let m = merge(
+        None,
+        7,
+        2,
+        &[Update {
+            target: &unfit,
+            row: &r,
+        }],
+    );
     assert_eq!(m.outcomes, [Outcome::Refused(Refusal::SchemaMismatch)]);
     assert_eq!(m.bytes, None);
 }

@@ -59,7 +59,8 @@ impl Writer {
     fn model(&self, current: &v1::Snapshot, held: Option<&v1::Snapshot>) -> Arc<WriteModel> {
         let mut cached = self.model.lock().unwrap_or_else(|p| p.into_inner());
         let fresh = cached.as_ref().is_some_and(|m| {
-            m.versions.0 == current.version && m.versions.1.as_deref() == held.map(|h| h.version.as_str())
+            m.versions.0 == current.version
+                && m.versions.1.as_deref() == held.map(|h| h.version.as_str())
         });
         if !fresh {
             *cached = Some(Arc::new(WriteModel::build(current, held)));
@@ -118,7 +119,8 @@ impl Writer {
         self.metrics.conflicts_total.inc_by(applied.conflicts);
         let counts = count(&ids, &applied.outcomes, &rows);
         self.metrics.rows(metrics::WRITTEN, counts.written);
-        self.metrics.rows(metrics::SKIPPED_OLDER, counts.skipped_older);
+        self.metrics
+            .rows(metrics::SKIPPED_OLDER, counts.skipped_older);
         self.metrics.rows(metrics::REFUSED, counts.refused);
         for (_, o) in &applied.outcomes {
             if let Outcome::Refused(r) = o {
@@ -149,7 +151,11 @@ fn resolve(model: &WriteModel, target: &Target) -> Result<Vec<Arc<model::ViewMod
         project: model.project.clone(),
     };
     match target {
-        Target::View(name) => Ok(vec![model.views.get(name).cloned().ok_or_else(|| unknown_view(name))?]),
+        Target::View(name) => Ok(vec![model
+            .views
+            .get(name)
+            .cloned()
+            .ok_or_else(|| unknown_view(name))?]),
         Target::PushSource(name) => model
             .push_sources
             .get(name)
@@ -169,7 +175,8 @@ fn key_work(project: &str, rows: &[ViewRows]) -> (Vec<KeyWork>, Vec<(usize, usiz
             let id = ids.len();
             ids.push((vi, ri));
             for t in &vr.view.targets {
-                let key = ferry_protos::redis_key(project, &t.service, t.fingerprint, &row.entity_key);
+                let key =
+                    ferry_protos::redis_key(project, &t.service, t.fingerprint, &row.entity_key);
                 by_key
                     .entry(key.clone())
                     .or_insert_with(|| KeyWork {

@@ -66,9 +66,10 @@ impl WriteModel {
                     let Some(vm) = views.get_mut(&sv.name) else {
                         continue;
                     };
-                    let known = vm.targets.iter().any(|t| {
-                        t.service == service.name && t.fingerprint == service.fingerprint
-                    });
+                    let known = vm
+                        .targets
+                        .iter()
+                        .any(|t| t.service == service.name && t.fingerprint == service.fingerprint);
                     if !known {
                         vm.targets.push(target(service, slot, sv, &vm.schema));
                     }

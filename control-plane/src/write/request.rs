@@ -48,39 +48,55 @@ fn detail(kind: &str, field: &str, msg: &str) -> Json {
     json!({"type": kind, "loc": ["body", field], "msg": msg})
 }
 
+/// The body as a JSON object, or FastAPI's description of why not.
+fn object(body: &[u8]) -> Result<Map<String, Json>, WriteError> {
+    match serde_json::from_slice::<Json>(body) {
+        Ok(Json::Object(m)) => Ok(m),
+        Ok(_) => Err(WriteError::Invalid(vec![json!({
+            "type": "model_attributes_type", "loc": ["body"],
+            "msg": "Input should be a valid dictionary or object to extract fields from"
+        })])),
+        Err(e) => Err(WriteError::Invalid(vec![json!({
+            "type": "json_invalid", "loc": ["body", e.column()],
+            "msg": format!("JSON decode error: {e}")
+        })])),
+    }
+}
+
+/// A required string field (`optional`: may be absent); a problem is added to `problems`.
+fn string(
+    doc: &mut Map<String, Json>,
+    field: &str,
+    optional: bool,
+    problems: &mut Vec<Json>,
+) -> Option<String> {
+    match doc.remove(field) {
+        Some(Json::String(s)) => Some(s),
+        None if optional => None,
+        None => {
+            problems.push(detail("missing", field, "Field required"));
+            None
+        }
+        Some(_) => {
+            problems.push(detail(
+                "string_type",
+                field,
+                "Input should be a valid string",
+            ));
+            None
+        }
+    }
+}
+
 /// Parses a body for `endpoint`.
 pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<WriteRequest, WriteError> {
-    let mut doc: Map<String, Json> = match serde_json::from_slice::<Json>(body) {
-        Ok(Json::Object(m)) => m,
-        Ok(_) => {
-            return Err(WriteError::Invalid(vec![json!({
-                "type": "model_attributes_type", "loc": ["body"],
-                "msg": "Input should be a valid dictionary or object to extract fields from"
-            })]))
-        }
-        Err(e) => {
-            return Err(WriteError::Invalid(vec![json!({
-                "type": "json_invalid", "loc": ["body", e.column()],
-                "msg": format!("JSON decode error: {e}")
-            })]))
-        }
-    };
+    let mut doc = object(body)?;
     let name_field = match endpoint {
         Endpoint::Push => "push_source_name",
         Endpoint::WriteToOnlineStore => "feature_view_name",
     };
     let mut problems = Vec::new();
-    let name = match doc.remove(name_field) {
-        Some(Json::String(s)) => Some(s),
-        None => {
-            problems.push(detail("missing", name_field, "Field required"));
-            None
-        }
-        Some(_) => {
-            problems.push(detail("string_type", name_field, "Input should be a valid string"));
-            None
-        }
-    };
+    let name = string(&mut doc, name_field, false, &mut problems);
     let df = match doc.remove("df") {
         Some(Json::Object(m)) => Some(m),
         None => {
@@ -88,27 +104,26 @@ pub fn parse(endpoint: Endpoint, body: &[u8]) -> Result<WriteRequest, WriteError
             None
         }
         Some(_) => {
-            problems.push(detail("dict_type", "df", "Input should be a valid dictionary"));
+            problems.push(detail(
+                "dict_type",
+                "df",
+                "Input should be a valid dictionary",
+            ));
             None
         }
     };
-    let to = match (endpoint, doc.remove("to")) {
-        (Endpoint::Push, Some(Json::String(s))) => Some(s),
-        (Endpoint::Push, Some(_)) => {
-            problems.push(detail("string_type", "to", "Input should be a valid string"));
-            None
-        }
-        _ => None,
+    let to = match endpoint {
+        Endpoint::Push => string(&mut doc, "to", true, &mut problems),
+        Endpoint::WriteToOnlineStore => None,
     };
-    let (Some(name), Some(df)) = (name, df) else {
+    let (Some(name), Some(df), true) = (name, df, problems.is_empty()) else {
         return Err(WriteError::Invalid(problems));
     };
-    if !problems.is_empty() {
-        return Err(WriteError::Invalid(problems));
-    }
     match to.as_deref() {
         None | Some("online") => {}
-        Some(t @ ("offline" | "online_and_offline")) => return Err(WriteError::Offline(t.to_owned())),
+        Some(t @ ("offline" | "online_and_offline")) => {
+            return Err(WriteError::Offline(t.to_owned()))
+        }
         Some(t) => return Err(WriteError::UnknownMode(t.to_owned())),
     }
     Ok(WriteRequest {
@@ -133,7 +148,11 @@ mod tests {
         .unwrap();
         assert_eq!(r.target, Target::PushSource("p".into()));
         assert_eq!(r.df["a"], json!([1]));
-        let r = parse(Endpoint::WriteToOnlineStore, br#"{"feature_view_name": "v", "df": {}}"#).unwrap();
+        let r = parse(
+            Endpoint::WriteToOnlineStore,
+            br#"{"feature_view_name": "v", "df": {}}"#,
+        )
+        .unwrap();
         assert_eq!(r.target, Target::View("v".into()));
         for (to, code) in [
             ("offline", "offline_write_refused"),
@@ -141,7 +160,10 @@ mod tests {
             ("sideways", "invalid_request"),
         ] {
             let body = format!(r#"{{"push_source_name": "p", "df": {{}}, "to": "{to}"}}"#);
-            assert_eq!(parse(Endpoint::Push, body.as_bytes()).unwrap_err().code(), code);
+            assert_eq!(
+                parse(Endpoint::Push, body.as_bytes()).unwrap_err().code(),
+                code
+            );
         }
         let Err(WriteError::Invalid(d)) = parse(Endpoint::Push, br#"{"df": 3}"#) else {
             panic!("expected a validation error");
@@ -149,6 +171,9 @@ mod tests {
         assert_eq!(d.len(), 2);
         assert_eq!(d[0]["loc"], json!(["body", "push_source_name"]));
         assert_eq!(d[1]["type"], "dict_type");
-        assert!(matches!(parse(Endpoint::Push, b"{"), Err(WriteError::Invalid(_))));
+        assert!(matches!(
+            parse(Endpoint::Push, b"{"),
+            Err(WriteError::Invalid(_))
+        ));
     }
 }

@@ -80,7 +80,10 @@ pub fn rows(
     }
     for v in views {
         for c in columns(&v.schema).filter(|c| !df.contains_key(*c)) {
-            problems.add(format!("column '{c}' (of view '{}') is missing", v.schema.name));
+            problems.add(format!(
+                "column '{c}' (of view '{}') is missing",
+                v.schema.name
+            ));
         }
     }
     if !problems.list.is_empty() {
@@ -98,7 +101,10 @@ pub fn rows(
 }
 
 fn view_names(views: &[Arc<ViewModel>]) -> String {
-    let names: Vec<String> = views.iter().map(|v| format!("'{}'", v.schema.name)).collect();
+    let names: Vec<String> = views
+        .iter()
+        .map(|v| format!("'{}'", v.schema.name))
+        .collect();
     format!("the view(s) {}", names.join(", "))
 }
 
@@ -132,7 +138,9 @@ fn column_lengths(df: &serde_json::Map<String, Json>, problems: &mut Problems) -
     if df.is_empty() || len == 0 {
         problems.add("df holds no row".to_owned());
     } else if len > MAX_ROWS {
-        problems.add(format!("df holds {len} rows; a request holds at most {MAX_ROWS}"));
+        problems.add(format!(
+            "df holds {len} rows; a request holds at most {MAX_ROWS}"
+        ));
     }
     len
 }

@@ -41,8 +41,15 @@ fn columns_become_typed_rows_latest_per_entity_with_microsecond_times() {
     let r = &out[0].rows;
     assert_eq!(r.len(), 2);
     assert_eq!(r[0].entity_key, "7\u{1f}u1");
-    assert_eq!(r[0].event_time_us, JAN_1_US + 2, "the newer row of u1 wins, though listed first");
-    assert_eq!(r[0].values[1], value(ValueType::String, &json!("x")).unwrap());
+    assert_eq!(
+        r[0].event_time_us,
+        JAN_1_US + 2,
+        "the newer row of u1 wins, though listed first"
+    );
+    assert_eq!(
+        r[0].values[1],
+        value(ValueType::String, &json!("x")).unwrap()
+    );
     assert_eq!(r[1].event_time_us, JAN_1_US);
     assert_eq!(r[1].values[1], Value { kind: None });
 }
@@ -75,7 +82,10 @@ fn every_problem_is_reported_at_once() {
 
     // Missing and unknown columns, unequal lengths, a future time.
     let d = df(json!({"merchant_id": [7], "user_id": ["u1", "u2"], "ts": [1767225600], "zz": [1]}));
-    let text = rows(&d, &[m.views["alpha"].clone()], &rules()).unwrap_err().list.join("\n");
+    let text = rows(&d, &[m.views["alpha"].clone()], &rules())
+        .unwrap_err()
+        .list
+        .join("\n");
     for needle in [
         "column 'user_id' has 2 values",
         "column 'zz' is not a join key",
@@ -85,7 +95,9 @@ fn every_problem_is_reported_at_once() {
         assert!(text.contains(needle), "{needle} not in\n{text}");
     }
     let future = json!(1767225600 + 2 * 86_400);
-    assert!(event_time(&future, &rules()).unwrap_err().contains("now + 5 min"));
+    assert!(event_time(&future, &rules())
+        .unwrap_err()
+        .contains("now + 5 min"));
     assert!(event_time(&json!(true), &rules()).is_err());
     assert_eq!(event_time(&json!("1767225600"), &rules()), Ok(JAN_1_US));
 }

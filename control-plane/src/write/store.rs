@@ -87,9 +87,8 @@ pub async fn apply(conn: &Connection, work: Vec<KeyWork>) -> (Applied, Option<St
     let mut all = Applied::default();
     let mut error = None;
     while let Some(joined) = set.join_next().await {
-        let (done, e) = joined.unwrap_or_else(|e| {
-            (Applied::default(), Some(StoreError::Task(e.to_string())))
-        });
+        let (done, e) =
+            joined.unwrap_or_else(|e| (Applied::default(), Some(StoreError::Task(e.to_string()))));
         all.outcomes.extend(done.outcomes);
         all.conflicts += done.conflicts;
         all.keys_written += done.keys_written;
@@ -98,7 +97,11 @@ pub async fn apply(conn: &Connection, work: Vec<KeyWork>) -> (Applied, Option<St
     (all, error)
 }
 
-async fn apply_key(conn: &Connection, item: &KeyWork, done: &mut Applied) -> Result<(), StoreError> {
+async fn apply_key(
+    conn: &Connection,
+    item: &KeyWork,
+    done: &mut Applied,
+) -> Result<(), StoreError> {
     let updates: Vec<Update<'_>> = item
         .updates
         .iter()

@@ -159,7 +159,10 @@ impl Stack {
     }
 
     /// [`Stack::start_on_redis_cluster`] with the repo's ferry.yaml rewritten by `edit`.
-    pub fn start_on_redis_cluster_edited(opts: Options, edit: impl FnOnce(String) -> String) -> Stack {
+    pub fn start_on_redis_cluster_edited(
+        opts: Options,
+        edit: impl FnOnce(String) -> String,
+    ) -> Stack {
         Stack::start_with(opts, edit, false, Backend::Cluster)
     }
 

@@ -5,10 +5,10 @@
 //! back lands under both; concurrent writers lose nothing and no reader sees a torn vector;
 //! the same on a Redis Cluster.
 
-#[path = "push/harness.rs"]
-mod harness;
 #[path = "push/concurrency.rs"]
 mod concurrency;
+#[path = "push/harness.rs"]
+mod harness;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -59,7 +59,13 @@ fn int(v: &Value) -> i64 {
 async fn a_push_through_envoy_is_served_by_the_next_request_in_microsecond_order() {
     let w = WriteStack::start(50, false);
     let t = soon_us();
-    let r = w.write("/push", Some(WRITE_TOKEN), &profile("u000001", json!(rfc3339(t)), 41)).await;
+    let r = w
+        .write(
+            "/push",
+            Some(WRITE_TOKEN),
+            &profile("u000001", json!(rfc3339(t)), 41),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert!(r.body.is_empty(), "Feast's /push answers no body");
     assert_eq!(header(&r, "x-ferry-rows-written"), "1");
@@ -71,16 +77,41 @@ async fn a_push_through_envoy_is_served_by_the_next_request_in_microsecond_order
     // One microsecond older: skipped, the value stays; equal: overwrites (a re-push is
     // idempotent); two pushes in the same second both land, in order (epoch seconds with a
     // fraction this time).
-    let r = w.write("/push", Some(WRITE_TOKEN), &profile("u000001", json!(rfc3339(t - 1)), 1)).await;
-    assert_eq!((r.status, header(&r, "x-ferry-rows-skipped-older")), (200, "1"));
+    let r = w
+        .write(
+            "/push",
+            Some(WRITE_TOKEN),
+            &profile("u000001", json!(rfc3339(t - 1)), 1),
+        )
+        .await;
+    assert_eq!(
+        (r.status, header(&r, "x-ferry-rows-skipped-older")),
+        (200, "1")
+    );
     assert_eq!(w.served("u000001").await["user_profile__age"], 41);
-    let r = w.write("/push", Some(WRITE_TOKEN), &profile("u000001", json!(rfc3339(t)), 42)).await;
+    let r = w
+        .write(
+            "/push",
+            Some(WRITE_TOKEN),
+            &profile("u000001", json!(rfc3339(t)), 42),
+        )
+        .await;
     assert_eq!((r.status, header(&r, "x-ferry-rows-written")), (200, "1"));
     assert_eq!(w.served("u000001").await["user_profile__age"], 42);
     let secs = |us: i64| json!(us as f64 / 1e6);
     for (dt, n) in [(100, 43), (200, 44)] {
-        let r = w.write("/push", Some(WRITE_TOKEN), &profile("u000001", secs(t + dt), n)).await;
-        assert_eq!((r.status, header(&r, "x-ferry-rows-written")), (200, "1"), "{n}");
+        let r = w
+            .write(
+                "/push",
+                Some(WRITE_TOKEN),
+                &profile("u000001", secs(t + dt), n),
+            )
+            .await;
+        assert_eq!(
+            (r.status, header(&r, "x-ferry-rows-written")),
+            (200, "1"),
+            "{n}"
+        );
         assert_eq!(w.served("u000001").await["user_profile__age"], n);
     }
     let v = w.vectors("realtime_scoring", "u000001");
@@ -98,7 +129,9 @@ async fn a_push_through_envoy_is_served_by_the_next_request_in_microsecond_order
             "has_chargeback": [false]
         }
     });
-    let r = w.write("/write-to-online-store", Some(WRITE_TOKEN), &body).await;
+    let r = w
+        .write("/write-to-online-store", Some(WRITE_TOKEN), &body)
+        .await;
     assert_eq!((r.status, &r.body[..]), (200, &b"null"[..]), "{:?}", r.body);
     let v = w.vectors("realtime_scoring", "u900001");
     assert_eq!(v.len(), 1);
@@ -111,8 +144,14 @@ async fn a_push_through_envoy_is_served_by_the_next_request_in_microsecond_order
     assert_eq!(served["user_profile__age"], Json::Null);
 
     let m = w.cp.metrics();
-    assert!(m.contains("ferry_write_rows_total{result=\"written\"} 5"), "{m}");
-    assert!(m.contains("ferry_write_rows_total{result=\"skipped_older\"} 1"), "{m}");
+    assert!(
+        m.contains("ferry_write_rows_total{result=\"written\"} 5"),
+        "{m}"
+    );
+    assert!(
+        m.contains("ferry_write_rows_total{result=\"skipped_older\"} 1"),
+        "{m}"
+    );
     assert!(m.contains("ferry_write_duration_seconds_count 6"), "{m}");
 }
 
@@ -128,11 +167,41 @@ async fn refusals_name_the_problem_and_write_nothing() {
         f(&mut b);
         b
     };
-    let cases: Vec<(&str, Option<&str>, Json, u16, &str, &str)> = vec![
-        ("/push", None, good.clone(), 401, "unauthorized", "needs a credential"),
-        ("/push", Some(PUSH_TOKEN), good.clone(), 403, "forbidden", "write role"),
-        ("/push", Some(READ), good.clone(), 403, "forbidden", "write role"),
-        ("/push", Some("nope"), good.clone(), 401, "unauthorized", "needs a credential"),
+    // (path, token, body, status, x-ferry-error, a text the body holds)
+    type Case<'a> = (&'a str, Option<&'a str>, Json, u16, &'a str, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            "/push",
+            None,
+            good.clone(),
+            401,
+            "unauthorized",
+            "needs a credential",
+        ),
+        (
+            "/push",
+            Some(PUSH_TOKEN),
+            good.clone(),
+            403,
+            "forbidden",
+            "write role",
+        ),
+        (
+            "/push",
+            Some(READ),
+            good.clone(),
+            403,
+            "forbidden",
+            "write role",
+        ),
+        (
+            "/push",
+            Some("nope"),
+            good.clone(),
+            401,
+            "unauthorized",
+            "needs a credential",
+        ),
         (
             "/push",
             Some(WRITE_TOKEN),
@@ -218,7 +287,10 @@ async fn refusals_name_the_problem_and_write_nothing() {
     let r = w.write("/push", Some(WRITE_TOKEN), &two).await;
     let text = String::from_utf8_lossy(&r.body);
     assert_eq!(r.status, 422, "{text}");
-    assert!(text.contains("row 1, column 'age'") && text.contains("row 1, column 'user_id'"), "{text}");
+    assert!(
+        text.contains("row 1, column 'age'") && text.contains("row 1, column 'user_id'"),
+        "{text}"
+    );
     // Oversize: over the 8 MiB the API reads.
     let big = format!(
         r#"{{"push_source_name": "profile_push", "df": {{"pad": ["{}"]}}}}"#,
@@ -255,12 +327,22 @@ async fn a_push_while_a_new_fingerprint_is_held_back_lands_under_both() {
     );
     assert_ne!(changed, yaml);
     std::fs::write(&file, changed).unwrap();
-    w.cp.wait_status("the change held back", std::time::Duration::from_secs(10), |s| {
-        s.last_refused
-            .as_ref()
-            .is_some_and(|r| r.error.contains("fingerprint"))
-    });
-    let r = w.write("/push", Some(WRITE_TOKEN), &profile("u000004", json!(rfc3339(soon_us())), 77)).await;
+    w.cp.wait_status(
+        "the change held back",
+        std::time::Duration::from_secs(10),
+        |s| {
+            s.last_refused
+                .as_ref()
+                .is_some_and(|r| r.error.contains("fingerprint"))
+        },
+    );
+    let r = w
+        .write(
+            "/push",
+            Some(WRITE_TOKEN),
+            &profile("u000004", json!(rfc3339(soon_us())), 77),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let v = w.vectors("realtime_scoring", "u000004");
     assert_eq!(v.len(), 2, "one vector per fingerprint: {v:?}");
@@ -269,7 +351,11 @@ async fn a_push_while_a_new_fingerprint_is_held_back_lands_under_both() {
         let profile = vector.views.last().unwrap();
         assert_eq!(int(&profile.values[1]), 77, "{key}");
     }
-    assert_eq!(v[0].1.views.len() + v[1].1.views.len(), 5, "a 3-view and a 2-view layout");
+    assert_eq!(
+        v[0].1.views.len() + v[1].1.views.len(),
+        5,
+        "a 3-view and a 2-view layout"
+    );
     assert_eq!(w.served("u000004").await["user_profile__age"], 77);
 }
 
@@ -294,7 +380,13 @@ async fn concurrent_writers_lose_nothing_and_readers_see_no_torn_vector() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_to_a_redis_cluster_is_served() {
     let w = WriteStack::start(30, true);
-    let r = w.write("/push", Some(WRITE_TOKEN), &profile("u000005", json!(rfc3339(soon_us())), 55)).await;
+    let r = w
+        .write(
+            "/push",
+            Some(WRITE_TOKEN),
+            &profile("u000005", json!(rfc3339(soon_us())), 55),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(w.served("u000005").await["user_profile__age"], 55);
     let v = w.vectors("realtime_scoring", "u000005");

@@ -64,24 +64,34 @@ fn row(view: &str, user: &str, t_us: i64, id: i64) -> Json {
 /// The row id a served instance holds for `view`, or a panic naming the torn vector.
 fn served_id(instance: &Json, view: &str) -> i64 {
     let f = |name: &str| instance[format!("{view}__{name}")].clone();
-    let num = |name: &str| f(name).as_f64().unwrap_or_else(|| panic!("{view}__{name}: {instance}"));
+    let num = |name: &str| {
+        f(name)
+            .as_f64()
+            .unwrap_or_else(|| panic!("{view}__{name}: {instance}"))
+    };
     let (id, all): (i64, Vec<bool>) = match view {
         "user_profile" => {
             let id = num("age") as i64;
-            (id, vec![
-                num("credit_score") as i64 == id,
-                num("signup_days") as i64 == id,
-                f("account_tier") == json!(format!("t{id}")),
-                f("is_verified") == json!(id % 2 == 0),
-            ])
+            (
+                id,
+                vec![
+                    num("credit_score") as i64 == id,
+                    num("signup_days") as i64 == id,
+                    f("account_tier") == json!(format!("t{id}")),
+                    f("is_verified") == json!(id % 2 == 0),
+                ],
+            )
         }
         "transactions" => {
             let id = num("txn_count_7d") as i64;
-            (id, vec![
-                num("txn_amount_avg_7d") as i64 == id,
-                num("last_txn_amount") as i64 == id,
-                f("has_chargeback") == json!(id % 2 == 1),
-            ])
+            (
+                id,
+                vec![
+                    num("txn_amount_avg_7d") as i64 == id,
+                    num("last_txn_amount") as i64 == id,
+                    f("has_chargeback") == json!(id % 2 == 1),
+                ],
+            )
         }
         _ => {
             let id = f("embedding")[0].as_f64().unwrap_or(-1.0) as i64;
@@ -104,7 +114,13 @@ fn stored_id(vector: &StoredVector, slot: usize) -> i64 {
 }
 
 fn now_us() -> i64 {
-    i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros()).unwrap()
+    i64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_micros(),
+    )
+    .unwrap()
 }
 
 /// Latest (event time, id) per (entity, view), as the writers pushed them.
@@ -120,7 +136,14 @@ pub async fn run(w: &WriteStack, sizes: Sizes) -> Report {
     for e in 0..sizes.entities {
         for (v, view) in VIEWS.iter().enumerate() {
             let id = 16_000_000 + (e * 3 + v) as i64;
-            let r = conn.send("POST", "/write-to-online-store", &headers, row(view, &user(e), base, id).to_string()).await;
+            let r = conn
+                .send(
+                    "POST",
+                    "/write-to-online-store",
+                    &headers,
+                    row(view, &user(e), base, id).to_string(),
+                )
+                .await;
             assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
             expected.insert((e, v), (base, id));
         }
@@ -143,11 +166,21 @@ pub async fn run(w: &WriteStack, sizes: Sizes) -> Report {
             };
             let mut id = (wi * 1_000_000) as i64;
             while Instant::now() < deadline {
-                let (e, v) = ((next() % sizes.entities as u64) as usize, (next() % 3) as usize);
+                let (e, v) = (
+                    (next() % sizes.entities as u64) as usize,
+                    (next() % 3) as usize,
+                );
                 // Distinct across writers (the low digits are the writer's), random in order.
                 let t = base + 1 + ((next() % 2_000_000) * sizes.writers as u64 + wi as u64) as i64;
                 id += 1;
-                let r = conn.send("POST", "/write-to-online-store", &headers, row(VIEWS[v], &user(e), t, id).to_string()).await;
+                let r = conn
+                    .send(
+                        "POST",
+                        "/write-to-online-store",
+                        &headers,
+                        row(VIEWS[v], &user(e), t, id).to_string(),
+                    )
+                    .await;
                 assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
                 let slot = seen.entry((e, v)).or_insert((t, id));
                 if t >= slot.0 {
@@ -165,10 +198,14 @@ pub async fn run(w: &WriteStack, sizes: Sizes) -> Report {
             let (mut reads, mut views) = (0u64, 0u64);
             let mut at = ri;
             while Instant::now() < deadline {
-                let users: Vec<Json> = (0..4).map(|k| json!({"user_id": user((at + k) % n)})).collect();
+                let users: Vec<Json> = (0..4)
+                    .map(|k| json!({"user_id": user((at + k) % n)}))
+                    .collect();
                 at += 4;
                 let body = json!({"instances": users}).to_string();
-                let r = conn.send("POST", "/v1/models/fraud-lenient:predict", &[], body).await;
+                let r = conn
+                    .send("POST", "/v1/models/fraud-lenient:predict", &[], body)
+                    .await;
                 assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
                 for instance in r.json()["instances"].as_array().unwrap() {
                     for view in VIEWS {

@@ -21,7 +21,8 @@ pub const PUSH_SOURCES: &str = "\npush_sources:\n  - {name: profile_push, views:
 pub struct WriteStack {
     pub stack: Stack,
     pub cp: ControlPlane,
-    pub envoy: Proc,
+    /// The Envoy with the write routes (kept running while the stack lives).
+    _envoy: Proc,
     pub port: u16,
     /// Redis nodes to read vectors from (one, or a Cluster's three).
     pub redis_ports: Vec<u16>,
@@ -44,7 +45,10 @@ impl WriteStack {
                 vec!["--redis".to_owned(), c.urls(), "--redis-cluster".to_owned()],
                 c.nodes.iter().map(|n| n.port).collect(),
             ),
-            None => (vec!["--redis".to_owned(), stack.redis.url()], vec![stack.redis.port]),
+            None => (
+                vec!["--redis".to_owned(), stack.redis.url()],
+                vec![stack.redis.port],
+            ),
         };
         let mut args = vec!["--write-token", WRITE_TOKEN];
         args.extend(redis_flags.iter().map(String::as_str));
@@ -67,21 +71,30 @@ impl WriteStack {
         WriteStack {
             stack,
             cp,
-            envoy,
+            _envoy: envoy,
             port,
             redis_ports,
         }
     }
 
     /// POST a write through Envoy with `token` (None: no credential).
-    pub async fn write(&self, path: &str, token: Option<&str>, body: &serde_json::Value) -> Response {
+    pub async fn write(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        body: &serde_json::Value,
+    ) -> Response {
         self.write_raw(path, token, body.to_string()).await
     }
 
     pub async fn write_raw(&self, path: &str, token: Option<&str>, body: String) -> Response {
         let auth = token.map(|t| format!("Bearer {t}"));
-        let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
-        Conn::open(self.port).await.send("POST", path, &headers, body).await
+        let headers: Vec<(&str, &str)> =
+            auth.iter().map(|a| ("authorization", a.as_str())).collect();
+        Conn::open(self.port)
+            .await
+            .send("POST", path, &headers, body)
+            .await
     }
 
     /// The features the model received for `user` through the strict KServe v1 route.
@@ -102,7 +115,10 @@ impl WriteStack {
         for &port in &self.redis_ports {
             for key in keys(port, &pattern) {
                 if let Some(bytes) = get(port, &key) {
-                    out.push((key, StoredVector::decode(bytes.as_slice()).expect("a StoredVector")));
+                    out.push((
+                        key,
+                        StoredVector::decode(bytes.as_slice()).expect("a StoredVector"),
+                    ));
                 }
             }
         }
@@ -145,7 +161,10 @@ fn resp(port: u16, args: &[&[u8]]) -> Vec<u8> {
 }
 
 fn line(buf: &[u8]) -> (&[u8], &[u8]) {
-    let at = buf.windows(2).position(|w| w == b"\r\n").expect("a RESP line");
+    let at = buf
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .expect("a RESP line");
     (&buf[..at], &buf[at + 2..])
 }
 
@@ -153,7 +172,10 @@ fn line(buf: &[u8]) -> (&[u8], &[u8]) {
 fn get(port: u16, key: &str) -> Option<Vec<u8>> {
     let out = resp(port, &[b"GET", key.as_bytes()]);
     let (head, rest) = line(&out);
-    let n: i64 = std::str::from_utf8(head.strip_prefix(b"$")?).ok()?.parse().ok()?;
+    let n: i64 = std::str::from_utf8(head.strip_prefix(b"$")?)
+        .ok()?
+        .parse()
+        .ok()?;
     (n >= 0).then(|| rest[..n as usize].to_vec())
 }
 
