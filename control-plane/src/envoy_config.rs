@@ -14,6 +14,7 @@ pub mod redis_proxy;
 pub mod runtime;
 pub mod tls;
 pub mod upstream;
+pub mod write_routes;
 
 pub use redis_proxy::RedisProxyOptions;
 pub use runtime::{Runtime, RuntimeKind};
@@ -100,6 +101,8 @@ pub struct StaticOptions {
     pub redis_proxy: Option<RedisProxyOptions>,
     /// mTLS toward the reader (`--reader-server-san`), if wanted.
     pub reader_tls: Option<UpstreamTls>,
+    /// `ferry serve`'s HTTP API, where Feast's write endpoints are routed (`--write-address`).
+    pub write: Option<Upstream>,
 }
 
 impl StaticOptions {
@@ -110,6 +113,7 @@ impl StaticOptions {
             Some(r) => redis_proxy::render(r)?,
             None => (String::new(), String::new()),
         };
+        let (write_routes, write_cluster) = write_routes::render(self.write.as_ref(), "ferry");
         Ok(vec![
             ("ADMIN_PORT", self.admin_port.to_string()),
             ("LISTEN_PORT", self.listen_port.to_string()),
@@ -139,6 +143,8 @@ impl StaticOptions {
             ),
             ("EXTRA_LISTENERS", listeners),
             ("EXTRA_CLUSTERS", clusters),
+            ("WRITE_ROUTES", write_routes),
+            ("WRITE_CLUSTER", write_cluster),
         ])
     }
 }

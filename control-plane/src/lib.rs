@@ -18,6 +18,8 @@
 //! - [`serve`]: `ferry serve`, the control plane: current snapshot (the xDS server's source),
 //!   stream table (its callbacks), the filter's xDS resources, HTTP API and its wire types,
 //!   repo watching.
+//! - [`write`]: feature writes (`POST /push`, `/write-to-online-store`, Feast's shapes) that
+//!   `ferry serve` executes: validation, the merge rule, an atomic compare-and-set per vector.
 //! - [`push`]: the HTTP client `ferry apply --push` uses, and which services a push leaves
 //!   to materialize first.
 //! - [`oci`]: `ferry oci-image`, the filter as an OCI image layout (Istio, Envoy Gateway).
@@ -39,6 +41,7 @@ pub mod serve;
 pub mod snapshot;
 pub mod sources;
 pub mod types;
+pub mod write;
 pub mod xds;
 
 #[cfg(test)]

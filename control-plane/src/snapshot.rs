@@ -21,9 +21,73 @@ pub fn build(reg: &Registry) -> v1::Snapshot {
         near_cache_max_bytes: reg.near_cache_max_bytes,
         protected_paths: reg.protected_paths.clone(),
         on_demand_views: on_demand_views(reg),
+        write_views: write_views(reg),
+        push_sources: push_sources(reg),
     };
     snap.version = content_version(&snap);
     snap
+}
+
+/// Every view Ferry can write (those with a source), sorted by name.
+fn write_views(reg: &Registry) -> Vec<v1::WriteView> {
+    let mut out: Vec<v1::WriteView> = reg
+        .views
+        .iter()
+        .filter_map(|view| {
+            let source = view.source.as_ref()?;
+            let mut keys: Vec<v1::EntityKey> = view
+                .entities
+                .iter()
+                .map(|&e| {
+                    let e = &reg.entities[e];
+                    v1::EntityKey {
+                        entity: e.name.clone(),
+                        join_key: e.join_key.clone(),
+                        r#type: e.key_type.to_proto() as i32,
+                    }
+                })
+                .collect();
+            keys.sort_by(|a, b| a.join_key.cmp(&b.join_key));
+            // Sorted by name, so the version does not depend on the listing order.
+            let mut features: Vec<v1::Feature> = view
+                .features
+                .iter()
+                .map(|f| v1::Feature {
+                    name: f.name.clone(),
+                    r#type: f.ty.to_proto() as i32,
+                    default_value: None,
+                })
+                .collect();
+            features.sort_by(|a, b| a.name.cmp(&b.name));
+            Some(v1::WriteView {
+                name: view.name.clone(),
+                entity_keys: keys,
+                timestamp_field: source.timestamp_field.clone(),
+                features,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// The push sources, sorted by name, each with its views sorted.
+fn push_sources(reg: &Registry) -> Vec<v1::PushSource> {
+    let mut out: Vec<v1::PushSource> = reg
+        .push_sources
+        .iter()
+        .map(|p| {
+            let mut views: Vec<String> =
+                p.views.iter().map(|&v| reg.views[v].name.clone()).collect();
+            views.sort();
+            v1::PushSource {
+                name: p.name.clone(),
+                views,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
 }
 
 fn service(reg: &Registry, s: &FeatureService) -> v1::FeatureService {

@@ -100,6 +100,11 @@ pub struct EnvoyConfigArgs {
     /// folder of --output.
     #[arg(long, requires = "tls_cert")]
     sds_dir: Option<PathBuf>,
+    /// Route Feast's write endpoints (`POST /push`, `POST /write-to-online-store`) to
+    /// `ferry serve`'s HTTP API at HOST:PORT (an IP, or a host name: LOGICAL_DNS), with the
+    /// ferry filter disabled on them; e.g. 127.0.0.1:8091.
+    #[arg(long, value_name = "HOST:PORT")]
+    write_address: Option<Upstream>,
     /// Write the config here instead of stdout.
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -144,6 +149,7 @@ pub fn run(args: EnvoyConfigArgs) -> Result<()> {
             redis_cluster: args.redis_cluster,
         }),
         reader_tls: upstream(args.reader_server_san),
+        write: args.write_address,
     };
     let text = if args.xds {
         let x = XdsOptions {

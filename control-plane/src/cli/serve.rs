@@ -22,7 +22,8 @@ pub struct ServeArgs {
     /// xDS (gRPC) address.
     #[arg(long, default_value = "127.0.0.1:18000")]
     xds_listen: std::net::SocketAddr,
-    /// HTTP address: /status, /metrics, /healthz, POST /v1/snapshot.
+    /// HTTP address: /status, /metrics, /healthz, POST /v1/snapshot, POST /push, POST
+    /// /write-to-online-store.
     #[arg(long, default_value = "127.0.0.1:8091")]
     http_listen: std::net::SocketAddr,
     /// The push token: pushes need `Authorization: Bearer TOKEN` (it also reads). Required
@@ -39,6 +40,16 @@ pub struct ServeArgs {
     /// The read token, from a file; instead of --read-token.
     #[arg(long, env = "FERRY_READ_TOKEN_FILE")]
     read_token_file: Option<PathBuf>,
+    /// The write token: feature writes (`POST /push`, `POST /write-to-online-store`) need
+    /// `Authorization: Bearer TOKEN`; it does nothing else. Needs a push token.
+    #[arg(long, env = "FERRY_WRITE_TOKEN", hide_env_values = true)]
+    write_token: Option<String>,
+    /// The write token, from a file; instead of --write-token.
+    #[arg(long, env = "FERRY_WRITE_TOKEN_FILE")]
+    write_token_file: Option<PathBuf>,
+    /// Where feature writes go (the Redis the reader reads).
+    #[command(flatten)]
+    redis: ferry_redis::RedisArgs,
     /// Serve TLS on both listeners (the HTTP API and xDS) with this certificate chain (PEM,
     /// leaf first); with --tls-key. Reloaded when the file changes (new connections use it).
     #[arg(long, env = "FERRY_TLS_CERT", requires = "tls_key")]
@@ -121,6 +132,12 @@ fn tokens(args: &ServeArgs) -> Result<serve::auth::Tokens> {
             args.read_token_file.as_deref(),
             "--read-token-file/FERRY_READ_TOKEN_FILE",
         )?,
+        write: token(
+            args.write_token.as_deref(),
+            "--write-token/FERRY_WRITE_TOKEN",
+            args.write_token_file.as_deref(),
+            "--write-token-file/FERRY_WRITE_TOKEN_FILE",
+        )?,
     })
 }
 
@@ -178,6 +195,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         max_streams: args.max_streams,
         max_streams_per_node: args.max_streams_per_node,
         signer,
+        redis: args.redis,
         #[cfg(feature = "test-switches")]
         allow_invalid: args.allow_invalid,
     };

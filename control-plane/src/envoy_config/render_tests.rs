@@ -18,7 +18,42 @@ pub(crate) fn opts() -> StaticOptions {
         reader_protocol: ReaderProtocol::default(),
         redis_proxy: None,
         reader_tls: None,
+        write: None,
     }
+}
+
+#[test]
+fn write_routes_go_to_the_control_plane_with_the_filter_disabled() {
+    let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+    let reg = reg.unwrap();
+    let plain = render_static(&reg, &opts()).unwrap();
+    assert!(
+        !plain.contains("ferry_write"),
+        "no write routes unless asked"
+    );
+    let o = StaticOptions {
+        write: Some(Upstream::loopback(8091)),
+        ..opts()
+    };
+    let text = render_static(&reg, &o).unwrap();
+    for path in ["/push", "/write-to-online-store"] {
+        let at = text
+            .find(&format!("- match: {{path: \"{path}\"}}"))
+            .unwrap();
+        let grpc = text.find("grpc: {}").unwrap();
+        assert!(at < grpc, "{path} is routed before the catch-all routes");
+    }
+    assert_eq!(
+        text.matches("route: {cluster: ferry_write, timeout: 30s}")
+            .count(),
+        2
+    );
+    assert_eq!(text.matches("disabled: true").count(), 2);
+    let lines = cluster_lines(&text, "ferry_write");
+    assert!(
+        lines.contains(&"socket_address: {address: 127.0.0.1, port_value: 8091}"),
+        "{lines:?}"
+    );
 }
 
 #[test]

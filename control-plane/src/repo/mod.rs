@@ -4,12 +4,13 @@
 //!
 //! `raw` is the file as written; `validate` resolves it in order (entities, then `views`,
 //! `on_demand`, `services`, `routes`), each check adding to the `issues` found; `scalars` reads TTLs and
-//! typed defaults; `feast` turns a Feast registry into the same raw model; `report` is the
+//! typed defaults; `push_sources` checks the push sources; `feast` turns a Feast registry into the same raw model; `report` is the
 //! registry as `ferry apply` prints it.
 
 pub mod feast;
 mod issues;
 mod on_demand;
+mod push_sources;
 mod raw;
 pub mod report;
 mod routes;
@@ -54,6 +55,16 @@ pub struct Registry {
     pub feast: Option<feast::FeastRepo>,
     /// In declared order.
     pub on_demand_views: Vec<OnDemandView>,
+    /// In declared order.
+    pub push_sources: Vec<PushSource>,
+}
+
+/// A push source (`push_sources` of ferry.yaml): `POST /push` naming it writes its views.
+#[derive(Clone, Debug)]
+pub struct PushSource {
+    pub name: String,
+    /// Indexes into `Registry::views`, as listed.
+    pub views: Vec<usize>,
 }
 
 /// An on-demand view: features computed per instance from request fields and stored features.

@@ -29,6 +29,16 @@ pub struct RawRepo {
     /// Request-time features: computed per instance from the request and stored features.
     #[serde(default)]
     pub on_demand_views: Vec<RawOnDemandView>,
+    /// Feature writes: a push source name → the views a push to it writes.
+    #[serde(default)]
+    pub push_sources: Vec<RawPushSource>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPushSource {
+    pub name: String,
+    pub views: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::issues::{Issues, Seen};
 use super::on_demand::on_demand_views;
+use super::push_sources::push_sources;
 use super::raw::RawRepo;
 use super::routes::routes;
 use super::services::services;
@@ -27,6 +28,7 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
         (&views.list, &on_demand.list),
         &mut issues,
     );
+    let push_sources = push_sources(&raw, &views, &mut issues);
     check_reader_and_cache(&raw, &mut issues);
     let protected_paths = protected_paths(&raw, &mut issues);
     issues.finish()?;
@@ -45,6 +47,7 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
         near_cache_max_bytes: raw.near_cache.max_bytes,
         feast: None,
         on_demand_views: on_demand.list,
+        push_sources,
     })
 }
 

@@ -1,12 +1,12 @@
 //! Who may do what on the HTTP API: three roles, granted to bearer tokens and to client
 //! certificate identities (mTLS). `read` reads the snapshot (`GET /v1/snapshot`, what the filter
 //! pulls) and `/status` (they hand out fingerprints); `push` pushes snapshots and also reads;
-//! `write` is for feature writes (#23; nothing uses it yet). The push token holds `push`, the
-//! read token `read`; `--grant ROLE=IDENTITY` grants a role to the client certificates whose
+//! `write` writes features (`POST /push`, `/write-to-online-store`; #23) and nothing else. The
+//! push token holds `push`, the read token `read`, the write token `write`; `--grant ROLE=IDENTITY` grants a role to the client certificates whose
 //! URI or DNS SAN matches IDENTITY (`*` matching any run of characters). A request without a
 //! credential is 401, one whose credential lacks the role 403. `/healthz` and `/metrics` stay
 //! open (probes and scrapers hold no credential; neither names a fingerprint). Also the start
-//! rules: an empty token is an error, and a read credential needs a push one.
+//! rules: an empty token is an error, and a read or write credential needs a push one.
 
 use std::path::Path;
 use std::str::FromStr;
@@ -23,7 +23,7 @@ pub enum Role {
     Read,
     /// `POST /v1/snapshot` (and what `read` may).
     Push,
-    /// Feature writes (issue #23); no endpoint uses it yet.
+    /// Feature writes: `POST /push`, `POST /write-to-online-store`.
     Write,
 }
 
@@ -88,6 +88,7 @@ impl FromStr for Grant {
 pub struct Tokens {
     pub push: Option<String>,
     pub read: Option<String>,
+    pub write: Option<String>,
 }
 
 /// Who may do what. With no push token and no grant, everything is open (loopback, or
@@ -122,6 +123,11 @@ pub enum TokenError {
          (--token/FERRY_PUSH_TOKEN or --push-token-file/FERRY_PUSH_TOKEN_FILE) or --grant push=IDENTITY"
     )]
     ReadWithoutPush,
+    #[error(
+        "a write credential without a push one would leave pushes open: give a push token \
+         (--token/FERRY_PUSH_TOKEN or --push-token-file/FERRY_PUSH_TOKEN_FILE) or --grant push=IDENTITY"
+    )]
+    WriteWithoutPush,
 }
 
 /// One token from its value (flag or env, named `value_name`) or its file (named `file_name`).
@@ -165,8 +171,13 @@ impl Access {
     pub fn check(&self) -> Result<(), TokenError> {
         let reads = self.tokens.read.is_some() || self.grants.iter().any(|g| g.role == Role::Read);
         let pushes = self.tokens.push.is_some() || self.grants.iter().any(|g| g.role == Role::Push);
+        let writes =
+            self.tokens.write.is_some() || self.grants.iter().any(|g| g.role == Role::Write);
         if reads && !pushes {
             return Err(TokenError::ReadWithoutPush);
+        }
+        if writes && !pushes {
+            return Err(TokenError::WriteWithoutPush);
         }
         Ok(())
     }
@@ -205,7 +216,13 @@ impl Access {
         let token_role = given.and_then(|given| {
             let push = self.tokens.push.as_deref().is_some_and(|t| same(given, t));
             let read = self.tokens.read.as_deref().is_some_and(|t| same(given, t));
-            (push || read).then_some(if push { Role::Push } else { Role::Read })
+            let write = self.tokens.write.as_deref().is_some_and(|t| same(given, t));
+            match (push, read, write) {
+                (true, _, _) => Some(Role::Push),
+                (_, true, _) => Some(Role::Read),
+                (_, _, true) => Some(Role::Write),
+                _ => None,
+            }
         });
         let granted = identity.is_some_and(|id| {
             self.grants
@@ -300,6 +317,7 @@ mod tests {
             tokens: Tokens {
                 push: Some("p".into()),
                 read: None,
+                write: None,
             },
             grants: vec![],
         };
@@ -317,6 +335,7 @@ mod tests {
             tokens: Tokens {
                 push: None,
                 read: Some("r".into()),
+                write: None,
             },
             grants: vec![],
         };
@@ -330,6 +349,7 @@ mod tests {
             tokens: Tokens {
                 push: Some("push-t".into()),
                 read: None,
+                write: None,
             },
             grants: vec![
                 "push=spiffe://cluster.local/ns/ml/sa/ferry-ci"
@@ -372,6 +392,7 @@ mod tests {
             tokens: Tokens {
                 push: Some("push-t".into()),
                 read: Some("read-t".into()),
+                write: Some("write-t".into()),
             },
             grants: vec![],
         };
@@ -384,6 +405,10 @@ mod tests {
             (Role::Read, Some("push-t"), false),
             (Role::Read, None, false),
             (Role::Push, None, false),
+            (Role::Write, Some("Bearer write-t"), true),
+            (Role::Write, Some("Bearer push-t"), false),
+            (Role::Push, Some("Bearer write-t"), false),
+            (Role::Read, Some("Bearer write-t"), false),
         ] {
             assert_eq!(t.allows(role, header), ok, "{role:?} {header:?}");
         }
@@ -395,6 +420,18 @@ mod tests {
             t.decide(Role::Read, Some("Bearer nope"), None),
             Decision::Unauthenticated
         );
+        assert_eq!(
+            t.decide(Role::Write, Some("Bearer read-t"), None),
+            Decision::Forbidden
+        );
+        let write_only = Access {
+            tokens: Tokens {
+                write: Some("w".into()),
+                ..Tokens::default()
+            },
+            grants: vec![],
+        };
+        assert_eq!(write_only.check(), Err(TokenError::WriteWithoutPush));
         let open = Access::default();
         assert!(open.allows(Role::Push, None) && open.allows(Role::Read, None));
     }

@@ -1,7 +1,9 @@
 //! The control plane's HTTP API: `GET /status` (JSON), `GET /metrics` (OpenMetrics text),
 //! `GET /healthz`, `POST /v1/snapshot` (a `ferry.v1.Snapshot`, what `ferry apply --push`
 //! sends; bearer token when one is configured) and `GET /v1/snapshot` (the current one, what
-//! the wasm filter pulls). Every answer is JSON except `/metrics` and the snapshot itself.
+//! the wasm filter pulls); with the write role, `POST /push` and `POST /write-to-online-store`
+//! (feature writes, `crate::write`). Every answer is JSON except `/metrics` and the snapshot
+//! itself.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +24,9 @@ use super::auth::{Access, Decision, Role};
 use super::metrics::PushOutcome;
 use super::state::{Offered, Refused, State};
 use super::{metrics, status};
+use crate::write::answer::{WriteError, ERROR_HEADER};
+use crate::write::request::Endpoint;
+use crate::write::Writer;
 
 /// Largest snapshot accepted.
 const MAX_BODY_BYTES: usize = 8 << 20;
@@ -52,6 +57,8 @@ pub struct Api {
     /// skipping validation, so that a snapshot the filter refuses can reach Envoy.
     #[cfg(feature = "test-switches")]
     pub allow_invalid: bool,
+    /// Feature writes.
+    pub writer: Arc<Writer>,
 }
 
 /// Serves the API on `listener` until `shutdown` changes: HTTP/1.1 only, at most
@@ -108,6 +115,9 @@ fn refusal(
 }
 
 async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    if let Some(endpoint) = Endpoint::from_path(req.uri().path()) {
+        return write(api, endpoint, req).await;
+    }
     let reads = matches!(req.uri().path(), "/status" | PUSH_PATH) && req.method() == Method::GET;
     if reads {
         if let Some(refused) = refusal_for(authorize(api, &req, Role::Read), Role::Read) {
@@ -215,19 +225,27 @@ fn authorize(api: &Api, req: &Request<Incoming>, role: Role) -> Decision {
 
 /// The answer to a request `decision` does not allow; None when it does.
 fn refusal_for(decision: Decision, role: Role) -> Option<Response<Full<Bytes>>> {
-    let what = match role {
-        Role::Read => "reading this control plane",
-        Role::Push => "pushing to this control plane",
-        Role::Write => "writing features",
+    let (what, token) = match role {
+        Role::Read => (
+            "reading this control plane",
+            "ferry apply --token or FERRY_PUSH_TOKEN; the read token reads",
+        ),
+        Role::Push => (
+            "pushing to this control plane",
+            "ferry apply --token or FERRY_PUSH_TOKEN",
+        ),
+        Role::Write => (
+            "writing features",
+            "the write token of ferry serve --write-token",
+        ),
     };
     match decision {
         Decision::Allowed => None,
         Decision::Unauthenticated => Some(error(
             ErrorCode::Unauthorized,
             format!(
-                "{what} needs a credential: `Authorization: Bearer <token>` (ferry apply --token \
-                 or FERRY_PUSH_TOKEN; the read token reads), or a client certificate granted \
-                 the role (--grant)"
+                "{what} needs a credential: `Authorization: Bearer <token>` ({token}), or a \
+                 client certificate granted the role (--grant)"
             ),
         )),
         Decision::Forbidden => Some(error(
@@ -294,6 +312,63 @@ async fn push(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
             refusal(code, e.to_string(), current)
         }
     }
+}
+
+/// `POST /push`, `POST /write-to-online-store`: the write role, a bounded body, then the
+/// writer.
+async fn write(api: &Api, endpoint: Endpoint, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let writer = &api.writer;
+    if req.method() != Method::POST {
+        return with_code(
+            error(ErrorCode::MethodNotAllowed, "POST only"),
+            "method_not_allowed",
+        );
+    }
+    let decision = authorize(api, &req, Role::Write);
+    if let Some(refused) = refusal_for(decision, Role::Write) {
+        let code = if decision == Decision::Forbidden {
+            "forbidden"
+        } else {
+            "unauthorized"
+        };
+        writer.metrics.refused(code);
+        return with_code(refused, code);
+    }
+    let limit = crate::write::MAX_BODY_BYTES;
+    let body = Limited::new(req.into_body(), limit);
+    let bytes = match tokio::time::timeout(READ_TIMEOUT, body.collect()).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            let e = WriteError::TooLarge(limit);
+            writer.refused(&e);
+            return e.response();
+        }
+        Ok(Err(e)) => return with_code(error(ErrorCode::BadRequest, e.to_string()), "bad_request"),
+        Err(_) => {
+            return with_code(
+                error(ErrorCode::Timeout, "body not received in time"),
+                "timeout",
+            )
+        }
+    };
+    let current = api.state.current();
+    let held = api.state.held_back();
+    writer
+        .handle(
+            endpoint,
+            &bytes,
+            current.as_ref().map(|c| &c.snapshot),
+            held.as_deref(),
+        )
+        .await
+}
+
+/// `answer` with `x-ferry-error: code`, as every write refusal carries.
+fn with_code(mut answer: Response<Full<Bytes>>, code: &'static str) -> Response<Full<Bytes>> {
+    answer
+        .headers_mut()
+        .insert(ERROR_HEADER, hyper::header::HeaderValue::from_static(code));
+    answer
 }
 
 /// The whole body, bounded in size and time; or the error answer.

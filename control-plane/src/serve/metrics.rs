@@ -92,6 +92,8 @@ pub struct Metrics {
     pub snapshot_updates_total: Counter,
     pub snapshots_refused_total: Counter,
     push_requests: Family<PushLabels, Counter>,
+    /// Feature writes (`crate::write`).
+    pub write: crate::write::metrics::WriteMetrics,
 }
 
 impl Default for Metrics {
@@ -107,6 +109,7 @@ impl Default for Metrics {
             snapshot_updates_total: Counter::default(),
             snapshots_refused_total: Counter::default(),
             push_requests,
+            write: crate::write::metrics::WriteMetrics::default(),
         };
         // Counter names go without `_total`: the encoder appends it. It also appends a `.` to
         // each help text.
@@ -158,6 +161,7 @@ impl Default for Metrics {
             "Snapshot pushes by outcome",
             m.push_requests.clone(),
         );
+        m.write.register(&mut m.registry);
         m
     }
 }

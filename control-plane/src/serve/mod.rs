@@ -5,7 +5,8 @@
 //! - [`state`]: the current snapshot and refusals, the xDS server's snapshot source.
 //! - [`streams`]: connected streams and the xDS counters, the xDS server's callbacks.
 //! - [`resources`]: the xDS resources built from a snapshot (the filter's ECDS config).
-//! - [`http`]: `/status`, `/metrics`, `/healthz`, `POST /v1/snapshot`.
+//! - [`http`]: `/status`, `/metrics`, `/healthz`, `POST /v1/snapshot`, and the feature
+//!   writes' endpoints (`crate::write` executes them).
 //! - [`api`]: the HTTP API's wire types (server and client share them).
 //! - [`auth`]: the API's roles and tokens, and the start rules for them.
 //! - [`status`], [`metrics`]: the JSON and OpenMetrics renderings.
@@ -74,6 +75,8 @@ pub struct ServeOptions {
     pub max_streams_per_node: usize,
     /// `--signing-key`: `GET /v1/snapshot` serves signed snapshots.
     pub signer: Option<Arc<signing::Signer>>,
+    /// The Redis feature writes go to (connected on first use).
+    pub redis: ferry_redis::RedisArgs,
 }
 
 /// Runs until SIGINT or SIGTERM.
@@ -89,10 +92,9 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         )
         .with_signer(opts.signer.clone()),
     );
-    if let Some(signer) = &opts.signer {
-        tracing::info!(key = %signer.plugin_key(), "GET /v1/snapshot serves signed snapshots");
-    }
+    log_signer(opts.signer.as_deref());
     let hash = startup::first_snapshot(&state, &store, &opts.repo)?;
+    let writer = Arc::new(writer(&opts.redis, &state)?);
 
     let xds_listener = TcpListener::bind(opts.xds_listen)
         .await
@@ -122,6 +124,7 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         max_connections: opts.max_http_connections,
         #[cfg(feature = "test-switches")]
         allow_invalid: opts.allow_invalid,
+        writer,
     };
     tasks.push(tokio::spawn(http::serve(
         http_listener,
@@ -146,6 +149,25 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         let _ = tokio::time::timeout(grace, task).await;
     }
     Ok(())
+}
+
+fn log_signer(signer: Option<&signing::Signer>) {
+    if let Some(signer) = signer {
+        tracing::info!(key = %signer.plugin_key(), "GET /v1/snapshot serves signed snapshots");
+    }
+}
+
+/// The feature writer: Redis connected lazily, so the control plane starts (and serves xDS)
+/// while Redis is away; a write then answers 503.
+fn writer(redis: &ferry_redis::RedisArgs, state: &State) -> Result<crate::write::Writer> {
+    let target = redis.target()?;
+    let timeouts = ferry_redis::Timeouts {
+        connect: Duration::from_secs(2),
+        response: Some(Duration::from_secs(2)),
+    };
+    let conn = target.connect_lazy(timeouts)?;
+    tracing::info!(redis = %target, "feature writes go to this Redis");
+    Ok(crate::write::Writer::new(conn, state.metrics.write.clone()))
 }
 
 /// The xDS server over `state`, with the stream caps and node-id rules of `opts`.

@@ -115,6 +115,9 @@ pub struct State {
     signer: Option<Arc<Signer>>,
     /// The highest sequence handed out (saved or not): the next one is above it.
     issued: Mutex<u64>,
+    /// A repo change held back for its new fingerprint (`watch::apply`): not served yet, but
+    /// feature writes also land in its vectors, so a push before its release is not lost.
+    held_back: Mutex<Option<Arc<v1::Snapshot>>>,
     pub metrics: Metrics,
 }
 
@@ -132,6 +135,7 @@ impl State {
             repo_seen: Mutex::new(None),
             signer: None,
             issued: Mutex::new(0),
+            held_back: Mutex::new(None),
             metrics,
         }
     }
@@ -171,6 +175,16 @@ impl State {
 
     pub fn current(&self) -> Option<Arc<Current>> {
         self.current.borrow().clone()
+    }
+
+    /// The snapshot held back for a new fingerprint, if any.
+    pub fn held_back(&self) -> Option<Arc<v1::Snapshot>> {
+        lock(&self.held_back).clone()
+    }
+
+    /// Records the snapshot a repo change would serve once its vectors are materialized.
+    pub fn hold_back(&self, snap: v1::Snapshot) {
+        *lock(&self.held_back) = Some(Arc::new(snap));
     }
 
     /// Validates exactly as the filter will (plus what the bootstrap fixes) and makes the
@@ -227,6 +241,7 @@ impl State {
             return Err(e);
         }
         let current = current.sealed(sequence, self.signer.as_deref());
+        self.release_held_back(&current.snapshot);
         self.current.send_replace(Some(Arc::new(current)));
         inc(&self.metrics.snapshot_updates_total);
         tracing::info!(%version, sequence, source, "snapshot is now current");
@@ -234,6 +249,22 @@ impl State {
             version,
             changed: true,
         })
+    }
+
+    /// Forgets the held-back snapshot once `served` serves every fingerprint it holds.
+    fn release_held_back(&self, served: &v1::Snapshot) {
+        let mut held = lock(&self.held_back);
+        let covered = held.as_ref().is_some_and(|h| {
+            h.services.iter().all(|s| {
+                served
+                    .services
+                    .iter()
+                    .any(|c| c.name == s.name && c.fingerprint == s.fingerprint)
+            })
+        });
+        if covered {
+            *held = None;
+        }
     }
 
     /// Saves a snapshot about to become current (before any Envoy can see it).

@@ -91,6 +91,7 @@ pub fn apply(
         Ok(snap) if !same_fingerprints(state, &snap) => {
             tracing::error!(error = HELD_BACK, "repo change held back");
             state.refuse("file", HELD_BACK.to_owned());
+            state.hold_back(snap);
             Applied::HeldBack
         }
         Ok(snap) => match state.offer(snap, "file") {

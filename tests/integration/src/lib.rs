@@ -161,6 +161,14 @@ impl Stack {
         Stack::start_with(opts, |y| y, false, Backend::Cluster)
     }
 
+    /// [`Stack::start_on_redis_cluster`] with the repo's ferry.yaml rewritten by `edit`.
+    pub fn start_on_redis_cluster_edited(
+        opts: Options,
+        edit: impl FnOnce(String) -> String,
+    ) -> Stack {
+        Stack::start_with(opts, edit, false, Backend::Cluster)
+    }
+
     /// The same stack on a TLS-only Redis (`rediss://` and `--redis-ca-file` for materialize and
     /// the reader).
     pub fn start_on_tls_redis(opts: Options) -> Stack {

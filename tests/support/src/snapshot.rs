@@ -142,6 +142,8 @@ pub fn snapshot() -> pb::Snapshot {
         services: vec![scoring()],
         routes: vec![fraud()],
         on_demand_views: vec![],
+        write_views: vec![],
+        push_sources: vec![],
     }
 }
 

@@ -1,0 +1,49 @@
+//! `--write-address`: Envoy routes for Feast's write endpoints (`POST /push`, `POST
+//! /write-to-online-store`) to `ferry serve`'s HTTP API, beside the enrichment routes, so a
+//! Feast client pointed at Envoy writes unchanged. The ferry filter is disabled on them: no
+//! enrichment route can match a write, and the filter never sees (or forwards) the write
+//! credential, which goes only to the control plane.
+
+use super::{Discovery, Upstream};
+
+/// The write paths, matched exactly (Envoy normalises the path first).
+pub const WRITE_PATHS: [&str; 2] = ["/push", "/write-to-online-store"];
+
+/// The cluster name of the control plane's HTTP API.
+pub const WRITE_CLUSTER: &str = "ferry_write";
+
+/// The routes (indented for the template's route list) and the cluster, or two empty blocks.
+pub fn render(write: Option<&Upstream>, filter_name: &str) -> (String, String) {
+    let Some(up) = write else {
+        return (String::new(), String::new());
+    };
+    let mut routes = String::new();
+    for path in WRITE_PATHS {
+        routes.push_str(&format!(
+            "              - match: {{path: \"{path}\"}}\n\
+             \x20               route: {{cluster: {WRITE_CLUSTER}, timeout: 30s}}\n\
+             \x20               typed_per_filter_config:\n\
+             \x20                 {filter_name}:\n\
+             \x20                   \"@type\": type.googleapis.com/envoy.config.route.v3.FilterConfig\n\
+             \x20                   disabled: true\n"
+        ));
+    }
+    let cluster = format!(
+        "  # Feature writes (`--write-address`): ferry serve's HTTP API.\n\
+         \x20 - name: {WRITE_CLUSTER}\n\
+         \x20   type: {}\n\
+         \x20   dns_lookup_family: V4_PREFERRED\n\
+         \x20   connect_timeout: 1s\n\
+         \x20   load_assignment:\n\
+         \x20     cluster_name: {WRITE_CLUSTER}\n\
+         \x20     endpoints:\n\
+         \x20     - lb_endpoints:\n\
+         \x20       - endpoint:\n\
+         \x20           address:\n\
+         \x20             socket_address: {{address: {}, port_value: {}}}\n",
+        up.cluster_type(Discovery::Logical),
+        up.yaml_host(),
+        up.port
+    );
+    (routes.trim_end().to_owned(), cluster.trim_end().to_owned())
+}

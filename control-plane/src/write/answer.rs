@@ -1,0 +1,191 @@
+//! The write API's answers, in Feast 0.67's shapes, from one table: a refused request is
+//! Feast's error body (`to_error_detail()`: a JSON *string* holding `{"module", "class",
+//! "message"}`, what Feast's clients parse) or, for a malformed request, FastAPI's validation
+//! body (`{"detail": [...]}`); every refusal also carries `x-ferry-error` with Ferry's code.
+//! Success is Feast's: `/push` answers 200 with no body, `/write-to-online-store` 200 `null`;
+//! `x-ferry-rows-*` headers say what each row did.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Response, StatusCode};
+use serde_json::json;
+
+use super::rows::Problems;
+
+/// The header naming Ferry's error code.
+pub const ERROR_HEADER: &str = "x-ferry-error";
+
+/// Why a write request was refused or failed.
+#[derive(Debug)]
+pub enum WriteError {
+    /// The body is not the request shape; FastAPI's `detail` entries.
+    Invalid(Vec<serde_json::Value>),
+    UnknownPushSource(String),
+    UnknownView {
+        view: String,
+        project: String,
+    },
+    /// `to` asks for Feast's offline store.
+    Offline(String),
+    /// `to` is no push mode at all.
+    UnknownMode(String),
+    Rows(Problems),
+    TooLarge(usize),
+    /// A Feast-backed repo: its views are Feast's to write (for now).
+    FeastBacked,
+    NoSnapshot,
+    Redis(String),
+    Contended(String),
+}
+
+impl WriteError {
+    /// (status, Ferry's code, Feast's class) of each refusal: the one table.
+    fn row(&self) -> (StatusCode, &'static str, &'static str) {
+        match self {
+            Self::Invalid(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", ""),
+            Self::UnknownPushSource(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unknown_push_source",
+                "PushSourceNotFoundException",
+            ),
+            Self::UnknownView { .. } => (
+                StatusCode::NOT_FOUND,
+                "unknown_view",
+                "FeatureViewNotFoundException",
+            ),
+            Self::Offline(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "offline_write_refused",
+                "OfflineWriteRefused",
+            ),
+            Self::UnknownMode(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_request",
+                "ValueError",
+            ),
+            Self::Rows(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_rows",
+                "InvalidRows",
+            ),
+            Self::TooLarge(_) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                "BodyTooLarge",
+            ),
+            Self::FeastBacked => (
+                StatusCode::NOT_IMPLEMENTED,
+                "feast_layout_writes",
+                "NotImplemented",
+            ),
+            Self::NoSnapshot => (StatusCode::SERVICE_UNAVAILABLE, "no_snapshot", "NoSnapshot"),
+            Self::Redis(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "redis_unavailable",
+                "RedisUnavailable",
+            ),
+            Self::Contended(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "write_contended",
+                "WriteContended",
+            ),
+        }
+    }
+
+    /// Ferry's code (the `x-ferry-error` header, the refusal metric's reason).
+    pub fn code(&self) -> &'static str {
+        self.row().1
+    }
+
+    /// Whether nothing was written (a refusal before any write).
+    pub fn before_writing(&self) -> bool {
+        !matches!(self, Self::Redis(_) | Self::Contended(_))
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Self::Invalid(_) => "the request body is not the expected shape".to_owned(),
+            Self::UnknownPushSource(n) => format!("Unable to find push source '{n}'."),
+            Self::UnknownView { view, project } => {
+                format!("Feature view {view} does not exist in project {project}")
+            }
+            Self::Offline(to) => format!(
+                "to: '{to}' asks for Feast's offline store, which Ferry does not write; push \
+                 with to: 'online' (and write the offline store with Feast)"
+            ),
+            Self::UnknownMode(to) => format!(
+                "{to} is not a supported push format. Please specify one of these ['online', \
+                 'offline', 'online_and_offline']."
+            ),
+            Self::Rows(p) => format!(
+                "the request's rows were refused, nothing was written: {}",
+                p.summary()
+            ),
+            Self::TooLarge(max) => format!("write requests are limited to {max} bytes"),
+            Self::FeastBacked => "this repo's views live in Feast's Redis layout; writing them \
+                                  through Ferry is not built yet (docs/limits.md)"
+                .to_owned(),
+            Self::NoSnapshot => "this control plane has no valid snapshot yet".to_owned(),
+            Self::Redis(e) | Self::Contended(e) => e.clone(),
+        }
+    }
+
+    pub fn response(&self) -> Response<Full<Bytes>> {
+        let (status, code, class) = self.row();
+        let body = match self {
+            Self::Invalid(detail) => json!({ "detail": detail }),
+            _ => {
+                let mut detail = json!({
+                    "module": if class.ends_with("Exception") { "feast.errors" } else { "ferry" },
+                    "class": class,
+                    "message": self.message(),
+                    "ferry_error": code,
+                });
+                if let Self::Rows(p) = self {
+                    detail["problems"] = json!(p.list);
+                    detail["more_problems"] = json!(p.more);
+                }
+                // Feast's shape: the detail serialized, sent as a JSON string.
+                serde_json::Value::String(detail.to_string())
+            }
+        };
+        let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+        *r.status_mut() = status;
+        let h = r.headers_mut();
+        h.insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
+        h.insert(ERROR_HEADER, hyper::header::HeaderValue::from_static(code));
+        r
+    }
+}
+
+/// What a successful write did, per request row.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub written: u64,
+    pub skipped_older: u64,
+    pub refused: u64,
+}
+
+/// Feast's success answer, with the counts in headers.
+pub fn success(feast_null_body: bool, counts: Counts) -> Response<Full<Bytes>> {
+    let body = if feast_null_body { "null" } else { "" };
+    let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    let h = r.headers_mut();
+    if feast_null_body {
+        h.insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
+    }
+    for (name, n) in [
+        ("x-ferry-rows-written", counts.written),
+        ("x-ferry-rows-skipped-older", counts.skipped_older),
+        ("x-ferry-rows-refused", counts.refused),
+    ] {
+        h.insert(name, hyper::header::HeaderValue::from(n));
+    }
+    r
+}

@@ -1,0 +1,148 @@
+//! The merge rule of Ferry's layout, one function: a stored vector (or none) and the pushed
+//! rows of some of its views in, the new vector (or why not) out. A view's part is replaced
+//! only by a row at least as new (equal event times overwrite, so a re-push is idempotent);
+//! a vector of another fingerprint or layout is refused, never merged; a new vector leaves
+//! every other view empty (NOT_FOUND to the filter), never zero. The bytes are the
+//! materialize encoder's ([`crate::materialize::vector`]).
+
+use ferry_protos::v1::StoredVector;
+
+use super::model::Target;
+use super::rows::Row;
+use crate::materialize::vector::{self, Part};
+use crate::sources::ViewRow;
+
+/// One view's row for one vector.
+#[derive(Clone, Copy, Debug)]
+pub struct Update<'a> {
+    pub target: &'a Target,
+    pub row: &'a Row,
+}
+
+/// What happened to one update.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Written,
+    /// The stored part is newer.
+    SkippedOlder,
+    Refused(Refusal),
+}
+
+/// Why a vector did not take a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// The stored vector carries another fingerprint (or another number of views).
+    FingerprintMismatch,
+    /// The stored bytes are no `StoredVector`.
+    Undecodable,
+    /// The layout (a held-back snapshot's) holds features the served schema lacks.
+    SchemaMismatch,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 3] = [
+        Refusal::FingerprintMismatch,
+        Refusal::Undecodable,
+        Refusal::SchemaMismatch,
+    ];
+
+    /// The `reason` label of `ferry_write_refusals_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Refusal::FingerprintMismatch => "fingerprint_mismatch",
+            Refusal::Undecodable => "undecodable_vector",
+            Refusal::SchemaMismatch => "schema_mismatch",
+        }
+    }
+}
+
+/// The result of merging: the bytes to store (None: nothing changes) and each update's outcome.
+#[derive(Debug, PartialEq)]
+pub struct Merged {
+    pub bytes: Option<Vec<u8>>,
+    pub outcomes: Vec<Outcome>,
+}
+
+/// Merges `updates` (all for one key: one service at one fingerprint, distinct views) into
+/// `stored`.
+pub fn merge(
+    stored: Option<&[u8]>,
+    fingerprint: u64,
+    views: usize,
+    updates: &[Update<'_>],
+) -> Merged {
+    let refuse_all = |r| Merged {
+        bytes: None,
+        outcomes: vec![Outcome::Refused(r); updates.len()],
+    };
+    let mut parts: Vec<Option<ViewRow>> = match stored.map(vector::decode) {
+        None => vec![None; views],
+        Some(Err(_)) => return refuse_all(Refusal::Undecodable),
+        Some(Ok(v)) if v.fingerprint != fingerprint || v.views.len() != views => {
+            return refuse_all(Refusal::FingerprintMismatch)
+        }
+        Some(Ok(v)) => stored_parts(v),
+    };
+    let mut outcomes = Vec::with_capacity(updates.len());
+    for u in updates {
+        let t = u.target;
+        if t.unfit.is_some() {
+            outcomes.push(Outcome::Refused(Refusal::SchemaMismatch));
+            continue;
+        }
+        let Some(part) = parts.get_mut(t.slot) else {
+            outcomes.push(Outcome::Refused(Refusal::FingerprintMismatch));
+            continue;
+        };
+        if part
+            .as_ref()
+            .is_some_and(|p| p.event_time_us > u.row.event_time_us)
+        {
+            outcomes.push(Outcome::SkippedOlder);
+            continue;
+        }
+        let values: Vec<_> = t
+            .selected
+            .iter()
+            .filter_map(|&i| u.row.values.get(i).cloned())
+            .collect();
+        *part = Some(ViewRow::new(u.row.event_time_us, &values));
+        outcomes.push(Outcome::Written);
+    }
+    if !outcomes.contains(&Outcome::Written) {
+        return Merged {
+            bytes: None,
+            outcomes,
+        };
+    }
+    let whole: Vec<Vec<usize>> = parts
+        .iter()
+        .map(|p| (0..p.as_ref().map_or(0, ViewRow::len)).collect())
+        .collect();
+    let encoded: Vec<Part<'_>> = parts
+        .iter()
+        .zip(&whole)
+        .map(|(row, selected)| Part {
+            row: row.as_ref(),
+            selected,
+        })
+        .collect();
+    let mut out = Vec::new();
+    vector::encode_into(fingerprint, &encoded, &mut out);
+    Merged {
+        bytes: Some(out),
+        outcomes,
+    }
+}
+
+/// A stored vector's parts as rows; an empty part (no row) is None.
+fn stored_parts(v: StoredVector) -> Vec<Option<ViewRow>> {
+    v.views
+        .into_iter()
+        .map(|p| (!p.values.is_empty()).then(|| ViewRow::new(p.event_time_us, &p.values)))
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "merge_tests.rs"]
+mod tests;

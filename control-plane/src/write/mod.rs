@@ -1,0 +1,227 @@
+//! Feature writes (issue #23): `POST /push` and `POST /write-to-online-store` in Feast's
+//! shapes, executed by `ferry serve`, the one process that knows every fingerprint a view is
+//! stored under (the served snapshot's and a held-back one's).
+//!
+//! - [`request`]: the request bodies; [`answer`]: the answers and the error table.
+//! - [`model`]: what a write touches, compiled from the snapshots.
+//! - [`rows`]: `df` checked against the views' schemas (every problem, nothing written).
+//! - [`merge`]: the merge rule of one vector; [`store`]: the atomic compare-and-set per key.
+//! - [`metrics`]: the write series of `/metrics`.
+
+pub mod answer;
+pub mod merge;
+pub mod metrics;
+pub mod model;
+pub mod request;
+pub mod rows;
+pub mod store;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+use ferry_protos::v1;
+use ferry_redis::Connection;
+use http_body_util::Full;
+use hyper::Response;
+
+use answer::{Counts, WriteError};
+use merge::Outcome;
+use model::WriteModel;
+use request::{Endpoint, Target};
+use rows::ViewRows;
+use store::KeyWork;
+
+use crate::sources::TimestampRules;
+
+/// Largest write request body: 8 MiB (about 50,000 rows of a few features as JSON columns).
+pub const MAX_BODY_BYTES: usize = 8 << 20;
+
+/// The write service of `ferry serve`.
+pub struct Writer {
+    /// Redis (one server or a Cluster); connects on first use.
+    conn: Connection,
+    pub metrics: metrics::WriteMetrics,
+    /// The model of the last (current, held-back) pair, rebuilt when either changes.
+    model: Mutex<Option<Arc<WriteModel>>>,
+}
+
+impl Writer {
+    pub fn new(conn: Connection, metrics: metrics::WriteMetrics) -> Writer {
+        Writer {
+            conn,
+            metrics,
+            model: Mutex::new(None),
+        }
+    }
+
+    fn model(&self, current: &v1::Snapshot, held: Option<&v1::Snapshot>) -> Arc<WriteModel> {
+        let mut cached = self.model.lock().unwrap_or_else(|p| p.into_inner());
+        let fresh = cached.as_ref().is_some_and(|m| {
+            m.versions.0 == current.version
+                && m.versions.1.as_deref() == held.map(|h| h.version.as_str())
+        });
+        if !fresh {
+            *cached = Some(Arc::new(WriteModel::build(current, held)));
+        }
+        cached.clone().unwrap_or_default()
+    }
+
+    /// Answers one authorized write request whose body was read.
+    pub async fn handle(
+        &self,
+        endpoint: Endpoint,
+        body: &[u8],
+        current: Option<&v1::Snapshot>,
+        held_back: Option<&v1::Snapshot>,
+    ) -> Response<Full<Bytes>> {
+        let start = Instant::now();
+        let answer = match self.write(endpoint, body, current, held_back).await {
+            Ok(counts) => answer::success(endpoint == Endpoint::WriteToOnlineStore, counts),
+            Err(e) => {
+                self.refused(&e);
+                e.response()
+            }
+        };
+        self.metrics.latency.observe(start.elapsed().as_secs_f64());
+        answer
+    }
+
+    /// Counts a refused request.
+    pub fn refused(&self, e: &WriteError) {
+        self.metrics.refused(e.code());
+        if e.before_writing() {
+            tracing::debug!(code = e.code(), "write refused");
+        } else {
+            tracing::warn!(code = e.code(), error = ?e, "write failed");
+        }
+    }
+
+    async fn write(
+        &self,
+        endpoint: Endpoint,
+        body: &[u8],
+        current: Option<&v1::Snapshot>,
+        held_back: Option<&v1::Snapshot>,
+    ) -> Result<Counts, WriteError> {
+        let req = request::parse(endpoint, body)?;
+        let current = current.ok_or(WriteError::NoSnapshot)?;
+        let model = self.model(current, held_back);
+        let views = resolve(&model, &req.target)?;
+        if model.feast_backed {
+            return Err(WriteError::FeastBacked);
+        }
+        let rules = TimestampRules::now(None);
+        let rows = rows::rows(&req.df, &views, &rules).map_err(WriteError::Rows)?;
+        let (work, ids) = key_work(&model.project, &rows);
+        let (applied, error) = store::apply(&self.conn, work).await;
+        self.metrics.conflicts_total.inc_by(applied.conflicts);
+        let counts = count(&ids, &applied.outcomes, &rows);
+        self.metrics.rows(metrics::WRITTEN, counts.written);
+        self.metrics
+            .rows(metrics::SKIPPED_OLDER, counts.skipped_older);
+        self.metrics.rows(metrics::REFUSED, counts.refused);
+        for (_, o) in &applied.outcomes {
+            if let Outcome::Refused(r) = o {
+                self.metrics.refused(r.label());
+            }
+        }
+        match error {
+            None => Ok(counts),
+            Some(store::StoreError::Contended { key }) => Err(WriteError::Contended(format!(
+                "the vector {key} changed under {} attempts in a row; {} row(s) were written \
+                 before this, retry the request (re-pushing is idempotent)",
+                store::MAX_ATTEMPTS,
+                counts.written
+            ))),
+            Some(e) => Err(WriteError::Redis(format!(
+                "{e}; {} row(s) were written before the failure, retry the request (re-pushing \
+                 is idempotent)",
+                counts.written
+            ))),
+        }
+    }
+}
+
+/// The views a request writes.
+fn resolve(model: &WriteModel, target: &Target) -> Result<Vec<Arc<model::ViewModel>>, WriteError> {
+    let unknown_view = |view: &str| WriteError::UnknownView {
+        view: view.to_owned(),
+        project: model.project.clone(),
+    };
+    match target {
+        Target::View(name) => Ok(vec![model
+            .views
+            .get(name)
+            .cloned()
+            .ok_or_else(|| unknown_view(name))?]),
+        Target::PushSource(name) => model
+            .push_sources
+            .get(name)
+            .ok_or_else(|| WriteError::UnknownPushSource(name.clone()))?
+            .iter()
+            .map(|v| model.views.get(v).cloned().ok_or_else(|| unknown_view(v)))
+            .collect(),
+    }
+}
+
+/// One work item per Redis key, and for each request row id (view index, row index).
+fn key_work(project: &str, rows: &[ViewRows]) -> (Vec<KeyWork>, Vec<(usize, usize)>) {
+    let mut by_key: HashMap<String, KeyWork> = HashMap::new();
+    let mut ids = Vec::new();
+    for (vi, vr) in rows.iter().enumerate() {
+        for (ri, row) in vr.rows.iter().enumerate() {
+            let id = ids.len();
+            ids.push((vi, ri));
+            for t in &vr.view.targets {
+                let key =
+                    ferry_protos::redis_key(project, &t.service, t.fingerprint, &row.entity_key);
+                by_key
+                    .entry(key.clone())
+                    .or_insert_with(|| KeyWork {
+                        key,
+                        fingerprint: t.fingerprint,
+                        views: t.views,
+                        updates: Vec::new(),
+                    })
+                    .updates
+                    .push((t.clone(), row.clone(), id));
+            }
+        }
+    }
+    let mut work: Vec<KeyWork> = by_key.into_values().collect();
+    work.sort_by(|a, b| a.key.cmp(&b.key));
+    (work, ids)
+}
+
+/// Each row's result: refused if a vector refused it, else written if a vector took it (or
+/// no vector holds its view), else skipped as older. Rows superseded inside the request count
+/// as skipped.
+fn count(ids: &[(usize, usize)], outcomes: &[(usize, Outcome)], rows: &[ViewRows]) -> Counts {
+    let mut per_row: Vec<Option<Outcome>> = vec![None; ids.len()];
+    for &(id, o) in outcomes {
+        let slot = &mut per_row[id];
+        *slot = Some(match (*slot, o) {
+            (Some(Outcome::Refused(r)), _) | (_, Outcome::Refused(r)) => Outcome::Refused(r),
+            (Some(Outcome::Written), _) | (_, Outcome::Written) => Outcome::Written,
+            _ => Outcome::SkippedOlder,
+        });
+    }
+    let mut c = Counts {
+        skipped_older: rows.iter().map(|r| r.superseded).sum(),
+        ..Counts::default()
+    };
+    for (o, &(vi, _)) in per_row.into_iter().zip(ids) {
+        match o {
+            Some(Outcome::Refused(_)) => c.refused += 1,
+            Some(Outcome::SkippedOlder) => c.skipped_older += 1,
+            Some(Outcome::Written) => c.written += 1,
+            // No vector holds the view: nothing to write, nothing refused.
+            None if rows[vi].view.targets.is_empty() => c.written += 1,
+            // Not reached before a failure.
+            None => {}
+        }
+    }
+    c
+}

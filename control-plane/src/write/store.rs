@@ -1,0 +1,144 @@
+//! Applying merged vectors to Redis, one key at a time and atomically: read the key, merge in
+//! Rust ([`super::merge`]), then a compare-and-set script writes the new bytes only if the key
+//! still holds what was read; otherwise read again (bounded). This is the optimistic protocol
+//! of WATCH/MULTI/EXEC without its connection state (ARCHITECTURE.md, "Writes"): keys are
+//! written concurrently over one multiplexed connection, and on a Cluster each script touches
+//! one key, so one slot.
+
+use std::sync::Arc;
+
+use ferry_redis::Connection;
+use tokio::task::JoinSet;
+
+use super::merge::{merge, Outcome, Update};
+use super::model::Target;
+use super::rows::Row;
+
+/// Attempts per key before a write is given up as contended.
+pub const MAX_ATTEMPTS: u32 = 16;
+/// Keys written at once.
+const WORKERS: usize = 32;
+
+/// Writes `ARGV[3]` if the key holds `ARGV[2]` (`ARGV[1]` = 1), or does not exist (`ARGV[1]` =
+/// 0). An existing key keeps its expiry (KEEPTTL: materialize may have set one).
+const CAS: &str = r"
+local cur = redis.call('GET', KEYS[1])
+if ARGV[1] == '0' then
+  if cur then return 0 end
+  redis.call('SET', KEYS[1], ARGV[3])
+  return 1
+end
+if cur ~= ARGV[2] then return 0 end
+redis.call('SET', KEYS[1], ARGV[3], 'KEEPTTL')
+return 1
+";
+
+/// Everything one key receives: one service's vector at one fingerprint, for one entity.
+#[derive(Debug)]
+pub struct KeyWork {
+    pub key: String,
+    pub fingerprint: u64,
+    pub views: usize,
+    /// Each update with the id of the request row it comes from.
+    pub updates: Vec<(Target, Row, usize)>,
+}
+
+/// What writing did, per request row id.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// (row id, outcome), one per update.
+    pub outcomes: Vec<(usize, Outcome)>,
+    /// Compare-and-set attempts that found the key changed and read it again.
+    pub conflicts: u64,
+    /// Keys written.
+    pub keys_written: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error(
+        "the vector {key} changed under {MAX_ATTEMPTS} attempts in a row (contention); rows \
+         of other entities may have been written"
+    )]
+    Contended { key: String },
+    #[error("a write task failed: {0}")]
+    Task(String),
+}
+
+/// Applies every key's updates, `WORKERS` keys at once; stops at the first error.
+pub async fn apply(conn: &Connection, work: Vec<KeyWork>) -> (Applied, Option<StoreError>) {
+    let work = Arc::new(work);
+    let workers = WORKERS.min(work.len()).max(1);
+    let mut set = JoinSet::new();
+    for w in 0..workers {
+        let (conn, work) = (conn.clone(), work.clone());
+        set.spawn(async move {
+            let mut done = Applied::default();
+            for item in work.iter().skip(w).step_by(workers) {
+                if let Err(e) = apply_key(&conn, item, &mut done).await {
+                    return (done, Some(e));
+                }
+            }
+            (done, None)
+        });
+    }
+    let mut all = Applied::default();
+    let mut error = None;
+    while let Some(joined) = set.join_next().await {
+        let (done, e) =
+            joined.unwrap_or_else(|e| (Applied::default(), Some(StoreError::Task(e.to_string()))));
+        all.outcomes.extend(done.outcomes);
+        all.conflicts += done.conflicts;
+        all.keys_written += done.keys_written;
+        error = error.or(e);
+    }
+    (all, error)
+}
+
+async fn apply_key(
+    conn: &Connection,
+    item: &KeyWork,
+    done: &mut Applied,
+) -> Result<(), StoreError> {
+    let updates: Vec<Update<'_>> = item
+        .updates
+        .iter()
+        .map(|(target, row, _)| Update { target, row })
+        .collect();
+    let mut c = conn.clone();
+    for _ in 0..MAX_ATTEMPTS {
+        let stored: Option<Vec<u8>> = redis::cmd("GET").arg(&item.key).query_async(&mut c).await?;
+        let merged = merge(stored.as_deref(), item.fingerprint, item.views, &updates);
+        let ids = item.updates.iter().map(|(_, _, id)| *id);
+        let Some(bytes) = merged.bytes else {
+            done.outcomes.extend(ids.zip(merged.outcomes));
+            return Ok(());
+        };
+        let (existed, expected) = match &stored {
+            Some(s) => ("1", s.as_slice()),
+            None => ("0", &[][..]),
+        };
+        // EVAL with the text: Redis caches the compiled script by its hash; the text is a few
+        // hundred bytes beside a vector of a few hundred to a few thousand.
+        let set: i64 = redis::cmd("EVAL")
+            .arg(CAS)
+            .arg(1)
+            .arg(&item.key)
+            .arg(existed)
+            .arg(expected)
+            .arg(bytes)
+            .query_async(&mut c)
+            .await?;
+        if set == 1 {
+            done.outcomes.extend(ids.zip(merged.outcomes));
+            done.keys_written += 1;
+            return Ok(());
+        }
+        done.conflicts += 1;
+    }
+    Err(StoreError::Contended {
+        key: item.key.clone(),
+    })
+}
