@@ -403,6 +403,8 @@ mod testing;
 #[cfg(test)]
 mod admission_tests;
 #[cfg(test)]
+mod derived_tests;
+#[cfg(test)]
 mod lookup_tests;
 #[cfg(test)]
 mod reply_tests;
