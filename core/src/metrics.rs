@@ -110,7 +110,11 @@ impl Metrics {
     pub fn count_derived(&self, host: &impl Host, d: &crate::request::derived::DerivedCounts) {
         self.count(host, Metric::DerivedValues, d.values);
         self.count(host, Metric::DerivedInvalid, d.invalid);
-        self.count(host, Metric::DerivedBudgetExhausted, usize::from(d.budget_spent));
+        self.count(
+            host,
+            Metric::DerivedBudgetExhausted,
+            usize::from(d.budget_spent),
+        );
     }
 }
 

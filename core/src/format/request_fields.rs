@@ -264,7 +264,10 @@ mod tests {
         );
         assert!(refused(T::Int64, "9223372036854775808").contains("got the number"));
         let e = refused(T::Float64, "1e400");
-        assert!(e.contains("a finite number (float64), got the number"), "{e}");
+        assert!(
+            e.contains("a finite number (float64), got the number"),
+            "{e}"
+        );
         assert!(refused(T::Float32List, "0.5").contains("an array of numbers"));
         assert!(refused(T::Float32List, "[0.5, null]").contains("element 1"));
         let long = format!("[{}]", vec!["1"; MAX_LIST_LEN + 1].join(","));

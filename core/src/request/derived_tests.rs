@@ -61,7 +61,10 @@ fn every_instance_gets_its_derived_features_and_their_statuses() {
     let stale = vector(
         FP,
         vec![
-            (NOW, vec![Some(Kind::Int64Val(40)), Some(Kind::FloatVal(4.0))]),
+            (
+                NOW,
+                vec![Some(Kind::Int64Val(40)), Some(Kind::FloatVal(4.0))],
+            ),
             (NOW - 2 * day, vec![Some(Kind::Int64Val(1))]),
         ],
     );
@@ -97,7 +100,11 @@ fn every_instance_gets_its_derived_features_and_their_statuses() {
     assert_eq!(st[2]["risk__ratio"], "NOT_FOUND");
     assert_eq!(st[2]["risk__big"], "NOT_FOUND");
     assert_eq!(st[2]["risk__huge"], "OUTSIDE_MAX_AGE");
-    assert_eq!(i[2]["risk__count_or_zero"], json!(0), "has() gives its default");
+    assert_eq!(
+        i[2]["risk__count_or_zero"],
+        json!(0),
+        "has() gives its default"
+    );
     assert_eq!(i[2]["risk__abroad"], json!(true));
     // u4: a null stored input is NULL_VALUE; the client's values under derived names are gone.
     assert_eq!(i[3]["risk__ratio"], Json::Null);
@@ -130,8 +137,14 @@ fn a_service_of_request_fields_only_makes_no_reader_call() {
     assert_eq!(out["instances"][0]["req__double_amount"], json!(5.0));
     assert_eq!(out["instances"][1]["req__double_amount"], Json::Null);
     assert_eq!(out["instances"][2]["req__double_amount"], Json::Null);
-    assert_eq!(out["ferry"]["statuses"][1]["req__double_amount"], "NULL_VALUE");
-    assert_eq!(out["ferry"]["statuses"][2]["req__double_amount"], "NOT_FOUND");
+    assert_eq!(
+        out["ferry"]["statuses"][1]["req__double_amount"],
+        "NULL_VALUE"
+    );
+    assert_eq!(
+        out["ferry"]["statuses"][2]["req__double_amount"],
+        "NOT_FOUND"
+    );
     assert_eq!(
         f.host().request_header("x-ferry-derived-version"),
         Some("00000000000000bb".into())
@@ -171,9 +184,19 @@ fn a_spent_budget_makes_the_rest_invalid() {
     let mut budget = Budget::new(20);
     let counts = super::derived::evaluate(route, req.fields(), &mut features, NOW_S, &mut budget);
     assert!(counts.budget_spent);
-    assert_eq!(features[0].statuses[3..].iter().filter(|s| **s == FeatureStatus::Invalid).count(), 0);
+    assert_eq!(
+        features[0].statuses[3..]
+            .iter()
+            .filter(|s| **s == FeatureStatus::Invalid)
+            .count(),
+        0
+    );
     assert_eq!(features[1].statuses.last(), Some(&FeatureStatus::Invalid));
-    assert_eq!(counts.invalid + counts.values + 2, 12, "two NOT_FOUND (txn.count)");
+    assert_eq!(
+        counts.invalid + counts.values + 2,
+        12,
+        "two NOT_FOUND (txn.count)"
+    );
 }
 
 /// The request fields a route in `format` reads from `body` (or the headers).
@@ -189,9 +212,8 @@ fn fields_of(format: pb::Format, body: &str, headers: &[(&str, &str)]) -> Vec<In
             route,
         )
         .map(ParsedRequest::Header),
-        pb::Format::FeastRest => {
-            format::feast_rest::parse(body.as_bytes(), route, &c).map(|r| ParsedRequest::FeastRest(Box::new(r)))
-        }
+        pb::Format::FeastRest => format::feast_rest::parse(body.as_bytes(), route, &c)
+            .map(|r| ParsedRequest::FeastRest(Box::new(r))),
         _ => format::parse(body.as_bytes(), route, None),
     }
     .unwrap();
@@ -220,7 +242,12 @@ fn every_format_reads_request_fields_where_it_finds_entity_ids() {
         {"name":"amount","shape":[2,1],"datatype":"FP64","data":[[1.5],[2]]}]}"#;
     assert_eq!(
         fields_of(pb::Format::KserveV2, v2, &[]),
-        [amount(1.5), Input::Absent(Absence::NotFound), amount(2.0), Input::Absent(Absence::NotFound)]
+        [
+            amount(1.5),
+            Input::Absent(Absence::NotFound),
+            amount(2.0),
+            Input::Absent(Absence::NotFound)
+        ]
     );
     let headers = [("user_id", "u1"), ("amount", "12.5"), ("country", "FR")];
     assert_eq!(
@@ -231,7 +258,12 @@ fn every_format_reads_request_fields_where_it_finds_entity_ids() {
         "amount":[3,null],"country":["FR","DE"]}}"#;
     assert_eq!(
         fields_of(pb::Format::FeastRest, feast, &[]),
-        [amount(3.0), country("FR"), Input::Absent(Absence::NullValue), country("DE")]
+        [
+            amount(3.0),
+            country("FR"),
+            Input::Absent(Absence::NullValue),
+            country("DE")
+        ]
     );
 }
 
@@ -245,7 +277,9 @@ fn request_fields_of_the_wrong_type_are_refused_by_name() {
             pb::Format::FeastRest => format::feast_rest::parse(body.as_bytes(), &c.routes[0], &c)
                 .map(|_| ())
                 .unwrap_err(),
-            _ => format::parse(body.as_bytes(), &c.routes[0], None).map(|_| ()).unwrap_err(),
+            _ => format::parse(body.as_bytes(), &c.routes[0], None)
+                .map(|_| ())
+                .unwrap_err(),
         };
         assert_eq!(e.code(), "invalid_request_field", "{e}");
         e.message()
@@ -292,11 +326,17 @@ fn grpc_reads_typed_contents_and_refuses_raw_ones_by_name() {
     });
     let body = format::kserve_v2_grpc::frame(&m.encode_to_vec());
     let parsed = format::parse(&body, &c.routes[0], None).unwrap();
-    assert_eq!(parsed.fields(), [amount(4.5), Input::Absent(Absence::NotFound)]);
+    assert_eq!(
+        parsed.fields(),
+        [amount(4.5), Input::Absent(Absence::NotFound)]
+    );
 
     let mut raw = model_infer("u1");
     raw.inputs[0].contents = None;
-    raw.raw_input_contents = vec![[2u32.to_le_bytes().as_slice(), b"u1"].concat(), 4.5f64.to_le_bytes().to_vec()];
+    raw.raw_input_contents = vec![
+        [2u32.to_le_bytes().as_slice(), b"u1"].concat(),
+        4.5f64.to_le_bytes().to_vec(),
+    ];
     raw.inputs.push(InferInputTensor {
         name: "amount".into(),
         datatype: "FP64".into(),

@@ -152,7 +152,10 @@ fn resolve(
                         false => errors::unknown_view(view, project),
                     })?;
                 chosen.0.push(service.clone());
-                (chosen.0.len() - 1, holds(service).unwrap_or(Held::Stored(0)))
+                (
+                    chosen.0.len() - 1,
+                    holds(service).unwrap_or(Held::Stored(0)),
+                )
             }
         };
         picks.push(pick);

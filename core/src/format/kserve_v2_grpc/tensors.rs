@@ -133,7 +133,12 @@ pub(super) fn per_feature(
 ) -> Result<Vec<Tensor>, FerryError> {
     let n = features.len();
     let mut tensors = Vec::with_capacity(route.feature_count);
-    for (j, (name, t)) in route.output_names.iter().zip(route.value_types()).enumerate() {
+    for (j, (name, t)) in route
+        .output_names
+        .iter()
+        .zip(route.value_types())
+        .enumerate()
+    {
         let column: Vec<Option<&Kind>> = features
             .iter()
             .map(|e| e.values.get(j).and_then(Option::as_ref))
