@@ -160,11 +160,15 @@ fn resolve(
         };
         picks.push(pick);
     }
-    // Indices into what the served route writes per entity: the chosen services' stored
-    // features one after the other, then their derived ones one after the other.
+    chosen.1 = indices(&chosen.0, &picks);
+    Ok(chosen)
+}
+
+/// Indices into what the served route writes per entity: the chosen services' stored
+/// features one after the other, then their derived ones one after the other.
+fn indices(chosen: &[Rc<Service>], picks: &[(usize, Held)]) -> Vec<usize> {
     let offsets = |count: fn(&Service) -> usize, start: usize| -> Vec<usize> {
         chosen
-            .0
             .iter()
             .scan(start, |at, s| {
                 let here = *at;
@@ -174,16 +178,15 @@ fn resolve(
             .collect()
     };
     let stored = offsets(|s| s.feature_count, 0);
-    let total = chosen.0.iter().map(|s| s.feature_count).sum();
+    let total = chosen.iter().map(|s| s.feature_count).sum();
     let derived = offsets(|s| s.derived_count, total);
-    chosen.1 = picks
+    picks
         .iter()
         .map(|(p, held)| match held {
             Held::Stored(i) => stored[*p] + i,
             Held::Derived(i) => derived[*p] + i,
         })
-        .collect();
-    Ok(chosen)
+        .collect()
 }
 
 /// Where a service holds a feature: in its stored vector, or among its derived features.
