@@ -7,8 +7,10 @@ use prost::Message;
 use serde_json::Value as Json;
 
 use crate::config::{Config, OnMissing, OnStale, Route};
+use crate::derive::{cost::DEFAULT_REQUEST_BUDGET, Budget};
 use crate::error::FerryError;
 use crate::format::{self, ParsedRequest};
+use crate::request::derived::{self, DerivedCounts};
 use crate::values::FeatureValue;
 use crate::vector::{self, EntityFeatures, FeatureStatus};
 
@@ -26,6 +28,8 @@ pub struct Enriched {
     pub found: usize,
     pub missing: usize,
     pub stale: usize,
+    /// What computing the on-demand features gave, for metrics.
+    pub derived: DerivedCounts,
 }
 
 /// The single reader call for a request.
@@ -162,12 +166,25 @@ pub fn reader_vectors(
 }
 
 /// Enriches the request with one stored vector per entity (`vectors[i]` for entity i; empty =
-/// not found), applying the route's missing and stale policies.
+/// not found), applying the route's missing and stale policies, and computes its on-demand
+/// features with `request.time` the current time (see [`enrich_at`]).
 pub fn enrich(
     route: &Route,
     req: ParsedRequest,
     vectors: &[Vec<u8>],
     now_us: i64,
+) -> Result<Enriched, FerryError> {
+    enrich_at(route, req, vectors, now_us, now_us)
+}
+
+/// [`enrich`] with `request.time` taken from `received_us`, when Envoy received the request
+/// (its whole seconds).
+pub fn enrich_at(
+    route: &Route,
+    req: ParsedRequest,
+    vectors: &[Vec<u8>],
+    now_us: i64,
+    received_us: i64,
 ) -> Result<Enriched, FerryError> {
     if vectors.len() != req.keys().len() {
         return Err(FerryError::BadVector {
@@ -192,6 +209,7 @@ pub fn enrich(
     if route.on_missing == OnMissing::Default {
         apply_defaults(route, &mut features);
     }
+    let derived = compute(route, &req, &mut features, received_us);
     // Entity keys looked up: one per service of the route for each entity.
     let entities = req.keys().len();
     let headers = summary(route, entities, missing.len(), stale.len());
@@ -205,7 +223,20 @@ pub fn enrich(
         found: entities - missing.len(),
         missing: missing.len(),
         stale: stale.len(),
+        derived,
     })
+}
+
+/// The request's on-demand features (`request::derived`), under one budget.
+fn compute(
+    route: &Route,
+    req: &ParsedRequest,
+    features: &mut [EntityFeatures],
+    received_us: i64,
+) -> DerivedCounts {
+    let mut budget = Budget::new(DEFAULT_REQUEST_BUDGET);
+    let received_s = received_us.div_euclid(1_000_000);
+    derived::evaluate(route, req.fields(), features, received_s, &mut budget)
 }
 
 /// The features of every entity, and the keys found missing or with a feature past its
@@ -233,6 +264,10 @@ fn decode(
         };
         for ((part, key), bytes) in route.parts.iter().zip(keys).zip(vectors) {
             let from = entity.statuses.len();
+            if part.service.feature_count == 0 {
+                // On-demand views over request fields only: nothing stored, nothing looked up.
+                continue;
+            }
             if bytes.is_empty() {
                 missing.push(key.clone());
                 entity.push_not_found(part.service.feature_count);
@@ -262,7 +297,7 @@ fn summary(
     stale: usize,
 ) -> Vec<(&'static str, String)> {
     let partial = missing > 0 || stale > 0;
-    vec![
+    let mut out = vec![
         ("x-ferry-service", route.services_label.clone()),
         ("x-ferry-fingerprint", route.fingerprints_label.clone()),
         ("x-ferry-entities", entities.to_string()),
@@ -272,7 +307,19 @@ fn summary(
             "x-ferry-status",
             if partial { "partial" } else { "ok" }.to_string(),
         ),
-    ]
+    ];
+    derived_version(route, &mut out);
+    out
+}
+
+/// `x-ferry-derived-version`, when the route computes on-demand features.
+fn derived_version(route: &Route, headers: &mut Vec<(&'static str, String)>) {
+    if !route.derived.version_label.is_empty() {
+        headers.push((
+            "x-ferry-derived-version",
+            route.derived.version_label.clone(),
+        ));
+    }
 }
 
 /// Per entity, the event time of each feature of its flattened vector (0 = none): Feast's
@@ -303,41 +350,47 @@ fn apply_defaults(route: &Route, features: &mut [EntityFeatures]) {
     }
 }
 
-/// A request forwarded under `on_reader_error: forward` after a reader failure: every feature
-/// null (or the repo's default under `on_missing_entity: default`) with status NOT_FOUND, so
-/// nothing a client sent under Ferry's names goes on; `x-ferry-status: degraded` and
-/// `x-ferry-error` say why.
+/// A request forwarded under `on_reader_error: forward` after a reader failure: every stored
+/// feature null (or the repo's default under `on_missing_entity: default`) with status
+/// NOT_FOUND, so nothing a client sent under Ferry's names goes on, and the on-demand features
+/// computed over that (`received_us`: when Envoy received the request);
+/// `x-ferry-status: degraded` and `x-ferry-error` say why.
 pub fn degraded(
     route: &Route,
     req: ParsedRequest,
     error: &FerryError,
+    received_us: i64,
 ) -> Result<Enriched, FerryError> {
     let entities = req.keys().len() / route.keys_per_entity();
     let mut features: Vec<EntityFeatures> = (0..entities)
         .map(|_| EntityFeatures {
-            values: vec![None; route.feature_count],
-            statuses: vec![FeatureStatus::NotFound; route.feature_count],
+            values: vec![None; route.stored_count],
+            statuses: vec![FeatureStatus::NotFound; route.stored_count],
         })
         .collect();
     if route.on_missing == OnMissing::Default {
         apply_defaults(route, &mut features);
     }
+    let derived = compute(route, &req, &mut features, received_us);
     Ok(Enriched {
         rewritten: format::rewrite(req, route, features)?,
         headers: degraded_headers(route, error),
         found: 0,
         missing: 0,
         stale: 0,
+        derived,
     })
 }
 
 /// `x-ferry-*` of a request forwarded unenriched under `on_reader_error: forward`.
 fn degraded_headers(route: &Route, error: &FerryError) -> Vec<(&'static str, String)> {
-    vec![
+    let mut out = vec![
         ("x-ferry-service", route.services_label.clone()),
         ("x-ferry-status", "degraded".to_string()),
         ("x-ferry-error", error.code().to_string()),
-    ]
+    ];
+    derived_version(route, &mut out);
+    out
 }
 
 #[cfg(test)]

@@ -31,6 +31,14 @@ pub enum FerryError {
     /// `place` names the id (e.g. `instances[3].user_id`).
     #[error("{place}: {reason}")]
     InvalidEntityId { place: String, reason: String },
+    /// A request field an on-demand view reads holds a value of another type than declared
+    /// (or one Ferry does not read, e.g. a binary tensor); `place` names the instance.
+    #[error("{place}: request field '{field}': {reason}")]
+    InvalidRequestField {
+        place: String,
+        field: String,
+        reason: String,
+    },
     /// KServe v2: no input tensor holds this join key.
     #[error("no input tensor named '{name}' (it must hold the entity ids)")]
     MissingEntityTensor { name: String },
@@ -137,6 +145,7 @@ impl FerryError {
             E::BadFraming(_) => (400, "bad_binary_framing"),
             E::MissingEntityId { .. } | E::MissingEntityTensor { .. } => (400, "missing_entity_id"),
             E::InvalidEntityId { .. } => (400, "invalid_entity_id"),
+            E::InvalidRequestField { .. } => (400, "invalid_request_field"),
             E::DuplicateEntityId { .. } => (400, "duplicate_entity_id"),
             E::NoEntities => (400, "no_entities"),
             E::NoRoute { .. } => (404, "no_route"),

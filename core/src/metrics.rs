@@ -28,9 +28,15 @@ pub enum Metric {
     CacheEvictions,
     /// Time from dispatch to the reader's answer, microseconds.
     ReaderLatencyUs,
+    /// On-demand features computed to a value.
+    DerivedValues,
+    /// On-demand features null with status INVALID (evaluation errors, budget included).
+    DerivedInvalid,
+    /// Requests whose evaluation budget ran out.
+    DerivedBudgetExhausted,
 }
 
-pub const ALL: [(Metric, Kind, &str); 12] = [
+pub const ALL: [(Metric, Kind, &str); 15] = [
     (Metric::Enriched, Kind::Counter, "ferry_requests_enriched"),
     (Metric::Rejected, Kind::Counter, "ferry_requests_rejected"),
     (Metric::Degraded, Kind::Counter, "ferry_requests_degraded"),
@@ -58,6 +64,17 @@ pub const ALL: [(Metric, Kind, &str); 12] = [
         Metric::ReaderLatencyUs,
         Kind::Histogram,
         "ferry_reader_latency_us",
+    ),
+    (Metric::DerivedValues, Kind::Counter, "ferry_derived_values"),
+    (
+        Metric::DerivedInvalid,
+        Kind::Counter,
+        "ferry_derived_invalid",
+    ),
+    (
+        Metric::DerivedBudgetExhausted,
+        Kind::Counter,
+        "ferry_derived_budget_exhausted",
     ),
 ];
 
@@ -87,6 +104,17 @@ impl Metrics {
         if let (Some(id), true) = (self.id(m), delta > 0) {
             host.metric_add(id, i64::try_from(delta).unwrap_or(i64::MAX));
         }
+    }
+
+    /// Counts what computing a request's on-demand features gave.
+    pub fn count_derived(&self, host: &impl Host, d: &crate::request::derived::DerivedCounts) {
+        self.count(host, Metric::DerivedValues, d.values);
+        self.count(host, Metric::DerivedInvalid, d.invalid);
+        self.count(
+            host,
+            Metric::DerivedBudgetExhausted,
+            usize::from(d.budget_spent),
+        );
     }
 }
 

@@ -161,6 +161,8 @@ pub struct RawRoute {
     pub matcher: RawMatch,
     pub service: String,
     pub format: String,
+    /// Absent only for a service of on-demand views over request fields only (no join key).
+    #[serde(default)]
     pub entity: RawEntityRef,
     #[serde(default, deserialize_with = "word")]
     pub feature_names: Option<String>,
@@ -219,7 +221,7 @@ pub struct RawHeaderMatch {
     pub exact: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawEntityRef {
     pub field: Option<String>,

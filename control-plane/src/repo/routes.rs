@@ -180,7 +180,12 @@ fn route(
         &rr.feature_names,
         &[("full", FeatureNames::Full), ("short", FeatureNames::Short)],
     );
-    let entity_fields = entity_fields_of(&rr.entity, path, issues);
+    // A service of on-demand views over request fields only has no join key to name.
+    let keyless = service.is_some_and(|s| services[s].keys.is_empty());
+    let entity_fields = match (&rr.entity.field, &rr.entity.fields) {
+        (None, None) if keyless => Vec::new(),
+        _ => entity_fields_of(&rr.entity, path, issues),
+    };
     let parts: Vec<(&FeatureService, &Vec<String>)> = service
         .map(|s| (&services[s], &entity_fields))
         .into_iter()

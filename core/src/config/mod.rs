@@ -22,9 +22,10 @@ mod model;
 pub use compile::ConfigError;
 pub use matching::normalize_host;
 pub use model::{
-    Config, DerivedFeature, DerivedPart, EntityKey, Feature, Format, HeaderEncoding, HeaderMatch,
-    HostMatch, KeyKind, OnDemandView, OnMissing, OnReaderError, OnStale, PathMatch, RequestField,
-    Route, RouteConditions, RoutePart, Service, StoredInput, View, OWN_HEADER_PREFIX,
+    Config, DerivedBinding, DerivedFeature, DerivedPart, EntityKey, Feature, Format,
+    HeaderEncoding, HeaderMatch, HostMatch, KeyKind, OnDemandView, OnMissing, OnReaderError,
+    OnStale, PathMatch, RequestField, Route, RouteConditions, RouteDerived, RouteField, RoutePart,
+    Service, StoredInput, View, OWN_HEADER_PREFIX,
 };
 
 #[cfg(test)]

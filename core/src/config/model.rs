@@ -329,9 +329,15 @@ pub struct Route {
     /// name and fingerprint), for `x-ferry-service` / `x-ferry-fingerprint` and the metadata.
     pub services_label: String,
     pub fingerprints_label: String,
-    /// Features per entity, over all parts.
+    /// Features per entity, over all parts: the stored ones (`stored_count`), then the
+    /// derived ones (`derived.count`).
     pub feature_count: usize,
-    /// Output field name of every feature of the flattened vector, per `feature_names`.
+    /// Stored features per entity, over all parts (the flattened stored vector's length).
+    pub stored_count: usize,
+    /// The on-demand features the route computes per entity, written after the stored ones.
+    pub derived: RouteDerived,
+    /// Output field name of every feature of an entity, stored then derived, per
+    /// `feature_names`.
     pub output_names: Vec<String>,
     /// `"name":` of each output name, JSON-escaped once, for the writers that emit JSON text.
     pub output_keys: Vec<Vec<u8>>,
@@ -370,6 +376,58 @@ impl Route {
             .iter()
             .flat_map(|p| p.service.views.iter().flat_map(|v| &v.features))
     }
+
+    /// The type of every feature the route writes per entity, stored then derived (the order
+    /// of `output_names`).
+    pub fn value_types(&self) -> impl Iterator<Item = pb::ValueType> + '_ {
+        let derived = self.derived.bindings.iter().flat_map(|b| {
+            b.features
+                .iter()
+                .map(move |&i| b.view.features[i].value_type)
+        });
+        self.features().map(|f| f.value_type).chain(derived)
+    }
+
+    /// Whether some part has stored features, so that a lookup is needed: a route over
+    /// on-demand views of request fields only makes no reader call.
+    pub fn needs_lookup(&self) -> bool {
+        self.stored_count > 0
+    }
+}
+
+/// A route's on-demand features: the request fields it reads from each instance and each
+/// on-demand view bound to the entity's flattened stored vector.
+#[derive(Debug, Default)]
+pub struct RouteDerived {
+    /// The request fields read from each instance, once per (field, type), over every view.
+    pub fields: Vec<RouteField>,
+    /// One per (part, on-demand view the part's service lists), in part order.
+    pub bindings: Vec<DerivedBinding>,
+    /// Derived features per entity.
+    pub count: usize,
+    /// The parts' derived versions, comma-separated (empty when the route has none), for the
+    /// `ferry` metadata and `x-ferry-derived-version`.
+    pub version_label: String,
+}
+
+/// Where each instance holds a request field, and its declared type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteField {
+    pub field: String,
+    pub value_type: pb::ValueType,
+}
+
+/// One on-demand view of a route part, bound to the entity's features.
+#[derive(Debug)]
+pub struct DerivedBinding {
+    pub view: Rc<OnDemandView>,
+    /// Indexes into `view.features`, in output order.
+    pub features: Vec<usize>,
+    /// For each of `view.stored`: its index in the entity's flattened stored vector (over
+    /// all parts).
+    pub stored: Vec<usize>,
+    /// For each of `view.request`: its index in `RouteDerived::fields`.
+    pub request: Vec<usize>,
 }
 
 impl Config {

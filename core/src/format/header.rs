@@ -11,6 +11,7 @@ use prost::Message;
 
 use super::entity;
 use super::metadata;
+use super::request_fields;
 use crate::config::{HeaderEncoding, KeyKind, Route, RoutePart};
 use crate::error::FerryError;
 use crate::values;
@@ -22,6 +23,8 @@ pub const STATUS_HEADER: &str = "x-ferry-feature-status";
 #[derive(Debug)]
 pub struct ParsedRequest {
     pub keys: Vec<String>,
+    /// The request fields, each from the header of its name (`request_fields::of_header`).
+    pub fields: request_fields::Fields,
 }
 
 /// The entity key from the request headers named by the route (`header(name)` reads one,
@@ -41,7 +44,20 @@ pub fn parse(
         }
         keys.push(key_from_headers(&header, p)?);
     }
-    Ok(ParsedRequest { keys })
+    let mut fields = Vec::with_capacity(route.derived.fields.len());
+    let place = || "the request".to_string();
+    for f in &route.derived.fields {
+        if count(&f.field) > 1 {
+            let reason = "header sent more than once; send it exactly once".into();
+            return Err(request_fields::invalid(&place, f, reason));
+        }
+        fields.push(request_fields::of_header(
+            header(&f.field).as_deref(),
+            f,
+            &place,
+        )?);
+    }
+    Ok(ParsedRequest { keys, fields })
 }
 
 /// One part's entity key from the request headers its entity fields name.
@@ -86,6 +102,7 @@ fn protobuf_base64(route: &Route, f: EntityFeatures) -> String {
                 FeatureStatus::NotFound => pb::FeatureStatus::NotFound,
                 FeatureStatus::OutsideMaxAge => pb::FeatureStatus::OutsideMaxAge,
                 FeatureStatus::NullValue => pb::FeatureStatus::NullValue,
+                FeatureStatus::Invalid => pb::FeatureStatus::Invalid,
             }) as i32
         })
         .collect();

@@ -9,6 +9,7 @@ use serde_json::{Map, Value as Json};
 use super::document::{self, shape};
 use super::entity;
 use super::metadata::{self, METADATA_FIELD};
+use super::request_fields;
 use crate::config::Route;
 use crate::error::FerryError;
 use crate::values;
@@ -20,6 +21,8 @@ pub struct ParsedRequest {
     spellings: document::Spellings,
     doc: Json,
     pub keys: Vec<String>,
+    /// The request fields of each entity object (`request_fields`).
+    pub fields: request_fields::Fields,
 }
 
 /// The entities at `at` (the route's `entity_pointer`).
@@ -31,12 +34,14 @@ pub fn parse(body: &[u8], route: &Route, at: &str) -> Result<ParsedRequest, Ferr
     let target = doc
         .pointer(at)
         .ok_or_else(|| shape(&format!("nothing at JSON pointer '{at}'")))?;
+    let mut fields = Vec::new();
     let keys = match target {
         Json::Object(obj) => {
             entity::check_count(1, route)?;
             let mut keys = Vec::with_capacity(route.parts.len());
             let place = if at.is_empty() { "the body" } else { at };
             entity::keys_of_object(obj, route, place, &mut keys)?;
+            object_fields(obj, route, place, &mut fields)?;
             keys
         }
         Json::Array(items) => {
@@ -48,6 +53,7 @@ pub fn parse(body: &[u8], route: &Route, at: &str) -> Result<ParsedRequest, Ferr
                     return Err(shape(&format!("{place} must be a JSON object")));
                 };
                 entity::keys_of_object(obj, route, &place, &mut keys)?;
+                object_fields(obj, route, &place, &mut fields)?;
             }
             keys
         }
@@ -61,8 +67,23 @@ pub fn parse(body: &[u8], route: &Route, at: &str) -> Result<ParsedRequest, Ferr
     Ok(ParsedRequest {
         doc,
         keys,
+        fields,
         spellings,
     })
+}
+
+/// The request fields of one entity object, if the route reads any.
+fn object_fields(
+    obj: &Map<String, Json>,
+    route: &Route,
+    place: &str,
+    out: &mut request_fields::Fields,
+) -> Result<(), FerryError> {
+    if !request_fields::wanted(route) {
+        return Ok(());
+    }
+    let member = |name: &str| Ok(obj.get(name).map(std::borrow::Cow::Borrowed));
+    request_fields::of_members(member, route, &|| place.to_string(), out)
 }
 
 /// Writes `value` at `pointer` inside `obj`, creating (or replacing non-object) intermediate

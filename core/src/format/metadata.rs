@@ -1,5 +1,6 @@
 //! What Ferry reports in the body: the `ferry` field with the services, their fingerprints and
-//! each entity's features that are not PRESENT.
+//! each entity's features that are not PRESENT, and the derived version when the route computes
+//! on-demand features.
 
 use serde_json::{Map, Value as Json};
 
@@ -28,6 +29,12 @@ pub fn metadata(route: &Route, statuses: Vec<Json>) -> Json {
         "fingerprint".into(),
         Json::from(route.fingerprints_label.as_str()),
     );
+    if !route.derived.version_label.is_empty() {
+        meta.insert(
+            "derived_version".into(),
+            Json::from(route.derived.version_label.as_str()),
+        );
+    }
     meta.insert("statuses".into(), Json::Array(statuses));
     Json::Object(meta)
 }

@@ -14,6 +14,7 @@ pub mod kserve_v2;
 pub mod kserve_v2_grpc;
 pub mod metadata;
 pub mod raw;
+pub mod request_fields;
 
 use crate::config::{Format, Route};
 use crate::error::FerryError;
@@ -56,6 +57,19 @@ impl ParsedRequest {
 }
 
 impl ParsedRequest {
+    /// The request fields of every instance, `RouteDerived::fields` per instance in order
+    /// (empty when the route reads none).
+    pub fn fields(&self) -> &[crate::derive::Input<'static>] {
+        match self {
+            ParsedRequest::KserveV1(r) => &r.request_fields,
+            ParsedRequest::KserveV2(r) => &r.fields,
+            ParsedRequest::KserveV2Grpc(r) => &r.fields,
+            ParsedRequest::Json(r) => &r.fields,
+            ParsedRequest::Header(r) => &r.fields,
+            ParsedRequest::FeastRest(r) => &r.fields,
+        }
+    }
+
     /// The `format:` word this request was parsed by.
     pub fn format_name(&self) -> &'static str {
         match self {

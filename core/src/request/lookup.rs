@@ -45,6 +45,9 @@ pub(super) fn cached(
         .enumerate()
         .map(|(j, k)| {
             let service = route.service_of_key(j);
+            if service.feature_count == 0 {
+                return Vec::new();
+            }
             let id = near_cache::entry_id(service.fingerprint, &service.name, k);
             let (set, _) = host.shared_get(&near_cache::set_key(&id, config.near_cache_sets));
             set.and_then(|s| {
@@ -54,8 +57,11 @@ pub(super) fn cached(
         })
         .collect();
     let hits = out.iter().filter(|v| !v.is_empty()).count();
+    let stored = (0..keys.len())
+        .filter(|j| route.service_of_key(*j).feature_count > 0)
+        .count();
     metrics.count(host, Metric::CacheHits, hits);
-    metrics.count(host, Metric::CacheMisses, keys.len() - hits);
+    metrics.count(host, Metric::CacheMisses, stored - hits);
     out
 }
 

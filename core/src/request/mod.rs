@@ -9,7 +9,10 @@
 //! - `admission.rs`: the headers Ferry owns removed, the route selected, a body route's
 //!   method, size and framing checked.
 //! - `parse.rs`: the entities, from the headers (header mode) or the buffered body.
-//! - `lookup.rs`: the near cache, then one reader call for the misses; its answer judged.
+//! - `lookup.rs`: the near cache, then one reader call for the misses; its answer judged
+//!   (none for a service of on-demand views over request fields only).
+//! - `derived.rs`: the on-demand features of every entity, computed after the lookup (called
+//!   by [`crate::enrich`], between the route's policies and the rewrite).
 //! - [`crate::enrich`]: features per entity under the route's policies, and the rewrite.
 //! - `forward.rs`: the enriched request sent on; `reply.rs`: Ferry's own answers (errors as
 //!   JSON or gRPC statuses, `feast_rest` features) and the `x-ferry-*` summary.
@@ -22,6 +25,7 @@
 //! that ends the wait.
 
 mod admission;
+pub(crate) mod derived;
 mod forward;
 mod lookup;
 mod parse;
@@ -83,6 +87,8 @@ pub struct HttpFilter<H: Host> {
     /// The client speaks gRPC (`content-type: application/grpc...`): errors are answered as
     /// gRPC statuses. Read with the headers, as they may be gone by the time of an answer.
     grpc_client: bool,
+    /// The host's clock when the request headers arrived: on-demand views' `request.time`.
+    received_us: i64,
 }
 
 impl<H: Host> HttpFilter<H> {
@@ -96,6 +102,7 @@ impl<H: Host> HttpFilter<H> {
             headers_sent: false,
             response_held: false,
             grpc_client: false,
+            received_us: 0,
         }
     }
 
@@ -108,6 +115,7 @@ impl<H: Host> HttpFilter<H> {
             return Action::Continue;
         };
         self.grpc_client = admission::grpc_client(&self.host);
+        self.received_us = self.host.now_us();
         match admission::admit(&self.host, &config, end_of_stream) {
             Admitted::Pass => Action::Continue,
             Admitted::Refused { route, err } => self.answer_named(&route, &err),
@@ -220,8 +228,9 @@ impl<H: Host> HttpFilter<H> {
         let route = parse::served_route(config, index, &request);
         let route = &*route;
         let vectors = lookup::cached(&self.host, &self.metrics, config, route, request.keys());
+        // A service of on-demand views over request fields only has nothing to look up.
         let misses: Vec<usize> = (0..vectors.len())
-            .filter(|i| vectors[*i].is_empty())
+            .filter(|i| vectors[*i].is_empty() && route.service_of_key(*i).feature_count > 0)
             .collect();
         if misses.is_empty() {
             return self.finish(route, request, body_size, &vectors, resume);
@@ -306,13 +315,15 @@ impl<H: Host> HttpFilter<H> {
         vectors: &[Vec<u8>],
         resume: Resume,
     ) -> Action {
-        match enrich::enrich(route, request, vectors, self.host.now_us()) {
+        let now = self.host.now_us();
+        match enrich::enrich_at(route, request, vectors, now, self.received_us) {
             Ok(out) => {
                 let count = |m, n| self.metrics.count(&self.host, m, n);
                 count(Metric::Enriched, 1);
                 count(Metric::EntitiesFound, out.found);
                 count(Metric::EntitiesMissing, out.missing);
                 count(Metric::EntitiesStale, out.stale);
+                self.metrics.count_derived(&self.host, &out.derived);
                 self.forward(route, out, body_size, resume)
             }
             Err(e) => self.answer(route, &e),
@@ -363,9 +374,10 @@ impl<H: Host> HttpFilter<H> {
         if !lookup::failed(&self.host, &self.metrics, route, err) {
             return self.answer(route, err);
         }
-        match enrich::degraded(route, request, err) {
+        match enrich::degraded(route, request, err, self.received_us) {
             Ok(out) => {
                 self.metrics.count(&self.host, Metric::Degraded, 1);
+                self.metrics.count_derived(&self.host, &out.derived);
                 self.forward(route, out, body_size, resume)
             }
             Err(e) => self.answer(route, &e),
@@ -390,6 +402,8 @@ mod testing;
 
 #[cfg(test)]
 mod admission_tests;
+#[cfg(test)]
+mod derived_tests;
 #[cfg(test)]
 mod lookup_tests;
 #[cfg(test)]

@@ -17,6 +17,8 @@ pub enum FeatureStatus {
     NotFound,
     OutsideMaxAge,
     NullValue,
+    /// A derived feature whose evaluation failed (Feast's `INVALID`).
+    Invalid,
 }
 
 impl FeatureStatus {
@@ -26,6 +28,7 @@ impl FeatureStatus {
             FeatureStatus::NotFound => "NOT_FOUND",
             FeatureStatus::OutsideMaxAge => "OUTSIDE_MAX_AGE",
             FeatureStatus::NullValue => "NULL_VALUE",
+            FeatureStatus::Invalid => "INVALID",
         }
     }
 }

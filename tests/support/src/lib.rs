@@ -4,6 +4,7 @@
 //! - [`snapshot`]: registry snapshots (`ferry_protos::v1::Snapshot`) the filter accepts: the
 //!   standard `scoring` service and `fraud` route, a merchant-keyed second service, builders
 //!   for crates that need more services or routes;
+//! - [`on_demand`]: on-demand views (expression trees) in the standard snapshot;
 //! - [`vector`]: stored vectors, as `ferry materialize` writes them to Redis;
 //! - [`reader`]: the reader's request and answer;
 //! - [`signed`]: signed snapshots (keys from a seed, envelopes at any sequence);
@@ -22,6 +23,7 @@
 
 pub mod certs;
 pub mod example;
+pub mod on_demand;
 pub mod ports;
 pub mod proxy;
 pub mod reader;

@@ -9,7 +9,8 @@ use ferry_protos::v1::{self as pb, ValueType};
 
 use super::error::{invalid, ConfigError};
 use crate::config::model::{
-    DerivedFeature, DerivedPart, OnDemandView, RequestField, StoredInput, View,
+    DerivedBinding, DerivedFeature, DerivedPart, OnDemandView, RequestField, RouteDerived,
+    RouteField, RoutePart, StoredInput, View,
 };
 use crate::derive::{cost, Program, Type};
 
@@ -253,4 +254,45 @@ fn stored_index(s: &StoredInput, views: &[View], ctx: &str) -> Result<usize, Con
             s.view, s.feature
         ),
     )
+}
+
+/// A route's on-demand features over its parts: each part's views bound to the entity's
+/// flattened stored vector (the part's offset added), and the request fields they read, once
+/// per (field, type).
+pub(super) fn route_derived(parts: &[RoutePart]) -> RouteDerived {
+    let mut out = RouteDerived::default();
+    let mut offset = 0;
+    let mut versions = Vec::new();
+    for p in parts {
+        for d in &p.service.derived {
+            let mut request = Vec::with_capacity(d.view.request.len());
+            for r in &d.view.request {
+                let want = RouteField {
+                    field: r.field.clone(),
+                    value_type: r.value_type,
+                };
+                let at = match out.fields.iter().position(|f| *f == want) {
+                    Some(at) => at,
+                    None => {
+                        out.fields.push(want);
+                        out.fields.len() - 1
+                    }
+                };
+                request.push(at);
+            }
+            out.count += d.features.len();
+            out.bindings.push(DerivedBinding {
+                view: d.view.clone(),
+                features: d.features.clone(),
+                stored: d.stored_index.iter().map(|i| offset + i).collect(),
+                request,
+            });
+        }
+        if !p.service.derived_version.is_empty() {
+            versions.push(p.service.derived_version.as_str());
+        }
+        offset += p.service.feature_count;
+    }
+    out.version_label = versions.join(",");
+    out
 }

@@ -92,8 +92,13 @@ fn on_demand_views_are_compiled_and_bound_to_the_stored_vector() {
         ratio.program.eval(&ins, &mut Budget::new(100)),
         Outcome::Value(Val::Double(12.5))
     );
-    // The route's stored names are unchanged; the derived ones do not collide with them.
-    assert_eq!(c.routes[0].output_names.len(), 3);
+    // The route writes the stored names, then the derived ones, bound to its vector.
+    let r = &c.routes[0];
+    assert_eq!(r.output_names[3..], ["risk__big", "risk__ratio"]);
+    assert_eq!((r.stored_count, r.feature_count), (3, 5));
+    assert_eq!(r.derived.bindings[0].stored, [1, 2]);
+    assert_eq!(r.derived.fields[0].field, "amt");
+    assert_eq!(r.derived.version_label, "00000000000000aa");
     assert_eq!(c.on_demand_views.len(), 1);
 }
 

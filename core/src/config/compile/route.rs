@@ -6,6 +6,7 @@ use std::rc::Rc;
 use ferry_protos::v1 as pb;
 
 use super::error::{invalid, ConfigError};
+use super::on_demand;
 use crate::config::model::{
     Format, HeaderEncoding, HeaderMatch, HostMatch, OnMissing, OnReaderError, OnStale, PathMatch,
     Route, RouteConditions, RoutePart, Service,
@@ -90,6 +91,8 @@ pub(super) fn route(r: pb::Route, services: &Services) -> Result<Route, ConfigEr
         services_label,
         fingerprints_label,
         feature_count: output_names.len(),
+        stored_count: parts.iter().map(|p| p.service.feature_count).sum(),
+        derived: on_demand::route_derived(&parts),
         name: r.name,
         conditions,
         format,
@@ -176,6 +179,8 @@ impl Route {
             services_label,
             fingerprints_label,
             feature_count: output_names.len(),
+            stored_count: parts.iter().map(|p| p.service.feature_count).sum(),
+            derived: on_demand::route_derived(&parts),
             output_keys: output_keys(&output_names),
             output_names,
             parts,
@@ -266,12 +271,18 @@ pub(in crate::config) fn route_format(
     })
 }
 
-/// A packed route's features must all fit its FP32 tensor.
+/// A packed route's features, stored and derived, must all fit its FP32 tensor.
 fn packable(r: &pb::Route, parts: &[RoutePart]) -> Result<(), String> {
     if r.packed {
         for v in parts.iter().flat_map(|p| &p.service.views) {
             for f in &v.features {
                 rules::packable(&v.name, &f.name, f.value_type)?;
+            }
+        }
+        for d in parts.iter().flat_map(|p| &p.service.derived) {
+            for &i in &d.features {
+                let f = &d.view.features[i];
+                rules::packable(&d.view.name, &f.name, f.value_type)?;
             }
         }
     }
@@ -290,9 +301,7 @@ fn output_names(parts: &[RoutePart], short: bool) -> Result<Vec<String>, String>
             names.add(&v.name, &f.name, short, &entity_fields)?;
         }
     }
-    // Derived features are named by the same rule, after the stored ones (the request path
-    // writes the stored names; the derived ones must not collide with them).
-    let stored = names.names.len();
+    // Derived features are named by the same rule, after the stored ones of every part.
     for d in parts.iter().flat_map(|p| &p.service.derived) {
         for &i in &d.features {
             names.add(
@@ -303,7 +312,6 @@ fn output_names(parts: &[RoutePart], short: bool) -> Result<Vec<String>, String>
             )?;
         }
     }
-    names.names.truncate(stored);
     Ok(names.names)
 }
 

@@ -37,6 +37,9 @@ pub struct ParsedRequest {
     /// Per entity, per feature of the flattened vector: its view's event time in µs, 0 when
     /// none (set by the enrichment step, which reads the stored vectors).
     pub event_times_us: Vec<Vec<i64>>,
+    /// The request fields of each entity, from the extra `entities` columns of their names
+    /// (Feast passes request data so).
+    pub fields: super::request_fields::Fields,
 }
 
 /// A join key's name and its values as the client sent them.
@@ -63,12 +66,21 @@ pub fn parse(body: &[u8], route: &Route, config: &Config) -> Result<ParsedReques
     let layouts = served.parts.iter().filter_map(|p| p.service.feast.as_ref());
     crate::rules::feast_work(entities, layouts).map_err(|e| document::shape(&e))?;
     let names = output_names(&fields, &served, &columns)?;
+    let mut values = Vec::with_capacity(count * served.derived.fields.len());
+    for i in 0..count {
+        for f in &served.derived.fields {
+            let v = fields.entities.get(&f.field).and_then(|c| c.get(i));
+            let place = || format!("entities.{}[{i}]", f.field);
+            values.push(super::request_fields::typed(v, f, &place)?);
+        }
+    }
     Ok(ParsedRequest {
         route: Rc::new(served),
         keys,
         join_keys,
         columns: names.into_iter().zip(columns).collect(),
         event_times_us: Vec::new(),
+        fields: values,
     })
 }
 
@@ -111,14 +123,14 @@ fn resolve(
             .iter()
             .find(|s| s.name == name)
             .ok_or_else(|| errors::unknown_service(name, project))?;
-        let all = (0..service.feature_count).collect();
+        let all = (0..service.feature_count + service.derived_count).collect();
         return Ok((vec![service.clone()], all));
     }
     if fields.features.is_empty() {
         return Err(errors::no_features());
     }
     let mut chosen: Resolved = (Vec::new(), Vec::new());
-    let mut picks: Vec<(usize, usize)> = Vec::with_capacity(fields.features.len());
+    let mut picks: Vec<(usize, Held)> = Vec::with_capacity(fields.features.len());
     for reference in &fields.features {
         let (view, feature) = reference
             .split_once(':')
@@ -140,31 +152,56 @@ fn resolve(
                         false => errors::unknown_view(view, project),
                     })?;
                 chosen.0.push(service.clone());
-                (chosen.0.len() - 1, holds(service).unwrap_or(0))
+                (
+                    chosen.0.len() - 1,
+                    holds(service).unwrap_or(Held::Stored(0)),
+                )
             }
         };
         picks.push(pick);
     }
-    // Indices into the flattened vector of the chosen services, one after the other.
-    let offsets: Vec<usize> = chosen
-        .0
-        .iter()
-        .scan(0, |at, s| {
-            let start = *at;
-            *at += s.feature_count;
-            Some(start)
-        })
-        .collect();
-    chosen.1 = picks.iter().map(|(p, i)| offsets[*p] + i).collect();
+    chosen.1 = indices(&chosen.0, &picks);
     Ok(chosen)
 }
 
-fn has_view(s: &Service, view: &str) -> bool {
-    s.views.iter().any(|v| v.name == view)
+/// Indices into what the served route writes per entity: the chosen services' stored
+/// features one after the other, then their derived ones one after the other.
+fn indices(chosen: &[Rc<Service>], picks: &[(usize, Held)]) -> Vec<usize> {
+    let offsets = |count: fn(&Service) -> usize, start: usize| -> Vec<usize> {
+        chosen
+            .iter()
+            .scan(start, |at, s| {
+                let here = *at;
+                *at += count(s);
+                Some(here)
+            })
+            .collect()
+    };
+    let stored = offsets(|s| s.feature_count, 0);
+    let total = chosen.iter().map(|s| s.feature_count).sum();
+    let derived = offsets(|s| s.derived_count, total);
+    picks
+        .iter()
+        .map(|(p, held)| match held {
+            Held::Stored(i) => stored[*p] + i,
+            Held::Derived(i) => derived[*p] + i,
+        })
+        .collect()
 }
 
-/// Index of `view:feature` in the service's flattened vector.
-fn position_in(s: &Service, view: &str, feature: &str) -> Option<usize> {
+/// Where a service holds a feature: in its stored vector, or among its derived features.
+#[derive(Clone, Copy)]
+enum Held {
+    Stored(usize),
+    Derived(usize),
+}
+
+fn has_view(s: &Service, view: &str) -> bool {
+    s.views.iter().any(|v| v.name == view) || s.derived.iter().any(|d| d.view.name == view)
+}
+
+/// Where the service holds `view:feature`.
+fn position_in(s: &Service, view: &str, feature: &str) -> Option<Held> {
     let mut at = 0;
     for v in &s.views {
         if v.name == view {
@@ -172,9 +209,20 @@ fn position_in(s: &Service, view: &str, feature: &str) -> Option<usize> {
                 .features
                 .iter()
                 .position(|f| f.name == feature)
-                .map(|i| at + i);
+                .map(|i| Held::Stored(at + i));
         }
         at += v.features.len();
+    }
+    let mut at = 0;
+    for d in &s.derived {
+        if d.view.name == view {
+            return d
+                .features
+                .iter()
+                .position(|&i| d.view.features[i].name == feature)
+                .map(|i| Held::Derived(at + i));
+        }
+        at += d.features.len();
     }
     None
 }
@@ -271,16 +319,23 @@ fn output_names(
     served: &Route,
     columns: &[usize],
 ) -> Result<Vec<String>, FerryError> {
-    let full: Vec<String> = served
+    let stored = served
         .parts
         .iter()
         .flat_map(|p| &p.service.views)
-        .flat_map(|v| v.features.iter().map(move |f| (v, f)))
+        .flat_map(|v| v.features.iter().map(move |f| (&v.name, &f.name)));
+    let derived = served.derived.bindings.iter().flat_map(|b| {
+        b.features
+            .iter()
+            .map(move |&i| (&b.view.name, &b.view.features[i].name))
+    });
+    let full: Vec<String> = stored
+        .chain(derived)
         .map(|(v, f)| {
             if fields.full_feature_names {
-                format!("{}__{}", v.name, f.name)
+                format!("{v}__{f}")
             } else {
-                f.name.clone()
+                f.clone()
             }
         })
         .collect();

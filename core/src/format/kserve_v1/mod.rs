@@ -22,6 +22,7 @@ use super::document::shape;
 use super::entity;
 use super::metadata::METADATA_FIELD;
 use super::raw::{self, Field};
+use super::request_fields;
 use crate::config::Route;
 use crate::error::FerryError;
 use crate::values;
@@ -41,6 +42,8 @@ pub struct ParsedRequest {
     ends: Vec<usize>,
     /// Canonical entity keys of each instance (one per route part), in order.
     pub keys: Vec<String>,
+    /// The request fields of each instance (`request_fields`).
+    pub request_fields: request_fields::Fields,
 }
 
 /// A member Ferry copies: its name and the span of its value's text in the body.
@@ -81,6 +84,7 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
         fields: Vec::with_capacity(items.len() * 8),
         ends: Vec::with_capacity(items.len()),
         keys: Vec::with_capacity(items.len() * route.parts.len()),
+        request_fields: Vec::new(),
     };
     for f in top.iter().filter(|f| f.name != METADATA_FIELD) {
         if f.name == "instances" {
@@ -93,6 +97,10 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
         let fields = raw::object(item)?
             .ok_or_else(|| shape(&format!("{} must be a JSON object", place())))?;
         entity_keys(&fields, route, place, &mut req.keys)?;
+        if request_fields::wanted(route) {
+            let member = |name: &str| one_member(&fields, name, &place);
+            request_fields::of_members(member, route, &place, &mut req.request_fields)?;
+        }
         for f in &fields {
             if !route.output_names.iter().any(|o| *o == f.name) {
                 req.fields.push(member(body, f)?);
@@ -124,6 +132,29 @@ fn entity_keys(
         id_value(field.value.get()).map(|v| Some(Cow::Owned(v)))
     };
     entity::keys_of_fields(value, route, &place, keys)
+}
+
+/// The value of an instance's member `name`, parsed; given twice it is refused (the model
+/// might read the other one).
+fn one_member(
+    fields: &[Field],
+    name: &str,
+    place: &dyn Fn() -> String,
+) -> Result<Option<Cow<'static, Json>>, FerryError> {
+    let mut named = fields.iter().filter(|f| f.name == name);
+    let Some(field) = named.next() else {
+        return Ok(None);
+    };
+    if named.next().is_some() {
+        return Err(FerryError::InvalidRequestField {
+            place: place(),
+            field: name.into(),
+            reason: "given more than once; send it exactly once".into(),
+        });
+    }
+    let v = serde_json::from_str(field.value.get())
+        .map_err(|e| FerryError::MalformedJson(e.to_string()))?;
+    Ok(Some(Cow::Owned(v)))
 }
 
 /// An entity id field's value: a string without escapes taken as it is, anything else parsed.
@@ -238,6 +269,10 @@ fn write_metadata(out: &mut Vec<u8>, route: &Route, features: &[EntityFeatures])
     values::write_str(out, &route.services_label);
     out.extend_from_slice(b",\"fingerprint\":\"");
     out.extend_from_slice(route.fingerprints_label.as_bytes());
+    if !route.derived.version_label.is_empty() {
+        out.extend_from_slice(b"\",\"derived_version\":\"");
+        out.extend_from_slice(route.derived.version_label.as_bytes());
+    }
     out.extend_from_slice(b"\",\"statuses\":[");
     for (i, f) in features.iter().enumerate() {
         if i > 0 {

@@ -55,8 +55,12 @@ pub(super) fn feature_tensors(
 ) -> Result<Vec<Json>, FerryError> {
     let n = features.len();
     let mut tensors = Vec::with_capacity(route.feature_count);
-    for (j, (name, f)) in route.output_names.iter().zip(route.features()).enumerate() {
-        let t = f.value_type;
+    for (j, (name, t)) in route
+        .output_names
+        .iter()
+        .zip(route.value_types())
+        .enumerate()
+    {
         let column: Vec<Json> = features
             .iter()
             .map(|f| f.values.get(j).map_or(Json::Null, values::to_json))

@@ -19,7 +19,8 @@ use serde_json::{Map, Value as Json};
 use super::document::{self, shape};
 use super::entity;
 use super::metadata;
-use crate::config::{KeyKind, Route};
+use super::request_fields;
+use crate::config::{KeyKind, Route, RouteField};
 use crate::error::FerryError;
 use crate::vector::EntityFeatures;
 
@@ -32,6 +33,8 @@ pub struct ParsedRequest {
     spellings: document::Spellings,
     doc: Map<String, Json>,
     pub keys: Vec<String>,
+    /// The request fields of each instance, from the tensors of their names.
+    pub fields: request_fields::Fields,
     /// The body's binary part (empty without the extension).
     binary: binary::Part,
 }
@@ -82,12 +85,98 @@ pub fn parse(
         let data = bin.ranges[at].clone().map(|r| &bin.bytes[r]);
         id_column(tensor, data, name, kind, route)
     })?;
+    let (keys, fields) = with_fields(route, keys, |f| {
+        let Some(at) = inputs
+            .iter()
+            .position(|t| t.get("name").and_then(Json::as_str) == Some(f.field.as_str()))
+        else {
+            return Ok(None);
+        };
+        if bin.ranges[at].is_some() {
+            let reason = "sent as binary tensor data, which Ferry does not read for request \
+                          fields; send it as JSON data"
+                .to_string();
+            return Err(request_fields::invalid(
+                &|| format!("input tensor '{}'", f.field),
+                f,
+                reason,
+            ));
+        }
+        let t = &inputs[at];
+        let datatype = t.get("datatype").and_then(Json::as_str).unwrap_or("");
+        let dims = shape_of(t, &f.field)?;
+        let data = t.get("data").and_then(Json::as_array);
+        let flat = flatten(data.map_or(&[][..], Vec::as_slice));
+        Ok(Some((flat, dims, datatype.to_string())))
+    })?;
     Ok(ParsedRequest {
         doc,
         keys,
+        fields,
         spellings: parsed.spellings,
         binary: bin,
     })
+}
+
+/// The request fields of a tensor request: `tensor(field)` gives the elements, shape and
+/// datatype of the tensor holding `field`, if there is one. A route whose services have no
+/// entity key (on-demand views over request fields only) counts its instances by the request
+/// field tensors, and gets one empty key per instance and part.
+pub(crate) fn with_fields(
+    route: &Route,
+    mut keys: Vec<String>,
+    mut tensor: impl FnMut(&RouteField) -> Result<Option<Tensor>, FerryError>,
+) -> Result<(Vec<String>, request_fields::Fields), FerryError> {
+    if !request_fields::wanted(route) {
+        return Ok((keys, Vec::new()));
+    }
+    let keyless = route.parts.iter().all(|p| p.entity_fields.is_empty());
+    let mut n = (!keyless).then(|| keys.len() / route.keys_per_entity());
+    let mut columns = Vec::with_capacity(route.derived.fields.len());
+    for f in &route.derived.fields {
+        let column = match tensor(f)? {
+            Some((elements, dims, datatype)) => {
+                let c = request_fields::of_tensor(&elements, &dims, &datatype, f, n)?;
+                n = Some(c.len());
+                c
+            }
+            None => Vec::new(),
+        };
+        columns.push(column);
+    }
+    let n = n.unwrap_or(0);
+    if keyless {
+        entity::check_count(n, route)?;
+        keys = vec![String::new(); n * route.keys_per_entity()];
+    }
+    Ok((keys, request_fields::interleave(columns, n)))
+}
+
+/// A request field tensor's elements (flattened), shape and datatype.
+pub(crate) type Tensor = (Vec<Json>, Vec<u64>, String);
+
+/// A tensor's shape, as non-negative integers.
+fn shape_of(t: &Json, name: &str) -> Result<Vec<u64>, FerryError> {
+    let bad = |what: &str| shape(&format!("input tensor '{name}': {what}"));
+    t.get("shape")
+        .and_then(Json::as_array)
+        .ok_or_else(|| bad("no shape"))?
+        .iter()
+        .map(Json::as_u64)
+        .collect::<Option<_>>()
+        .ok_or_else(|| bad("shape must be non-negative integers"))
+}
+
+/// JSON tensor data flattened (row-major JSON may nest rows).
+fn flatten(data: &[Json]) -> Vec<Json> {
+    let mut out = Vec::with_capacity(data.len());
+    for v in data {
+        match v {
+            Json::Array(inner) => out.extend(flatten(inner)),
+            other => out.push(other.clone()),
+        }
+    }
+    out
 }
 
 /// The canonical ids of one entity tensor, checked against its datatype and shape; `binary`
@@ -301,5 +390,11 @@ fn set_parameters(doc: &mut Map<String, Json>, route: &Route, statuses: Vec<Json
             "ferry_statuses".into(),
             Json::from(Json::Array(statuses).to_string()),
         );
+        if !route.derived.version_label.is_empty() {
+            p.insert(
+                "ferry_derived_version".into(),
+                Json::from(route.derived.version_label.as_str()),
+            );
+        }
     }
 }

@@ -20,7 +20,8 @@ use serde_json::Value as Json;
 use super::document::shape;
 use super::kserve_v2::{self, binary, PACKED_TENSOR};
 use super::metadata;
-use crate::config::{KeyKind, Route};
+use super::request_fields;
+use crate::config::{KeyKind, Route, RouteField};
 use crate::error::FerryError;
 use crate::vector::EntityFeatures;
 
@@ -31,6 +32,8 @@ const PREFIX: usize = 5;
 pub struct ParsedRequest {
     request: ModelInferRequest,
     pub keys: Vec<String>,
+    /// The request fields of each instance, from the tensors of their names.
+    pub fields: request_fields::Fields,
 }
 
 impl ParsedRequest {
@@ -110,7 +113,52 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
         }
         id_column(tensor, raw.get(at).map(Vec::as_slice), kind, route)
     })?;
-    Ok(ParsedRequest { request, keys })
+    let (keys, fields) = kserve_v2::with_fields(route, keys, |f| field_tensor(&request, f))?;
+    Ok(ParsedRequest {
+        request,
+        keys,
+        fields,
+    })
+}
+
+/// The tensor holding a request field, as JSON elements: typed `contents` only (Ferry does
+/// not read request fields from `raw_input_contents`: refused by name).
+fn field_tensor(
+    request: &ModelInferRequest,
+    f: &RouteField,
+) -> Result<Option<kserve_v2::Tensor>, FerryError> {
+    let Some(t) = request.inputs.iter().find(|t| t.name == f.field) else {
+        return Ok(None);
+    };
+    let place = || format!("input tensor '{}'", f.field);
+    if !request.raw_input_contents.is_empty() {
+        let reason = "sent in raw_input_contents, which Ferry does not read for request \
+                      fields; send typed contents"
+            .to_string();
+        return Err(request_fields::invalid(&place, f, reason));
+    }
+    let c = t.contents.clone().unwrap_or_default();
+    let elements: Vec<Json> = match t.datatype.as_str() {
+        "BYTES" => c
+            .bytes_contents
+            .into_iter()
+            .map(|b| String::from_utf8(b).map(Json::from))
+            .collect::<Result<_, _>>()
+            .map_err(|_| request_fields::invalid(&place, f, "not UTF-8".into()))?,
+        "BOOL" => c.bool_contents.into_iter().map(Json::from).collect(),
+        "FP32" => c.fp32_contents.into_iter().map(Json::from).collect(),
+        "FP64" => c.fp64_contents.into_iter().map(Json::from).collect(),
+        "INT64" => c.int64_contents.into_iter().map(Json::from).collect(),
+        "INT8" | "INT16" | "INT32" => c.int_contents.into_iter().map(Json::from).collect(),
+        "UINT64" => c.uint64_contents.into_iter().map(Json::from).collect(),
+        _ => c.uint_contents.into_iter().map(Json::from).collect(),
+    };
+    let dims = t
+        .shape
+        .iter()
+        .map(|d| u64::try_from(*d).unwrap_or(u64::MAX))
+        .collect();
+    Ok(Some((elements, dims, t.datatype.clone())))
 }
 
 /// The canonical ids of one entity tensor; `raw` is its raw contents in raw mode.
@@ -215,5 +263,11 @@ pub fn rewrite(
         "ferry_statuses".into(),
         string(Json::Array(statuses).to_string()),
     );
+    if !route.derived.version_label.is_empty() {
+        p.insert(
+            "ferry_derived_version".into(),
+            string(route.derived.version_label.clone()),
+        );
+    }
     Ok(frame(&request.encode_to_vec()))
 }

@@ -133,15 +133,20 @@ pub(super) fn per_feature(
 ) -> Result<Vec<Tensor>, FerryError> {
     let n = features.len();
     let mut tensors = Vec::with_capacity(route.feature_count);
-    for (j, (name, f)) in route.output_names.iter().zip(route.features()).enumerate() {
+    for (j, (name, t)) in route
+        .output_names
+        .iter()
+        .zip(route.value_types())
+        .enumerate()
+    {
         let column: Vec<Option<&Kind>> = features
             .iter()
             .map(|e| e.values.get(j).and_then(Option::as_ref))
             .collect();
-        let (shape, data) = if f.value_type == ValueType::Float32List {
+        let (shape, data) = if t == ValueType::Float32List {
             embedding(name, &column)?
         } else {
-            (vec![dim(n)], scalar_column(f.value_type, &column))
+            (vec![dim(n)], scalar_column(t, &column))
         };
         tensors.push(Tensor {
             name: name.clone(),

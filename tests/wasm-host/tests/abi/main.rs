@@ -13,6 +13,7 @@ mod kserve_binary;
 mod kserve_grpc;
 mod kserve_v1;
 mod kserve_v2;
+mod on_demand;
 mod plugin_config;
 mod routing;
 mod snapshot_pull;
