@@ -36,6 +36,9 @@ txn = RequestSource(
         Field(name="big_spender", dtype=Bool),
         Field(name="delta_per_txn", dtype=Int64),
         Field(name="delta_mod_txn", dtype=Int64),
+        # The same two again: Ferry's CEL for these writes Python's floor out (docs/feast.md).
+        Field(name="delta_per_txn_floor", dtype=Int64),
+        Field(name="delta_mod_txn_floor", dtype=Int64),
     ],
     mode="python",
 )
@@ -44,15 +47,18 @@ def txn_features(inputs: dict[str, list[Any]]) -> dict[str, list[Any]]:
     # a null output (Python would raise on None). (Feast 0.67's singleton=True computes only
     # the first row of a batch online, so the list form is used.)
     rows = zip(inputs["avg_amount"], inputs["txn_count"], inputs["amount"], inputs["delta"])
-    out: dict[str, list[Any]] = {
-        "amount_ratio": [], "big_spender": [], "delta_per_txn": [], "delta_mod_txn": []
-    }
+    # Feast runs the function's source alone: no module-level names inside it.
+    names = ["amount_ratio", "big_spender", "delta_per_txn", "delta_mod_txn"]
+    names += ["delta_per_txn_floor", "delta_mod_txn_floor"]
+    out: dict[str, list[Any]] = {name: [] for name in names}
     for avg, count, amount, delta in rows:
         out["amount_ratio"].append(None if avg is None else amount / avg)
         out["big_spender"].append(amount > 100.0)
         # Python's // and % floor; CEL's / truncates and its % takes the dividend's sign.
         out["delta_per_txn"].append(None if count is None else delta // count)
         out["delta_mod_txn"].append(None if count is None else delta % count)
+        out["delta_per_txn_floor"].append(None if count is None else delta // count)
+        out["delta_mod_txn_floor"].append(None if count is None else delta % count)
     return out
 
 

@@ -24,6 +24,10 @@ const FEAST_YAML: &str = "feast:
         - {name: big_spender, expr: \"request.amount > 100.0\"}
         - {name: delta_per_txn, expr: \"request.delta / user_stats.txn_count\"}
         - {name: delta_mod_txn, expr: \"request.delta % user_stats.txn_count\"}
+        - name: delta_per_txn_floor
+          expr: \"request.delta / user_stats.txn_count - (request.delta % user_stats.txn_count < 0 ? 1 : 0)\"
+        - name: delta_mod_txn_floor
+          expr: \"(request.delta % user_stats.txn_count + user_stats.txn_count) % user_stats.txn_count\"
 ";
 
 const ROUTES: &str = "  - match: {path_exact: /get-online-features}
@@ -49,7 +53,9 @@ fn rows() -> Json {
 fn stored_inputs(feature: &str) -> &'static [&'static str] {
     match feature {
         "amount_ratio" => &["avg_amount"],
-        "delta_per_txn" | "delta_mod_txn" => &["txn_count"],
+        "delta_per_txn" | "delta_mod_txn" | "delta_per_txn_floor" | "delta_mod_txn_floor" => {
+            &["txn_count"]
+        }
         _ => &[],
     }
 }
@@ -207,8 +213,9 @@ async fn ferrys_cel_and_feasts_python_odfv_give_the_same_features() {
             compared += 1;
         }
     }
-    assert_eq!(compared, 6 * 4, "every value of every feature and entity");
-    // u1 (-7 by 3) and u3 (-1 by 2): Python's -3, 2 and -1, 1 against CEL's -2, -1 and 0, -1.
+    assert_eq!(compared, 8 * 4, "every value of every feature and entity");
+    // u1 (-7 by 3) and u3 (-1 by 2): Python's -3, 2 and -1, 1 against CEL's -2, -1 and 0, -1;
+    // the `_floor` features, CEL written to floor, equal Python's everywhere (compared above).
     assert_eq!(
         differ, 4,
         "the documented integer division and modulo differences"
@@ -228,7 +235,7 @@ fn refused_without_cel(stack: &FeastStack) {
     std::fs::create_dir_all(&repo).expect("repo dir");
     let kept: Vec<&str> = text
         .lines()
-        .filter(|l| !l.contains("delta_mod_txn"))
+        .filter(|l| !l.contains("{name: delta_mod_txn,"))
         .collect();
     std::fs::write(repo.join("ferry.yaml"), kept.join("\n") + "\n").expect("ferry.yaml");
     let out = Command::new(bin("ferry"))
