@@ -11,6 +11,7 @@ use prost::Message;
 use serde_norway::Value as Yaml;
 
 use super::feast_odfv;
+use super::feast_types::{feature_type, type_name};
 use super::raw::{RawEntity, RawFeastOnDemand, RawFeature, RawOnDemandView, RawRepo};
 use super::raw::{RawService, RawView};
 use super::Issue;
@@ -461,25 +462,6 @@ fn entities(
         });
     }
     out
-}
-
-/// Ferry's name of a Feast value type it serves.
-pub(super) fn feature_type(t: i32) -> Option<&'static str> {
-    Some(match Fvt::try_from(t).ok()? {
-        Fvt::Int32 => "int32",
-        Fvt::Int64 => "int64",
-        Fvt::Float => "float32",
-        Fvt::Double => "float64",
-        Fvt::Bool => "bool",
-        Fvt::String => "string",
-        Fvt::Bytes => "bytes",
-        Fvt::FloatList => "float32_list",
-        _ => return None,
-    })
-}
-
-pub(super) fn type_name(t: i32) -> String {
-    Fvt::try_from(t).map_or_else(|_| format!("#{t}"), |v| v.as_str_name().to_owned())
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use ferry_protos::feast_proto::{self as fp, on_demand_source::Source, ValueType as Fvt};
 
-use super::feast::{feature_type, type_name};
+use super::feast_types::{feature_type, type_name};
 use super::raw::{RawDerivedFeature, RawFeastOnDemand, RawOnDemandView, RawRequestField};
 use super::Issue;
 
@@ -55,12 +55,13 @@ pub(super) fn select(
         .filter(|f| !has_cel(f))
         .collect();
     if let Some(first) = missing.first() {
+        let example = format!("[{{view: {name}, features: [{{name: {first}, expr: '...'}}]}}]");
+        let example = example.replace('\'', "\"");
         return Err(issue(
             path,
             format!(
                 "on-demand feature view without CEL for {}: Feast's transformation cannot run \
-                 in Envoy; give its CEL in ferry.yaml (feast: {{on_demand: [{{view: {name}, \
-                 features: [{{name: {first}, expr: \"...\"}}]}}]}})",
+                 in Envoy; give its CEL in ferry.yaml (feast: {{on_demand: {example}}})",
                 missing.join(", ")
             ),
         ));

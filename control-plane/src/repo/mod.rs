@@ -10,6 +10,7 @@
 
 pub mod feast;
 mod feast_odfv;
+mod feast_types;
 mod issues;
 mod on_demand;
 mod raw;
