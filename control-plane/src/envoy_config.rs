@@ -226,6 +226,12 @@ pub fn render_static(reg: &Registry, opts: &StaticOptions) -> Result<String, Env
     let filter = opts.runtime.static_filter(&opts.wasm_path, &b64)?;
     let mut values = opts.common_values()?;
     values.push(("FERRY_HTTP_FILTER", filter));
+    // Envoy's SDS subscriptions, file-based ones too, need a node id and cluster.
+    let node = match opts.reader_tls {
+        Some(_) => "node: {id: ferry-envoy, cluster: ferry}".to_owned(),
+        None => String::new(),
+    };
+    values.push(("STATIC_NODE", node));
     render_template(STATIC_TEMPLATE, &values)
 }
 

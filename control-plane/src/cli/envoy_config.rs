@@ -1,7 +1,7 @@
 //! `ferry envoy-config`: an Envoy bootstrap with the filter, the snapshot inlined or taken
 //! from the control plane (`--xds`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 use ferry::envoy_config::{
@@ -95,6 +95,11 @@ pub struct EnvoyConfigArgs {
     /// Speak mTLS to the reader, whose certificate must carry this SAN.
     #[arg(long, requires = "tls_cert")]
     reader_server_san: Option<String>,
+    /// With --tls-cert: the folder where the SDS files naming Envoy's certificate and CA are
+    /// written (one per secret; Envoy reloads the PEM files when they change); default: the
+    /// folder of --output.
+    #[arg(long, requires = "tls_cert")]
+    sds_dir: Option<PathBuf>,
     /// Write the config here instead of stdout.
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -107,6 +112,7 @@ pub fn run(args: EnvoyConfigArgs) -> Result<()> {
             cert: absolute(cert)?,
             key: absolute(key)?,
             ca: absolute(ca)?,
+            sds_dir: sds_dir(args.sds_dir.as_deref(), args.output.as_deref())?,
         }),
         _ => None,
     };
@@ -152,9 +158,40 @@ pub fn run(args: EnvoyConfigArgs) -> Result<()> {
     } else {
         envoy_config::render_static(&reg, &opts)?
     };
+    if let Some(c) = &client {
+        write_sds_files(c)?;
+    }
     match args.output {
         Some(p) => std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?,
         None => print!("{text}"),
+    }
+    Ok(())
+}
+
+/// Where the SDS files go: --sds-dir, else beside --output.
+fn sds_dir(dir: Option<&Path>, output: Option<&Path>) -> Result<String> {
+    let dir = match (dir, output) {
+        (Some(d), _) => d.to_owned(),
+        (None, Some(o)) => o.parent().map_or_else(PathBuf::new, Path::to_owned),
+        (None, None) => anyhow::bail!(
+            "--tls-cert renders SDS files for Envoy's certificate and CA: name their folder \
+             with --sds-dir (or write the bootstrap with --output, beside which they go)"
+        ),
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        dir
+    };
+    absolute(&dir.display().to_string())
+}
+
+/// The SDS files of Envoy's certificate and CA (`envoy_config::tls::sds_files`).
+fn write_sds_files(client: &ClientTls) -> Result<()> {
+    std::fs::create_dir_all(&client.sds_dir)
+        .with_context(|| format!("creating {}", client.sds_dir))?;
+    for (path, text) in envoy_config::tls::sds_files(client)? {
+        std::fs::write(&path, text).with_context(|| format!("writing {path}"))?;
     }
     Ok(())
 }

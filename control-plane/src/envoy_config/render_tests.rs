@@ -261,3 +261,35 @@ fn the_json_plugin_config_is_what_the_filter_accepts() {
         .unwrap();
     assert_eq!(c.reader_cluster, TEMPLATE_READER_CLUSTER);
 }
+
+#[test]
+fn mtls_to_the_reader_takes_its_files_through_sds_and_gives_envoy_a_node() {
+    let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+    let reg = reg.unwrap();
+    let plain = render_static(&reg, &opts()).unwrap();
+    assert!(!plain.contains("\nnode:") && !plain.contains("transport_socket"));
+    let mut o = opts();
+    o.reader_tls = Some(UpstreamTls {
+        client: ClientTls {
+            cert: "/certs/tls.crt".into(),
+            key: "/certs/tls.key".into(),
+            ca: "/certs/ca.crt".into(),
+            sds_dir: "/etc/envoy".into(),
+        },
+        server_san: "ferry-reader.ferry.svc".into(),
+    });
+    let text = render_static(&reg, &o).unwrap();
+    assert!(
+        text.contains("\nnode: {id: ferry-envoy, cluster: ferry}\n"),
+        "{text}"
+    );
+    let reader = cluster_block(&text, "ferry_reader");
+    assert!(
+        reader.contains("tls_certificate_sds_secret_configs:"),
+        "{reader}"
+    );
+    assert!(
+        reader.contains("path: \"/etc/envoy/ferry_server_ca.sds.yaml\""),
+        "{reader}"
+    );
+}

@@ -10,8 +10,11 @@ pub mod data;
 pub mod expected;
 pub mod feast;
 pub mod http;
+pub mod mitm;
+pub mod pollers;
 pub mod process;
 pub mod runtime;
+pub mod secure;
 pub mod tls;
 
 use std::path::{Path, PathBuf};

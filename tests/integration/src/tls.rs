@@ -11,8 +11,17 @@ use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
-/// A TLS connector trusting `ca`, presenting `client` when given.
+/// A TLS connector trusting `ca`, presenting `client` when given, offering HTTP/1.1.
 pub fn connector(ca: &Ca, client: Option<&LeafFiles>) -> tokio_rustls::TlsConnector {
+    connector_alpn(ca, client, b"http/1.1")
+}
+
+/// [`connector`] offering `alpn` (`h2` for gRPC).
+pub fn connector_alpn(
+    ca: &Ca,
+    client: Option<&LeafFiles>,
+    alpn: &[u8],
+) -> tokio_rustls::TlsConnector {
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(CertificateDer::from_pem_slice(ca.pem.as_bytes()).expect("CA PEM"))
@@ -34,7 +43,7 @@ pub fn connector(ca: &Ca, client: Option<&LeafFiles>) -> tokio_rustls::TlsConnec
             .expect("client certificate"),
         None => builder.with_no_client_auth(),
     };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     tokio_rustls::TlsConnector::from(Arc::new(config))
 }
 
@@ -43,10 +52,22 @@ pub fn connector(ca: &Ca, client: Option<&LeafFiles>) -> tokio_rustls::TlsConnec
 pub async fn request(
     port: u16,
     server_name: &str,
+    trust: (&Ca, Option<&LeafFiles>),
+    req: (&str, &str, &[(&str, &str)]),
+    body: Vec<u8>,
+) -> Result<(u16, String), String> {
+    let (status, _, body) = exchange(port, server_name, trust, req, body).await?;
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// [`request`], answering (status, headers, body bytes).
+pub async fn exchange(
+    port: u16,
+    server_name: &str,
     (ca, client): (&Ca, Option<&LeafFiles>),
     (method, path, headers): (&str, &str, &[(&str, &str)]),
     body: Vec<u8>,
-) -> Result<(u16, String), String> {
+) -> Result<(u16, hyper::HeaderMap, Vec<u8>), String> {
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .map_err(|e| e.to_string())?;
@@ -71,13 +92,43 @@ pub async fn request(
         .map_err(|e| e.to_string())?;
     let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
     let body = resp
         .into_body()
         .collect()
         .await
         .map_err(|e| e.to_string())?;
-    Ok((
-        status,
-        String::from_utf8_lossy(&body.to_bytes()).into_owned(),
-    ))
+    Ok((status, headers, body.to_bytes().to_vec()))
+}
+
+/// The certificate (DER) the server on 127.0.0.1:`port` presents to a client trusting `ca`
+/// (presenting `client`, offering ALPN `alpn`), after a full handshake.
+pub async fn served_certificate(
+    port: u16,
+    server_name: &str,
+    (ca, client): (&Ca, Option<&LeafFiles>),
+    alpn: &[u8],
+) -> Result<Vec<u8>, String> {
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = ServerName::try_from(server_name.to_owned()).map_err(|e| e.to_string())?;
+    let stream = connector_alpn(ca, client, alpn)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    let (_, session) = stream.get_ref();
+    session
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| c.as_ref().to_vec())
+        .ok_or_else(|| "no certificate".to_owned())
+}
+
+/// The DER of the first certificate of a PEM text.
+pub fn der_of(pem: &str) -> Vec<u8> {
+    CertificateDer::from_pem_slice(pem.as_bytes())
+        .expect("a PEM certificate")
+        .as_ref()
+        .to_vec()
 }

@@ -418,3 +418,76 @@ fn network_policies_let_only_envoy_and_operators_in() {
     assert!(env("FERRY_REDIS_PASSWORD")["valueFrom"]["secretKeyRef"].is_object());
     assert!(env("FERRY_REDIS_CA_FILE")["value"].is_string());
 }
+
+/// A server's flag value in a container's args (`--flag VALUE`).
+fn flag<'a>(c: &'a Json, name: &str) -> Option<&'a str> {
+    let args = c["args"].as_array()?;
+    let at = args.iter().position(|a| a == name)?;
+    args.get(at + 1)?.as_str()
+}
+
+/// Every server runs with TLS: `--tls-cert`, `--tls-key` and `--client-ca` name files of a
+/// volume mounted from a secret (issued by a cert-manager Certificate of the manifest), no
+/// `--insecure`; `ferry serve` signs its snapshots with a key from a mounted secret, grants
+/// roles to certificate identities and maps Envoy identities to node ids.
+#[test]
+fn every_server_serves_tls_from_mounted_secrets() {
+    let docs = documents("kubernetes/ferry.yaml");
+    let certificates: Vec<&str> = of_kind(&docs, "Certificate")
+        .iter()
+        .map(|c| str_at(c, "/spec/secretName"))
+        .collect();
+    let deployments = of_kind(&docs, "Deployment");
+    for (deployment, c) in containers(&docs) {
+        let pod = &deployments
+            .iter()
+            .find(|d| d["metadata"]["name"] == deployment.as_str())
+            .unwrap()["spec"]["template"]["spec"];
+        let text = c["args"].to_string();
+        assert!(!text.contains("--insecure"), "{deployment}: {text}");
+        // The secret a file path comes from: the mount holding it, its volume's secret.
+        let secret_of = |path: &str| -> String {
+            let mount = c["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| path.starts_with(&format!("{}/", str_at(m, "/mountPath"))))
+                .unwrap_or_else(|| panic!("{deployment}: {path} is on no mounted volume"));
+            let volume = pod["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["name"] == mount["name"])
+                .unwrap();
+            str_at(volume, "/secret/secretName").to_owned()
+        };
+        let mut secrets = Vec::new();
+        for name in ["--tls-cert", "--tls-key", "--client-ca"] {
+            let path = flag(c, name).unwrap_or_else(|| panic!("{deployment} has no {name}"));
+            secrets.push(secret_of(path));
+        }
+        secrets.dedup();
+        assert_eq!(
+            secrets.len(),
+            1,
+            "{deployment}: one secret for its TLS: {secrets:?}"
+        );
+        assert!(
+            certificates.contains(&secrets[0].as_str()),
+            "{deployment}: {} is issued by no Certificate ({certificates:?})",
+            secrets[0]
+        );
+        if deployment == "ferry-control-plane" {
+            assert_eq!(
+                secret_of(flag(c, "--signing-key").unwrap()),
+                "ferry-signing-key"
+            );
+            assert!(flag(c, "--grant").is_some_and(|g| g.starts_with("push=spiffe://")));
+            assert!(flag(c, "--node-identity").is_some_and(|g| g.contains("=envoy-")));
+        }
+    }
+    // Envoy's and the operator's client certificates are issued too (URI SANs).
+    for name in ["ferry-envoy-tls", "ferry-operator-tls"] {
+        assert!(certificates.contains(&name), "{certificates:?}");
+    }
+}

@@ -9,19 +9,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ferry_integration_tests::control_plane::{READ_TOKEN, TOKEN};
+use ferry_integration_tests::control_plane::READ_TOKEN;
 use ferry_integration_tests::http::post;
+use ferry_integration_tests::secure::{
+    plaintext_on_a_network_address_is_refused, tls_flags, CI, CP_NAME, ENVOY, READER_NAME, WEB,
+};
 use ferry_integration_tests::{
-    bin, example_repo, free_port, run, start_envoy, tls, wasm, Options, Proc, RedisServer,
+    bin, example_repo, free_port, run, secure, start_envoy, tls, Options, Proc, RedisServer,
 };
 use ferry_test_support::certs::{Ca, LeafFiles};
 use serde_json::json;
-
-const CP_NAME: &str = "ferry-control-plane.test";
-const READER_NAME: &str = "ferry-reader.test";
-const ENVOY: &str = "spiffe://cluster.local/ns/ml/sa/envoy";
-const CI: &str = "spiffe://cluster.local/ns/ml/sa/ferry-ci";
-const WEB: &str = "spiffe://cluster.local/ns/ml/sa/web";
 
 /// Certificates of one test: the CA, and a leaf for each party.
 struct Certs {
@@ -47,49 +44,11 @@ fn certs(dir: &Path) -> Certs {
     }
 }
 
-fn tls_flags(leaf: &LeafFiles, ca: &Path) -> Vec<std::ffi::OsString> {
-    vec![
-        "--tls-cert".into(),
-        leaf.cert.clone().into(),
-        "--tls-key".into(),
-        leaf.key.clone().into(),
-        "--client-ca".into(),
-        ca.into(),
-    ]
-}
-
 /// `ferry serve` over mTLS, with tokens and a push grant for the CI identity.
 fn control_plane(dir: &Path, repo: &Path, c: &Certs) -> (Proc, u16, u16) {
     let (xds, http) = (free_port(), free_port());
-    let mut cmd = Command::new(bin("ferry"));
-    cmd.arg("serve")
-        .arg(repo)
-        .arg("--wasm")
-        .arg(wasm())
-        .args(["--xds-listen", &format!("127.0.0.1:{xds}")])
-        .args(["--http-listen", &format!("127.0.0.1:{http}")])
-        .args(["--token", TOKEN, "--read-token", READ_TOKEN])
-        .args(["--grant", &format!("push={CI}")])
-        .args(tls_flags(&c.cp, &c.ca_file))
-        .env_remove("FERRY_PUSH_TOKEN")
-        .env("RUST_LOG", "info,ferry::xds=debug");
-    let mut proc = Proc::start("control-plane", cmd, dir);
-    // A runtime of its own, on a thread of its own: the callers are async tests.
-    let ready = || {
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                rt.block_on(api(http, &c.ca, None, "GET", "/healthz", &[]))
-                    .is_ok_and(|(code, _)| code == 200)
-            })
-            .join()
-            .unwrap()
-        })
-    };
-    proc.wait_ready(ready, "control plane /healthz over TLS");
+    let files = (&c.cp, c.ca_file.as_path(), &c.ca);
+    let proc = secure::control_plane(dir, repo, files, (xds, http), &[]);
     (proc, xds, http)
 }
 
@@ -115,45 +74,17 @@ async fn api(
 fn envoy(
     dir: &Path,
     repo: &Path,
-    (xds, reader, model): (u16, u16, u16),
+    ports: (u16, u16, u16),
     leaf: &LeafFiles,
     ca: &Path,
     node: &str,
 ) -> (Proc, u16, u16) {
-    let (listen, admin) = (free_port(), free_port());
-    let config = dir.join(format!("envoy-{listen}.yaml"));
-    run(Command::new(bin("ferry"))
-        .arg("envoy-config")
-        .arg(repo)
-        .args(["--xds", "--xds-address", &format!("127.0.0.1:{xds}")])
-        .args(["--node-id", node, "--initial-fetch-timeout", "0"])
-        .args([
-            "--listen-port",
-            &listen.to_string(),
-            "--admin-port",
-            &admin.to_string(),
-        ])
-        .args([
-            "--reader-port",
-            &reader.to_string(),
-            "--model-port",
-            &model.to_string(),
-        ])
-        .arg("--tls-cert")
-        .arg(&leaf.cert)
-        .arg("--tls-key")
-        .arg(&leaf.key)
-        .arg("--tls-ca")
-        .arg(ca)
-        .args([
-            "--xds-server-san",
-            CP_NAME,
-            "--reader-server-san",
-            READER_NAME,
-        ])
-        .arg("-o")
-        .arg(&config));
-    (start_envoy(dir, &config, "envoy"), listen, admin)
+    let config = dir
+        .join(format!("envoy-{}", free_port()))
+        .join("envoy.yaml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    let p = secure::envoy_config(repo, ports, (leaf, ca), node, &config);
+    (start_envoy(dir, &config, "envoy"), p.listen, p.admin)
 }
 
 /// The count of `ferry_xds_refused_total{reason=...}` on the control plane's /metrics.
@@ -333,47 +264,10 @@ async fn envoy_over_mtls_gets_its_config_and_enriches_and_every_link_refuses_str
     assert!(out.contains("pushed snapshot"), "{out}");
 }
 
-/// A start that must fail: its stderr.
-fn refused_start(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    assert!(!out.status.success(), "started: {out:?}");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 #[test]
 fn a_plaintext_listener_on_a_network_address_does_not_start_without_insecure() {
     let dir = tempfile::tempdir().unwrap();
     let c = certs(dir.path());
-    let any = |port: u16| format!("0.0.0.0:{port}");
-    let e = refused_start(
-        Command::new(bin("ferry-reader"))
-            .args([
-                "--listen",
-                &any(free_port()),
-                "--redis",
-                "redis://127.0.0.1:1",
-            ])
-            .env_remove("FERRY_READER_INSECURE"),
-    );
-    assert!(
-        e.contains("not a loopback address, without TLS") && e.contains("--insecure"),
-        "{e}"
-    );
-    let e = refused_start(
-        Command::new(bin("ferry-reader"))
-            .args([
-                "--listen",
-                &any(free_port()),
-                "--redis",
-                "redis://127.0.0.1:1",
-            ])
-            .arg("--tls-cert")
-            .arg(&c.reader.cert)
-            .arg("--tls-key")
-            .arg(&c.reader.key),
-    );
-    assert!(e.contains("without client certificates"), "{e}");
-
     let repo = example_repo(
         dir.path(),
         &Options {
@@ -382,35 +276,8 @@ fn a_plaintext_listener_on_a_network_address_does_not_start_without_insecure() {
         },
         |y| y,
     );
-    let serve = |xds: String, http: String, extra: &[&str]| {
-        let mut cmd = Command::new(bin("ferry"));
-        cmd.arg("serve")
-            .arg(&repo)
-            .arg("--wasm")
-            .arg(wasm())
-            .args([
-                "--xds-listen",
-                &xds,
-                "--http-listen",
-                &http,
-                "--token",
-                TOKEN,
-            ])
-            .args(extra)
-            .env_remove("FERRY_PUSH_TOKEN");
-        cmd
-    };
-    let loopback = || format!("127.0.0.1:{}", free_port());
-    let e = refused_start(&mut serve(loopback(), any(free_port()), &[]));
-    assert!(
-        e.contains("the HTTP API listens on") && e.contains("without TLS"),
-        "{e}"
-    );
-    let e = refused_start(&mut serve(any(free_port()), loopback(), &[]));
-    assert!(
-        e.contains("xDS listens on") && e.contains("without mTLS"),
-        "{e}"
-    );
+    let refusals = plaintext_on_a_network_address_is_refused(&repo, &c.reader);
+    assert_eq!(refusals.len(), 4, "{refusals:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -35,3 +35,29 @@ pub fn responses(lookups: Vec<Vec<Vec<u8>>>) -> Vec<u8> {
     }
     .encode_to_vec()
 }
+
+/// Issue #22's reader memory bomb: one Feast lookup of 50 entity keys whose one view names
+/// 1,000,000 empty feature fields (a 2 MB body; before the reader's bounds it took the reader
+/// from 6 MB to 1.09 GB).
+pub fn feast_bomb() -> VectorRequest {
+    use ferry_protos::v1::{FeastJoinKey, FeastLayout, FeastView};
+    VectorRequest {
+        project: "bank".into(),
+        lookups: vec![Lookup {
+            service: "scoring".into(),
+            fingerprint: 1,
+            entity_keys: (0..50).map(|i| format!("e{i}")).collect(),
+            feast: Some(FeastLayout {
+                project: "bank".into(),
+                join_keys: vec![FeastJoinKey {
+                    name: "user_id".into(),
+                    int64: false,
+                }],
+                views: vec![FeastView {
+                    timestamp_field: b"_ts:v".to_vec(),
+                    feature_fields: vec![Vec::new(); 1_000_000],
+                }],
+            }),
+        }],
+    }
+}

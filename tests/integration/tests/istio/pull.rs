@@ -18,10 +18,10 @@ use ferry_integration_tests::{bin, run, Options, Stack};
 use ferry_protos::v1;
 use prost::Message;
 
+pub use ferry_integration_tests::mitm::{with_cp_cluster, CP_CLUSTER};
+
 use super::support::{as_istio, check_unheld, error_of, instances, post, ISTIO_CLUSTER};
 
-/// The Envoy cluster the filter reaches `ferry serve` by.
-pub const CP_CLUSTER: &str = "ferry_control_plane";
 /// A route only the pushed repo change has.
 pub const NEW_ROUTE: &str = "
   - name: added-later
@@ -32,17 +32,6 @@ pub const NEW_ROUTE: &str = "
 ";
 /// Upper bound on each wait for the filter to see a change (polls every 200 ms).
 pub const WAIT: Duration = Duration::from_secs(30);
-
-/// The bootstrap plus a cluster for the control plane's HTTP port.
-pub fn with_cp_cluster(yaml: String, port: u16) -> String {
-    let cluster = format!(
-        "  clusters:\n  - name: {CP_CLUSTER}\n    type: STATIC\n    connect_timeout: 0.25s\n    \
-         load_assignment:\n      cluster_name: {CP_CLUSTER}\n      endpoints:\n      - lb_endpoints:\n        \
-         - endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}}}\n"
-    );
-    assert!(yaml.contains("\n  clusters:\n"), "{yaml}");
-    yaml.replacen("  clusters:\n", &cluster, 1)
-}
 
 /// Posts until `done` holds for the answer, up to [`WAIT`]; returns that answer.
 pub async fn post_until(
