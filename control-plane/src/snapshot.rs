@@ -92,7 +92,12 @@ fn push_sources(reg: &Registry) -> Vec<v1::PushSource> {
 
 fn service(reg: &Registry, s: &FeatureService) -> v1::FeatureService {
     v1::FeatureService {
-        feast: reg.feast.as_ref().map(|f| feast_layout(reg, &f.project, s)),
+        // A service of on-demand views over request data only reads nothing, from Feast or not.
+        feast: reg
+            .feast
+            .as_ref()
+            .filter(|_| !s.views.is_empty())
+            .map(|f| feast_layout(reg, &f.project, s)),
         derived: s
             .derived
             .iter()

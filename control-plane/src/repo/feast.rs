@@ -10,7 +10,10 @@ use ferry_protos::feast_proto::{self as fp, ValueType as Fvt};
 use prost::Message;
 use serde_norway::Value as Yaml;
 
-use super::raw::{RawEntity, RawFeature, RawRepo, RawService, RawView};
+use super::feast_odfv;
+use super::feast_types::{feature_type, type_name};
+use super::raw::{RawEntity, RawFeastOnDemand, RawFeature, RawOnDemandView, RawRepo};
+use super::raw::{RawService, RawView};
 use super::Issue;
 
 /// Feast's repo configuration file.
@@ -66,10 +69,17 @@ pub fn merge(raw: &mut RawRepo, root: &Path) -> Result<Option<FeastRepo>, Vec<Is
              Feast registry; remove them from ferry.yaml",
         ));
     }
+    if !raw.on_demand_views.is_empty() {
+        issues.push(issue(
+            "on_demand_views",
+            "a Feast-backed repo takes its on-demand views from the Feast registry; give their \
+             features' CEL under feast: {on_demand: [{view, features: [{name, expr}]}]}",
+        ));
+    }
     let dir = root.join(&f.repo);
     let config = store_config(&dir).map_err(|e| vec![e])?;
     let registry = read_registry(&config.registry).map_err(|e| vec![e])?;
-    let converted = convert(&registry, &config.project, &mut issues);
+    let converted = convert(&registry, &config.project, &f.on_demand, &mut issues);
     if !issues.is_empty() {
         return Err(issues);
     }
@@ -82,7 +92,12 @@ pub fn merge(raw: &mut RawRepo, root: &Path) -> Result<Option<FeastRepo>, Vec<Is
             ),
         )]);
     }
-    (raw.entities, raw.feature_views, raw.feature_services) = converted;
+    (
+        raw.entities,
+        raw.feature_views,
+        raw.feature_services,
+        raw.on_demand_views,
+    ) = converted;
     Ok(Some(FeastRepo {
         project: config.project,
         dir,
@@ -229,18 +244,25 @@ fn read_registry(file: &Path) -> Result<fp::Registry, Issue> {
         .map_err(|e| issue(&fpath, format!("not a Feast registry: {e}")))
 }
 
-type Converted = (Vec<RawEntity>, Vec<RawView>, Vec<RawService>);
+type Converted = (
+    Vec<RawEntity>,
+    Vec<RawView>,
+    Vec<RawService>,
+    Vec<RawOnDemandView>,
+);
 
-/// The project's views in a Feast registry: the batch ones Ferry reads, by name, and the names
-/// of the kinds it cannot read (on-demand, stream).
+/// The project's views in a Feast registry: the batch ones Ferry reads and the on-demand ones
+/// it computes from CEL, by name, and the names of the kind it cannot read (stream).
 struct ProjectViews<'a> {
     batch: BTreeMap<&'a str, &'a fp::FeatureViewSpec>,
-    on_demand: BTreeSet<String>,
+    on_demand: BTreeMap<&'a str, &'a fp::OnDemandFeatureViewSpec>,
+    /// The CEL `ferry.yaml` gives for on-demand views' features.
+    given: &'a [RawFeastOnDemand],
     stream: BTreeSet<String>,
 }
 
 impl<'a> ProjectViews<'a> {
-    fn of(reg: &'a fp::Registry, project: &str) -> Self {
+    fn of(reg: &'a fp::Registry, project: &str, given: &'a [RawFeastOnDemand]) -> Self {
         let named = |list: Vec<Option<&fp::NamedSpec>>| -> BTreeSet<String> {
             list.into_iter()
                 .flatten()
@@ -256,12 +278,8 @@ impl<'a> ProjectViews<'a> {
                 .filter(|s| s.project == project)
                 .map(|s| (s.name.as_str(), s))
                 .collect(),
-            on_demand: named(
-                reg.on_demand_feature_views
-                    .iter()
-                    .map(|v| v.spec.as_ref())
-                    .collect(),
-            ),
+            on_demand: feast_odfv::of_project(reg, project),
+            given,
             stream: named(
                 reg.stream_feature_views
                     .iter()
@@ -272,11 +290,29 @@ impl<'a> ProjectViews<'a> {
     }
 }
 
-/// The project's services, the views they select (with only the selected features) and those
-/// views' entities, as if written in `ferry.yaml`.
-fn convert(reg: &fp::Registry, project: &str, issues: &mut Vec<Issue>) -> Converted {
-    let views = ProjectViews::of(reg, project);
+/// The project's services, the views they select (with only the selected features, and those
+/// on-demand views given CEL may read), those views' entities and the on-demand views given
+/// CEL, as if written in `ferry.yaml`.
+fn convert(
+    reg: &fp::Registry,
+    project: &str,
+    given: &[RawFeastOnDemand],
+    issues: &mut Vec<Issue>,
+) -> Converted {
+    let views = ProjectViews::of(reg, project, given);
     let mut selected: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let (on_demand, read) = feast_odfv::definitions(given, &views.on_demand, &views.batch, issues);
+    for (view, features) in read {
+        // Only the types Ferry serves: a feature of another type that an expression names is
+        // then "no feature" to the checker, never a refusal of the view.
+        let servable = views.batch[view]
+            .features
+            .iter()
+            .filter(|f| features.contains(&f.name.as_str()))
+            .filter(|f| feature_type(f.value_type).is_some())
+            .map(|f| f.name.as_str());
+        selected.entry(view).or_default().extend(servable);
+    }
     let services = reg
         .feature_services
         .iter()
@@ -294,7 +330,7 @@ fn convert(reg: &fp::Registry, project: &str, issues: &mut Vec<Issue>) -> Conver
         })
         .collect();
     let entities = entities(reg, project, &entity_names, issues);
-    (entities, raw_views, services)
+    (entities, raw_views, services, on_demand)
 }
 
 /// One Feast feature service as `ferry.yaml` would select it (`view:feature` refs), adding what
@@ -310,9 +346,7 @@ fn service<'a>(
     for p in &spec.features {
         let name = p.feature_view_name.as_str();
         let ppath = format!("{path}: feature view '{name}'");
-        if views.on_demand.contains(name) {
-            issues.push(issue(&ppath, "on-demand feature views are not supported"));
-        } else if views.stream.contains(name) {
+        if views.stream.contains(name) {
             issues.push(issue(&ppath, "stream feature views are not supported"));
         } else if !p.feature_view_name_alias.is_empty() {
             issues.push(issue(
@@ -324,6 +358,10 @@ fn service<'a>(
                 &ppath,
                 "join key maps (with_join_key_map) are not supported",
             ));
+        } else if views.on_demand.contains_key(name) {
+            if let Err(e) = feast_odfv::select(name, p, views.given, &ppath, &mut refs) {
+                issues.push(e);
+            }
         } else if let Some(v) = views.batch.get(name) {
             if !v.online {
                 issues.push(issue(&ppath, "is not online (online=False)"));
@@ -424,25 +462,6 @@ fn entities(
         });
     }
     out
-}
-
-/// Ferry's name of a Feast value type it serves.
-fn feature_type(t: i32) -> Option<&'static str> {
-    Some(match Fvt::try_from(t).ok()? {
-        Fvt::Int32 => "int32",
-        Fvt::Int64 => "int64",
-        Fvt::Float => "float32",
-        Fvt::Double => "float64",
-        Fvt::Bool => "bool",
-        Fvt::String => "string",
-        Fvt::Bytes => "bytes",
-        Fvt::FloatList => "float32_list",
-        _ => return None,
-    })
-}
-
-fn type_name(t: i32) -> String {
-    Fvt::try_from(t).map_or_else(|_| format!("#{t}"), |v| v.as_str_name().to_owned())
 }
 
 #[cfg(test)]

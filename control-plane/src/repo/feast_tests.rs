@@ -87,12 +87,20 @@ fn registry() -> fp::Registry {
 }
 
 fn load(reg: &fp::Registry, store_yaml: &str) -> (tempfile::TempDir, Result<Registry, RepoError>) {
+    load_with(reg, store_yaml, FERRY_YAML)
+}
+
+fn load_with(
+    reg: &fp::Registry,
+    store_yaml: &str,
+    ferry_yaml: &str,
+) -> (tempfile::TempDir, Result<Registry, RepoError>) {
     let dir = tempfile::tempdir().unwrap();
     let feast = dir.path().join("feast");
     std::fs::create_dir_all(feast.join("data")).unwrap();
     std::fs::write(feast.join(FEATURE_STORE_FILE), store_yaml).unwrap();
     std::fs::write(feast.join("data/registry.db"), reg.encode_to_vec()).unwrap();
-    std::fs::write(dir.path().join(repo::REPO_FILE), FERRY_YAML).unwrap();
+    std::fs::write(dir.path().join(repo::REPO_FILE), ferry_yaml).unwrap();
     let loaded = repo::load(dir.path());
     (dir, loaded)
 }
@@ -172,16 +180,6 @@ fn unsupported_registry_objects_are_refused_by_name() {
         project: "shop".into(),
     };
 
-    let mut odfv = registry();
-    odfv.on_demand_feature_views.push(fp::OnDemandFeatureView {
-        spec: Some(named("live")),
-    });
-    service_of(&mut odfv)
-        .features
-        .push(projection("live", Vec::new()));
-    assert!(problems(&odfv, STORE_YAML)
-        .contains("feature view 'live': on-demand feature views are not supported"));
-
     let mut stream = registry();
     stream.stream_feature_views.push(fp::StreamFeatureView {
         spec: Some(named("clicks_stream")),
@@ -250,3 +248,6 @@ fn environment_variables_are_expanded_as_feast_does() {
     assert_eq!(expand_vars("${NOPE} $NOPE $ ${", var), "${NOPE} $NOPE $ ${");
     assert_eq!(expand_vars("x$REG$REG", var), "xdata/r.dbdata/r.db");
 }
+
+#[path = "feast_odfv_tests.rs"]
+mod odfv;

@@ -4,10 +4,14 @@
 //!
 //! `raw` is the file as written; `validate` resolves it in order (entities, then `views`,
 //! `on_demand`, `services`, `routes`), each check adding to the `issues` found; `scalars` reads TTLs and
-//! typed defaults; `push_sources` checks the push sources; `feast` turns a Feast registry into the same raw model; `report` is the
+//! typed defaults; `push_sources` checks the push sources; `feast` turns a Feast registry into
+//! the same raw model (`feast_odfv` its on-demand feature views, with the CEL `ferry.yaml` gives
+//! them); `report` is the
 //! registry as `ferry apply` prints it.
 
 pub mod feast;
+mod feast_odfv;
+mod feast_types;
 mod issues;
 mod on_demand;
 mod push_sources;
@@ -307,7 +311,12 @@ pub fn load_str(root: &Path, file: &str, text: &str) -> Result<Registry, RepoErr
         issues,
     };
     let feast = feast::merge(&mut raw, root).map_err(invalid)?;
-    let mut reg = validate::validate(raw, root).map_err(invalid)?;
+    let mut reg = validate::validate(raw, root).map_err(|mut issues| {
+        if feast.is_some() {
+            feast_odfv::rename_paths(&mut issues);
+        }
+        invalid(issues)
+    })?;
     reg.feast = feast;
     Ok(reg)
 }

@@ -80,6 +80,29 @@ pub struct RawDerivedFeature {
 #[serde(deny_unknown_fields)]
 pub struct RawFeast {
     pub repo: String,
+    /// The CEL of the registry's on-demand feature views (`repo/feast_odfv.rs`).
+    #[serde(default)]
+    pub on_demand: Vec<RawFeastOnDemand>,
+}
+
+/// `feast: {on_demand: [{view, features: [{name, expr}]}]}`: one Feast on-demand feature view's
+/// features written in CEL; its request fields, sources and types are the registry's.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFeastOnDemand {
+    pub view: String,
+    pub features: Vec<RawFeastDerived>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFeastDerived {
+    pub name: String,
+    /// The registry's type; when restated it must match.
+    #[serde(rename = "type")]
+    pub ty: Option<String>,
+    /// CEL.
+    pub expr: String,
 }
 
 /// The in-proxy near cache; each route opts in with `cache_max_age_ms`.

@@ -1,7 +1,7 @@
-//! A Feast-backed stack: the Feast repo fixture (`feast_repo/`) applied and materialized by
-//! Feast itself (from `FERRY_FEAST_VENV`) into the stack's Redis, and a Ferry repo that only
-//! points at it and declares routes, served by `ferry serve` to a real Envoy. Nothing is
-//! materialized by Ferry.
+//! A Feast-backed stack: a Feast repo fixture (`feast_repo/`, or `feast_repo_odfv/` with an
+//! on-demand feature view) applied and materialized by Feast itself (from `FERRY_FEAST_VENV`)
+//! into the stack's Redis, and a Ferry repo that only points at it and declares routes, served
+//! by `ferry serve` to a real Envoy. Nothing is materialized by Ferry.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,6 +15,8 @@ pub const PROJECT: &str = "ferrytest";
 
 pub struct FeastStack {
     pub dir: tempfile::TempDir,
+    /// The fixture folder the Feast repo was copied from.
+    pub fixture: PathBuf,
     /// The Feast repo (a copy of the fixture, with this stack's feature_store.yaml).
     pub feast_repo: PathBuf,
     /// The Ferry repo: `ferry.yaml` with `feast: {repo: ../feast}` and the routes.
@@ -42,7 +44,12 @@ pub fn feast_venv() -> PathBuf {
 }
 
 fn fixture() -> PathBuf {
-    crate::root().join("tests/integration/feast_repo")
+    fixture_named("feast_repo")
+}
+
+/// A Feast repo fixture under `tests/integration/`.
+pub fn fixture_named(name: &str) -> PathBuf {
+    crate::root().join("tests/integration").join(name)
 }
 
 /// Runs a command of the Feast venv (`feast ...` or `python ...`) in `dir`; its output.
@@ -54,7 +61,12 @@ pub fn feast(dir: &Path, program: &str, args: &[&str]) -> String {
 
 /// Writes the fixture's parquet files, with event times relative to now (`make_data.py`).
 pub fn write_data(feast_repo: &Path) {
-    let make_data = fixture().join("make_data.py");
+    write_fixture_data(&fixture(), feast_repo);
+}
+
+/// Writes a fixture's parquet files into `feast_repo` with its `make_data.py`.
+pub fn write_fixture_data(fixture: &Path, feast_repo: &Path) {
+    let make_data = fixture.join("make_data.py");
     feast(
         feast_repo,
         "python",
@@ -78,15 +90,19 @@ impl FeastStack {
     /// Applies and materializes the fixture with Feast, then starts the reader, the demo model,
     /// `ferry serve` on a Ferry repo holding `routes`, and Envoy taking its config over xDS.
     pub fn start(routes: &str) -> FeastStack {
+        FeastStack::start_fixture(&fixture(), "feast: {repo: ../feast}\n", routes)
+    }
+
+    /// As [`FeastStack::start`], for the Feast repo `fixture` (its `features.py` and
+    /// `make_data.py`) and `feast_yaml`, the `feast:` block of `ferry.yaml` (its repo is
+    /// `../feast`).
+    pub fn start_fixture(fixture: &Path, feast_yaml: &str, routes: &str) -> FeastStack {
         let dir = tempfile::tempdir().expect("tempdir");
         let redis = RedisServer::start();
         let feast_repo = dir.path().join("feast");
         std::fs::create_dir_all(feast_repo.join("data")).expect("feast repo dir");
-        std::fs::copy(
-            fixture().join("features.py"),
-            feast_repo.join("features.py"),
-        )
-        .expect("copy features.py");
+        std::fs::copy(fixture.join("features.py"), feast_repo.join("features.py"))
+            .expect("copy features.py");
         std::fs::write(
             feast_repo.join("feature_store.yaml"),
             format!(
@@ -97,7 +113,7 @@ impl FeastStack {
             ),
         )
         .expect("feature_store.yaml");
-        write_data(&feast_repo);
+        write_fixture_data(fixture, &feast_repo);
         feast(&feast_repo, "feast", &["apply"]);
         materialize(&feast_repo);
 
@@ -105,7 +121,7 @@ impl FeastStack {
         std::fs::create_dir_all(&repo).expect("ferry repo dir");
         std::fs::write(
             repo.join("ferry.yaml"),
-            format!("project: {PROJECT}\nfeast: {{repo: ../feast}}\nroutes:\n{routes}"),
+            format!("project: {PROJECT}\n{feast_yaml}routes:\n{routes}"),
         )
         .expect("ferry.yaml");
 
@@ -125,6 +141,7 @@ impl FeastStack {
         model.wait_ready(|| process::tcp_open(model_port), "demo model");
         FeastStack {
             dir,
+            fixture: fixture.to_path_buf(),
             feast_repo,
             repo,
             redis,
@@ -139,9 +156,21 @@ impl FeastStack {
     /// What Feast's own `get_online_features` answers for `service`'s features and `rows`
     /// (JSON entity rows), by `feast_repo/feast_online.py`.
     pub fn feast_online(&self, service: &str, rows: &serde_json::Value) -> serde_json::Value {
+        self.feast_online_named(service, rows, true)
+    }
+
+    /// As [`FeastStack::feast_online`]; `full_names: false` asks Feast for short names (rows
+    /// may carry request data for on-demand feature views).
+    pub fn feast_online_named(
+        &self,
+        service: &str,
+        rows: &serde_json::Value,
+        full_names: bool,
+    ) -> serde_json::Value {
+        let short = if full_names { "full" } else { "short" };
         let out = Command::new(feast_venv().join("bin/python"))
             .arg(fixture().join("feast_online.py"))
-            .args([".", service, &rows.to_string()])
+            .args([".", service, &rows.to_string(), short])
             .current_dir(&self.feast_repo)
             .output()
             .expect("feast_online.py");
