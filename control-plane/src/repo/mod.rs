@@ -8,6 +8,7 @@
 //! registry as `ferry apply` prints it.
 
 pub mod feast;
+mod feast_writes;
 mod issues;
 mod on_demand;
 mod push_sources;
