@@ -293,5 +293,8 @@ fn push_sources_and_write_schemas_come_from_the_feast_registry() {
     let yaml = format!("{FERRY_YAML}push_sources:\n  - {{name: mine, views: [profile]}}\n");
     let (_dir, loaded) = load_with(&reg, STORE_YAML, &yaml);
     let text = loaded.err().unwrap().to_string();
-    assert!(text.contains("from the Feast registry (PushSource)"), "{text}");
+    assert!(
+        text.contains("from the Feast registry (PushSource)"),
+        "{text}"
+    );
 }

@@ -85,8 +85,16 @@ mod tests {
              - {name: dup, views: [alpha]}\n  - {name: dup, views: [zeta]}\n",
         );
         has(&found, "push_sources[0] 'empty'", "lists no view");
-        has(&found, "push_sources[1] 'twice'", "lists the view 'alpha' twice");
-        has(&found, "push_sources[2] 'ghost'", "unknown feature view 'nowhere'");
+        has(
+            &found,
+            "push_sources[1] 'twice'",
+            "lists the view 'alpha' twice",
+        );
+        has(
+            &found,
+            "push_sources[2] 'ghost'",
+            "unknown feature view 'nowhere'",
+        );
         has(&found, "push_sources[3] 'bad name'", "name");
         has(&found, "push_sources[5] 'dup'", "dup");
         assert_eq!(found.len(), 5, "{found:#?}");

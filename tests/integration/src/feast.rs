@@ -78,20 +78,29 @@ impl FeastStack {
     /// Applies and materializes the fixture with Feast, then starts the reader, the demo model,
     /// `ferry serve` on a Ferry repo holding `routes`, and Envoy taking its config over xDS.
     pub fn start(routes: &str) -> FeastStack {
+        let features = std::fs::read_to_string(fixture().join("features.py")).expect("features.py");
+        FeastStack::start_with(routes, &features, "", None)
+    }
+
+    /// [`FeastStack::start`] with the Feast repo's `features.py` given, `store_extra` appended
+    /// to its `online_store:` section (e.g. `  key_ttl_seconds: 600\n`), and `ferry serve`
+    /// taking writes with `write_token` (into the stack's Redis) when given.
+    pub fn start_with(
+        routes: &str,
+        features: &str,
+        store_extra: &str,
+        write_token: Option<&str>,
+    ) -> FeastStack {
         let dir = tempfile::tempdir().expect("tempdir");
         let redis = RedisServer::start();
         let feast_repo = dir.path().join("feast");
         std::fs::create_dir_all(feast_repo.join("data")).expect("feast repo dir");
-        std::fs::copy(
-            fixture().join("features.py"),
-            feast_repo.join("features.py"),
-        )
-        .expect("copy features.py");
+        std::fs::write(feast_repo.join("features.py"), features).expect("features.py");
         std::fs::write(
             feast_repo.join("feature_store.yaml"),
             format!(
                 "project: {PROJECT}\nprovider: local\nregistry: data/registry.db\n\
-                 online_store:\n  type: redis\n  connection_string: \"127.0.0.1:{}\"\n\
+                 online_store:\n  type: redis\n  connection_string: \"127.0.0.1:{}\"\n{store_extra}\
                  offline_store:\n  type: file\nentity_key_serialization_version: 3\n",
                 redis.port
             ),
@@ -115,7 +124,12 @@ impl FeastStack {
         let mut cmd = Command::new(bin("ferry-demo-model"));
         cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
         let mut model = Proc::start("model", cmd, dir.path());
-        let control_plane = ControlPlane::start(dir.path(), &repo);
+        let url = redis.url();
+        let serve_args: Vec<&str> = match write_token {
+            Some(t) => vec!["--write-token", t, "--redis", &url],
+            None => Vec::new(),
+        };
+        let control_plane = ControlPlane::start_with_args(dir.path(), &repo, &serve_args);
         let (listen_port, admin_port) = (free_port(), free_port());
         let config = dir.path().join("envoy.yaml");
         let ports = [listen_port, admin_port, reader_port, model_port];
