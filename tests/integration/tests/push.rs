@@ -361,8 +361,9 @@ async fn a_push_while_a_new_fingerprint_is_held_back_lands_under_both() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writers_lose_nothing_and_readers_see_no_torn_vector() {
-    let w = WriteStack::start(30, false);
-    let report = concurrency::run(&w, concurrency::Sizes::SMALL).await;
+    let sizes = concurrency::Sizes::from_env();
+    let w = WriteStack::start(sizes.entities.max(30), false);
+    let report = concurrency::run(&w, sizes).await;
     assert!(report.pushes > 0 && report.reads > 0, "{report:?}");
     let m = w.cp.metrics();
     let conflicts: u64 = m
@@ -372,7 +373,7 @@ async fn concurrent_writers_lose_nothing_and_readers_see_no_torn_vector() {
         .unwrap_or_else(|| panic!("no conflict counter in\n{m}"));
     // The retry rate: compare-and-set attempts that found the vector changed, per push.
     eprintln!(
-        "concurrency: {report:?}, {conflicts} conflicts ({:.2} % of pushes)",
+        "concurrency {sizes:?}: {report:?}, {conflicts} conflicts ({:.2} % of pushes)",
         conflicts as f64 * 100.0 / report.pushes as f64
     );
 }
