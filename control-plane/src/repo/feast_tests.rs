@@ -274,7 +274,7 @@ fn push_sources_and_write_schemas_come_from_the_feast_registry() {
         name: "profile_push".into(),
         ..Default::default()
     });
-    let store = format!("{STORE_YAML}").replace(
+    let store = STORE_YAML.replace(
         "connection_string: localhost:6379\n",
         "connection_string: localhost:6379\n  key_ttl_seconds: 600\n",
     );

@@ -138,8 +138,11 @@ fn line(buf: &[u8]) -> (&[u8], &[u8]) {
     (&buf[..at], &buf[at + 2..])
 }
 
+/// A hash's fields and values, and whether its key expires.
+type Hash = (BTreeMap<Vec<u8>, Vec<u8>>, bool);
+
 /// A hash's fields and values (HGETALL), and whether the key expires (TTL > 0).
-fn hash(port: u16, key: &[u8]) -> (BTreeMap<Vec<u8>, Vec<u8>>, bool) {
+fn hash(port: u16, key: &[u8]) -> Hash {
     let out = resp(port, &[b"HGETALL", key]);
     let (head, mut rest) = line(&out);
     let n: usize = std::str::from_utf8(&head[1..]).unwrap().parse().unwrap();
@@ -162,7 +165,7 @@ fn hash(port: u16, key: &[u8]) -> (BTreeMap<Vec<u8>, Vec<u8>>, bool) {
     (fields, ttl > 0)
 }
 
-fn dump(port: u16, users: &[&str]) -> Vec<(BTreeMap<Vec<u8>, Vec<u8>>, bool)> {
+fn dump(port: u16, users: &[&str]) -> Vec<Hash> {
     users.iter().map(|u| hash(port, &key(u))).collect()
 }
 
