@@ -30,6 +30,9 @@ pub fn build(reg: &Registry) -> v1::Snapshot {
 
 /// Every view Ferry can write (those with a source), sorted by name.
 fn write_views(reg: &Registry) -> Vec<v1::WriteView> {
+    if let Some(f) = &reg.feast {
+        return f.write_views.clone();
+    }
     let mut out: Vec<v1::WriteView> = reg
         .views
         .iter()
@@ -64,6 +67,7 @@ fn write_views(reg: &Registry) -> Vec<v1::WriteView> {
                 entity_keys: keys,
                 timestamp_field: source.timestamp_field.clone(),
                 features,
+                feast: None,
             })
         })
         .collect();
@@ -73,6 +77,9 @@ fn write_views(reg: &Registry) -> Vec<v1::WriteView> {
 
 /// The push sources, sorted by name, each with its views sorted.
 fn push_sources(reg: &Registry) -> Vec<v1::PushSource> {
+    if let Some(f) = &reg.feast {
+        return f.push_sources.clone();
+    }
     let mut out: Vec<v1::PushSource> = reg
         .push_sources
         .iter()

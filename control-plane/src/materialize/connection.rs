@@ -4,7 +4,6 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ferry_redis::{Connection, RedisArgs, Timeouts};
-use tokio::task::JoinSet;
 
 use super::{MaterializeError, ServiceSummary};
 
@@ -26,26 +25,6 @@ pub async fn connect(redis: &RedisArgs) -> Result<Connection, MaterializeError> 
             url: target.to_string(),
             source,
         })
-}
-
-/// Sends one batch. On one Redis it is one pipeline: one round trip. A Cluster refuses a
-/// pipeline whose keys span hash slots, and a batch's keys span all of them, so there each
-/// command goes on its own, all at once: redis-rs splits an `MSET` by slot and sends the parts
-/// to their shards in parallel, and concurrent `SET`s share each node's multiplexed connection.
-pub(super) async fn exec(conn: &Connection, pipe: redis::Pipeline) -> redis::RedisResult<()> {
-    let mut c = conn.clone();
-    if let Connection::Single(_) = conn {
-        return pipe.exec_async(&mut c).await;
-    }
-    let mut sent = JoinSet::new();
-    for cmd in pipe.cmd_iter() {
-        let (cmd, mut c) = (cmd.clone(), c.clone());
-        sent.spawn(async move { cmd.exec_async(&mut c).await });
-    }
-    while let Some(done) = sent.join_next().await {
-        done.map_err(|join| redis::RedisError::from(std::io::Error::other(join.to_string())))??;
-    }
-    Ok(())
 }
 
 /// Records that every vector of the service at its fingerprint is written (the reader's

@@ -3,6 +3,7 @@
 //! entity; each service's vectors are then encoded and written in pipelined batches.
 
 mod connection;
+mod merge;
 mod prune;
 pub mod vector;
 mod writer;

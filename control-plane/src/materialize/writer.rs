@@ -1,6 +1,6 @@
-//! Pipelined bulk writes: `batch_size` entities per round trip (one MSET, or one SET ... EX per
-//! entity when keys expire), a few batches in flight over one multiplexed connection so encoding
-//! overlaps the network.
+//! Pipelined bulk writes: `batch_size` entities per round trip (`SET ... NX GET` each, then the
+//! merge rule for the vectors that already exist: [`super::merge`]), a few batches in flight over
+//! one multiplexed connection so encoding overlaps the network.
 
 use std::time::Instant;
 
@@ -8,7 +8,7 @@ use ferry_redis::{Connection, RedisArgs};
 use indicatif::ProgressBar;
 use tokio::task::JoinSet;
 
-use super::{connection, parts_for, vector, MaterializeError, ServiceSummary, Tables};
+use super::{merge, parts_for, vector, MaterializeError, ServiceSummary, Tables};
 use crate::repo::{FeatureService, Registry};
 
 /// How vectors are written.
@@ -68,10 +68,7 @@ pub(super) async fn write_service(
     let mut in_flight: JoinSet<Batch> = JoinSet::new();
 
     for chunk in entities.chunks(opts.batch_size.max(1)) {
-        // Without an expiry a batch is one MSET: one command and one reply for Redis and the
-        // client to handle instead of one per entity. With one, SET ... EX per entity.
-        let mut pipe = redis::Pipeline::with_capacity(1);
-        let mut mset = redis::cmd("MSET");
+        let mut batch = Vec::with_capacity(chunk.len());
         for entity in chunk {
             parts_for(service, tables, entity, &mut parts);
             vector::encode_into(service.fingerprint, &parts, &mut value);
@@ -79,29 +76,14 @@ pub(super) async fn write_service(
             key.clear();
             key.push_str(&prefix);
             key.push_str(entity);
-            match opts.key_ttl_seconds {
-                None => {
-                    mset.arg(key.as_str()).arg(value.as_slice());
-                }
-                Some(ttl) => {
-                    pipe.cmd("SET")
-                        .arg(key.as_str())
-                        .arg(value.as_slice())
-                        .arg("EX")
-                        .arg(ttl)
-                        .ignore();
-                }
-            }
-        }
-        if opts.key_ttl_seconds.is_none() {
-            pipe.add_command(mset).ignore();
+            batch.push((key.clone(), value.clone()));
         }
         while in_flight.len() >= opts.in_flight.max(1) {
             finish_one(&mut in_flight, progress).await.map_err(fail)?;
         }
         let c = conn.clone();
-        let n = chunk.len() as u64;
-        in_flight.spawn(async move { connection::exec(&c, pipe).await.map(|()| n) });
+        let (n, ttl) = (chunk.len() as u64, opts.key_ttl_seconds);
+        in_flight.spawn(async move { merge::write_batch(&c, batch, ttl).await.map(|_| n) });
     }
     while !in_flight.is_empty() {
         finish_one(&mut in_flight, progress).await.map_err(fail)?;

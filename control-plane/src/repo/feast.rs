@@ -28,6 +28,10 @@ pub struct FeastRepo {
     pub dir: PathBuf,
     /// Its registry file.
     pub registry: PathBuf,
+    /// The views Ferry writes in Feast's layout, and the push sources feeding them
+    /// ([`super::feast_writes`]).
+    pub write_views: Vec<ferry_protos::v1::WriteView>,
+    pub push_sources: Vec<ferry_protos::v1::PushSource>,
 }
 
 fn issue(path: &str, reason: impl Into<String>) -> Issue {
@@ -98,10 +102,14 @@ pub fn merge(raw: &mut RawRepo, root: &Path) -> Result<Option<FeastRepo>, Vec<Is
         raw.feature_services,
         raw.on_demand_views,
     ) = converted;
+    let (write_views, push_sources) =
+        super::feast_writes::writes(&registry, &config.project, &config.write);
     Ok(Some(FeastRepo {
         project: config.project,
         dir,
         registry: config.registry,
+        write_views,
+        push_sources,
     }))
 }
 
@@ -109,6 +117,8 @@ pub fn merge(raw: &mut RawRepo, root: &Path) -> Result<Option<FeastRepo>, Vec<Is
 struct StoreConfig {
     project: String,
     registry: PathBuf,
+    /// How Feast's Redis store writes (`key_ttl_seconds`, `skip_dedup`).
+    write: ferry_protos::v1::FeastWrite,
 }
 
 fn store_config(dir: &Path) -> Result<StoreConfig, Issue> {
@@ -124,6 +134,18 @@ fn store_config(dir: &Path) -> Result<StoreConfig, Issue> {
         .ok_or_else(|| issue(&fpath, "no project"))?
         .to_owned();
     check_online_store(get("online_store"), &fpath)?;
+    let store = get("online_store");
+    let write = ferry_protos::v1::FeastWrite {
+        key_ttl_seconds: store
+            .and_then(|s| s.get("key_ttl_seconds"))
+            .and_then(Yaml::as_i64)
+            .filter(|t| *t > 0)
+            .unwrap_or(0),
+        skip_dedup: store
+            .and_then(|s| s.get("skip_dedup"))
+            .and_then(Yaml::as_bool)
+            .unwrap_or(false),
+    };
     match get("entity_key_serialization_version").map(Yaml::as_i64) {
         None | Some(Some(3)) => {}
         Some(v) => {
@@ -140,6 +162,7 @@ fn store_config(dir: &Path) -> Result<StoreConfig, Issue> {
     Ok(StoreConfig {
         project,
         registry: dir.join(registry),
+        write,
     })
 }
 

@@ -11,6 +11,7 @@ fn request_source(name: &str, schema: Vec<fp::FeatureSpec>) -> fp::OnDemandSourc
                 options: Some(fp::data_source::Options::RequestDataOptions(
                     fp::RequestDataOptions { schema },
                 )),
+                ..Default::default()
             },
         )),
     }

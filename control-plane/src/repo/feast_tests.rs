@@ -33,6 +33,12 @@ fn view(name: &str, entities: &[&str], features: Vec<fp::FeatureSpec>) -> fp::Fe
             }),
             online: true,
             entity_columns: Vec::new(),
+            batch_source: Some(fp::DataSource {
+                r#type: fp::data_source::SourceType::BatchFile as i32,
+                timestamp_field: "event_timestamp".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
         }),
     }
 }
@@ -247,6 +253,40 @@ fn environment_variables_are_expanded_as_feast_does() {
     assert_eq!(expand_vars("a $REG b", var), "a data/r.db b");
     assert_eq!(expand_vars("${NOPE} $NOPE $ ${", var), "${NOPE} $NOPE $ ${");
     assert_eq!(expand_vars("x$REG$REG", var), "xdata/r.dbdata/r.db");
+}
+
+#[test]
+fn push_sources_and_write_schemas_come_from_the_feast_registry() {
+    let mut reg = registry();
+    let spec = reg.feature_views[0].spec.as_mut().unwrap();
+    spec.stream_source = Some(fp::DataSource {
+        r#type: fp::data_source::SourceType::PushSource as i32,
+        name: "profile_push".into(),
+        ..Default::default()
+    });
+    let store = STORE_YAML.replace(
+        "connection_string: localhost:6379\n",
+        "connection_string: localhost:6379\n  key_ttl_seconds: 600\n",
+    );
+    let (_dir, loaded) = load(&reg, &store);
+    let snap = snapshot::build(&loaded.unwrap());
+    assert_eq!(snap.push_sources.len(), 1);
+    assert_eq!(snap.push_sources[0].name, "profile_push");
+    assert_eq!(snap.push_sources[0].views, ["profile"]);
+    let names: Vec<&str> = snap.write_views.iter().map(|w| w.name.as_str()).collect();
+    assert_eq!(names, ["profile", "recent"]);
+    let profile = &snap.write_views[0];
+    assert_eq!(profile.timestamp_field, "event_timestamp");
+    assert_eq!(profile.feast.unwrap().key_ttl_seconds, 600);
+
+    // ferry.yaml may not declare its own push sources beside the registry's.
+    let yaml = format!("{FERRY_YAML}push_sources:\n  - {{name: mine, views: [profile]}}\n");
+    let (_dir, loaded) = load_with(&reg, STORE_YAML, &yaml);
+    let text = loaded.err().unwrap().to_string();
+    assert!(
+        text.contains("from the Feast registry (PushSource)"),
+        "{text}"
+    );
 }
 
 #[path = "feast_odfv_tests.rs"]

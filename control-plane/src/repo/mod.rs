@@ -12,6 +12,7 @@
 pub mod feast;
 mod feast_odfv;
 mod feast_types;
+mod feast_writes;
 mod issues;
 mod on_demand;
 mod push_sources;

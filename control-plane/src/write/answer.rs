@@ -31,8 +31,6 @@ pub enum WriteError {
     UnknownMode(String),
     Rows(Problems),
     TooLarge(usize),
-    /// A Feast-backed repo: its views are Feast's to write (for now).
-    FeastBacked,
     NoSnapshot,
     Redis(String),
     Contended(String),
@@ -72,11 +70,6 @@ impl WriteError {
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "body_too_large",
                 "BodyTooLarge",
-            ),
-            Self::FeastBacked => (
-                StatusCode::NOT_IMPLEMENTED,
-                "feast_layout_writes",
-                "NotImplemented",
             ),
             Self::NoSnapshot => (StatusCode::SERVICE_UNAVAILABLE, "no_snapshot", "NoSnapshot"),
             Self::Redis(_) => (
@@ -122,9 +115,6 @@ impl WriteError {
                 p.summary()
             ),
             Self::TooLarge(max) => format!("write requests are limited to {max} bytes"),
-            Self::FeastBacked => "this repo's views live in Feast's Redis layout; writing them \
-                                  through Ferry is not built yet (docs/limits.md)"
-                .to_owned(),
             Self::NoSnapshot => "this control plane has no valid snapshot yet".to_owned(),
             Self::Redis(e) | Self::Contended(e) => e.clone(),
         }

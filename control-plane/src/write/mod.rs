@@ -6,9 +6,11 @@
 //! - [`model`]: what a write touches, compiled from the snapshots.
 //! - [`rows`]: `df` checked against the views' schemas (every problem, nothing written).
 //! - [`merge`]: the merge rule of one vector; [`store`]: the atomic compare-and-set per key.
+//! - [`feast`]: a Feast-backed repo's writes, in Feast's layout and with Feast's skip rule.
 //! - [`metrics`]: the write series of `/metrics`.
 
 pub mod answer;
+pub mod feast;
 pub mod merge;
 pub mod metrics;
 pub mod model;
@@ -109,11 +111,11 @@ impl Writer {
         let current = current.ok_or(WriteError::NoSnapshot)?;
         let model = self.model(current, held_back);
         let views = resolve(&model, &req.target)?;
-        if model.feast_backed {
-            return Err(WriteError::FeastBacked);
-        }
         let rules = TimestampRules::now(None);
         let rows = rows::rows(&req.df, &views, &rules).map_err(WriteError::Rows)?;
+        if model.feast_backed {
+            return self.write_feast(&model.project, &rows).await;
+        }
         let (work, ids) = key_work(&model.project, &rows);
         let (applied, error) = store::apply(&self.conn, work).await;
         self.metrics.conflicts_total.inc_by(applied.conflicts);
@@ -138,6 +140,33 @@ impl Writer {
             Some(e) => Err(WriteError::Redis(format!(
                 "{e}; {} row(s) were written before the failure, retry the request (re-pushing \
                  is idempotent)",
+                counts.written
+            ))),
+        }
+    }
+}
+
+impl Writer {
+    /// A Feast-backed repo's rows, in Feast's layout ([`feast`]).
+    async fn write_feast(&self, project: &str, rows: &[ViewRows]) -> Result<Counts, WriteError> {
+        let (outcomes, error) = feast::apply(&self.conn, project, rows).await;
+        let mut counts = Counts {
+            skipped_older: rows.iter().map(|r| r.superseded).sum(),
+            ..Counts::default()
+        };
+        for (_, o) in &outcomes {
+            match o {
+                Outcome::Written => counts.written += 1,
+                _ => counts.skipped_older += 1,
+            }
+        }
+        self.metrics.rows(metrics::WRITTEN, counts.written);
+        self.metrics
+            .rows(metrics::SKIPPED_OLDER, counts.skipped_older);
+        match error {
+            None => Ok(counts),
+            Some(e) => Err(WriteError::Redis(format!(
+                "{e}; {} row(s) were written before the failure, retry the request",
                 counts.written
             ))),
         }

@@ -21,7 +21,7 @@ const WORKERS: usize = 32;
 
 /// Writes `ARGV[3]` if the key holds `ARGV[2]` (`ARGV[1]` = 1), or does not exist (`ARGV[1]` =
 /// 0). An existing key keeps its expiry (KEEPTTL: materialize may have set one).
-const CAS: &str = r"
+pub const CAS: &str = r"
 local cur = redis.call('GET', KEYS[1])
 if ARGV[1] == '0' then
   if cur then return 0 end

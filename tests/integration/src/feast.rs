@@ -86,28 +86,93 @@ pub fn materialize(feast_repo: &Path) {
     );
 }
 
+/// How a [`FeastStack`] is set up, beyond its routes.
+pub struct FeastSetup<'a> {
+    /// The Feast repo fixture: its `make_data.py` and `feast_online.py`, and its `features.py`
+    /// unless `features` is given.
+    pub fixture: PathBuf,
+    /// `features.py` as text, instead of the fixture's.
+    pub features: Option<&'a str>,
+    /// The `feast:` block of `ferry.yaml` (its repo is `../feast`).
+    pub feast_yaml: &'a str,
+    /// Appended to `feature_store.yaml`'s `online_store:` section (e.g. `  key_ttl_seconds: 600\n`).
+    pub store_extra: &'a str,
+    /// `ferry serve` takes writes with this token (into the stack's Redis).
+    pub write_token: Option<&'a str>,
+}
+
+impl Default for FeastSetup<'_> {
+    fn default() -> Self {
+        FeastSetup {
+            fixture: fixture(),
+            features: None,
+            feast_yaml: "feast: {repo: ../feast}\n",
+            store_extra: "",
+            write_token: None,
+        }
+    }
+}
+
 impl FeastStack {
     /// Applies and materializes the fixture with Feast, then starts the reader, the demo model,
     /// `ferry serve` on a Ferry repo holding `routes`, and Envoy taking its config over xDS.
     pub fn start(routes: &str) -> FeastStack {
-        FeastStack::start_fixture(&fixture(), "feast: {repo: ../feast}\n", routes)
+        FeastStack::start_setup(routes, FeastSetup::default())
     }
 
-    /// As [`FeastStack::start`], for the Feast repo `fixture` (its `features.py` and
-    /// `make_data.py`) and `feast_yaml`, the `feast:` block of `ferry.yaml` (its repo is
-    /// `../feast`).
+    /// As [`FeastStack::start`], for the Feast repo `fixture` and `feast_yaml`, the `feast:`
+    /// block of `ferry.yaml`.
     pub fn start_fixture(fixture: &Path, feast_yaml: &str, routes: &str) -> FeastStack {
+        let setup = FeastSetup {
+            fixture: fixture.to_path_buf(),
+            feast_yaml,
+            ..FeastSetup::default()
+        };
+        FeastStack::start_setup(routes, setup)
+    }
+
+    /// As [`FeastStack::start`], with `features.py` given, `store_extra` appended to its
+    /// `online_store:` section, and `ferry serve` taking writes with `write_token` when given.
+    pub fn start_with(
+        routes: &str,
+        features: &str,
+        store_extra: &str,
+        write_token: Option<&str>,
+    ) -> FeastStack {
+        let setup = FeastSetup {
+            features: Some(features),
+            store_extra,
+            write_token,
+            ..FeastSetup::default()
+        };
+        FeastStack::start_setup(routes, setup)
+    }
+
+    /// The stack as `setup` says.
+    pub fn start_setup(routes: &str, setup: FeastSetup<'_>) -> FeastStack {
+        let FeastSetup {
+            fixture,
+            features,
+            feast_yaml,
+            store_extra,
+            write_token,
+        } = setup;
+        let fixture = fixture.as_path();
         let dir = tempfile::tempdir().expect("tempdir");
         let redis = RedisServer::start();
         let feast_repo = dir.path().join("feast");
         std::fs::create_dir_all(feast_repo.join("data")).expect("feast repo dir");
-        std::fs::copy(fixture.join("features.py"), feast_repo.join("features.py"))
-            .expect("copy features.py");
+        match features {
+            Some(text) => std::fs::write(feast_repo.join("features.py"), text),
+            None => std::fs::copy(fixture.join("features.py"), feast_repo.join("features.py"))
+                .map(|_| ()),
+        }
+        .expect("features.py");
         std::fs::write(
             feast_repo.join("feature_store.yaml"),
             format!(
                 "project: {PROJECT}\nprovider: local\nregistry: data/registry.db\n\
-                 online_store:\n  type: redis\n  connection_string: \"127.0.0.1:{}\"\n\
+                 online_store:\n  type: redis\n  connection_string: \"127.0.0.1:{}\"\n{store_extra}\
                  offline_store:\n  type: file\nentity_key_serialization_version: 3\n",
                 redis.port
             ),
@@ -131,7 +196,12 @@ impl FeastStack {
         let mut cmd = Command::new(bin("ferry-demo-model"));
         cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
         let mut model = Proc::start("model", cmd, dir.path());
-        let control_plane = ControlPlane::start(dir.path(), &repo);
+        let url = redis.url();
+        let serve_args: Vec<&str> = match write_token {
+            Some(t) => vec!["--write-token", t, "--redis", &url],
+            None => Vec::new(),
+        };
+        let control_plane = ControlPlane::start_with_args(dir.path(), &repo, &serve_args);
         let (listen_port, admin_port) = (free_port(), free_port());
         let config = dir.path().join("envoy.yaml");
         let ports = [listen_port, admin_port, reader_port, model_port];

@@ -361,8 +361,9 @@ async fn a_push_while_a_new_fingerprint_is_held_back_lands_under_both() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writers_lose_nothing_and_readers_see_no_torn_vector() {
-    let w = WriteStack::start(30, false);
-    let report = concurrency::run(&w, concurrency::Sizes::SMALL).await;
+    let sizes = concurrency::Sizes::from_env();
+    let w = WriteStack::start(sizes.entities.max(30), false);
+    let report = concurrency::run(&w, sizes).await;
     assert!(report.pushes > 0 && report.reads > 0, "{report:?}");
     let m = w.cp.metrics();
     let conflicts: u64 = m
@@ -372,7 +373,7 @@ async fn concurrent_writers_lose_nothing_and_readers_see_no_torn_vector() {
         .unwrap_or_else(|| panic!("no conflict counter in\n{m}"));
     // The retry rate: compare-and-set attempts that found the vector changed, per push.
     eprintln!(
-        "concurrency: {report:?}, {conflicts} conflicts ({:.2} % of pushes)",
+        "concurrency {sizes:?}: {report:?}, {conflicts} conflicts ({:.2} % of pushes)",
         conflicts as f64 * 100.0 / report.pushes as f64
     );
 }
@@ -392,4 +393,65 @@ async fn a_push_to_a_redis_cluster_is_served() {
     let v = w.vectors("realtime_scoring", "u000005");
     assert_eq!(v.len(), 1);
     assert_eq!(int(&v[0].1.views[2].values[1]), 55);
+}
+
+/// `ferry materialize` while pushes run: materialize merges into existing vectors under the
+/// merge rule, so every push (its event times newer than the files') survives it, and the
+/// files' rows still fill what no push touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn materialize_while_pushing_keeps_every_newer_push() {
+    let w = WriteStack::start(200, false);
+    let repo = w.stack.repo.clone();
+    let url = w.stack.redis.url();
+    let untouched = w.served("u000150").await;
+    // A push before materialize runs again, then pushes during it.
+    let first = w
+        .write(
+            "/push",
+            Some(WRITE_TOKEN),
+            &profile("u000001", json!(rfc3339(soon_us())), 901),
+        )
+        .await;
+    assert_eq!(
+        first.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    let materialize = std::thread::spawn(move || {
+        for _ in 0..3 {
+            ferry_integration_tests::run(
+                std::process::Command::new(ferry_integration_tests::bin("ferry"))
+                    .arg("materialize")
+                    .arg(&repo)
+                    .args(["--redis", &url]),
+            );
+        }
+    });
+    let mut pushed = 0;
+    while !materialize.is_finished() {
+        for e in 2..=40 {
+            let user = format!("u{e:06}");
+            let n = 1000 + e as i64;
+            let r = w
+                .write(
+                    "/push",
+                    Some(WRITE_TOKEN),
+                    &profile(&user, json!(rfc3339(soon_us())), n),
+                )
+                .await;
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            pushed += 1;
+        }
+    }
+    materialize.join().unwrap();
+    assert!(pushed > 0);
+    assert_eq!(w.served("u000001").await["user_profile__age"], 901);
+    for e in 2..=40 {
+        let served = w.served(&format!("u{e:06}")).await;
+        assert_eq!(served["user_profile__age"], 1000 + e, "{served}");
+    }
+    // An entity no push touched holds the files' rows, as before.
+    assert_eq!(w.served("u000150").await, untouched);
+    eprintln!("materialize x3 during {pushed} pushes: every push kept");
 }

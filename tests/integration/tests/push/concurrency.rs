@@ -28,6 +28,22 @@ impl Sizes {
         seconds: 3,
         readers: 2,
     };
+
+    /// Issue #23's size: 8 writers × 100 entities × 3 views for 30 s.
+    pub const FULL: Sizes = Sizes {
+        writers: 8,
+        entities: 100,
+        seconds: 30,
+        readers: 2,
+    };
+
+    /// FULL when `FERRY_PUSH_FULL=1` (`make bench`), else SMALL (`make test`).
+    pub fn from_env() -> Sizes {
+        match std::env::var("FERRY_PUSH_FULL").as_deref() {
+            Ok("1") => Sizes::FULL,
+            _ => Sizes::SMALL,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
