@@ -169,12 +169,10 @@ pub fn snapshot(data: &[u8]) {
         return;
     };
     for r in &c.routes {
-        assert_eq!(
-            r.output_names.len(),
-            r.service().feature_count,
-            "route '{}'",
-            r.name
-        );
+        // Stored features (every part's), then the derived ones.
+        assert_eq!(r.output_names.len(), r.feature_count, "route '{}'", r.name);
+        let stored: usize = r.parts.iter().map(|p| p.service.feature_count).sum();
+        assert_eq!(r.stored_count, stored, "route '{}'", r.name);
         assert_eq!(
             r.parts[0].entity_fields.len(),
             r.service().entity_keys.len()
