@@ -192,21 +192,8 @@ fn json_lines(
         }
         match serde_json::from_str::<Json>(&line) {
             Ok(Json::Object(obj)) => {
-                for (k, v) in obj {
-                    let col = df
-                        .entry(k)
-                        .or_insert_with(|| Json::Array(vec![Json::Null; n]));
-                    if let Json::Array(a) = col {
-                        a.resize(n, Json::Null);
-                        a.push(v);
-                    }
-                }
+                add_row(&mut df, n, obj);
                 n += 1;
-                for col in df.values_mut() {
-                    if let Json::Array(a) = col {
-                        a.resize(n, Json::Null);
-                    }
-                }
             }
             Ok(_) => absorb_one(&mut problems, format!("line {}: not a JSON object", i + 1)),
             Err(e) => absorb_one(&mut problems, format!("line {}: {e}", i + 1)),
@@ -219,7 +206,6 @@ fn json_lines(
     }
     flush(&mut df, first, &mut problems);
     let rows_read = (first + n) as u64;
-    drop(flush);
     if rows_read == 0 && problems.list.is_empty() {
         absorb_one(&mut problems, "the file holds no row".to_owned());
     }
@@ -229,7 +215,31 @@ fn json_lines(
             problems,
         });
     }
-    // Rows of one entity in two slices: keep the latest, as one slice would.
+    keep_latest(&mut out);
+    Ok((out, rows_read))
+}
+
+/// Appends row `n` (the rows before it in `df`) to the columns; a column a row lacks is null.
+fn add_row(df: &mut Map<String, Json>, n: usize, obj: Map<String, Json>) {
+    for (k, v) in obj {
+        let col = df
+            .entry(k)
+            .or_insert_with(|| Json::Array(vec![Json::Null; n]));
+        if let Json::Array(a) = col {
+            a.resize(n, Json::Null);
+            a.push(v);
+        }
+    }
+    for col in df.values_mut() {
+        if let Json::Array(a) = col {
+            a.resize(n + 1, Json::Null);
+        }
+    }
+}
+
+/// Rows of one entity from two slices: keeps the latest (the later one on a tie), as one
+/// slice would.
+fn keep_latest(out: &mut ViewRows) {
     let before = out.rows.len();
     let mut latest: std::collections::HashMap<String, Row> = std::collections::HashMap::new();
     for r in out.rows.drain(..) {
@@ -243,7 +253,6 @@ fn json_lines(
     out.rows = latest.into_values().collect();
     out.rows.sort_by(|a, b| a.entity_key.cmp(&b.entity_key));
     out.superseded += (before - out.rows.len()) as u64;
-    Ok((out, rows_read))
 }
 
 fn absorb_one(problems: &mut Problems, p: String) {
