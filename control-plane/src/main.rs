@@ -29,6 +29,10 @@ enum Command {
     Serve(cli::serve::ServeArgs),
     /// Write one vector per entity per FeatureService from the views' sources into Redis.
     Materialize(cli::materialize::MaterializeArgs),
+    /// Write one view's rows from a file (Parquet, CSV or JSON lines) into Redis through the
+    /// write path of /push: the whole file is checked first (a bad row writes nothing), then
+    /// written under the merge rule (an older row never replaces a newer one).
+    Backfill(cli::backfill::BackfillArgs),
     /// Render a static Envoy bootstrap with the ferry filter and this repo's snapshot.
     EnvoyConfig(cli::envoy_config::EnvoyConfigArgs),
     /// Print the filter's configuration as JSON, for Istio's WasmPlugin or Envoy Gateway's
@@ -60,6 +64,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Apply(args) => cli::apply::run(args),
         Command::Serve(args) => cli::serve::run(args),
         Command::Materialize(args) => cli::materialize::run(args),
+        Command::Backfill(args) => cli::backfill::run(args),
         Command::EnvoyConfig(args) => cli::envoy_config::run(args),
         Command::OciImage(args) => cli::oci_image::run(args),
         Command::PluginConfig(args) => cli::plugin_config::run(args),

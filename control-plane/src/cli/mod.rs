@@ -4,6 +4,7 @@
 //! - [`apply`]: validate a repo, print its snapshot; `--push` and `--materialize`.
 //! - [`serve`]: the control plane.
 //! - [`materialize`]: vectors into Redis.
+//! - [`backfill`]: one view's rows from a file, through the write path.
 //! - [`envoy_config`]: a static or xDS Envoy bootstrap.
 //! - [`plugin_config`]: the filter's configuration as JSON, for Istio and Envoy Gateway.
 //! - [`keygen`]: a key pair for signed snapshots.
@@ -12,6 +13,7 @@
 //!   `envoy-config`).
 
 pub mod apply;
+pub mod backfill;
 pub mod envoy_config;
 pub mod keygen;
 pub mod materialize;

@@ -95,7 +95,8 @@ impl WriteError {
         !matches!(self, Self::Redis(_) | Self::Contended(_))
     }
 
-    fn message(&self) -> String {
+    /// The refusal's message, as the error body carries it.
+    pub fn message(&self) -> String {
         match self {
             Self::Invalid(_) => "the request body is not the expected shape".to_owned(),
             Self::UnknownPushSource(n) => format!("Unable to find push source '{n}'."),

@@ -8,8 +8,10 @@
 //! - [`merge`]: the merge rule of one vector; [`store`]: the atomic compare-and-set per key.
 //! - [`feast`]: a Feast-backed repo's writes, in Feast's layout and with Feast's skip rule.
 //! - [`metrics`]: the write series of `/metrics`.
+//! - [`backfill`]: a file's rows written through the same path (`ferry backfill`).
 
 pub mod answer;
+pub mod backfill;
 pub mod feast;
 pub mod merge;
 pub mod metrics;
@@ -113,13 +115,20 @@ impl Writer {
         let views = resolve(&model, &req.target)?;
         let rules = TimestampRules::now(None);
         let rows = rows::rows(&req.df, &views, &rules).map_err(WriteError::Rows)?;
+        self.store(&model, &rows).await
+    }
+
+    /// Writes checked rows under the merge rule (Ferry's layout) or Feast's skip rule (a
+    /// Feast-backed repo): what `/push` does after validation, and what `ferry backfill` does
+    /// per batch.
+    pub async fn store(&self, model: &WriteModel, rows: &[ViewRows]) -> Result<Counts, WriteError> {
         if model.feast_backed {
-            return self.write_feast(&model.project, &rows).await;
+            return self.write_feast(&model.project, rows).await;
         }
-        let (work, ids) = key_work(&model.project, &rows);
+        let (work, ids) = key_work(&model.project, rows);
         let (applied, error) = store::apply(&self.conn, work).await;
         self.metrics.conflicts_total.inc_by(applied.conflicts);
-        let counts = count(&ids, &applied.outcomes, &rows);
+        let counts = count(&ids, &applied.outcomes, rows);
         self.metrics.rows(metrics::WRITTEN, counts.written);
         self.metrics
             .rows(metrics::SKIPPED_OLDER, counts.skipped_older);

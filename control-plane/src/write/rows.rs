@@ -69,6 +69,17 @@ pub fn rows(
     views: &[Arc<ViewModel>],
     rules: &TimestampRules,
 ) -> Result<Vec<ViewRows>, Problems> {
+    rows_from(df, views, rules, 0)
+}
+
+/// [`rows`] for a slice of a longer input whose first row is number `first_row` (in
+/// problems).
+pub fn rows_from(
+    df: &serde_json::Map<String, Json>,
+    views: &[Arc<ViewModel>],
+    rules: &TimestampRules,
+    first_row: usize,
+) -> Result<Vec<ViewRows>, Problems> {
     let mut problems = Problems::default();
     let len = column_lengths(df, &mut problems);
     let known = |c: &str| views.iter().any(|v| columns(&v.schema).any(|n| n == c));
@@ -91,7 +102,7 @@ pub fn rows(
     }
     let out: Vec<ViewRows> = views
         .iter()
-        .map(|v| view_rows(df, v, len, rules, &mut problems))
+        .map(|v| view_rows(df, v, (first_row, len), rules, &mut problems))
         .collect();
     if problems.list.is_empty() {
         Ok(out)
@@ -155,7 +166,7 @@ fn cell<'a>(df: &'a serde_json::Map<String, Json>, column: &str, row: usize) -> 
 fn view_rows(
     df: &serde_json::Map<String, Json>,
     v: &Arc<ViewModel>,
-    len: usize,
+    (first_row, len): (usize, usize),
     rules: &TimestampRules,
     problems: &mut Problems,
 ) -> ViewRows {
@@ -164,7 +175,7 @@ fn view_rows(
     let mut rows: Vec<Row> = Vec::new();
     let mut superseded = 0;
     for i in 0..len {
-        let at = |c: &str| format!("row {i}, column '{c}'");
+        let at = |c: &str| format!("row {}, column '{c}'", first_row + i);
         let mut parts = Vec::with_capacity(s.entity_keys.len());
         for k in &s.entity_keys {
             match key_part(k, cell(df, &k.join_key, i)) {
