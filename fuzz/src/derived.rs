@@ -10,35 +10,18 @@
 use ferry_core::vector::FeatureStatus;
 use ferry_protos::v1::{self as pb, expr::Kind as E, literal::Value as Lit, value::Kind};
 use ferry_protos::v1::{Function as F, ValueType as T};
+use ferry_test_support::on_demand::{call, dbl, feature, has, input};
 
 /// The request field the view reads, in every instance.
 pub const FIELD: &str = "amount";
 
-fn node(kind: E) -> pb::Expr {
+/// CEL's `true` (the shared builders have no bool literal).
+fn yes() -> pb::Expr {
     pb::Expr {
-        kind: Some(kind),
+        kind: Some(E::Literal(pb::Literal {
+            value: Some(Lit::Bool(true)),
+        })),
         offset: 0,
-    }
-}
-
-fn call(f: F, args: Vec<pb::Expr>) -> pb::Expr {
-    node(E::Call(pb::Call {
-        function: f as i32,
-        args,
-    }))
-}
-
-fn lit(v: Lit) -> pb::Expr {
-    node(E::Literal(pb::Literal { value: Some(v) }))
-}
-
-fn feature(name: &str, t: T, expr: pb::Expr) -> pb::DerivedFeature {
-    pb::DerivedFeature {
-        name: name.into(),
-        r#type: t as i32,
-        text: String::new(),
-        expr: Some(expr),
-        cost: 0,
     }
 }
 
@@ -62,17 +45,9 @@ pub fn view() -> pb::OnDemandView {
             stored("profile", "verified", T::Bool),
         ],
         features: vec![
-            feature(
-                "seen",
-                T::Bool,
-                call(F::Or, vec![node(E::Has(0)), lit(Lit::Bool(true))]),
-            ),
-            feature(
-                "sum2",
-                T::Float64,
-                call(F::Mul, vec![node(E::Input(2)), lit(Lit::Double(2.0))]),
-            ),
-            feature("unverified", T::Bool, call(F::Not, vec![node(E::Input(3))])),
+            feature("seen", T::Bool, call(F::Or, vec![has(0), yes()])),
+            feature("sum2", T::Float64, call(F::Mul, vec![input(2), dbl(2.0)])),
+            feature("unverified", T::Bool, call(F::Not, vec![input(3)])),
         ],
     }
 }
