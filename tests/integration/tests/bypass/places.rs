@@ -169,10 +169,11 @@ pub fn check_body(
                 let mut emptied = false;
                 if let Some(Json::Object(p)) = doc.get_mut("parameters") {
                     p.retain(|k, _| {
-                        !matches!(
+                        let owned = matches!(
                             k.as_str(),
                             "ferry_service" | "ferry_fingerprint" | "ferry_statuses"
-                        ) && !(derived && k == "ferry_derived_version")
+                        ) || (derived && k == "ferry_derived_version");
+                        !owned
                     });
                     emptied = p.is_empty();
                 }
