@@ -143,7 +143,8 @@ pub fn features(route: &Route, entity: &Entity, amount: &Amount, store: &Store) 
                     s => Err(s),
                 })
                 .expect("od_scoring has transactions");
-            // Both inputs are unguarded: the first absent one (in reading order) gives the status.
+            // Both inputs are unguarded; no row leaves both absent (which one would name the
+            // status is not this check's business).
             let ratio = amount.and_then(|a| avg.map(|d| a / d)).and_then(finite);
             out.push(feature("risk__ratio", Kind::F64, ratio.map(Json::from)));
             let big = amount.map(|a| json!(a > 100.0));
