@@ -1,8 +1,10 @@
 //! criterion micro-benchmarks of the filter's host-agnostic logic, on the benchmark's service
 //! shape (3 views x 10 features: float32, int64, string): decoding one stored vector, parsing a
 //! KServe v1 request, rewriting it, and the whole enrichment step (reader answer -> new body).
-//! The wasm artifact itself (proxy-wasm ABI in a wasmtime host) is not measured here: that host
-//! does not exist yet.
+//! `filter_request_derived5` is the whole step on a route whose service also lists five
+//! on-demand features (request fields `amount` and `channel`, three stored inputs), against
+//! `filter_request` on the same body; `derived5_stages` splits its extra cost (request-field
+//! parsing, evaluation, writing). The wasm artifact is measured by `tests/wasm-host/benches`.
 
 use std::hint::black_box;
 
@@ -24,25 +26,89 @@ fn view(name: &str, prefix: &str, t: pb::ValueType) -> pb::ServiceView {
     fixture::view(name, 7 * fixture::DAY, features)
 }
 
+/// The view `d5` over the bench layout; slots: request `amount` (0), `channel` (1),
+/// `request.time` (2), `user_activity.count_0` (3), `user_attrs.attr_0` (4),
+/// `user_stats.amount_0` (5). Features (by name): `big` = amount > 1000.0, `count_or_zero` =
+/// has(count_0) ? count_0 : 0, `gold` = attr_0 == 'gold', `ratio` = amount / amount_0, `web` =
+/// channel == 'web'.
+fn derived5() -> pb::OnDemandView {
+    use ferry_test_support::on_demand::{call, dbl, feature, has, input, int, string};
+    use pb::{Function as F, ValueType as T};
+    let field = |name: &str, t: T| pb::RequestField {
+        name: name.into(),
+        field: name.into(),
+        r#type: t as i32,
+    };
+    let stored = |view: &str, feature: &str, t: T| pb::StoredInput {
+        view: view.into(),
+        feature: feature.into(),
+        r#type: t as i32,
+    };
+    pb::OnDemandView {
+        name: "d5".into(),
+        request: vec![field("amount", T::Float64), field("channel", T::String)],
+        sources: vec![
+            "user_activity".into(),
+            "user_attrs".into(),
+            "user_stats".into(),
+        ],
+        stored: vec![
+            stored("user_activity", "count_0", T::Int64),
+            stored("user_attrs", "attr_0", T::String),
+            stored("user_stats", "amount_0", T::Float32),
+        ],
+        features: vec![
+            feature("big", T::Bool, call(F::Gt, vec![input(0), dbl(1000.0)])),
+            feature(
+                "count_or_zero",
+                T::Int64,
+                call(F::Conditional, vec![has(3), input(3), int(0)]),
+            ),
+            feature("gold", T::Bool, call(F::Eq, vec![input(4), string("gold")])),
+            feature("ratio", T::Float64, call(F::Div, vec![input(0), input(5)])),
+            feature("web", T::Bool, call(F::Eq, vec![input(1), string("web")])),
+        ],
+    }
+}
+
 /// The standard fixture's `scoring` service (keyed by `user_id`) with the benchmark's layout,
 /// and a KServe v1 route to it with room for the largest batch.
 fn config() -> Config {
+    config_with(false)
+}
+
+/// [`config`], the service also listing the five features of [`derived5`] when `derived`.
+fn config_with(derived: bool) -> Config {
     use pb::ValueType as T;
     let snapshot = pb::Snapshot {
         project: "bench".into(),
         version: "bench".into(),
         services: vec![pb::FeatureService {
             feast: None,
-            derived: vec![],
-            derived_version: String::new(),
             fingerprint: FINGERPRINT,
             views: vec![
                 view("user_activity", "count", T::Int64),
                 view("user_attrs", "attr", T::String),
                 view("user_stats", "amount", T::Float32),
             ],
+            derived: if derived {
+                vec![pb::ServiceDerived {
+                    view: "d5".into(),
+                    features: ["big", "count_or_zero", "gold", "ratio", "web"]
+                        .map(String::from)
+                        .to_vec(),
+                }]
+            } else {
+                vec![]
+            },
+            derived_version: if derived {
+                "00000000000000d5".into()
+            } else {
+                String::new()
+            },
             ..fixture::scoring()
         }],
+        on_demand_views: if derived { vec![derived5()] } else { vec![] },
         routes: vec![pb::Route {
             r#match: prefix("/v1/models/scoring"),
             max_body_bytes: 1 << 20,
@@ -145,9 +211,14 @@ fn parse_and_rewrite(c: &mut Criterion) {
 /// The whole per-request work of the filter, host calls aside: parse the client's body, build
 /// the reader request, decode and check every vector of the answer, and write the new body.
 fn whole_request(c: &mut Criterion) {
-    let config = config();
+    whole_request_of(c, "filter_request", false);
+    whole_request_of(c, "filter_request_derived5", true);
+}
+
+fn whole_request_of(c: &mut Criterion, name: &str, derived: bool) {
+    let config = config_with(derived);
     let route = route(&config);
-    let mut group = c.benchmark_group("filter_request");
+    let mut group = c.benchmark_group(name);
     for batch in BATCHES {
         let body = request(batch);
         let answer = reader_answer(batch);
@@ -166,5 +237,78 @@ fn whole_request(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decode, parse_and_rewrite, whole_request);
+/// Where the five derived features' cost goes at batch 100: parsing the body on the derived
+/// route (request fields read and typed) against the plain one; the enrichment step from the
+/// parsed body and the reader's answer (decode, evaluate, rewrite) on each; and the rewrite alone
+/// with five more values per instance (the values the features give, written without
+/// evaluating), so that evaluation = enrich − rewrite differences.
+fn derived5_stages(c: &mut Criterion) {
+    const BATCH: usize = 100;
+    let (plain, five) = (config_with(false), config_with(true));
+    let body = request(BATCH);
+    let answer = reader_answer(BATCH);
+    let vectors: Vec<Vec<u8>> = (0..BATCH).map(stored_vector).collect();
+    let mut g = c.benchmark_group("derived5_stages");
+    for (name, config) in [("plain", &plain), ("derived5", &five)] {
+        let route = route(config);
+        g.bench_function(format!("parse/{name}"), |b| {
+            b.iter(|| kserve_v1::parse(black_box(&body), route).map(|p| p.keys.len()))
+        });
+        let all: Vec<usize> = (0..BATCH).collect();
+        g.bench_function(format!("enrich/{name}"), |b| {
+            b.iter_batched(
+                || {
+                    let parsed = kserve_v1::parse(&body, route).map_err(|e| e.code());
+                    let call = parsed
+                        .as_ref()
+                        .map_err(|e| *e)
+                        .map(|p| enrich::reader_request(config, route, &p.keys, &all));
+                    let vectors = call.map(|c| enrich::reader_vectors(&answer, &c.lookup_sizes));
+                    (parsed, vectors)
+                },
+                |(parsed, vectors)| {
+                    let vectors = vectors?.map_err(|e| e.code())?;
+                    enrich::enrich(route, parsed?.into(), &vectors, NOW_US).map_err(|e| e.code())
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        g.bench_function(format!("rewrite/{name}"), |b| {
+            b.iter_batched(
+                || {
+                    let features: Vec<vector::EntityFeatures> = vectors
+                        .iter()
+                        .filter_map(|v| vector::decode(v, route.service(), "u", NOW_US).ok())
+                        .map(|mut f| {
+                            for k in 0..route.derived.count {
+                                f.values.push(Some(match k {
+                                    1 => Kind::Int64Val(42),
+                                    3 => Kind::DoubleVal(0.123_456_789_012_345_6),
+                                    _ => Kind::BoolVal(k % 2 == 0),
+                                }));
+                                f.statuses.push(vector::FeatureStatus::Present);
+                            }
+                            f
+                        })
+                        .collect();
+                    (
+                        kserve_v1::parse(&body, route).map_err(|e| e.code()),
+                        features,
+                    )
+                },
+                |(parsed, features)| Ok::<_, &str>(kserve_v1::rewrite(parsed?, route, features)),
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    decode,
+    parse_and_rewrite,
+    whole_request,
+    derived5_stages
+);
 criterion_main!(benches);

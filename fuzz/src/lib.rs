@@ -11,6 +11,7 @@
 //! `[[bin]]` in Cargo.toml, and a few seeds in corpus/NAME/.
 
 pub mod bypass;
+pub mod derived;
 pub mod feast_rest;
 pub mod grpc;
 pub mod kserve_binary;
@@ -147,6 +148,7 @@ pub fn snapshot() -> pb::Snapshot {
         route("grpc_multi", "scoring", F::KserveV2Grpc, &["user_id"]),
         route("feast_rest", "scoring", F::FeastRest, &["user_id"]),
     ];
+    routes.extend(derived::routes());
     for r in &mut routes {
         match r.name.as_str() {
             "kserve_v2_packed" | "grpc_packed" => r.packed = true,
@@ -191,11 +193,13 @@ pub fn snapshot() -> pb::Snapshot {
             _ => {}
         }
     }
+    let od = derived::service(&scoring);
     pb::Snapshot {
         project: "fuzz".into(),
         near_cache_max_bytes: 1 << 20,
         protected_paths: vec![PROTECTED.into()],
-        services: vec![scoring, numeric, pair],
+        services: vec![scoring, numeric, pair, od],
+        on_demand_views: vec![derived::view()],
         routes,
         ..fixture::snapshot()
     }

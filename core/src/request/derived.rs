@@ -36,19 +36,30 @@ pub fn evaluate(
         return counts;
     }
     let per = route.derived.fields.len();
-    let mut out: Vec<(FeatureValue, FeatureStatus)> = Vec::with_capacity(route.derived.count);
-    for (i, entity) in features.iter_mut().enumerate() {
+    // Every entity's values first (one input buffer, refilled per view; one results buffer),
+    // then appended: no allocation per entity.
+    let mut results: Vec<(FeatureValue, FeatureStatus)> =
+        Vec::with_capacity(features.len() * route.derived.count);
+    let mut inputs: Vec<Input<'_>> = Vec::new();
+    for (i, entity) in features.iter().enumerate() {
         let own = fields.get(i * per..(i + 1) * per).unwrap_or_default();
-        out.clear();
         for b in &route.derived.bindings {
-            let inputs = bind(b, own, entity, received_s);
+            inputs.clear();
+            bind(b, own, entity, received_s, &mut inputs);
             for &f in &b.features {
                 let feature = &b.view.features[f];
                 let outcome = feature.program.eval(&inputs, budget);
-                out.push(written(outcome, feature.value_type, &mut counts));
+                results.push(written(outcome, feature.value_type, &mut counts));
             }
         }
-        for (value, status) in out.drain(..) {
+    }
+    drop(inputs);
+    let mut results = results.into_iter();
+    for entity in features.iter_mut() {
+        // Room for the derived values at once, not a regrowth of the stored vector.
+        entity.values.reserve_exact(route.derived.count);
+        entity.statuses.reserve_exact(route.derived.count);
+        for (value, status) in results.by_ref().take(route.derived.count) {
             entity.values.push(value);
             entity.statuses.push(status);
         }
@@ -56,15 +67,16 @@ pub fn evaluate(
     counts
 }
 
-/// The view's input slots for one entity: its request fields, `request.time`, its stored
-/// inputs as the entity holds them.
+/// The view's input slots for one entity, into `inputs`: its request fields, `request.time`,
+/// its stored inputs as the entity holds them.
 fn bind<'a>(
     b: &DerivedBinding,
     own: &'a [Input<'static>],
     entity: &'a EntityFeatures,
     received_s: i64,
-) -> Vec<Input<'a>> {
-    let mut inputs = Vec::with_capacity(b.view.slot_count());
+    inputs: &mut Vec<Input<'a>>,
+) {
+    inputs.reserve(b.view.slot_count());
     for &k in &b.request {
         inputs.push(match own.get(k) {
             Some(i) => borrowed(i),
@@ -82,7 +94,6 @@ fn bind<'a>(
             _ => Input::Absent(Absence::NullValue),
         });
     }
-    inputs
 }
 
 /// A request field's value, borrowed (never copied).

@@ -154,6 +154,19 @@ fn json_entities<'a>(route: &Route, doc: &'a Json) -> Vec<&'a Json> {
     }
 }
 
+/// An instance that went upstream on a route computing on-demand features held each request
+/// field as declared (absent, null or a finite number for the fixture's float64 field): one of
+/// another type is the client's 400 `invalid_request_field`, never converted.
+fn assert_request_fields(route: &Route, instance: &Json) {
+    for f in &route.derived.fields {
+        match instance.get(&f.field) {
+            None | Some(Json::Null) => {}
+            Some(Json::Number(n)) if n.as_f64().is_some_and(f64::is_finite) => {}
+            Some(other) => panic!("request field {} was {other}, yet forwarded", f.field),
+        }
+    }
+}
+
 /// The features header's value is what Ferry wrote for the one entity.
 pub fn check_features_header(route: &Route, want: &Expected, value: &str) {
     let Format::Header { encoding, .. } = &route.format else {
@@ -203,6 +216,7 @@ pub fn check_enriched_body(route: &Route, want: &Expected, doc: &Json) {
             let instances = doc["instances"].as_array().map_or(&[][..], Vec::as_slice);
             assert_eq!(instances.len(), n, "instances forwarded vs looked up");
             for (i, (inst, e)) in instances.iter().zip(&want.entities).enumerate() {
+                assert_request_fields(route, inst);
                 for (name, v) in route.output_names.iter().zip(&e.values) {
                     assert_same(
                         &format!("instances[{i}].{name}"),
@@ -280,6 +294,7 @@ pub fn check_enriched_body(route: &Route, want: &Expected, doc: &Json) {
             let entities = json_entities(route, doc);
             assert_eq!(entities.len(), n, "entities forwarded vs looked up");
             for (i, (obj, e)) in entities.iter().zip(&want.entities).enumerate() {
+                assert_request_fields(route, obj);
                 if inject_pointer.is_empty() {
                     for (name, v) in route.output_names.iter().zip(&e.values) {
                         assert_same(&format!("entity {i}'s {name}"), obj.get(name), &json_of(v));

@@ -96,12 +96,32 @@ pub fn expected(route: &Route, answer: &Answer) -> Result<Expected, String> {
             }
         }
     }
+    with_derived(route, &mut entities);
     Ok(Expected {
         entities,
         keys: n * parts,
         missing,
         stale,
     })
+}
+
+/// Appends each entity's derived features (`crate::derived`), computed from its stored ones.
+fn with_derived(route: &Route, entities: &mut [Entity]) {
+    if route.derived.count == 0 {
+        return;
+    }
+    for e in entities {
+        let stored: Vec<(&str, Option<Kind>, FeatureStatus)> = route
+            .output_names
+            .iter()
+            .zip(e.values.iter().zip(&e.statuses))
+            .map(|(n, (v, s))| (n.as_str(), v.clone(), *s))
+            .collect();
+        for (v, s) in crate::derived::expected(&stored) {
+            e.values.push(v);
+            e.statuses.push(s);
+        }
+    }
 }
 
 /// What a degraded forward (`on_reader_error: forward` after a reader failure) writes for
@@ -174,17 +194,27 @@ impl Expected {
     /// The `ferry` metadata object of the body formats.
     pub fn metadata(&self, route: &Route) -> Json {
         let statuses: Vec<Json> = self.entities.iter().map(|e| e.statuses(route)).collect();
-        json!({
+        let mut m = json!({
             "service": route.services_label,
             "fingerprint": route.fingerprints_label,
             "statuses": statuses,
-        })
+        });
+        if !route.derived.version_label.is_empty() {
+            m["derived_version"] = json!(route.derived.version_label);
+        }
+        m
     }
 
     /// The `x-ferry-*` headers of an enriched request.
     pub fn summary(&self, route: &Route) -> Vec<(String, String)> {
         let partial = self.missing > 0 || self.stale > 0;
-        vec![
+        let derived = (!route.derived.version_label.is_empty()).then(|| {
+            (
+                "x-ferry-derived-version".to_string(),
+                route.derived.version_label.clone(),
+            )
+        });
+        let mut out = vec![
             ("x-ferry-service".into(), route.services_label.clone()),
             (
                 "x-ferry-fingerprint".into(),
@@ -197,7 +227,9 @@ impl Expected {
                 "x-ferry-status".into(),
                 if partial { "partial" } else { "ok" }.into(),
             ),
-        ]
+        ];
+        out.extend(derived);
+        out
     }
 
     /// KServe v2 tensors per output name (typed routes): (shape, data), nulls as the type's zero;

@@ -181,6 +181,21 @@ pub fn forged(b: &mut Bytes<'_>) -> Json {
     }
 }
 
+/// A request field as a client may send it: mostly a number, else absent, null, or of another
+/// type (the filter must refuse those with a named 400).
+fn request_field(b: &mut Bytes<'_>) -> Option<Json> {
+    match b.below(8) {
+        0 => None,
+        1 => Some(Json::Null),
+        2 => Some(json!("12.5")),
+        3 => Some(json!(true)),
+        4 => Some(json!([1.5])),
+        5 => Some(json!(7)),
+        6 => Some(json!({ "v": 1 })),
+        _ => Some(json!(-0.25)),
+    }
+}
+
 /// The join keys a route reads, per entity: (field, is an int64 key).
 fn id_fields(route: &Route) -> Vec<(String, bool)> {
     let mut out: Vec<(String, bool)> = Vec::new();
@@ -220,7 +235,15 @@ fn entity(b: &mut Bytes<'_>, route: &Route) -> Map<String, Json> {
             obj.insert(field, id(b, int));
         }
     }
-    obj.insert("amount".into(), json!(12.5));
+    // A route computing on-demand features reads `amount`: any JSON type, or none.
+    let amount = if route.derived.fields.is_empty() {
+        Some(json!(12.5))
+    } else {
+        request_field(b)
+    };
+    if let Some(a) = amount {
+        obj.insert(crate::derived::FIELD.into(), a);
+    }
     for _ in 0..b.below(4) {
         let name = route.output_names[b.below(route.output_names.len())].clone();
         obj.insert(name, forged(b));

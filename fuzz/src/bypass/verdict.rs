@@ -93,7 +93,19 @@ impl Run<'_> {
                     code, "no_route",
                     "a spelling of route {r}'s path found no route"
                 );
-                assert_eq!(json["route"], self.config.routes[r].name.as_str(), "{json}");
+                let route = &self.config.routes[r];
+                assert_eq!(json["route"], route.name.as_str(), "{json}");
+                if code == "invalid_request_field" {
+                    let named = route.derived.fields.iter().any(|f| {
+                        json["message"]
+                            .as_str()
+                            .is_some_and(|m| m.contains(&format!("request field '{}'", f.field)))
+                    });
+                    assert!(
+                        named,
+                        "a request field refusal naming none of the route's: {json}"
+                    );
+                }
             }
         }
     }

@@ -11,11 +11,21 @@
 //! store holds (or nothing where Ferry writes nothing), or the client got a 4xx JSON refusal
 //! and the model was not called. One stack serves the whole matrix; every request has its own
 //! connection (Envoy closes an HTTP/1.1 connection after a local reply) and a time bound.
+//!
+//! Derived (on-demand) features are Ferry's names like stored ones: the repo gains an on-demand
+//! view over a stored feature and a request field (`bypass/derived.rs`), whose values the checks
+//! compute from the source data and the request; a client's value under a derived name, a
+//! request field of the wrong type and the service of request fields only (no reader call) are
+//! rows (`bypass/derived_cases.rs`).
 
 #[path = "bypass/case.rs"]
 mod case;
 #[path = "bypass/cases.rs"]
 mod cases;
+#[path = "bypass/derived.rs"]
+mod derived;
+#[path = "bypass/derived_cases.rs"]
+mod derived_cases;
 #[path = "bypass/feast.rs"]
 mod feast;
 #[path = "bypass/grpc.rs"]
@@ -60,6 +70,23 @@ async fn send(port: u16, protocol: Protocol, case: Arc<Case>) -> Response {
     }
 }
 
+/// The reader's count of keys asked for (`ferry_reader_keys_requested_total`).
+fn keys_requested(reader_port: u16) -> i64 {
+    let m = ferry_integration_tests::http::raw(
+        reader_port,
+        b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    )
+    .expect("the reader's metrics");
+    m.lines()
+        .find_map(|l| {
+            l.strip_prefix("ferry_reader_keys_requested_total ")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no keys counter in:\n{m}"))
+}
+
 fn panic_text(e: tokio::task::JoinError) -> String {
     match e.try_into_panic() {
         Ok(p) => p
@@ -81,6 +108,7 @@ async fn the_model_only_ever_sees_features_from_the_store(runtime: Runtime) {
         routes::protect,
     );
     let store = Store::load(&stack);
+    derived::load(&stack);
     let pair = store
         .fresh_pairs()
         .into_iter()
@@ -91,6 +119,7 @@ async fn the_model_only_ever_sees_features_from_the_store(runtime: Runtime) {
         .expect("a fresh (merchant, user) pair in the data");
     let cases: Vec<Arc<Case>> = cases::all(&pair).into_iter().map(Arc::new).collect();
     let port = stack.listen_port;
+    let reader_port = stack.reader_port;
     let matrix = async {
         let mut lines = Vec::new();
         for protocol in [Protocol::Http1, Protocol::H2c] {
@@ -100,11 +129,21 @@ async fn the_model_only_ever_sees_features_from_the_store(runtime: Runtime) {
             {
                 // Its own task: a request that fails or hangs names its case instead of ending
                 // the matrix.
+                let keys_before = case.no_reader_call.then(|| keys_requested(reader_port));
                 let sent = tokio::spawn(send(port, protocol, case.clone())).await;
-                let verdict = match sent {
+                let mut verdict = match sent {
                     Ok(resp) => outcome::check(&case.expect, &case.body, &resp, &store),
                     Err(e) => Err(format!("request failed: {}", panic_text(e))),
                 };
+                if let (Ok(()), Some(before)) = (&verdict, keys_before) {
+                    let after = keys_requested(reader_port);
+                    if after != before {
+                        verdict = Err(format!(
+                            "the reader was asked for {} keys on a route that looks nothing up",
+                            after - before
+                        ));
+                    }
+                }
                 let name = format!("{:?} {}: {}", protocol, case.name, case.expect.summary());
                 lines.push((name, verdict));
             }

@@ -4,6 +4,7 @@
 use ferry_integration_tests::expected::{Entity, Service};
 use serde_json::json;
 
+use crate::derived::Amount;
 use crate::outcome::{Expect, Refuser, Route};
 
 /// What a client may put in the headers Ferry writes (and one it does not know).
@@ -39,6 +40,8 @@ pub struct Case {
     pub trailers: Option<Vec<(&'static str, &'static str)>>,
     /// Sent over h2c only (gRPC is HTTP/2: over HTTP/1.1 no gRPC client exists to try).
     pub h2c_only: bool,
+    /// The reader's key counter must not move while the case runs.
+    pub no_reader_call: bool,
     pub expect: Expect,
 }
 
@@ -52,6 +55,7 @@ pub fn request(name: &str, method: &'static str, path: &str, body: impl Into<Vec
         body: body.into(),
         trailers: None,
         h2c_only: false,
+        no_reader_call: false,
         expect: Expect::Untouched {
             model_path: path.to_string(),
         },
@@ -94,7 +98,23 @@ impl Case {
             entities,
             model_path: model_path.to_string(),
             numbers: Vec::new(),
+            amounts: Vec::new(),
         };
+        self
+    }
+
+    /// The request field `amount` each instance carries, as sent (None: absent), for the
+    /// derived features the model must receive.
+    pub fn amounts(mut self, sent: Vec<Amount>) -> Case {
+        if let Expect::Enriched { amounts, .. } = &mut self.expect {
+            *amounts = sent;
+        }
+        self
+    }
+
+    /// The route must answer without a reader call (a service of request fields only).
+    pub fn no_reader_call(mut self) -> Case {
+        self.no_reader_call = true;
         self
     }
 

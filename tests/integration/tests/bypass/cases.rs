@@ -44,6 +44,7 @@ pub fn all(pair: &Pair) -> Vec<Case> {
         duplicates(),
         numbers(),
         crate::grpc_cases::all(pair),
+        crate::derived_cases::all(),
     ]
     .concat()
 }

@@ -14,6 +14,7 @@ use ferry_integration_tests::expected::{Entity, Feature, Service, Store};
 use ferry_integration_tests::http::Response;
 use serde_json::Value as Json;
 
+use crate::derived::{self, Amount, Derived};
 use crate::numbers::number_token;
 use crate::places::{check_body, check_feature_object, statuses};
 
@@ -42,6 +43,9 @@ pub struct Route {
     pub name: &'static str,
     pub format: Format,
     pub service: Service,
+    /// The on-demand service the route serves instead, if any (`service` then gives its stored
+    /// features).
+    pub derived: Derived,
 }
 
 /// Who answers a refusal: the filter (its replies carry `x-ferry-error`) or Envoy itself.
@@ -62,6 +66,8 @@ pub enum Expect {
         entities: Vec<Entity>,
         model_path: String,
         numbers: Vec<(&'static str, &'static str)>,
+        /// The request field `amount` of each instance as sent (derived routes; none: absent).
+        amounts: Vec<Amount>,
     },
     /// (a) where Ferry writes nothing: the model received the body as sent and no Ferry-owned
     /// header at all.
@@ -191,9 +197,19 @@ pub fn check(expect: &Expect, sent: &[u8], resp: &Response, store: &Store) -> Re
                 entities,
                 model_path,
                 numbers,
+                amounts,
             },
-        ) => enriched(route, entities, model_path, numbers, sent, resp, store)
-            .map_err(|e| format!("route {}: {e}", route.name)),
+        ) => {
+            let feats: Vec<Vec<Feature>> = entities
+                .iter()
+                .enumerate()
+                .map(|(i, e)| derived::features(route, e, amounts.get(i).unwrap_or(&None), store))
+                .collect();
+            enriched(
+                route, entities, &feats, model_path, numbers, sent, resp, store,
+            )
+            .map_err(|e| format!("route {}: {e}", route.name))
+        }
         (Outcome::Model, Expect::Untouched { model_path }) => {
             path_is(resp, model_path)?;
             let owned = owned_headers(resp)?;
@@ -277,10 +293,13 @@ pub fn check(expect: &Expect, sent: &[u8], resp: &Response, store: &Store) -> Re
     }
 }
 
-/// Outcome (a) on an enriching route: the path, the headers and the body the model received.
+/// Outcome (a) on an enriching route: the path, the headers and the body the model received;
+/// `feats`: what each entity's features must be.
+#[allow(clippy::too_many_arguments)]
 fn enriched(
     route: &Route,
     entities: &[Entity],
+    feats: &[Vec<Feature>],
     model_path: &str,
     numbers: &[(&'static str, &'static str)],
     sent: &[u8],
@@ -288,10 +307,6 @@ fn enriched(
     store: &Store,
 ) -> Result<(), String> {
     path_is(resp, model_path)?;
-    let feats: Vec<Vec<Feature>> = entities
-        .iter()
-        .map(|e| store.features(route.service, e))
-        .collect();
     for (field, token) in numbers {
         let got = number_token(&String::from_utf8_lossy(&resp.body), field);
         if got.as_deref() != Some(*token) {
@@ -302,8 +317,8 @@ fn enriched(
             ));
         }
     }
-    check_headers(route, entities, &feats, resp, store)?;
-    check_body(route, &feats, sent, numbers, resp, store)?;
+    check_headers(route, entities, feats, resp, store)?;
+    check_body(route, feats, sent, numbers, resp, store)?;
     Ok(())
 }
 
@@ -359,20 +374,19 @@ fn check_headers(
     store: &Store,
 ) -> Result<(), String> {
     let mut got = owned_headers(resp)?;
+    // A service of request fields only looks nothing up: nothing is missing or stale.
+    let stored = route.derived != Derived::ReqOnly;
     let missing = entities
         .iter()
-        .filter(|e| store.is_missing(route.service, e))
+        .filter(|e| stored && store.is_missing(route.service, e))
         .count();
     let stale = entities
         .iter()
-        .filter(|e| store.is_stale(route.service, e))
+        .filter(|e| stored && store.is_stale(route.service, e))
         .count();
     let mut want: BTreeMap<String, String> = [
-        ("x-ferry-service", route.service.name().to_string()),
-        (
-            "x-ferry-fingerprint",
-            store.fingerprint(route.service).to_string(),
-        ),
+        ("x-ferry-service", derived::service_name(route).to_string()),
+        ("x-ferry-fingerprint", derived::fingerprint(route, store)),
         ("x-ferry-entities", entities.len().to_string()),
         ("x-ferry-missing", missing.to_string()),
         ("x-ferry-stale", stale.to_string()),
@@ -384,6 +398,9 @@ fn check_headers(
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))
     .collect();
+    if let Some(v) = derived::version(route) {
+        want.insert("x-ferry-derived-version".to_string(), v);
+    }
     if let Format::Header { features_header } = route.format {
         let value = got
             .remove(features_header)

@@ -8,6 +8,7 @@ use ferry_integration_tests::expected::{Feature, Store};
 use ferry_integration_tests::http::Response;
 use serde_json::{json, Map, Value as Json};
 
+use crate::derived;
 use crate::numbers::parse_quoting;
 use crate::outcome::{text, Format, Route};
 
@@ -64,11 +65,15 @@ fn check_feature_fields(
 
 /// The `ferry` metadata a body route writes.
 fn metadata(route: &Route, feats: &[Vec<Feature>], store: &Store) -> Json {
-    json!({
-        "service": route.service.name(),
-        "fingerprint": store.fingerprint(route.service),
+    let mut m = json!({
+        "service": derived::service_name(route),
+        "fingerprint": derived::fingerprint(route, store),
         "statuses": feats.iter().map(|f| statuses(f)).collect::<Vec<_>>(),
-    })
+    });
+    if let Some(v) = derived::version(route) {
+        m["derived_version"] = json!(v);
+    }
+    m
 }
 
 pub fn check_body(
@@ -143,11 +148,15 @@ pub fn check_body(
                 .and_then(|s| serde_json::from_str(s).ok())
                 .unwrap_or(Json::Null);
             let want = metadata(route, feats, store);
-            let got_meta = json!({
+            let mut got_meta = json!({
                 "service": params["ferry_service"],
                 "fingerprint": params["ferry_fingerprint"],
                 "statuses": listed,
             });
+            let derived = derived::version(route).is_some();
+            if derived || params.get("ferry_derived_version").is_some() {
+                got_meta["derived_version"] = params["ferry_derived_version"].clone();
+            }
             if got_meta != want {
                 return Err(format!(
                     "parameters.ferry_*: the model received {got_meta}, the store says {want}"
@@ -160,10 +169,11 @@ pub fn check_body(
                 let mut emptied = false;
                 if let Some(Json::Object(p)) = doc.get_mut("parameters") {
                     p.retain(|k, _| {
-                        !matches!(
+                        let owned = matches!(
                             k.as_str(),
                             "ferry_service" | "ferry_fingerprint" | "ferry_statuses"
-                        )
+                        ) || (derived && k == "ferry_derived_version");
+                        !owned
                     });
                     emptied = p.is_empty();
                 }
