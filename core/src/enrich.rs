@@ -10,6 +10,7 @@ use crate::config::{Config, OnMissing, OnStale, Route};
 use crate::derive::{cost::DEFAULT_REQUEST_BUDGET, Budget};
 use crate::error::FerryError;
 use crate::format::{self, ParsedRequest};
+use crate::metrics::Served;
 use crate::request::derived::{self, DerivedCounts};
 use crate::values::FeatureValue;
 use crate::vector::{self, EntityFeatures, FeatureStatus};
@@ -30,6 +31,8 @@ pub struct Enriched {
     pub stale: usize,
     /// What computing the on-demand features gave, for metrics.
     pub derived: DerivedCounts,
+    /// Per (service, view): values by status and row ages, for metrics.
+    pub served: Served,
 }
 
 /// The single reader call for a request.
@@ -199,6 +202,7 @@ pub fn enrich_at(
         mut features,
         missing,
         stale,
+        served,
     } = decode(route, req.keys(), vectors, now_us)?;
     if route.on_missing == OnMissing::Reject && !missing.is_empty() {
         return Err(FerryError::EntitiesNotFound { ids: missing });
@@ -224,6 +228,7 @@ pub fn enrich_at(
         missing: missing.len(),
         stale: stale.len(),
         derived,
+        served,
     })
 }
 
@@ -245,6 +250,7 @@ struct Decoded {
     features: Vec<EntityFeatures>,
     missing: Vec<String>,
     stale: Vec<String>,
+    served: Served,
 }
 
 /// Decodes each entity's vectors (one per route part, in part order) into its features.
@@ -257,24 +263,31 @@ fn decode(
     let parts = route.keys_per_entity();
     let mut features = Vec::with_capacity(keys.len() / parts);
     let (mut missing, mut stale) = (Vec::new(), Vec::new());
+    let (mut served, mut times) = (Served::new(route), Vec::new());
     for (keys, vectors) in keys.chunks(parts).zip(vectors.chunks(parts)) {
+        let mut first = 0;
         let mut entity = EntityFeatures {
             values: Vec::with_capacity(route.feature_count),
             statuses: Vec::with_capacity(route.feature_count),
         };
         for ((part, key), bytes) in route.parts.iter().zip(keys).zip(vectors) {
             let from = entity.statuses.len();
+            let cells = first;
+            first += part.service.views.len();
             if part.service.feature_count == 0 {
                 // On-demand views over request fields only: nothing stored, nothing looked up.
                 continue;
             }
+            times.clear();
             if bytes.is_empty() {
                 missing.push(key.clone());
                 entity.push_not_found(part.service.feature_count);
             } else {
-                vector::decode_into(bytes, &part.service, key, now_us, &mut entity)?;
+                let service = &part.service;
+                vector::decode_into(bytes, service, key, now_us, &mut entity, &mut times)?;
             }
             let statuses = entity.statuses.get(from..).unwrap_or_default();
+            served.add(cells, &part.service, statuses, &times, now_us);
             if statuses.contains(&FeatureStatus::OutsideMaxAge) {
                 stale.push(key.clone());
             }
@@ -285,6 +298,7 @@ fn decode(
         features,
         missing,
         stale,
+        served,
     })
 }
 
@@ -379,6 +393,8 @@ pub fn degraded(
         missing: 0,
         stale: 0,
         derived,
+        // A reader failure, not a value served: counted by ferry_requests_degraded.
+        served: Served::default(),
     })
 }
 
