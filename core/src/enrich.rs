@@ -413,6 +413,7 @@ fn degraded_headers(route: &Route, error: &FerryError) -> Vec<(&'static str, Str
 mod tests {
     use super::*;
     use crate::config::fixture::{config, route_with, FP};
+    use std::collections::HashMap;
     use ferry_protos::v1::{self as pb, value::Kind};
     use ferry_test_support::reader::response;
     use ferry_test_support::vector::{scoring, vector, NOW_US as NOW};
@@ -571,5 +572,87 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.code(), "fingerprint_mismatch");
+    }
+
+    /// Every (service, view) metric name defined, by host id, for `served_values_are_counted`.
+    fn view_metrics(c: &Config) -> (crate::metrics::Metrics, HashMap<u32, String>) {
+        use crate::metrics::{Metrics, ViewMetrics};
+        let mut names = HashMap::new();
+        let mut next = 100;
+        let base = Metrics::define(|_, _| None);
+        let views = ViewMetrics::define(c, &ViewMetrics::default(), |_, name| {
+            next += 1;
+            names.insert(next, name.to_owned());
+            Some(next)
+        });
+        (base.with_views(views), names)
+    }
+
+    #[test]
+    fn served_values_are_counted_by_view_status_and_age() {
+        use crate::host::testing::FakeHost;
+        use ferry_test_support::snapshot::DAY_US;
+        let c = route_with(|r| r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32);
+        let r = &c.routes[0];
+        let body = r#"{"instances": [{"user_id": "a"}, {"user_id": "b"}, {"user_id": "c"}]}"#;
+        let req: ParsedRequest = crate::format::kserve_v1::parse(body.as_bytes(), r)
+            .unwrap()
+            .into();
+        // a: fresh, 10 s old, score null; b: 2 days old (txn stale under its 1-day TTL);
+        // c: not found.
+        let fresh = scoring(NOW - 10_000_000, Some(1), None, Some(3));
+        let old = scoring(NOW - 2 * DAY_US, Some(2), Some(0.5), Some(4));
+        let e = enrich(r, req, &[fresh, old, vec![]], NOW).unwrap();
+        let (m, names) = view_metrics(&c);
+        let host = FakeHost::default();
+        m.count_served(&host, r, &e.served);
+        let count = |name: &str| {
+            let id = names.iter().find(|(_, n)| n.as_str() == name).unwrap().0;
+            host.metrics.borrow().get(id).copied().unwrap_or(0)
+        };
+        let p = "ferry_view_values.service.scoring.view";
+        assert_eq!(count(&format!("{p}.profile.status.present")), 3);
+        assert_eq!(count(&format!("{p}.profile.status.null")), 1);
+        assert_eq!(count(&format!("{p}.profile.status.missing")), 2);
+        assert_eq!(count(&format!("{p}.profile.status.stale")), 0);
+        assert_eq!(count(&format!("{p}.txn.status.present")), 1);
+        assert_eq!(count(&format!("{p}.txn.status.stale")), 1);
+        assert_eq!(count(&format!("{p}.txn.status.missing")), 1);
+        let mut ages: Vec<(String, u64)> = host
+            .recorded
+            .borrow()
+            .iter()
+            .map(|(id, v)| (names[id].clone(), *v))
+            .collect();
+        ages.sort();
+        let age = |v: &str| format!("ferry_view_age_seconds.service.scoring.view.{v}");
+        assert_eq!(
+            ages,
+            [
+                (age("profile"), 10),
+                (age("profile"), 172_800),
+                (age("txn"), 10),
+                (age("txn"), 172_800)
+            ],
+            "one age per row found, stale ones included"
+        );
+    }
+
+    #[test]
+    fn view_series_are_bounded_and_kept_across_snapshots() {
+        use crate::metrics::{views::MAX_VIEW_SERIES, ViewMetrics};
+        let c = config();
+        let mut defined = 0;
+        let all = ViewMetrics::define(&c, &ViewMetrics::default(), |_, _| {
+            defined += 1;
+            Some(defined)
+        });
+        let pairs: usize = c.services.iter().map(|s| s.views.len()).sum();
+        assert!(pairs >= 2 && pairs <= MAX_VIEW_SERIES);
+        assert_eq!((all.pairs(), defined), (pairs, pairs as u32 * 5));
+        let one = ViewMetrics::define_at_most(&c, &ViewMetrics::default(), 1, |_, _| Some(1));
+        assert_eq!(one.pairs(), 1, "past the bound: no series");
+        let again = ViewMetrics::define(&c, &all, |_, _| panic!("already defined"));
+        assert_eq!(again.ids("scoring"), all.ids("scoring"));
     }
 }

@@ -69,6 +69,16 @@ impl ViewMetrics {
     pub fn define(
         config: &Config,
         known: &ViewMetrics,
+        define: impl FnMut(Kind, &str) -> Option<u32>,
+    ) -> ViewMetrics {
+        ViewMetrics::define_at_most(config, known, MAX_VIEW_SERIES, define)
+    }
+
+    /// `define`, with at most `max` (service, view) pairs.
+    pub fn define_at_most(
+        config: &Config,
+        known: &ViewMetrics,
+        max: usize,
         mut define: impl FnMut(Kind, &str) -> Option<u32>,
     ) -> ViewMetrics {
         let mut services = HashMap::new();
@@ -81,7 +91,7 @@ impl ViewMetrics {
             let mut views = Vec::with_capacity(service.views.len());
             for view in &service.views {
                 pairs += 1;
-                if pairs > MAX_VIEW_SERIES {
+                if pairs > max {
                     break;
                 }
                 if let Some(ids) = old.and_then(|o| o.iter().find(|v| v.view == view.name)) {
