@@ -413,11 +413,11 @@ fn degraded_headers(route: &Route, error: &FerryError) -> Vec<(&'static str, Str
 mod tests {
     use super::*;
     use crate::config::fixture::{config, route_with, FP};
-    use std::collections::HashMap;
     use ferry_protos::v1::{self as pb, value::Kind};
     use ferry_test_support::reader::response;
     use ferry_test_support::vector::{scoring, vector, NOW_US as NOW};
     use serde_json::json;
+    use std::collections::HashMap;
 
     fn good(age: i64) -> Vec<u8> {
         scoring(NOW, Some(age), Some(0.25), Some(9))

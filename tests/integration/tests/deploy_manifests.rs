@@ -533,7 +533,10 @@ fn grafana_dashboard_queries_only_metrics_that_exist() {
                 .find_map(|s| word.strip_suffix(s))
                 .unwrap_or(word);
             let exists = known(base) || base.strip_suffix("_seconds").is_some_and(known);
-            assert!(exists, "the dashboard queries {word}, which no exporter defines: {q}");
+            assert!(
+                exists,
+                "the dashboard queries {word}, which no exporter defines: {q}"
+            );
         }
     }
     assert!(names >= 20, "{names} metric names in the dashboard");

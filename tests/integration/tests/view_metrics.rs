@@ -45,7 +45,10 @@ fn samples(prom: &str, name: &str) -> Vec<(BTreeMap<String, String>, f64)> {
 
 fn sample(all: &[(BTreeMap<String, String>, f64)], want: &[(&str, &str)]) -> Option<f64> {
     all.iter()
-        .find(|(l, _)| want.iter().all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v)))
+        .find(|(l, _)| {
+            want.iter()
+                .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+        })
         .map(|(_, v)| *v)
 }
 
@@ -93,7 +96,11 @@ async fn views_are_counted_by_status_and_age(runtime: Runtime) {
     // Envoy merges histograms into /stats/prometheus at its stats flush (every 5 s).
     let mut prom = prometheus(&stack);
     for _ in 0..100 {
-        if sample(&samples(&prom, &format!("{age}_count")), &[("view", "transactions")]) == Some(2.0) {
+        if sample(
+            &samples(&prom, &format!("{age}_count")),
+            &[("view", "transactions")],
+        ) == Some(2.0)
+        {
             break;
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -123,7 +130,10 @@ async fn views_are_counted_by_status_and_age(runtime: Runtime) {
         let count = sample(&samples(&prom, &format!("{age}_count")), &[("view", view)]);
         assert_eq!(count, Some(ages.len() as f64), "{view}:\n{prom}");
         let mut seen = 0;
-        for (labels, n) in buckets.iter().filter(|(l, _)| l.get("view").map(String::as_str) == Some(*view)) {
+        for (labels, n) in buckets
+            .iter()
+            .filter(|(l, _)| l.get("view").map(String::as_str) == Some(*view))
+        {
             assert_eq!(labels["service"], SERVICE);
             let le: f64 = match labels["le"].as_str() {
                 "+Inf" => f64::INFINITY,
@@ -142,7 +152,11 @@ async fn views_are_counted_by_status_and_age(runtime: Runtime) {
     // The stale transactions row is about 2 days old: above 1 day, below 4.
     let stale = [("view", "transactions"), ("le", "86400")];
     let two_days = [("view", "transactions"), ("le", "345600")];
-    assert_eq!(sample(&buckets, &stale), Some(1.0), "only the fresh row under 1 day");
+    assert_eq!(
+        sample(&buckets, &stale),
+        Some(1.0),
+        "only the fresh row under 1 day"
+    );
     assert_eq!(sample(&buckets, &two_days), Some(2.0));
 }
 
