@@ -648,7 +648,7 @@ mod tests {
             Some(defined)
         });
         let pairs: usize = c.services.iter().map(|s| s.views.len()).sum();
-        assert!(pairs >= 2 && pairs <= MAX_VIEW_SERIES);
+        assert!((2..=MAX_VIEW_SERIES).contains(&pairs));
         assert_eq!((all.pairs(), defined), (pairs, pairs as u32 * 5));
         let one = ViewMetrics::define_at_most(&c, &ViewMetrics::default(), 1, |_, _| Some(1));
         assert_eq!(one.pairs(), 1, "past the bound: no series");
