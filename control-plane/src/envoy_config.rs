@@ -146,7 +146,10 @@ impl StaticOptions {
             ("EXTRA_CLUSTERS", clusters),
             ("WRITE_ROUTES", write_routes),
             ("WRITE_CLUSTER", write_cluster),
-            ("STATS_CONFIG", stats::render()),
+            (
+                "STATS_CONFIG",
+                stats::render().trim_end_matches('\n').to_owned(),
+            ),
         ])
     }
 }
