@@ -59,14 +59,16 @@ def check(url):
         if len(names) != 31 or present != len(statuses):
             sys.exit(f"feast {service} answered unexpectedly: {json.dumps(doc)[:600]}")
     # The on-demand feature view `risk` (python mode) on the request's amount and channel.
-    body = json.dumps({"feature_service": "scoring_odfv", "full_feature_names": True,
+    # Short names: Feast 0.67 answers no column of a python-mode ODFV under full names.
+    body = json.dumps({"feature_service": "scoring_odfv", "full_feature_names": False,
                        "entities": {"user_id": ["u000001", "u000002"], "amount": [120.5, 3.0],
                                     "request_channel": ["web", "web"]}}).encode()
     req = urllib.request.Request(url, data=body, headers={"content-type": "application/json"})
     with urllib.request.urlopen(req, timeout=30) as r:
         doc = json.load(r)
     names = doc["metadata"]["feature_names"]
-    risk = {n: res["values"] for n, res in zip(names, doc["results"]) if n.startswith("risk__")}
+    odfv = {"amount_over_avg_7d", "over_max_30d", "amount_z_30d", "other_channel", "declines_per_txn"}
+    risk = {n: res["values"] for n, res in zip(names, doc["results"]) if n in odfv}
     print(f"feast scoring_odfv: {len(names)} columns, risk: {json.dumps(risk)}")
     if len(risk) != 5 or any(v is None for vals in risk.values() for v in vals):
         sys.exit(f"feast scoring_odfv answered unexpectedly: {json.dumps(doc)[:600]}")

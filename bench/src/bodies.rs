@@ -26,7 +26,7 @@ pub struct BodySpec {
     pub feature_service: String,
     /// Feast: send each row's request data too (`amount`, `request_channel`: the values a
     /// KServe v1 body of the same seed carries as `amount` and `channel`), for an on-demand
-    /// feature view.
+    /// feature view, and ask for short feature names.
     pub request_data: bool,
     /// Reader: project, service and fingerprint of the lookup.
     pub project: String,
@@ -103,11 +103,14 @@ impl BodySpec {
                     entities["amount"] = amounts.into();
                     entities["request_channel"] = vec!["web"; self.batch].into();
                 }
+                // Short names with request data: Feast 0.67 answers a python-mode ODFV's
+                // columns only then (it matches the function's short output names against
+                // the requested references, which full_feature_names prefixes).
                 Bytes::from(
                     serde_json::json!({
                         "feature_service": self.feature_service,
                         "entities": entities,
-                        "full_feature_names": true,
+                        "full_feature_names": !self.request_data,
                     })
                     .to_string(),
                 )
@@ -190,6 +193,7 @@ mod tests {
             assert_eq!(f["entities"]["amount"][i], inst["amount"]);
             assert_eq!(f["entities"]["request_channel"][i], inst["channel"]);
         }
+        assert_eq!(f["full_feature_names"], false);
         let plain = spec(Protocol::Feast, 3).build(&mut Rng::new(9));
         let p: serde_json::Value = serde_json::from_slice(&plain).unwrap();
         assert!(p["entities"].get("amount").is_none());

@@ -52,7 +52,8 @@ struct Args {
     /// Feast: the FeatureService to ask for.
     #[arg(long, default_value = "scoring_precomputed")]
     feature_service: String,
-    /// Feast: send each row's request data (amount, request_channel) for an on-demand view.
+    /// Feast: send each row's request data (amount, request_channel) for an on-demand view,
+    /// with short feature names.
     #[arg(long)]
     request_data: bool,
     /// Reader: the lookup's project, service and fingerprint (hex).
