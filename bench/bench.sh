@@ -70,6 +70,14 @@ else
   cargo build --profile native --quiet -p ferry-native
 fi
 
+# BENCH_BIN_DIR=DIR: run copies of the binaries, the .wasm and the native module taken right
+# after the build, so that builds from other checkouts sharing target/ cannot swap them mid-run.
+if [ -n "${BENCH_BIN_DIR:-}" ]; then
+  mkdir -p "$BENCH_BIN_DIR"
+  cp "$BIN/ferry" "$BIN/ferry-reader" "$BIN/ferry-demo-model" "$BIN/ferry-bench" "$WASM" "$NATIVE" "$BENCH_BIN_DIR/"
+  BIN=$BENCH_BIN_DIR; WASM=$BENCH_BIN_DIR/$(basename "$WASM"); NATIVE=$BENCH_BIN_DIR/$(basename "$NATIVE")
+fi
+
 for p in $PROCS; do stop "$p" >/dev/null || true; done
 for p in $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT $PASS_PORT $FEAST_PORT \
   $FF_LISTEN_PORT $FF_ADMIN_PORT $FF_READER_PORT \
