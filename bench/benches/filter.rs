@@ -175,7 +175,10 @@ fn derived_configs() -> [(&'static str, Config); 2] {
     let wide = |mut s: pb::Snapshot| {
         s.routes[0].max_entities = 1000;
         s.routes[0].max_body_bytes = 1 << 20;
-        s.services[0].derived.iter_mut().for_each(|d| d.features.retain(|f| f != "huge"));
+        s.services[0]
+            .derived
+            .iter_mut()
+            .for_each(|d| d.features.retain(|f| f != "huge"));
         match Config::from_snapshot(s) {
             Ok(c) => c,
             Err(e) => unreachable!("the bench snapshot is valid: {e}"),
@@ -209,7 +212,10 @@ fn derived(c: &mut Criterion) {
             };
             // What is measured computes what it should: five values per instance, or none.
             match once(&body) {
-                Ok(e) => assert_eq!(e.derived.values, if *name == "plain" { 0 } else { 5 * batch }),
+                Ok(e) => assert_eq!(
+                    e.derived.values,
+                    if *name == "plain" { 0 } else { 5 * batch }
+                ),
                 Err(e) => unreachable!("the bench request is refused: {e}"),
             }
             group.bench_with_input(BenchmarkId::new(*name, batch), &batch, |b, _| {

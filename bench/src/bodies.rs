@@ -64,7 +64,10 @@ pub fn user_id(i: u64) -> String {
 /// One instance's request-time fields: an amount (0.00 to 4,999.99) and a merchant id.
 fn request_fields(rng: &mut Rng) -> (f64, String) {
     let cents = rng.next_u64() % 500_000;
-    (cents as f64 / 100.0, format!("m{:05}", rng.next_u64() % 20_000))
+    (
+        cents as f64 / 100.0,
+        format!("m{:05}", rng.next_u64() % 20_000),
+    )
 }
 
 impl BodySpec {
@@ -99,7 +102,8 @@ impl BodySpec {
             Protocol::Feast => {
                 let mut entities = serde_json::json!({ "user_id": ids });
                 if self.request_data {
-                    let amounts: Vec<f64> = (0..self.batch).map(|_| request_fields(rng).0).collect();
+                    let amounts: Vec<f64> =
+                        (0..self.batch).map(|_| request_fields(rng).0).collect();
                     entities["amount"] = amounts.into();
                     entities["request_channel"] = vec!["web"; self.batch].into();
                 }

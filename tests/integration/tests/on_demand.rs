@@ -69,7 +69,10 @@ fn with_views(yaml: String) -> String {
     let (views, services) = VIEWS.split_once("\nfeature_services:\n").unwrap();
     let views = views.strip_prefix("on_demand_views:\n").unwrap();
     for list in ["\non_demand_views:\n", "\nfeature_services:\n"] {
-        assert!(yaml.contains(list), "the example's ferry.yaml has no {list:?}");
+        assert!(
+            yaml.contains(list),
+            "the example's ferry.yaml has no {list:?}"
+        );
     }
     yaml.replacen(
         "\non_demand_views:\n",
