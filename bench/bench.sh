@@ -27,7 +27,7 @@ else
   RATES=${BENCH_RATES:-"100 400"}
 fi
 BATCHES=${BENCH_BATCHES:-"1 5 10 50 100"}
-SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache ferry_native ferry_native_cache ferry_native_inproc reader_direct ferry_feast feast_precomputed feast_regular feast_sdk"}
+SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache ferry_mix ferry_od ferry_native ferry_native_cache ferry_native_mix ferry_native_od ferry_native_inproc reader_direct ferry_feast feast_precomputed feast_regular feast_odfv feast_sdk"}
 HOT_SET=${BENCH_HOT_SET:-1000}   # ids of the near-cache scenario: a warm working set
 FEAST_WORKERS=${BENCH_FEAST_WORKERS:--1}
 # The reader cluster's protocol (http1 | http2); empty = the generator's default, the measured
@@ -68,6 +68,14 @@ else
   cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model -p bench
   cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
   cargo build --profile native --quiet -p ferry-native
+fi
+
+# BENCH_BIN_DIR=DIR: run copies of the binaries, the .wasm and the native module taken right
+# after the build, so that builds from other checkouts sharing target/ cannot swap them mid-run.
+if [ -n "${BENCH_BIN_DIR:-}" ]; then
+  mkdir -p "$BENCH_BIN_DIR"
+  cp "$BIN/ferry" "$BIN/ferry-reader" "$BIN/ferry-demo-model" "$BIN/ferry-bench" "$WASM" "$NATIVE" "$BENCH_BIN_DIR/"
+  BIN=$BENCH_BIN_DIR; WASM=$BENCH_BIN_DIR/$(basename "$WASM"); NATIVE=$BENCH_BIN_DIR/$(basename "$NATIVE")
 fi
 
 for p in $PROCS; do stop "$p" >/dev/null || true; done
@@ -129,15 +137,24 @@ say "Redis memory per entity (MEMORY USAGE on a sample)"
 "$PY" "$BENCH/redis_memory.py" --port "$REDIS_PORT" --fingerprint "$FINGERPRINT" > "$RUN_DIR/memory.json"
 meta redis_memory "$(cat "$RUN_DIR/memory.json")"
 
+# The Envoys serve repo_od: repo's routes plus the on-demand ones (Chalk's three scenarios
+# behind one Envoy). Its scoring_mix needs vectors of its own; materialized here, untimed, after
+# the figures above (taken on repo alone).
+say "ferry materialize repo_od (scoring again, and scoring_mix for the mix; untimed)"
+OD_FINGERPRINT=$("$BIN/ferry" apply "$BENCH/repo_od" | awk '/^feature service scoring / {for (i=1;i<NF;i++) if ($i=="fingerprint") print $(i+1)}')
+[ "$OD_FINGERPRINT" = "$FINGERPRINT" ] || { echo "bench: scoring differs in repo_od ($OD_FINGERPRINT) and repo ($FINGERPRINT): keep their views the same" >&2; exit 1; }
+FERRY_REDIS="redis://127.0.0.1:$REDIS_PORT/0" "$BIN/ferry" materialize "$BENCH/repo_od" >"$RUN_DIR/ferry-materialize-od.out" 2>&1 \
+  || { cat "$RUN_DIR/ferry-materialize-od.out"; exit 1; }
+
 say "starting the reader, the model, Envoy (ferry :$LISTEN_PORT, passthrough :$PASS_PORT) and Feast (:$FEAST_PORT)"
 start reader "$BIN/ferry-reader" --listen "127.0.0.1:$READER_PORT" --redis "redis://127.0.0.1:$REDIS_PORT/0"
 start model "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
-"$BIN/ferry" envoy-config "$BENCH/repo" --wasm "$WASM" --listen-port "$LISTEN_PORT" --admin-port "$ADMIN_PORT" \
+"$BIN/ferry" envoy-config "$BENCH/repo_od" --wasm "$WASM" --listen-port "$LISTEN_PORT" --admin-port "$ADMIN_PORT" \
   --reader-port "$READER_PORT" --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy-ferry.yaml" \
   ${READER_PROTOCOL:+--reader-protocol "$READER_PROTOCOL"}
 "$PY" "$BENCH/passthrough.py" "$RUN_DIR/envoy-ferry.yaml" "$PASS_PORT" > "$RUN_DIR/envoy.yaml"
 start envoy "$ENVOY" -c "$RUN_DIR/envoy.yaml" --disable-hot-restart --log-level warn --concurrency 2
-"$BIN/ferry" envoy-config "$BENCH/repo" --runtime native --native-module "$NATIVE" \
+"$BIN/ferry" envoy-config "$BENCH/repo_od" --runtime native --native-module "$NATIVE" \
   --listen-port "$NATIVE_PORT" --admin-port "$NATIVE_ADMIN_PORT" \
   --reader-port "$READER_PORT" --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy-native.yaml" \
   ${READER_PROTOCOL:+--reader-protocol "$READER_PROTOCOL"}
@@ -146,7 +163,7 @@ start envoy-native "$ENVOY" -c "$RUN_DIR/envoy-native.yaml" --disable-hot-restar
   --concurrency 2 --base-id 1
 # The same module answering reader calls in process, from the same Redis (its config still
 # names the reader cluster, unused for lookups).
-"$BIN/ferry" envoy-config "$BENCH/repo" --runtime native --native-module "$NATIVE" \
+"$BIN/ferry" envoy-config "$BENCH/repo_od" --runtime native --native-module "$NATIVE" \
   --listen-port "$INPROC_PORT" --admin-port "$INPROC_ADMIN_PORT" \
   --reader-port "$READER_PORT" --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy-inproc.yaml"
 start envoy-inproc env FERRY_NATIVE_READER="--redis redis://127.0.0.1:$REDIS_PORT/0" \
@@ -174,12 +191,14 @@ for _ in $(seq 600); do curl -fsS -o /dev/null "http://127.0.0.1:$FEAST_PORT/hea
 meta feast_server "{\"workers\": \"$FEAST_WORKERS\", \"command\": \"feast serve --workers $FEAST_WORKERS --worker-connections 1000 --registry_ttl_sec 60 --keep-alive-timeout 30 --no-access-log\"}"
 
 say "sanity checks"
+# check_ferry PATH [PORT [TEXT]]: enriched with status ok (and TEXT in the model's body).
 check_ferry() {
   local h
   h=$(curl -sS -D - -o "$RUN_DIR/check.body" -H 'content-type: application/json' \
-    --data-binary '{"instances":[{"user_id":"u000001","amount":1.5}]}' "http://127.0.0.1:${2:-$LISTEN_PORT}$1")
-  echo "$h" | grep -qi '^x-echo-headers:.*"x-ferry-status":"ok"' || {
-    echo "bench: $1 was not enriched:"; echo "$h"; head -c 600 "$RUN_DIR/check.body"; exit 1; }
+    --data-binary '{"instances":[{"user_id":"u000001","amount":1.5,"merchant_id":"m00042","channel":"web"}]}' \
+    "http://127.0.0.1:${2:-$LISTEN_PORT}$1")
+  { echo "$h" | grep -qi '^x-echo-headers:.*"x-ferry-status":"ok"' && grep -q "${3:-}" "$RUN_DIR/check.body"; } || {
+    echo "bench: $1 was not enriched${3:+ with $3}:"; echo "$h"; head -c 600 "$RUN_DIR/check.body"; exit 1; }
   echo "ferry $1: enriched ($(wc -c < "$RUN_DIR/check.body") bytes)"
 }
 check_ferry /v1/models/scoring:predict
@@ -188,6 +207,10 @@ check_ferry /v1/models/scoring:predict "$FF_LISTEN_PORT"
 check_ferry /v1/models/scoring:predict "$NATIVE_PORT"
 check_ferry /v1/models/scoring-cached:predict "$NATIVE_PORT"
 check_ferry /v1/models/scoring:predict "$INPROC_PORT"
+for port in "$LISTEN_PORT" "$NATIVE_PORT"; do
+  check_ferry /v1/models/scoring-mix:predict "$port" '"risk__declines_per_txn":[0-9]'
+  check_ferry /v1/models/scoring-od:predict "$port" '"txn__log_amount":[0-9]'
+done
 curl -fsS -o /dev/null -d '{"instances":[{"user_id":"u000001"}]}' "http://127.0.0.1:$PASS_PORT/v1/models/scoring:predict"
 "$PY" "$BENCH/feast_ops.py" check "$BENCH/feast" "http://127.0.0.1:$FEAST_PORT/get-online-features"
 
@@ -200,10 +223,15 @@ target() {
     ferry_feast) echo "http://127.0.0.1:$FF_LISTEN_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     ferry_native) echo "http://127.0.0.1:$NATIVE_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     ferry_native_cache) echo "http://127.0.0.1:$NATIVE_PORT/v1/models/scoring-cached:predict kserve $HOT_SET" ;;
+    ferry_mix) echo "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring-mix:predict kserve $ENTITIES" ;;
+    ferry_od) echo "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring-od:predict kserve $ENTITIES" ;;
+    ferry_native_mix) echo "http://127.0.0.1:$NATIVE_PORT/v1/models/scoring-mix:predict kserve $ENTITIES" ;;
+    ferry_native_od) echo "http://127.0.0.1:$NATIVE_PORT/v1/models/scoring-od:predict kserve $ENTITIES" ;;
     ferry_native_inproc) echo "http://127.0.0.1:$INPROC_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     reader_direct) echo "http://127.0.0.1:$READER_PORT/v1/vectors reader $ENTITIES --fingerprint $FINGERPRINT" ;;
     feast_precomputed) echo "http://127.0.0.1:$FEAST_PORT/get-online-features feast $ENTITIES --feature-service scoring_precomputed" ;;
     feast_regular) echo "http://127.0.0.1:$FEAST_PORT/get-online-features feast $ENTITIES --feature-service scoring" ;;
+    feast_odfv) echo "http://127.0.0.1:$FEAST_PORT/get-online-features feast $ENTITIES --feature-service scoring_odfv --request-data" ;;
     *) echo "bench: unknown scenario $1" >&2; return 1 ;;
   esac
 }
@@ -237,6 +265,20 @@ for s in $SCENARIOS; do
     n_runs=$((n_runs + 2 + $(wc -w <<<"$RATES")))
   done
 done
+
+# Criterion's cost of five derived features per request, in the same run (the bound of the mix's
+# target): natively (filter_request) and through the .wasm in the wasm host. BENCH_CRITERION=0
+# skips it.
+if [ "${BENCH_CRITERION:-1}" = 1 ]; then
+  say "criterion: five derived features per request, natively and in the wasm host"
+  if cargo bench -q -p bench --bench filter -- filter_request_derived >"$RUN_DIR/criterion.log" 2>&1 &&
+    cargo bench -q -p ferry-wasm-host --bench request -- 'request/enriched_.*_(plain|derived5)' \
+      >>"$RUN_DIR/criterion.log" 2>&1; then
+    meta criterion "$("$PY" "$BENCH/on_demand_report.py" criterion "$ROOT/target")"
+  else
+    echo "criterion failed (the mix's targets will have no bound):"; tail -5 "$RUN_DIR/criterion.log"
+  fi
+fi
 
 say "$n_runs runs done; writing the report"
 # Envoy's own view of where time went, summed over every run: the reader call, the model call,

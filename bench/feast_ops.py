@@ -5,7 +5,8 @@
                                             precomputes the vectors of `scoring_precomputed`)
                                             and prints a JSON line with the timings
   feast_ops.py check REPO URL               one request per FeatureService against the running
-                                            feature server, to fail early on a broken setup
+                                            feature server (scoring_odfv with request data), to
+                                            fail early on a broken setup
   feast_ops.py sdk REPO BATCH DURATION WARMUP ID_SPACE
                                             Feast's in-process SDK call (the figure Feast
                                             publishes): get_online_features of the precomputed
@@ -57,6 +58,20 @@ def check(url):
         print(f"feast {service}: {len(names)} columns, {present}/{len(statuses)} values PRESENT")
         if len(names) != 31 or present != len(statuses):
             sys.exit(f"feast {service} answered unexpectedly: {json.dumps(doc)[:600]}")
+    # The on-demand feature view `risk` (python mode) on the request's amount and channel.
+    # Short names: Feast 0.67 answers no column of a python-mode ODFV under full names.
+    body = json.dumps({"feature_service": "scoring_odfv", "full_feature_names": False,
+                       "entities": {"user_id": ["u000001", "u000002"], "amount": [120.5, 3.0],
+                                    "request_channel": ["web", "web"]}}).encode()
+    req = urllib.request.Request(url, data=body, headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        doc = json.load(r)
+    names = doc["metadata"]["feature_names"]
+    odfv = {"amount_over_avg_7d", "over_max_30d", "amount_z_30d", "other_channel", "declines_per_txn"}
+    risk = {n: res["values"] for n, res in zip(names, doc["results"]) if n in odfv}
+    print(f"feast scoring_odfv: {len(names)} columns, risk: {json.dumps(risk)}")
+    if len(risk) != 5 or any(v is None for vals in risk.values() for v in vals):
+        sys.exit(f"feast scoring_odfv answered unexpectedly: {json.dumps(doc)[:600]}")
 
 
 def sdk(repo, batch, duration, warmup, id_space):

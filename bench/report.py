@@ -15,10 +15,14 @@ import re
 import shutil
 import subprocess
 
+import on_demand_report
+
 SCENARIOS = ["envoy_passthrough", "ferry_redis", "ferry_cache", "ferry_native", "ferry_native_cache",
              "ferry_native_inproc", "reader_direct", "ferry_feast", "feast_precomputed", "feast_regular", "feast_sdk"]
+SCENARIOS += on_demand_report.SCENARIOS
 # Scenarios through Envoy with a ferry filter: their cost is what they add over passthrough.
-FILTERED = ["ferry_redis", "ferry_cache", "ferry_native", "ferry_native_cache", "ferry_native_inproc"]
+FILTERED = ["ferry_redis", "ferry_cache", "ferry_native", "ferry_native_cache", "ferry_native_inproc",
+            "ferry_mix", "ferry_od", "ferry_native_mix", "ferry_native_od"]
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
 
@@ -113,6 +117,7 @@ def targets(rows, meta):
         add("added p99 over passthrough, batch 100 (cache off)", x["p99_us"] - p["p99_us"], "≤ 2000 µs",
             x["p99_us"] - p["p99_us"] <= 2000, "µs")
     out += native_targets(rows)
+    out += on_demand_report.targets(rows, meta)
     mem = meta.get("redis_memory", {})
     r = ratio(mem.get("ferry_key_bytes"), mem.get("feast_precomputed_blob_bytes"))
     add("Redis bytes/entity, Ferry key / Feast precomputed blob", r and round(r, 3), "≤ 0.2",
@@ -353,6 +358,8 @@ def section(doc):
         out.append(f"| {t['target']} | {v} | {t['bound']} | {'yes' if t['met'] else '**no**'} |")
     out += ["", "### Derived (closed loop, 1 connection, unless said)", "", derived(rows), "",
             "### Wasm vs native build, and Feast (closed loop, 1 connection)", "", derived_native(rows), "",
+            "### On-demand features: stored only, on-demand only, the mix, Feast's ODFV (closed loop, 1 connection, "
+            "p50 / p99)", "", on_demand_report.table(rows, meta), "",
             "### Closed loop, 1 connection (latency of one request at a time)", "", table(rows, 1, None), "",
             "### Closed loop, 8 connections (throughput)", "", table(rows, 8, None), ""]
     for rate in rate_values:

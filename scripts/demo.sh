@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: installs what is missing, builds, starts Redis, the reader, the demo model, the
 # control plane (`ferry serve`) and Envoy with the ferry filter, applies and materializes the
-# example repo, sends sample requests (printing each before and after enrichment), pushes a
+# example repo, sends sample requests (printing each before and after enrichment; the on-demand
+# features computed in Envoy, with a null input and a division by zero), pushes a
 # change hot and shows /status, and leaves the stack running (`make stop`).
 # FERRY_MODE=static runs the older static mode: the snapshot inlined in Envoy's bootstrap, no
 # control plane. FERRY_RUNTIME=native runs the filter as an Envoy dynamic module
@@ -88,6 +89,35 @@ except ValueError:
 '
 }
 
+# What the model received, on-demand features only: per instance the request fields sent, the
+# derived features (view__feature of txn_risk and basket) and their statuses from ferry.statuses
+# (a feature missing there is PRESENT); the stored features are left out to keep it short.
+derived_view() {
+  python3 -c '
+import json, sys
+d = sys.stdin.read()
+try:
+    doc = json.loads(d)
+except ValueError:
+    print(d if d.strip() else "(empty)"); sys.exit()
+if "instances" not in doc:
+    print(json.dumps(doc, indent=2)); sys.exit()
+derived = ("txn_risk__", "basket__")
+statuses = doc.get("ferry", {}).get("statuses", [])
+for i, inst in enumerate(doc["instances"]):
+    sent = {k: v for k, v in inst.items() if "__" not in k}
+    if "query_embedding" in sent:
+        sent["query_embedding"] = "[%d floats]" % len(sent["query_embedding"])
+    print("  instance %d, sent %s" % (i, json.dumps(sent)))
+    st = statuses[i] if i < len(statuses) else {}
+    for k, v in inst.items():
+        if k.startswith(derived):
+            print("    %-34s %-22s %s" % (k, json.dumps(v), st.get(k, "PRESENT")))
+meta = {k: v for k, v in doc.get("ferry", {}).items() if k != "statuses"}
+print("  ferry: %s" % json.dumps(meta))
+'
+}
+
 # send TITLE PATH BODY: prints the request, then what the model received (or Ferry's error).
 # With BODY "-" and a 4th argument HEADER, sends a GET carrying only that header.
 send() {
@@ -111,7 +141,7 @@ send() {
   else
     echo "---- Ferry answers HTTP $status (the model is not called):"
   fi
-  pretty < "$RUN_DIR/last.body"
+  ${SHOW:-pretty} < "$RUN_DIR/last.body"
 }
 
 send "Two users, enriched with every feature of realtime_scoring" /v1/models/fraud:predict \
@@ -162,6 +192,23 @@ send "Composite key (merchant_id int64, user_id string): a pair, a stale pair, a
 send "Three FeatureServices in one reader call: user, (merchant, user) pair, merchant" \
   /v1/models/full-fraud:predict \
   '{"instances": [{"merchant_id": 1038, "user_id": "u000001", "amount": 35.0}]}'
+# On-demand features (docs/on-demand.md): computed in Envoy per instance, after the lookup,
+# from the instance's request fields and the stored vector just read; only those are printed.
+Q='"query_embedding": [0.3, -1.2, 0.8, 0.1, -0.5, 1.1, 0.0, -0.7]'
+SHOW=derived_view send "On-demand features: request fields against the stored vector (stored features left out)" \
+  /v1/models/txn-risk:predict \
+  "{\"instances\": [{\"user_id\": \"u000001\", \"amount\": 120.5, \"country\": \"DE\", \"items\": 3, $Q}, {\"user_id\": \"u000002\", \"amount\": 2500.0, \"country\": \"FR\", \"items\": 12, $Q}]}"
+SHOW=derived_view send "Null inputs and a division by zero: u000042 has no transactions or sessions row, u000007's transactions are stale, u000009's last_login_at is null, u000007 sends no query_embedding, items 0 divides by zero (INVALID)" \
+  /v1/models/txn-risk:predict \
+  "{\"instances\": [{\"user_id\": \"u000042\", \"amount\": 50.0, \"country\": \"DE\", \"items\": 2, $Q}, {\"user_id\": \"u000007\", \"amount\": 50.0, \"country\": \"DE\", \"items\": 0}, {\"user_id\": \"u000009\", \"amount\": 75.0, \"country\": \"NL\", \"items\": 1, $Q}]}"
+reader_calls() {
+  curl -fsS "http://127.0.0.1:$ADMIN_PORT/stats?filter=^cluster\.ferry_reader\.upstream_rq_total$" | awk '{print $2}'
+}
+before=$(reader_calls)
+SHOW=derived_view send "On-demand only (basket): request fields, no entity, no reader call; items 0 is INVALID, a missing field NOT_FOUND" \
+  /v1/models/basket:predict \
+  '{"instances": [{"amount": 120.0, "items": 4}, {"amount": 80.0, "items": 0}, {"amount": 1500.0}]}'
+echo "---- reader calls made by Envoy for that request: $(( $(reader_calls) - before ))"
 send "Malformed JSON" /v1/models/fraud:predict '{"instances": [{"user_id": '
 send "A path no route matches under the protected /v1/models/ is refused, never forwarded" \
   /v1/models/FRAUD:predict '{"instances": [{"user_id": "u000003", "user_profile__credit_score": 850.0}]}'

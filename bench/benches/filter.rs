@@ -5,6 +5,9 @@
 //! on-demand features (request fields `amount` and `channel`, three stored inputs), against
 //! `filter_request` on the same body; `derived5_stages` splits its extra cost (request-field
 //! parsing, evaluation, writing). The wasm artifact is measured by `tests/wasm-host/benches`.
+//! `filter_request_derived` is the same whole step on the standard fixture's route with and
+//! without five on-demand features per instance (the wasm host's bench, tests/wasm-host/benches,
+//! measures the same pair through the built `.wasm`).
 
 use std::hint::black_box;
 
@@ -304,11 +307,80 @@ fn derived5_stages(c: &mut Criterion) {
     g.finish();
 }
 
+/// The fixture's `fraud` route (profile: age, score; txn: count) with room for batch 100, and a
+/// route of the same service listing five of `risk`'s on-demand features (`abroad`, `age_at`
+/// with `request.time`, `big`, `count_or_zero` with `has()`, `ratio`; not `huge`, which
+/// overflows).
+fn derived_configs() -> [(&'static str, Config); 2] {
+    let wide = |mut s: pb::Snapshot| {
+        s.routes[0].max_entities = 1000;
+        s.routes[0].max_body_bytes = 1 << 20;
+        s.services[0]
+            .derived
+            .iter_mut()
+            .for_each(|d| d.features.retain(|f| f != "huge"));
+        match Config::from_snapshot(s) {
+            Ok(c) => c,
+            Err(e) => unreachable!("the bench snapshot is valid: {e}"),
+        }
+    };
+    [
+        ("plain", wide(fixture::snapshot())),
+        ("derived5", wide(ferry_test_support::on_demand::with_risk())),
+    ]
+}
+
+/// The whole per-request step (as [`whole_request`]) with and without five on-demand features
+/// per instance; the bodies carry the request fields in both.
+fn derived(c: &mut Criterion) {
+    use ferry_test_support::vector::{scoring, NOW_US as FIXTURE_NOW_US};
+    let configs = derived_configs();
+    let mut group = c.benchmark_group("filter_request_derived");
+    for batch in BATCHES {
+        let instances: Vec<String> = (0..batch)
+            .map(|i| format!(r#"{{"user_id":"u{i}","amount":{i}.5,"country":"DE"}}"#))
+            .collect();
+        let body = format!(r#"{{"instances":[{}]}}"#, instances.join(",")).into_bytes();
+        let vector = |i: usize| scoring(FIXTURE_NOW_US, Some(30 + i as i64), Some(0.25), Some(9));
+        let answer = ferry_test_support::reader::response((0..batch).map(vector).collect());
+        for (name, config) in &configs {
+            let route = &config.routes[0];
+            let once = |body: &[u8]| {
+                let parsed = kserve_v1::parse(body, route).map_err(|e| e.code())?;
+                let vectors = vec![vector(0); parsed.keys.len()];
+                enrich::enrich(route, parsed.into(), &vectors, FIXTURE_NOW_US).map_err(|e| e.code())
+            };
+            // What is measured computes what it should: five values per instance, or none.
+            match once(&body) {
+                Ok(e) => assert_eq!(
+                    e.derived.values,
+                    if *name == "plain" { 0 } else { 5 * batch }
+                ),
+                Err(e) => unreachable!("the bench request is refused: {e}"),
+            }
+            group.bench_with_input(BenchmarkId::new(*name, batch), &batch, |b, _| {
+                b.iter(|| {
+                    let parsed = kserve_v1::parse(black_box(&body), route).map_err(|e| e.code())?;
+                    let all: Vec<usize> = (0..parsed.keys.len()).collect();
+                    let call = enrich::reader_request(config, route, &parsed.keys, &all);
+                    black_box(&call.body);
+                    let vectors = enrich::reader_vectors(black_box(&answer), &call.lookup_sizes)
+                        .map_err(|e| e.code())?;
+                    enrich::enrich(route, parsed.into(), &vectors, FIXTURE_NOW_US)
+                        .map_err(|e| e.code())
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     decode,
     parse_and_rewrite,
     whole_request,
-    derived5_stages
+    derived5_stages,
+    derived
 );
 criterion_main!(benches);

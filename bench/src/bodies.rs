@@ -24,6 +24,10 @@ pub struct BodySpec {
     pub id_space: u64,
     /// Feast: the FeatureService to ask for.
     pub feature_service: String,
+    /// Feast: send each row's request data too (`amount`, `request_channel`: the values a
+    /// KServe v1 body of the same seed carries as `amount` and `channel`), for an on-demand
+    /// feature view, and ask for short feature names.
+    pub request_data: bool,
     /// Reader: project, service and fingerprint of the lookup.
     pub project: String,
     pub service: String,
@@ -57,6 +61,15 @@ pub fn user_id(i: u64) -> String {
     format!("u{i:06}")
 }
 
+/// One instance's request-time fields: an amount (0.00 to 4,999.99) and a merchant id.
+fn request_fields(rng: &mut Rng) -> (f64, String) {
+    let cents = rng.next_u64() % 500_000;
+    (
+        cents as f64 / 100.0,
+        format!("m{:05}", rng.next_u64() % 20_000),
+    )
+}
+
 impl BodySpec {
     pub fn content_type(&self) -> &'static str {
         match self.protocol {
@@ -75,25 +88,37 @@ impl BodySpec {
                 let instances: Vec<serde_json::Value> = ids
                     .into_iter()
                     .map(|id| {
-                        let cents = rng.next_u64() % 500_000;
+                        let (amount, merchant_id) = request_fields(rng);
                         serde_json::json!({
                             "user_id": id,
-                            "amount": cents as f64 / 100.0,
-                            "merchant_id": format!("m{:05}", rng.next_u64() % 20_000),
+                            "amount": amount,
+                            "merchant_id": merchant_id,
                             "channel": "web",
                         })
                     })
                     .collect();
                 Bytes::from(serde_json::json!({ "instances": instances }).to_string())
             }
-            Protocol::Feast => Bytes::from(
-                serde_json::json!({
-                    "feature_service": self.feature_service,
-                    "entities": { "user_id": ids },
-                    "full_feature_names": true,
-                })
-                .to_string(),
-            ),
+            Protocol::Feast => {
+                let mut entities = serde_json::json!({ "user_id": ids });
+                if self.request_data {
+                    let amounts: Vec<f64> =
+                        (0..self.batch).map(|_| request_fields(rng).0).collect();
+                    entities["amount"] = amounts.into();
+                    entities["request_channel"] = vec!["web"; self.batch].into();
+                }
+                // Short names with request data: Feast 0.67 answers a python-mode ODFV's
+                // columns only then (it matches the function's short output names against
+                // the requested references, which full_feature_names prefixes).
+                Bytes::from(
+                    serde_json::json!({
+                        "feature_service": self.feature_service,
+                        "entities": entities,
+                        "full_feature_names": !self.request_data,
+                    })
+                    .to_string(),
+                )
+            }
             Protocol::Reader => Bytes::from(
                 ferry_protos::v1::VectorRequest {
                     project: self.project.clone(),
@@ -120,6 +145,7 @@ mod tests {
             batch,
             id_space: 100,
             feature_service: "scoring_precomputed".into(),
+            request_data: false,
             project: "bench".into(),
             service: "scoring".into(),
             fingerprint: 7,
@@ -153,6 +179,28 @@ mod tests {
         assert_eq!(v["feature_service"], "scoring_precomputed");
         assert_eq!(v["entities"]["user_id"].as_array().unwrap().len(), 3);
         assert_eq!(v["full_feature_names"], true);
+    }
+
+    #[test]
+    fn feast_request_data_carries_the_kserve_bodys_amounts() {
+        let kserve = spec(Protocol::Kserve, 3).build(&mut Rng::new(9));
+        let feast = BodySpec {
+            request_data: true,
+            ..spec(Protocol::Feast, 3)
+        }
+        .build(&mut Rng::new(9));
+        let k: serde_json::Value = serde_json::from_slice(&kserve).unwrap();
+        let f: serde_json::Value = serde_json::from_slice(&feast).unwrap();
+        for i in 0..3 {
+            let inst = &k["instances"][i];
+            assert_eq!(f["entities"]["user_id"][i], inst["user_id"]);
+            assert_eq!(f["entities"]["amount"][i], inst["amount"]);
+            assert_eq!(f["entities"]["request_channel"][i], inst["channel"]);
+        }
+        assert_eq!(f["full_feature_names"], false);
+        let plain = spec(Protocol::Feast, 3).build(&mut Rng::new(9));
+        let p: serde_json::Value = serde_json::from_slice(&plain).unwrap();
+        assert!(p["entities"].get("amount").is_none());
     }
 
     #[test]

@@ -52,6 +52,10 @@ struct Args {
     /// Feast: the FeatureService to ask for.
     #[arg(long, default_value = "scoring_precomputed")]
     feature_service: String,
+    /// Feast: send each row's request data (amount, request_channel) for an on-demand view,
+    /// with short feature names.
+    #[arg(long)]
+    request_data: bool,
     /// Reader: the lookup's project, service and fingerprint (hex).
     #[arg(long, default_value = "bench")]
     project: String,
@@ -125,6 +129,7 @@ fn main() -> Result<()> {
             batch: args.batch,
             id_space: args.id_space,
             feature_service: args.feature_service.clone(),
+            request_data: args.request_data,
             project: args.project.clone(),
             service: args.service.clone(),
             fingerprint,

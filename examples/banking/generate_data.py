@@ -7,9 +7,11 @@ time lies before the anchor and within its view's TTL, except on purpose:
   - users whose index % 100 == 42 have no transactions row at all;
   - user_merchant: users whose index % 100 == 42 have no (user, merchant) pair; the first pair of
     users whose index % 50 == 7 is 15 days old (stale under 14d);
-  - merchant_profile: merchants whose index % 50 == 13 have no row.
-The merchant files come from their own random stream, so adding them left the user files as they
-were. Python 3 standard library only.
+  - merchant_profile: merchants whose index % 50 == 13 have no row;
+  - user_sessions: users whose index % 100 == 42 have no row, and users whose index % 20 == 9
+    an empty last_login_at (null).
+The merchant and session files come from their own random streams, so adding them left the
+earlier files as they were. Python 3 standard library only.
 """
 
 import argparse
@@ -21,6 +23,7 @@ import sys
 
 TIERS = ["standard", "silver", "gold", "platinum"]
 MERCHANT_CATEGORIES = ["grocery", "fuel", "travel", "electronics", "restaurants", "gambling", "pharmacy"]
+COUNTRIES = ["DE", "FR", "NL", "ES", "IT", "PL"]
 EMBEDDING_DIM = 8
 PLUS_TWO = dt.timezone(dt.timedelta(hours=2))
 
@@ -158,6 +161,20 @@ def merchant_profile(merchants, anchor, rng):
     return rows
 
 
+def sessions(n, anchor, rng):
+    """One row per user: when they last logged in (Unix seconds, an int64 feature for
+    `request.time - user_sessions.last_login_at`) and from which country."""
+    rows = []
+    for i in range(1, n + 1):
+        if has_no_transactions(i):
+            continue
+        login = ago(anchor, rng, dt.timedelta(minutes=1), dt.timedelta(days=7))
+        last_login = "" if i % 20 == 9 else int(login.timestamp())
+        country = rng.choice(COUNTRIES)
+        rows.append([user_id(i), rfc3339(login, rng), last_login, country])
+    return rows
+
+
 def write(path, header, rows):
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, lineterminator="\n")
@@ -204,6 +221,10 @@ def main():
     write(os.path.join(args.out, "merchant_profile.csv"),
           ["merchant_id", "event_timestamp", "category", "risk_score", "is_online"],
           merchant_profile(args.merchants, anchor, mrng))
+    srng = random.Random(f"{args.seed}/sessions")
+    write(os.path.join(args.out, "user_sessions.csv"),
+          ["user_id", "event_timestamp", "last_login_at", "login_country"],
+          sessions(n, anchor, srng))
     stale = sum(1 for i in range(1, n + 1) if is_stale(i))
     missing = sum(1 for i in range(1, n + 1) if has_no_transactions(i))
     print(f"wrote {n} users to {args.out} (anchor {anchor.strftime('%Y-%m-%dT%H:%M:%SZ')}; "

@@ -354,6 +354,34 @@ pub fn example_repo(dir: &Path, opts: &Options, edit: impl FnOnce(String) -> Str
     repo
 }
 
+/// Adds a test's on-demand views and services to the example's ferry.yaml: `block` is an
+/// `on_demand_views:` list then a `feature_services:` list; each goes first in the example's own
+/// list of that name (the example has both).
+pub fn with_on_demand(yaml: String, block: &str) -> String {
+    let (views, services) = block
+        .split_once("\nfeature_services:\n")
+        .expect("the block has a feature_services: list");
+    let views = views
+        .strip_prefix("on_demand_views:\n")
+        .expect("the block starts with on_demand_views:");
+    for list in ["\non_demand_views:\n", "\nfeature_services:\n"] {
+        assert!(
+            yaml.contains(list),
+            "the example's ferry.yaml has no {list:?}"
+        );
+    }
+    yaml.replacen(
+        "\non_demand_views:\n",
+        &format!("\non_demand_views:\n{views}"),
+        1,
+    )
+    .replacen(
+        "\nfeature_services:\n",
+        &format!("\nfeature_services:\n{services}"),
+        1,
+    )
+}
+
 /// `ferry envoy-config REPO` into `out`, with `ports` = listener, admin, reader, model; static
 /// with the built filter, or (`cp`) taking the filter's config from that control plane.
 pub(crate) fn render_envoy_config(

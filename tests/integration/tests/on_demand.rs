@@ -17,7 +17,7 @@ const OD: &str = "/t/od";
 const REQ: &str = "/t/req";
 
 /// What the test copy of the example repo gains: two on-demand views, two services listing
-/// them, inserted before `feature_services:` (their items after it).
+/// them, each inserted at the head of the example's list.
 const VIEWS: &str = r#"on_demand_views:
   - name: od
     request:
@@ -64,9 +64,9 @@ const ROUTES: &str = r#"
 const PER_UNIT: &str = "request.amount / request.divisor";
 const PER_UNIT_V2: &str = "request.amount / request.divisor + 1.0";
 
+/// The example has on-demand views and services of its own: the test's go first in each list.
 fn with_views(yaml: String) -> String {
-    assert!(yaml.contains("\nfeature_services:\n"));
-    yaml.replacen("\nfeature_services:\n", &format!("\n{VIEWS}"), 1)
+    ferry_integration_tests::with_on_demand(yaml, VIEWS)
 }
 
 fn stack(runtime: Runtime) -> Stack {

@@ -181,9 +181,5 @@ fn feature(name: &str, kind: Kind, v: Result<Json, &'static str>) -> Feature {
 
 /// The matrix's yaml edit: the views and services added to the repo.
 pub fn with_views(yaml: String) -> String {
-    assert!(
-        yaml.contains("\nfeature_services:\n"),
-        "the example's feature_services moved: update bypass/derived.rs"
-    );
-    yaml.replacen("\nfeature_services:\n", &format!("\n{VIEWS}"), 1)
+    ferry_integration_tests::with_on_demand(yaml, VIEWS)
 }
