@@ -12,6 +12,7 @@ use crate::snapshot;
 
 pub mod redis_proxy;
 pub mod runtime;
+pub mod stats;
 pub mod tls;
 pub mod upstream;
 pub mod write_routes;
@@ -145,6 +146,10 @@ impl StaticOptions {
             ("EXTRA_CLUSTERS", clusters),
             ("WRITE_ROUTES", write_routes),
             ("WRITE_CLUSTER", write_cluster),
+            (
+                "STATS_CONFIG",
+                stats::render().trim_end_matches('\n').to_owned(),
+            ),
         ])
     }
 }

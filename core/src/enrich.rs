@@ -10,6 +10,7 @@ use crate::config::{Config, OnMissing, OnStale, Route};
 use crate::derive::{cost::DEFAULT_REQUEST_BUDGET, Budget};
 use crate::error::FerryError;
 use crate::format::{self, ParsedRequest};
+use crate::metrics::Served;
 use crate::request::derived::{self, DerivedCounts};
 use crate::values::FeatureValue;
 use crate::vector::{self, EntityFeatures, FeatureStatus};
@@ -30,6 +31,8 @@ pub struct Enriched {
     pub stale: usize,
     /// What computing the on-demand features gave, for metrics.
     pub derived: DerivedCounts,
+    /// Per (service, view): values by status and row ages, for metrics.
+    pub served: Served,
 }
 
 /// The single reader call for a request.
@@ -199,6 +202,7 @@ pub fn enrich_at(
         mut features,
         missing,
         stale,
+        served,
     } = decode(route, req.keys(), vectors, now_us)?;
     if route.on_missing == OnMissing::Reject && !missing.is_empty() {
         return Err(FerryError::EntitiesNotFound { ids: missing });
@@ -224,6 +228,7 @@ pub fn enrich_at(
         missing: missing.len(),
         stale: stale.len(),
         derived,
+        served,
     })
 }
 
@@ -245,6 +250,7 @@ struct Decoded {
     features: Vec<EntityFeatures>,
     missing: Vec<String>,
     stale: Vec<String>,
+    served: Served,
 }
 
 /// Decodes each entity's vectors (one per route part, in part order) into its features.
@@ -257,24 +263,31 @@ fn decode(
     let parts = route.keys_per_entity();
     let mut features = Vec::with_capacity(keys.len() / parts);
     let (mut missing, mut stale) = (Vec::new(), Vec::new());
+    let (mut served, mut times) = (Served::new(route), Vec::new());
     for (keys, vectors) in keys.chunks(parts).zip(vectors.chunks(parts)) {
+        let mut first = 0;
         let mut entity = EntityFeatures {
             values: Vec::with_capacity(route.feature_count),
             statuses: Vec::with_capacity(route.feature_count),
         };
         for ((part, key), bytes) in route.parts.iter().zip(keys).zip(vectors) {
             let from = entity.statuses.len();
+            let cells = first;
+            first += part.service.views.len();
             if part.service.feature_count == 0 {
                 // On-demand views over request fields only: nothing stored, nothing looked up.
                 continue;
             }
+            times.clear();
             if bytes.is_empty() {
                 missing.push(key.clone());
                 entity.push_not_found(part.service.feature_count);
             } else {
-                vector::decode_into(bytes, &part.service, key, now_us, &mut entity)?;
+                let service = &part.service;
+                vector::decode_into(bytes, service, key, now_us, &mut entity, &mut times)?;
             }
             let statuses = entity.statuses.get(from..).unwrap_or_default();
+            served.add(cells, &part.service, statuses, &times, now_us);
             if statuses.contains(&FeatureStatus::OutsideMaxAge) {
                 stale.push(key.clone());
             }
@@ -285,6 +298,7 @@ fn decode(
         features,
         missing,
         stale,
+        served,
     })
 }
 
@@ -379,6 +393,8 @@ pub fn degraded(
         missing: 0,
         stale: 0,
         derived,
+        // A reader failure, not a value served: counted by ferry_requests_degraded.
+        served: Served::default(),
     })
 }
 
@@ -401,6 +417,7 @@ mod tests {
     use ferry_test_support::reader::response;
     use ferry_test_support::vector::{scoring, vector, NOW_US as NOW};
     use serde_json::json;
+    use std::collections::HashMap;
 
     fn good(age: i64) -> Vec<u8> {
         scoring(NOW, Some(age), Some(0.25), Some(9))
@@ -555,5 +572,87 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.code(), "fingerprint_mismatch");
+    }
+
+    /// Every (service, view) metric name defined, by host id, for `served_values_are_counted`.
+    fn view_metrics(c: &Config) -> (crate::metrics::Metrics, HashMap<u32, String>) {
+        use crate::metrics::{Metrics, ViewMetrics};
+        let mut names = HashMap::new();
+        let mut next = 100;
+        let base = Metrics::define(|_, _| None);
+        let views = ViewMetrics::define(c, &ViewMetrics::default(), |_, name| {
+            next += 1;
+            names.insert(next, name.to_owned());
+            Some(next)
+        });
+        (base.with_views(views), names)
+    }
+
+    #[test]
+    fn served_values_are_counted_by_view_status_and_age() {
+        use crate::host::testing::FakeHost;
+        use ferry_test_support::snapshot::DAY_US;
+        let c = route_with(|r| r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32);
+        let r = &c.routes[0];
+        let body = r#"{"instances": [{"user_id": "a"}, {"user_id": "b"}, {"user_id": "c"}]}"#;
+        let req: ParsedRequest = crate::format::kserve_v1::parse(body.as_bytes(), r)
+            .unwrap()
+            .into();
+        // a: fresh, 10 s old, score null; b: 2 days old (txn stale under its 1-day TTL);
+        // c: not found.
+        let fresh = scoring(NOW - 10_000_000, Some(1), None, Some(3));
+        let old = scoring(NOW - 2 * DAY_US, Some(2), Some(0.5), Some(4));
+        let e = enrich(r, req, &[fresh, old, vec![]], NOW).unwrap();
+        let (m, names) = view_metrics(&c);
+        let host = FakeHost::default();
+        m.count_served(&host, r, &e.served);
+        let count = |name: &str| {
+            let id = names.iter().find(|(_, n)| n.as_str() == name).unwrap().0;
+            host.metrics.borrow().get(id).copied().unwrap_or(0)
+        };
+        let p = "ferry_view_values.service.scoring.view";
+        assert_eq!(count(&format!("{p}.profile.status.present")), 3);
+        assert_eq!(count(&format!("{p}.profile.status.null")), 1);
+        assert_eq!(count(&format!("{p}.profile.status.missing")), 2);
+        assert_eq!(count(&format!("{p}.profile.status.stale")), 0);
+        assert_eq!(count(&format!("{p}.txn.status.present")), 1);
+        assert_eq!(count(&format!("{p}.txn.status.stale")), 1);
+        assert_eq!(count(&format!("{p}.txn.status.missing")), 1);
+        let mut ages: Vec<(String, u64)> = host
+            .recorded
+            .borrow()
+            .iter()
+            .map(|(id, v)| (names[id].clone(), *v))
+            .collect();
+        ages.sort();
+        let age = |v: &str| format!("ferry_view_age_seconds.service.scoring.view.{v}");
+        assert_eq!(
+            ages,
+            [
+                (age("profile"), 10),
+                (age("profile"), 172_800),
+                (age("txn"), 10),
+                (age("txn"), 172_800)
+            ],
+            "one age per row found, stale ones included"
+        );
+    }
+
+    #[test]
+    fn view_series_are_bounded_and_kept_across_snapshots() {
+        use crate::metrics::{views::MAX_VIEW_SERIES, ViewMetrics};
+        let c = config();
+        let mut defined = 0;
+        let all = ViewMetrics::define(&c, &ViewMetrics::default(), |_, _| {
+            defined += 1;
+            Some(defined)
+        });
+        let pairs: usize = c.services.iter().map(|s| s.views.len()).sum();
+        assert!((2..=MAX_VIEW_SERIES).contains(&pairs));
+        assert_eq!((all.pairs(), defined), (pairs, pairs as u32 * 5));
+        let one = ViewMetrics::define_at_most(&c, &ViewMetrics::default(), 1, |_, _| Some(1));
+        assert_eq!(one.pairs(), 1, "past the bound: no series");
+        let again = ViewMetrics::define(&c, &all, |_, _| panic!("already defined"));
+        assert_eq!(again.ids("scoring"), all.ids("scoring"));
     }
 }

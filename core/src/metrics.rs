@@ -1,7 +1,12 @@
 //! The filter's Envoy stats (proxy-wasm metrics). Defined once per VM by the root context;
 //! Envoy shows them as `wasmcustom.<name>` in `/stats`, `<name>` in Prometheus (docs/metrics.md).
 
+use crate::config::Route;
 use crate::host::Host;
+
+pub mod views;
+
+pub use views::{Served, ViewMetrics};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -82,6 +87,8 @@ pub const ALL: [(Metric, Kind, &str); 15] = [
 #[derive(Debug, Default)]
 pub struct Metrics {
     ids: [Option<u32>; ALL.len()],
+    /// The current snapshot's per (service, view) metrics (`views`).
+    views: ViewMetrics,
 }
 
 impl Metrics {
@@ -90,7 +97,49 @@ impl Metrics {
         for (slot, (_, kind, name)) in ids.iter_mut().zip(ALL) {
             *slot = define(kind, name);
         }
-        Metrics { ids }
+        Metrics {
+            ids,
+            views: ViewMetrics::default(),
+        }
+    }
+
+    /// These metrics with `views` as the per (service, view) ones.
+    pub fn with_views(&self, views: ViewMetrics) -> Metrics {
+        Metrics {
+            ids: self.ids,
+            views,
+        }
+    }
+
+    pub fn views(&self) -> &ViewMetrics {
+        &self.views
+    }
+
+    /// Records what a request served on `route`: per (service, view) the values by status
+    /// (one add per non-zero count) and each row's age.
+    pub fn count_served(&self, host: &impl Host, route: &Route, served: &Served) {
+        let mut ages: Vec<Option<u32>> = Vec::with_capacity(served.cells.len());
+        let mut cells = served.cells.iter();
+        for part in &route.parts {
+            let ids = self.views.ids(&part.service.name);
+            for i in 0..part.service.views.len() {
+                let (Some(counts), view) = (cells.next(), ids.get(i)) else {
+                    return;
+                };
+                ages.push(view.and_then(|v| v.age));
+                let Some(view) = view else { continue };
+                for (id, n) in view.values.iter().zip(counts) {
+                    if let (Some(id), true) = (id, *n > 0) {
+                        host.metric_add(*id, i64::try_from(*n).unwrap_or(i64::MAX));
+                    }
+                }
+            }
+        }
+        for (cell, age) in &served.ages_s {
+            if let Some(Some(id)) = ages.get(*cell) {
+                host.metric_record(*id, *age);
+            }
+        }
     }
 
     pub fn id(&self, m: Metric) -> Option<u32> {

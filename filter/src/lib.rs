@@ -15,7 +15,7 @@ use proxy_wasm::types::{
 use ferry_core::config::Config;
 use ferry_core::error::FerryError;
 use ferry_core::host::Host;
-use ferry_core::metrics::{self, Metrics};
+use ferry_core::metrics::{self, Metrics, ViewMetrics};
 use ferry_core::plugin_config::{self, Plugin, Pull};
 use ferry_core::request::{Action, HttpFilter};
 use ferry_core::snapshot_pull::{Answer, Pulled, Puller};
@@ -69,7 +69,7 @@ impl Context for FerryRoot {
         match puller.answered(&answer, read) {
             Pulled::Loaded(c) => {
                 log_loaded(&c, &puller.pull().url);
-                self.config = Some(c);
+                self.use_config(c);
             }
             Pulled::Unchanged | Pulled::Kept { log: None } => {}
             Pulled::Kept { log: Some(m) } => log(LogLevel::Warn, &format!("ferry: {m}")),
@@ -80,13 +80,7 @@ impl Context for FerryRoot {
 impl RootContext for FerryRoot {
     fn on_configure(&mut self, _size: usize) -> bool {
         if self.metrics.is_none() {
-            self.metrics = Some(Rc::new(Metrics::define(|kind, name| {
-                let t = match kind {
-                    metrics::Kind::Counter => MetricType::Counter,
-                    metrics::Kind::Histogram => MetricType::Histogram,
-                };
-                hostcalls::define_metric(t, name).ok()
-            })));
+            self.metrics = Some(Rc::new(Metrics::define(define_metric)));
         }
         let bytes = match hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX) {
             Ok(Some(b)) => b,
@@ -101,7 +95,7 @@ impl RootContext for FerryRoot {
         match plugin_config::parse_plugin(&bytes) {
             Ok(Plugin::Snapshot(c)) => {
                 log_loaded(&c, "the plugin configuration");
-                self.config = Some(Rc::new(c));
+                self.use_config(Rc::new(c));
                 if self.puller.take().is_some() {
                     let _ = hostcalls::set_tick_period(Duration::ZERO);
                 }
@@ -143,6 +137,16 @@ impl RootContext for FerryRoot {
 }
 
 impl FerryRoot {
+    /// Takes `c` for new requests, with its per (service, view) metrics (defined here; the
+    /// ids of pairs the last snapshot had are kept).
+    fn use_config(&mut self, c: Rc<Config>) {
+        if let Some(m) = &self.metrics {
+            let views = ViewMetrics::define(&c, m.views(), define_metric);
+            self.metrics = Some(Rc::new(m.with_views(views)));
+        }
+        self.config = Some(c);
+    }
+
     /// Pulls from `pull` from now on, at once and then on every tick. `on_configure` runs more
     /// than once per update: the same pull keeps its state (and its last version). A new one
     /// starts afresh (but for the held sequence of a signed snapshot from the same URL), and the
@@ -186,6 +190,14 @@ impl FerryRoot {
             }
         }
     }
+}
+
+fn define_metric(kind: metrics::Kind, name: &str) -> Option<u32> {
+    let t = match kind {
+        metrics::Kind::Counter => MetricType::Counter,
+        metrics::Kind::Histogram => MetricType::Histogram,
+    };
+    hostcalls::define_metric(t, name).ok()
 }
 
 fn log_loaded(c: &Config, from: &str) {

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ferry_core::config::Config;
-use ferry_core::metrics::{self, Metrics};
+use ferry_core::metrics::{self, Metrics, ViewMetrics};
 
 /// Per-thread parsed configs kept; older ones are dropped first (a new snapshot replaces the
 /// filter config, so a worker rarely holds more than two).
@@ -19,6 +19,8 @@ pub struct FilterConfig {
     snapshot: Vec<u8>,
     /// Host metric ids, in `metrics::ALL` order.
     metric_ids: Vec<Option<u32>>,
+    /// The snapshot's per (service, view) metric ids.
+    view_ids: ViewMetrics,
 }
 
 /// A worker's parsed copy of one filter config: (generation, snapshot, metric ids).
@@ -40,6 +42,7 @@ impl FilterConfig {
             .iter()
             .map(|(_, kind, name)| define(*kind, name))
             .collect();
+        let view_ids = ViewMetrics::define(&config, &ViewMetrics::default(), &mut define);
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let generation = NEXT.fetch_add(1, Ordering::Relaxed);
         Ok((
@@ -47,6 +50,7 @@ impl FilterConfig {
                 generation,
                 snapshot,
                 metric_ids,
+                view_ids,
             },
             config,
         ))
@@ -61,7 +65,8 @@ impl FilterConfig {
                 return (Some(c.clone()), m.clone());
             }
             let mut ids = self.metric_ids.iter();
-            let metrics = Rc::new(Metrics::define(|_, _| ids.next().copied().flatten()));
+            let metrics = Metrics::define(|_, _| ids.next().copied().flatten());
+            let metrics = Rc::new(metrics.with_views(self.view_ids.clone()));
             let Ok(config) = ferry_core::plugin_config::parse(&self.snapshot) else {
                 return (None, metrics);
             };

@@ -324,6 +324,7 @@ impl<H: Host> HttpFilter<H> {
                 count(Metric::EntitiesMissing, out.missing);
                 count(Metric::EntitiesStale, out.stale);
                 self.metrics.count_derived(&self.host, &out.derived);
+                self.metrics.count_served(&self.host, route, &out.served);
                 self.forward(route, out, body_size, resume)
             }
             Err(e) => self.answer(route, &e),
@@ -378,6 +379,7 @@ impl<H: Host> HttpFilter<H> {
             Ok(out) => {
                 self.metrics.count(&self.host, Metric::Degraded, 1);
                 self.metrics.count_derived(&self.host, &out.derived);
+                self.metrics.count_served(&self.host, route, &out.served);
                 self.forward(route, out, body_size, resume)
             }
             Err(e) => self.answer(route, &e),

@@ -87,19 +87,20 @@ pub fn decode(
         values: Vec::with_capacity(service.feature_count),
         statuses: Vec::with_capacity(service.feature_count),
     };
-    decode_into(bytes, service, entity, now_us, &mut out)?;
+    decode_into(bytes, service, entity, now_us, &mut out, &mut Vec::new())?;
     Ok(out)
 }
 
 /// `decode`, the features appended to `out` (an entity keyed by several services gets each
 /// service's features in turn). The bytes are read in place (`wire`): each value goes from
-/// them straight into `out`.
+/// them straight into `out`; each view's event time (µs, 0 = no row) is appended to `times`.
 pub fn decode_into(
     bytes: &[u8],
     service: &Service,
     entity: &str,
     now_us: i64,
     out: &mut EntityFeatures,
+    times: &mut Vec<i64>,
 ) -> Result<(), FerryError> {
     let bad = |detail: String| FerryError::BadVector {
         detail: format!("entity '{entity}': {detail}"),
@@ -125,6 +126,7 @@ pub fn decode_into(
         let n = view.features.len();
         if stored.count == 0 {
             out.push_not_found(n);
+            times.push(0);
             continue;
         }
         if stored.count != n {
@@ -134,6 +136,7 @@ pub fn decode_into(
             )));
         }
         let stale = is_stale(stored.event_time_us, view.ttl_us, now_us);
+        times.push(stored.event_time_us);
         for (value, feature) in stored.values().zip(&view.features) {
             let kind = value.and_then(wire::value).map_err(undecodable)?;
             if !values::matches_type(&kind, feature.value_type) {

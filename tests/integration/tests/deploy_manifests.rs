@@ -314,6 +314,7 @@ fn every_deploy_file_is_covered_here() {
     files.sort();
     let covered = [
         "envoy-gateway/extension-policy.yaml",
+        "grafana/ferry.json",
         "istio/serviceentry.yaml",
         "istio/wasmplugin.yaml",
         "kubernetes/ferry.yaml",
@@ -326,7 +327,7 @@ fn collect(dir: &Path, out: &mut Vec<String>) {
         let path = e.unwrap().path();
         if path.is_dir() {
             collect(&path, out);
-        } else if path.extension().is_some_and(|x| x == "yaml") {
+        } else if path.extension().is_some_and(|x| x == "yaml" || x == "json") {
             let rel = path.strip_prefix(root().join("deploy")).unwrap();
             out.push(rel.display().to_string());
         }
@@ -489,5 +490,66 @@ fn every_server_serves_tls_from_mounted_secrets() {
     // Envoy's and the operator's client certificates are issued too (URI SANs).
     for name in ["ferry-envoy-tls", "ferry-operator-tls"] {
         assert!(certificates.contains(&name), "{certificates:?}");
+    }
+}
+
+/// Every metric the Grafana dashboard queries exists: the filter's from ferry-core's metric
+/// table, the reader's and `ferry serve`'s as registered in their sources (a histogram's
+/// `_bucket`/`_sum`/`_count`, a counter's `_total` and a `_seconds` unit are the exporters').
+#[test]
+fn grafana_dashboard_queries_only_metrics_that_exist() {
+    use ferry_core::metrics::{views, ALL};
+    let text = std::fs::read_to_string(root().join("deploy/grafana/ferry.json")).unwrap();
+    let dashboard: Json = serde_json::from_str(&text).unwrap();
+    let mut queries = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for t in panel["targets"].as_array().unwrap() {
+            queries.push(t["expr"].as_str().unwrap().to_owned());
+        }
+    }
+    for v in dashboard["templating"]["list"].as_array().unwrap() {
+        if v["type"] == "query" {
+            queries.push(v["query"].as_str().unwrap().to_owned());
+        }
+    }
+    let mut sources = String::new();
+    for dir in ["reader/src", "control-plane/src"] {
+        read_rs(&root().join(dir), &mut sources);
+    }
+    let known = |name: &str| {
+        ALL.iter().any(|(_, _, n)| *n == name)
+            || [views::VALUES_NAME, views::AGE_NAME].contains(&name)
+            || sources.contains(&format!("\"{name}\""))
+    };
+    let mut names = 0;
+    for q in &queries {
+        for word in q.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if !word.starts_with("ferry_") {
+                continue;
+            }
+            names += 1;
+            let base = ["_bucket", "_sum", "_count", "_total"]
+                .iter()
+                .find_map(|s| word.strip_suffix(s))
+                .unwrap_or(word);
+            let exists = known(base) || base.strip_suffix("_seconds").is_some_and(known);
+            assert!(
+                exists,
+                "the dashboard queries {word}, which no exporter defines: {q}"
+            );
+        }
+    }
+    assert!(names >= 20, "{names} metric names in the dashboard");
+    assert!(text.contains("ferry_view_age_seconds_bucket") && text.contains("ferry_view_values"));
+}
+
+fn read_rs(dir: &Path, out: &mut String) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.is_dir() {
+            read_rs(&path, out);
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            out.push_str(&std::fs::read_to_string(&path).unwrap());
+        }
     }
 }
