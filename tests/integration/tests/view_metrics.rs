@@ -98,7 +98,7 @@ async fn views_are_counted_by_status_and_age(runtime: Runtime) {
     for _ in 0..100 {
         if sample(
             &samples(&prom, &format!("{age}_count")),
-            &[("view", "transactions")],
+            &[("service", SERVICE), ("view", "transactions")],
         ) == Some(2.0)
         {
             break;
@@ -127,14 +127,17 @@ async fn views_are_counted_by_status_and_age(runtime: Runtime) {
             .filter_map(|u| source.event_time(view, u))
             .map(|t| (before - t, after - t))
             .collect();
-        let count = sample(&samples(&prom, &format!("{age}_count")), &[("view", view)]);
+        let count = sample(
+            &samples(&prom, &format!("{age}_count")),
+            &[("service", SERVICE), ("view", view)],
+        );
         assert_eq!(count, Some(ages.len() as f64), "{view}:\n{prom}");
         let mut seen = 0;
         for (labels, n) in buckets
             .iter()
             .filter(|(l, _)| l.get("view").map(String::as_str) == Some(*view))
+            .filter(|(l, _)| l.get("service").map(String::as_str) == Some(SERVICE))
         {
-            assert_eq!(labels["service"], SERVICE);
             let le: f64 = match labels["le"].as_str() {
                 "+Inf" => f64::INFINITY,
                 le => le.parse().unwrap(),
@@ -150,8 +153,16 @@ async fn views_are_counted_by_status_and_age(runtime: Runtime) {
         assert_eq!(seen, 17, "16 bounds and +Inf for {view}:\n{prom}");
     }
     // The stale transactions row is about 2 days old: above 1 day, below 4.
-    let stale = [("view", "transactions"), ("le", "86400")];
-    let two_days = [("view", "transactions"), ("le", "345600")];
+    let stale = [
+        ("service", SERVICE),
+        ("view", "transactions"),
+        ("le", "86400"),
+    ];
+    let two_days = [
+        ("service", SERVICE),
+        ("view", "transactions"),
+        ("le", "345600"),
+    ];
     assert_eq!(
         sample(&buckets, &stale),
         Some(1.0),
