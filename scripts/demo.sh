@@ -3,7 +3,8 @@
 # control plane (`ferry serve`) and Envoy with the ferry filter, applies and materializes the
 # example repo, sends sample requests (printing each before and after enrichment; the on-demand
 # features computed in Envoy, with a null input and a division by zero), pushes a
-# change hot and shows /status, and leaves the stack running (`make stop`).
+# change hot and shows /status, writes one entity through Feast's POST /push and shows it served,
+# and leaves the stack running (`make stop`).
 # FERRY_MODE=static runs the older static mode: the snapshot inlined in Envoy's bootstrap, no
 # control plane. FERRY_RUNTIME=native runs the filter as an Envoy dynamic module
 # (libferry_native.so) instead of the Wasm filter (the default, FERRY_RUNTIME=wasm).
@@ -63,11 +64,16 @@ if [ "$MODE" = xds ]; then
   # A fresh state directory: the demo's Redis starts empty, so last run's pushed snapshot
   # (restored from the state directory otherwise) is not wanted.
   rm -rf "$RUN_DIR/cp-state"
+  # The demo's write credential (docs/fresh-features.md): a fresh random token in a file only
+  # its owner reads; Envoy routes Feast's POST /push and /write-to-online-store to ferry serve.
+  WRITE_TOKEN_FILE="$RUN_DIR/write-token"
+  (umask 077; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$WRITE_TOKEN_FILE")
   start control-plane "$BIN/ferry" serve "$REPO" "${RUNTIME_FLAGS[@]}" --state-dir "$RUN_DIR/cp-state" \
-    --xds-listen "127.0.0.1:$XDS_PORT" --http-listen "127.0.0.1:$CP_PORT"
+    --xds-listen "127.0.0.1:$XDS_PORT" --http-listen "127.0.0.1:$CP_PORT" \
+    --write-token-file "$WRITE_TOKEN_FILE"
   wait_for control-plane "http://127.0.0.1:$CP_PORT/healthz"
   "$BIN/ferry" envoy-config "$REPO" --xds --xds-address "127.0.0.1:$XDS_PORT" "${RUNTIME_FLAGS[@]}" \
-    "${ENVOY_ARGS[@]}"
+    --write-address "127.0.0.1:$CP_PORT" "${ENVOY_ARGS[@]}"
 else
   "$BIN/ferry" envoy-config "$REPO" "${RUNTIME_FLAGS[@]}" "${ENVOY_ARGS[@]}"
 fi
@@ -259,6 +265,27 @@ print("  all converged: %s" % s["converged"])
 PY
 fi
 
+# An online write (docs/fresh-features.md): Feast's push request, sent to Envoy with the demo's
+# write credential; the next request is served the pushed row.
+PUSH_BODY='{"push_source_name": "profile_push", "df": {"user_id": ["u000010"], "event_timestamp": [TS], "age": [52], "credit_score": [801.5], "account_tier": ["platinum"], "is_verified": [true], "signup_days": [1200]}, "to": "online"}'
+if [ "$MODE" = xds ] && grep -q '^  - {name: profile_push, views: \[user_profile\]}' "$REPO/ferry.yaml"; then
+  echo; echo "######## An online write: Feast's POST /push through Envoy, then the next request"
+  URL="http://127.0.0.1:$LISTEN_PORT/v1/models/fraud:predict"
+  profile() {
+    curl -s -H 'content-type: application/json' --data-binary '{"instances": [{"user_id": "u000010"}]}' "$URL" |
+      python3 -c 'import json,sys; i=json.load(sys.stdin)["instances"][0]; print("  " + json.dumps({k: v for k, v in i.items() if k.startswith("user_profile__")}))'
+  }
+  echo "---- u000010's profile as the model receives it before the push:"; profile
+  body=${PUSH_BODY/TS/$(date +%s.%N | cut -c1-17)}
+  echo "---- client sends: POST /push (authorization: Bearer <the demo's write token>)"; echo "$body" | pretty
+  curl -sS -D "$RUN_DIR/push.headers" -o /dev/null -w '---- answer: HTTP %{http_code}' \
+    -H "authorization: Bearer $(cat "$WRITE_TOKEN_FILE")" -H 'content-type: application/json' \
+    --data-binary "$body" "http://127.0.0.1:$LISTEN_PORT/push"
+  echo ", $(grep -i '^x-ferry-rows-written:' "$RUN_DIR/push.headers" | tr -d '\r')"
+  echo "---- and the next request's profile:"; profile
+  PUSHED=1
+fi
+
 CP_LINE=""
 PUSH_LINE=""
 if [ "$MODE" = xds ]; then
@@ -266,6 +293,10 @@ if [ "$MODE" = xds ]; then
 "
   PUSH_LINE="Push:  edit a copy of $REPO, then  target/release/ferry apply COPY --materialize --push http://127.0.0.1:$CP_PORT
 "
+  if [ -n "${PUSHED:-}" ]; then
+    PUSH_LINE="${PUSH_LINE}Write: curl -s -H \"authorization: Bearer \$(cat $WRITE_TOKEN_FILE)\" -H 'content-type: application/json' http://127.0.0.1:$LISTEN_PORT/push -d '${PUSH_BODY/TS/$(date +%s)}'
+"
+  fi
 fi
 cat <<MSG
 

@@ -116,8 +116,14 @@ pub type KeyedViewSpec = (
     &'static [(&'static str, Kind)],
 );
 
-/// The example's merchant-keyed views (not in [`VIEWS`], whose views are keyed by user alone).
+/// The example's other views: merchant-keyed ones, and `user_sessions` (not in [`VIEWS`], which
+/// lists `realtime_scoring`'s views).
 pub const KEYED_VIEWS: &[KeyedViewSpec] = &[
+    (
+        "user_sessions",
+        &["user_id"],
+        &[("last_login_at", Kind::Int), ("login_country", Kind::Str)],
+    ),
     (
         "user_merchant",
         &["merchant_id", "user_id"],

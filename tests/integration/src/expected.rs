@@ -20,7 +20,7 @@ pub fn ttl(view: &str) -> f64 {
     match view {
         "user_profile" => 365.0 * DAY,
         "transactions" => DAY,
-        "user_embedding" => 30.0 * DAY,
+        "user_embedding" | "user_sessions" => 30.0 * DAY,
         "user_merchant" => 14.0 * DAY,
         "merchant_profile" => 90.0 * DAY,
         v => panic!("unknown view {v}"),

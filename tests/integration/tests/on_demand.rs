@@ -6,8 +6,10 @@
 //! the stored embedding; a service of request fields only makes no reader call; a pushed
 //! expression change reaches Envoy without a restart or a materialize.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use ferry_integration_tests::data::{KeyedView, Source};
 use ferry_integration_tests::expected::ttl;
 use ferry_integration_tests::http::{post, Response};
 use ferry_integration_tests::{each_runtime, Options, Runtime, Stack};
@@ -118,12 +120,7 @@ enum Want {
 }
 
 /// A stored input as a derived feature sees it: its value, or why it is absent.
-fn stored(
-    src: &ferry_integration_tests::data::Source,
-    view: &str,
-    feature: &str,
-    u: &str,
-) -> Result<Json, &'static str> {
+fn stored(src: &Source, view: &str, feature: &str, u: &str) -> Result<Json, &'static str> {
     let Some(t) = src.event_time(view, u) else {
         return Err("NOT_FOUND");
     };
@@ -146,12 +143,7 @@ fn finite(x: f64) -> Want {
 }
 
 /// Every derived feature of instance i, computed from the source data and the request.
-fn expected(
-    src: &ferry_integration_tests::data::Source,
-    inst: &Json,
-    t: (i64, i64),
-    v2: bool,
-) -> Vec<(&'static str, Want)> {
+fn expected(src: &Source, inst: &Json, t: (i64, i64), v2: bool) -> Vec<(&'static str, Want)> {
     let u = inst["user_id"].as_str().unwrap();
     let amount = inst["amount"].as_f64().unwrap();
     let num = |v: Json| v.as_f64().unwrap();
@@ -161,18 +153,7 @@ fn expected(
     let credit = stored(src, "user_profile", "credit_score", u).map(|v| f32_num(&v));
     let emb = stored(src, "user_embedding", "embedding", u);
     let or_status = |r: Result<Want, &'static str>| r.unwrap_or_else(Want::Status);
-    let cos = emb.map(|e| {
-        let a: Vec<f64> = inst["emb"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap())
-            .collect();
-        let b: Vec<f64> = e.as_array().unwrap().iter().map(f32_num).collect();
-        let dot: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
-        let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
-        finite(dot / (norm(&a) * norm(&b)))
-    });
+    let cos = emb.map(|e| cosine(&inst["emb"], &e));
     let per_unit = amount / inst["divisor"].as_f64().unwrap() + if v2 { 1.0 } else { 0.0 };
     let twice = inst["n"].as_i64().unwrap().checked_mul(2);
     vec![
@@ -187,6 +168,25 @@ fn expected(
     ]
 }
 
+/// `cosine(request, stored)`: the request's list as sent, the stored one as its f32 values.
+fn cosine(request: &Json, stored: &Json) -> Want {
+    let list = |v: &Json| -> Vec<f64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let a = list(request);
+    let b: Vec<f64> = list(stored)
+        .into_iter()
+        .map(|x| f64::from(x as f32))
+        .collect();
+    let dot: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    finite(dot / (norm(&a) * norm(&b)))
+}
+
 fn close(got: f64, want: f64) -> bool {
     got == want || (got - want).abs() <= 1e-9 * want.abs().max(1e-300)
 }
@@ -198,16 +198,33 @@ fn check(
     sent: &[Json],
     t: (i64, i64),
     v2: bool,
-) -> std::collections::BTreeMap<&'static str, usize> {
+) -> BTreeMap<&'static str, usize> {
+    let src = stack.source();
+    let wants = sent
+        .iter()
+        .map(|inst| {
+            expected(&src, inst, t, v2)
+                .into_iter()
+                .map(|(name, want)| (format!("od__{name}"), want))
+                .collect()
+        })
+        .collect();
+    check_wants(resp, sent, wants)
+}
+
+/// Checks, per instance, each named feature against what is wanted; the count per status.
+fn check_wants(
+    resp: &Response,
+    sent: &[Json],
+    wants: Vec<Vec<(String, Want)>>,
+) -> BTreeMap<&'static str, usize> {
     assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
     let body = resp.json();
-    let src = stack.source();
-    let mut counts = std::collections::BTreeMap::new();
-    for (i, inst) in sent.iter().enumerate() {
+    let mut counts = BTreeMap::new();
+    for (i, (inst, wants)) in sent.iter().zip(wants).enumerate() {
         let got = &body["instances"][i];
         let statuses = &body["ferry"]["statuses"][i];
-        for (name, want) in expected(&src, inst, t, v2) {
-            let key = format!("od__{name}");
+        for (key, want) in wants {
             let (value, status) = (&got[&key], statuses[&key].as_str().unwrap_or("PRESENT"));
             let ok = match &want {
                 Want::F(x) => status == "PRESENT" && value.as_f64().is_some_and(|g| close(g, *x)),
@@ -218,8 +235,7 @@ fn check(
             };
             assert!(
                 ok,
-                "{} {key}: got {value} ({status}), want {want:?}",
-                inst["user_id"]
+                "instance {i} ({inst}) {key}: got {value} ({status}), want {want:?}"
             );
             *counts
                 .entry(if let Want::Status(s) = want {
@@ -352,3 +368,139 @@ async fn derived_values_match_the_source_data(runtime: Runtime) {
 }
 
 each_runtime!(derived_values_match_the_source_data);
+
+/// A request to the example's txn-risk route: every 10th asks for items 0 (a division by zero
+/// in basket), every 10th leaves out its query embedding (when the user has a stored one).
+fn example_instance(src: &Source, i: usize, dim: usize) -> Json {
+    let amount = [5.0, 120.5, 2500.0, 80.0][i % 4] + i as f64;
+    let country = ["DE", "FR", "NL"][i % 3];
+    let mut inst = json!({
+        "user_id": user(i),
+        "amount": amount,
+        "country": country,
+        "items": if i % 10 == 3 { 0 } else { (i % 13) as i64 },
+    });
+    let has_embedding = src.event_time("user_embedding", &user(i)).is_some();
+    if i % 10 != 7 || !has_embedding {
+        let q: Vec<f64> = (0..dim)
+            .map(|j| ((j * 3 + i) % 11) as f64 / 11.0 - 0.4)
+            .collect();
+        inst["query_embedding"] = json!(q);
+    }
+    inst
+}
+
+/// basket's two features over an instance's `amount` and `items` (a missing field: NOT_FOUND).
+fn basket_expected(inst: &Json) -> Vec<(String, Want)> {
+    let amount = inst["amount"].as_f64().unwrap();
+    let (price, large) = match inst.get("items").and_then(Json::as_i64) {
+        None => (Want::Status("NOT_FOUND"), Want::Status("NOT_FOUND")),
+        Some(items) => (
+            finite(amount / items as f64),
+            Want::B(items >= 10 || amount > 1000.0),
+        ),
+    };
+    vec![
+        ("basket__avg_item_price".to_owned(), price),
+        ("basket__large_basket".to_owned(), large),
+    ]
+}
+
+/// Every feature of the example's txn_risk and basket for one instance, from the source data.
+fn example_expected(
+    src: &Source,
+    sessions: &KeyedView,
+    inst: &Json,
+    t: (i64, i64),
+) -> Vec<(String, Want)> {
+    let u = inst["user_id"].as_str().unwrap();
+    let amount = inst["amount"].as_f64().unwrap();
+    let avg = stored(src, "transactions", "txn_amount_avg_7d", u).map(|v| v.as_f64().unwrap());
+    let session = |f: &str| match sessions.event_time(&[u]) {
+        None => Err("NOT_FOUND"),
+        Some(t0) if now_s() - t0 > ttl("user_sessions") => Err("OUTSIDE_MAX_AGE"),
+        Some(_) => match sessions.value(f, &[u]) {
+            None => Err("NOT_FOUND"),
+            Some(Json::Null) => Err("NULL_VALUE"),
+            Some(v) => Ok(v),
+        },
+    };
+    let login = session("last_login_at").map(|v| v.as_i64().unwrap());
+    let abroad = session("login_country").map(|c| Want::B(inst["country"] != c));
+    let cos = match inst.get("query_embedding") {
+        None => Err("NOT_FOUND"),
+        Some(q) => stored(src, "user_embedding", "embedding", u).map(|e| cosine(q, &e)),
+    };
+    let or_status = |r: Result<Want, &'static str>| r.unwrap_or_else(Want::Status);
+    let mut wants: Vec<(String, Want)> = [
+        (
+            "amount_over_avg_7d",
+            or_status(avg.map(|a| finite(amount / a))),
+        ),
+        (
+            "unusual_amount",
+            or_status(avg.map(|a| Want::B(amount > 3.0 * a))),
+        ),
+        ("abroad", or_status(abroad)),
+        (
+            "seconds_since_login",
+            or_status(login.map(|l| Want::Between(t.0 - l, t.1 - l))),
+        ),
+        ("embedding_similarity", or_status(cos)),
+    ]
+    .into_iter()
+    .map(|(name, want)| (format!("txn_risk__{name}"), want))
+    .collect();
+    wants.extend(basket_expected(inst));
+    wants
+}
+
+/// The example's own on-demand views (examples/banking/ferry.yaml), as `make demo` shows them:
+/// txn_risk and basket on the txn-risk route, basket alone (no entity, no reader call) on the
+/// basket route; every value from the source CSVs and the request.
+async fn the_examples_views_match_the_source_data(runtime: Runtime) {
+    let stack = stack(runtime);
+    let src = stack.source();
+    let sessions = KeyedView::load(&stack.repo.join("data"), "user_sessions");
+    let d = dim(&stack);
+    let sent: Vec<Json> = (1..=60).map(|i| example_instance(&src, i, d)).collect();
+    let before = now_s().floor() as i64;
+    let resp = post(
+        stack.listen_port,
+        "/v1/models/txn-risk:predict",
+        json!({ "instances": sent }).to_string(),
+    )
+    .await;
+    let t = (before, now_s().ceil() as i64);
+    let wants = sent
+        .iter()
+        .map(|inst| example_expected(&src, &sessions, inst, t))
+        .collect();
+    let counts = check_wants(&resp, &sent, wants);
+    // u000042: no transactions or sessions row; u000007: stale transactions; u000009: a null
+    // last_login_at; items 0: a division by zero; no query embedding: a missing request field.
+    for s in [
+        "OUTSIDE_MAX_AGE",
+        "NOT_FOUND",
+        "NULL_VALUE",
+        "INVALID",
+        "PRESENT",
+    ] {
+        assert!(counts.get(s).is_some_and(|n| *n > 0), "no {s}: {counts:?}");
+    }
+
+    let before = keys_requested(&stack);
+    let sent = vec![
+        json!({"amount": 120.0, "items": 4}),
+        json!({"amount": 80.0, "items": 0}),
+        json!({"amount": 1500.0}),
+        json!({"amount": 30.0, "items": 12}),
+    ];
+    let body = json!({ "instances": sent }).to_string();
+    let resp = post(stack.listen_port, "/v1/models/basket:predict", body).await;
+    let counts = check_wants(&resp, &sent, sent.iter().map(basket_expected).collect());
+    assert_eq!(counts.values().sum::<usize>(), 8, "{counts:?}");
+    assert_eq!(keys_requested(&stack), before, "no reader call");
+}
+
+each_runtime!(the_examples_views_match_the_source_data);

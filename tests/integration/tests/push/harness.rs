@@ -16,6 +16,7 @@ use ferry_protos::v1::StoredVector;
 use prost::Message as _;
 
 pub const WRITE_TOKEN: &str = "test-write-token";
+/// The example's push sources, which the tests push to.
 pub const PUSH_SOURCES: &str = "\npush_sources:\n  - {name: profile_push, views: [user_profile]}\n  - {name: activity_push, views: [transactions, user_embedding]}\n";
 
 pub struct WriteStack {
@@ -34,7 +35,13 @@ impl WriteStack {
             entities: Some(entities),
             ..Options::default()
         };
-        let with_push = |y: String| y + PUSH_SOURCES;
+        let with_push = |y: String| {
+            assert!(
+                y.contains(PUSH_SOURCES),
+                "the example's push_sources changed: update push/harness.rs"
+            );
+            y
+        };
         let stack = if cluster {
             Stack::start_on_redis_cluster_edited(opts, with_push)
         } else {
