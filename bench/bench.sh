@@ -293,3 +293,13 @@ else
 fi
 "$PY" "$BENCH/report.py" --rows "$ROWS" --meta "$META" --envoy "$ENVOY" --out "$OUT" --readme "$REPORT"
 [ "$RECORD" = 1 ] || echo "bench: not recorded (bench/README.md and bench/results/ untouched); RECORD=1 records a run"
+
+# Online writes (issue #23): bench/push.sh in the same sitting, after the read scenarios, on its
+# own stack (ports 19400 and up; release builds made above). PUSH=0 skips it; QUICK=1 shortens it.
+if [ "${PUSH:-1}" = 1 ]; then
+  say "pushes: throughput beside Feast's /push, push-to-served latency (bench/push.sh)"
+  if [ "$QUICK" = 1 ]; then export PUSH_SECONDS=${PUSH_SECONDS:-2} PUSH_SAMPLES=${PUSH_SAMPLES:-50}; fi
+  BENCH_NO_BUILD=1 bash "$BENCH/push.sh" | tee "$RUN_DIR/push.jsonl" ||
+    echo "push bench failed; its logs are in bench/.run/push/"
+fi
+
