@@ -28,6 +28,15 @@ pub mod feast_proto {
     include!(concat!(env!("OUT_DIR"), "/ferry.feast.rs"));
 }
 
+/// Feast's registry server (`feast serve_registry`): the path of its `Proto` call and its request.
+#[allow(clippy::all)]
+pub mod feast_registry_server {
+    include!(concat!(env!("OUT_DIR"), "/feast.registry.rs"));
+
+    /// `RegistryServer.Proto` (registry_server.proto): the whole registry.
+    pub const PROTO_PATH: &str = "/feast.registry.RegistryServer/Proto";
+}
+
 pub mod limits;
 
 /// The reader's error codes (`{"error": CODE, "message": ...}`), written by the reader and read

@@ -34,12 +34,17 @@ pub fn load(
     // A Feast-backed repo also changes when `feast apply` rewrites the Feast repo's files.
     let mut hasher = Sha256::new();
     hasher.update(text.as_bytes());
-    for file in repo::feast::watched_files(root, &text) {
+    let (files, stamp) = repo::feast::watched(root, &text);
+    for file in files {
         hasher.update(file.as_os_str().as_encoded_bytes());
         match std::fs::read(&file) {
             Ok(bytes) => hasher.update(Sha256::digest(&bytes)),
             Err(_) => hasher.update(b"absent"),
         }
+    }
+    if let Some(stamp) = stamp {
+        hasher.update(b"registry");
+        hasher.update(stamp);
     }
     let hash: [u8; 32] = hasher.finalize().into();
     let result = repo::load_str(root, &path.display().to_string(), &text)
