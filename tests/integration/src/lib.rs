@@ -12,6 +12,7 @@ pub mod feast;
 pub mod http;
 pub mod mitm;
 pub mod pollers;
+pub mod postgres;
 pub mod process;
 pub mod runtime;
 pub mod secure;

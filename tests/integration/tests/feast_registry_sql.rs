@@ -1,0 +1,212 @@
+//! Feast's SQL registry on a real PostgreSQL, written by Feast itself (`feast apply` with
+//! `registry_type: sql`): `ferry apply` reads the same services and views from it as from the
+//! file registry of the same Feast repo; a second `feast apply` reaches a running Envoy through
+//! `ferry serve` (which polls the database) without a restart; a database that is down, a wrong
+//! password or a bad URL give an error that names the registry (password hidden).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use ferry_integration_tests::feast::{feast, fixture_named, FeastSetup, FeastStack, PROJECT};
+use ferry_integration_tests::http::post;
+use ferry_integration_tests::postgres::{Postgres, PASSWORD};
+use ferry_integration_tests::bin;
+use serde_json::json;
+
+const ROUTES: &str = "  - match: {path_prefix: /v1/models/scoring}
+    service: scoring
+    format: kserve_v1
+    entity: {field: user_id}
+    on_missing_entity: null
+";
+
+/// `registry:` of feature_store.yaml for Feast's SQL registry at `url` (no registry cache, so
+/// that each `feast` command sees the database as it is).
+fn sql_registry(url: &str) -> String {
+    format!("{{registry_type: sql, path: \"{url}\", cache_ttl_seconds: 0}}")
+}
+
+/// A Feast repo of the fixture at `dir/feast` (registry `registry`, online store a Redis
+/// nobody starts: `feast apply` does not connect to it) applied by Feast, and a Ferry repo at
+/// `dir/ferry` over it; returns the Ferry repo.
+fn applied_repo(dir: &Path, registry: &str) -> PathBuf {
+    let fixture = fixture_named("feast_repo");
+    let feast_repo = dir.join("feast");
+    std::fs::create_dir_all(feast_repo.join("data")).unwrap();
+    std::fs::copy(fixture.join("features.py"), feast_repo.join("features.py")).unwrap();
+    std::fs::write(
+        feast_repo.join("feature_store.yaml"),
+        format!(
+            "project: {PROJECT}\nprovider: local\nregistry: {registry}\nonline_store:\n  \
+             type: redis\n  connection_string: \"127.0.0.1:1\"\noffline_store:\n  type: file\n\
+             entity_key_serialization_version: 3\n"
+        ),
+    )
+    .unwrap();
+    ferry_integration_tests::feast::write_fixture_data(&fixture, &feast_repo);
+    feast(&feast_repo, "feast", &["apply"]);
+    let repo = dir.join("ferry");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::write(
+        repo.join("ferry.yaml"),
+        format!("project: {PROJECT}\nfeast: {{repo: ../feast}}\nroutes:\n{ROUTES}"),
+    )
+    .unwrap();
+    repo
+}
+
+/// `ferry apply REPO`'s output, or its error.
+fn ferry_apply(repo: &Path) -> Result<String, String> {
+    let out = Command::new(bin("ferry"))
+        .arg("apply")
+        .arg(repo)
+        .output()
+        .expect("ferry apply");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(text)
+    }
+}
+
+/// `ferry apply`'s report as a set: one entry per service (with its views) or route, without
+/// the snapshot version.
+fn blocks(report: &str) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut block = String::new();
+    for line in report.lines().filter(|l| !l.starts_with("project ")) {
+        if !line.starts_with(' ') && !block.is_empty() {
+            out.insert(std::mem::take(&mut block));
+        }
+        block.push_str(line);
+        block.push('\n');
+    }
+    out.insert(block);
+    out
+}
+
+#[test]
+fn ferry_apply_reads_the_same_repo_from_feasts_sql_registry_as_from_its_file() {
+    let pg = Postgres::start();
+    let (file_dir, sql_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let from_file = ferry_apply(&applied_repo(file_dir.path(), "data/registry.db")).unwrap();
+    let sql_repo = applied_repo(sql_dir.path(), &sql_registry(&pg.url()));
+    assert!(
+        !sql_dir.path().join("feast/data/registry.db").exists(),
+        "Feast wrote a registry file: the SQL registry was not used"
+    );
+    let from_sql = ferry_apply(&sql_repo).unwrap();
+    // Services with their fingerprints and views, and routes: the same. Only their order may
+    // differ (the file lists services in Feast's order, the database by name), and with it the
+    // snapshot's version.
+    assert_eq!(blocks(&from_sql), blocks(&from_file));
+    for service in ["scoring", "merchant_risk", "pair"] {
+        assert!(from_sql.contains(service), "{service} missing: {from_sql}");
+    }
+}
+
+#[test]
+fn a_registry_that_cannot_be_read_is_an_error_naming_it() {
+    let pg = Postgres::start();
+    let dir = tempfile::tempdir().unwrap();
+    let repo = applied_repo(dir.path(), &sql_registry(&pg.url()));
+    let store = dir.path().join("feast/feature_store.yaml");
+    let good = std::fs::read_to_string(&store).unwrap();
+    let shown = format!(
+        "feast registry postgresql+psycopg://ferry:***@127.0.0.1:{}/postgres",
+        pg.port
+    );
+
+    // A wrong password: PostgreSQL's own refusal, the password never printed.
+    std::fs::write(&store, good.replace(PASSWORD, "wrong-pw")).unwrap();
+    let err = ferry_apply(&repo).unwrap_err();
+    assert!(err.contains(&shown), "{err}");
+    assert!(err.contains("password authentication failed"), "{err}");
+    assert!(!err.contains("wrong-pw") && !err.contains(PASSWORD), "{err}");
+
+    // A database without Feast's tables.
+    let other = pg.url().replace("/postgres?", "/template1?");
+    std::fs::write(&store, good.replace(&pg.url(), &other)).unwrap();
+    let err = ferry_apply(&repo).unwrap_err();
+    assert!(err.contains("no Feast registry tables"), "{err}");
+
+    // Not a URL Ferry can read.
+    let mysql = good.replace("postgresql+psycopg://", "mysql+pymysql://");
+    std::fs::write(&store, mysql).unwrap();
+    let err = ferry_apply(&repo).unwrap_err();
+    assert!(err.contains("the mysql SQL registry is not supported"), "{err}");
+
+    // The database down.
+    std::fs::write(&store, &good).unwrap();
+    assert!(ferry_apply(&repo).is_ok());
+    pg.stop();
+    let err = ferry_apply(&repo).unwrap_err();
+    assert!(err.contains(&shown), "{err}");
+    assert!(err.to_lowercase().contains("connection refused"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feast_apply_into_postgres_reaches_envoy_through_ferry_serve() {
+    let pg = Postgres::start();
+    let registry = sql_registry(&pg.url());
+    let setup = FeastSetup {
+        registry: &registry,
+        ..FeastSetup::default()
+    };
+    let stack = FeastStack::start_setup(ROUTES, setup);
+    assert!(!stack.feast_repo.join("data/registry.db").exists());
+    let path = "/v1/models/scoring:predict";
+    let body = json!({"instances": [{"user_id": "u3"}]}).to_string();
+    let before = post(stack.listen_port, path, body.clone()).await.json();
+    assert_eq!(before["instances"][0]["user_profile__age"], json!(27));
+    assert!(before["instances"][0].get("user_profile__tier").is_none());
+    let version = stack.control_plane.version();
+
+    // Feast's second apply changes only rows in PostgreSQL: no file of the repo changes.
+    let file = stack.feast_repo.join("features.py");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let added = text.replace(
+        "Field(name=\"segment\", dtype=String),",
+        "Field(name=\"segment\", dtype=String),\n        Field(name=\"tier\", dtype=Int64),",
+    );
+    assert_ne!(text, added, "the fixture's schema line moved");
+    std::fs::write(&file, added).unwrap();
+    feast(&stack.feast_repo, "feast", &["apply"]);
+    std::thread::sleep(Duration::from_secs(1));
+    ferry_integration_tests::feast::write_data(&stack.feast_repo);
+    ferry_integration_tests::feast::materialize(&stack.feast_repo);
+
+    let envoy_pid = stack.envoy.pid();
+    stack
+        .control_plane
+        .wait_status("new snapshot", Duration::from_secs(30), |s| {
+            s.snapshot
+                .as_ref()
+                .is_some_and(|snap| snap.version != version)
+                && s.converged
+        });
+    let after = post(stack.listen_port, path, body).await.json();
+    assert_eq!(after["instances"][0]["user_profile__tier"], json!(3), "{after}");
+    assert_eq!(after["instances"][0]["user_profile__age"], json!(27));
+    assert_eq!(stack.envoy.pid(), envoy_pid);
+
+    // The database going away is reported, and the last good snapshot keeps serving.
+    let served = stack.control_plane.version();
+    pg.stop();
+    let status = stack
+        .control_plane
+        .wait_status("refused", Duration::from_secs(30), |s| s.last_refused.is_some());
+    let refused = status.last_refused.unwrap().error;
+    assert!(refused.contains("feast registry postgresql+psycopg://"), "{refused}");
+    assert_eq!(stack.control_plane.version(), served);
+    let still = post(stack.listen_port, path, json!({"instances": [{"user_id": "u3"}]}).to_string())
+        .await
+        .json();
+    assert_eq!(still["instances"][0]["user_profile__tier"], json!(3));
+}
