@@ -28,13 +28,20 @@ pub mod feast_proto {
     include!(concat!(env!("OUT_DIR"), "/ferry.feast.rs"));
 }
 
-/// Feast's registry server (`feast serve_registry`): the path of its `Proto` call and its request.
+/// Feast's registry server (`feast serve_registry`): the List* calls Ferry makes.
 #[allow(clippy::all)]
 pub mod feast_registry_server {
     include!(concat!(env!("OUT_DIR"), "/feast.registry.rs"));
 
-    /// `RegistryServer.Proto` (registry_server.proto): the whole registry.
-    pub const PROTO_PATH: &str = "/feast.registry.RegistryServer/Proto";
+    /// Each List* call (registry_server.proto) with the field number of `feast.core.Registry`
+    /// that lists the objects it answers.
+    pub const LISTS: [(&str, u32); 5] = [
+        ("/feast.registry.RegistryServer/ListEntities", 1),
+        ("/feast.registry.RegistryServer/ListFeatureViews", 6),
+        ("/feast.registry.RegistryServer/ListFeatureServices", 7),
+        ("/feast.registry.RegistryServer/ListOnDemandFeatureViews", 8),
+        ("/feast.registry.RegistryServer/ListStreamFeatureViews", 14),
+    ];
 }
 
 pub mod limits;

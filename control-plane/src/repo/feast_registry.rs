@@ -94,7 +94,7 @@ impl RegistrySource {
                     .map_err(|e| format!("not a Feast registry: {e}"))
             }
             RegistrySource::Sql(sql) => on_own_runtime(sql.read(project)),
-            RegistrySource::Remote(remote) => on_own_runtime(remote.read()),
+            RegistrySource::Remote(remote) => on_own_runtime(remote.read(project)),
         }
     }
 
@@ -105,17 +105,53 @@ impl RegistrySource {
         let stamp = match self {
             RegistrySource::File(_) => return None,
             RegistrySource::Sql(sql) => on_own_runtime(sql.stamp(project)),
-            RegistrySource::Remote(remote) => {
-                on_own_runtime(remote.fetch()).map(|b| sha2_digest(&b))
-            }
+            RegistrySource::Remote(remote) => on_own_runtime(remote.fetch(project))
+                .map(|objects| digest(objects.iter().map(|(f, o)| (*f, o.as_ref())))),
         };
         Some(stamp.unwrap_or_else(|_| b"unreachable".to_vec()))
     }
 }
 
-fn sha2_digest(bytes: &[u8]) -> Vec<u8> {
+/// A registry of `project` from its objects, each (field number of its list in
+/// `feast.core.Registry`, serialized object): framed as elements of those repeated fields,
+/// they decode as the registry file would, and every object carries `project` (as Feast's
+/// `proto()` sets it).
+pub fn assemble<'a>(
+    objects: impl Iterator<Item = (u32, &'a [u8])>,
+    project: &str,
+) -> Result<fp::Registry, String> {
+    use prost::encoding::{encode_key, encode_varint, WireType};
+    let mut bytes = Vec::new();
+    for (field, object) in objects {
+        encode_key(field, WireType::LengthDelimited, &mut bytes);
+        encode_varint(object.len() as u64, &mut bytes);
+        bytes.extend_from_slice(object);
+    }
+    let mut reg = fp::Registry::decode(bytes.as_slice())
+        .map_err(|e| format!("a registry object is not a Feast object: {e}"))?;
+    let p = || project.to_owned();
+    let specs = (reg.entities.iter_mut().filter_map(|o| o.spec.as_mut()))
+        .map(|s| &mut s.project)
+        .chain(reg.feature_views.iter_mut().filter_map(|o| o.spec.as_mut()).map(|s| &mut s.project))
+        .chain(reg.feature_services.iter_mut().filter_map(|o| o.spec.as_mut()).map(|s| &mut s.project))
+        .chain(reg.on_demand_feature_views.iter_mut().filter_map(|o| o.spec.as_mut()).map(|s| &mut s.project))
+        .chain(reg.stream_feature_views.iter_mut().filter_map(|o| o.spec.as_mut()).map(|s| &mut s.project));
+    for project in specs {
+        *project = p();
+    }
+    Ok(reg)
+}
+
+/// A digest of a database or server registry's objects, in the order read.
+fn digest<'a>(objects: impl Iterator<Item = (u32, &'a [u8])>) -> Vec<u8> {
     use sha2::{Digest, Sha256};
-    Sha256::digest(bytes).to_vec()
+    let mut hasher = Sha256::new();
+    for (field, object) in objects {
+        hasher.update(field.to_le_bytes());
+        hasher.update((object.len() as u64).to_le_bytes());
+        hasher.update(object);
+    }
+    hasher.finalize().to_vec()
 }
 
 /// Runs `work` to completion on a new thread with a current-thread runtime.

@@ -1,8 +1,9 @@
 //! Feast's registry server (`registry_type: remote`, `path: host:port`, run by `feast
-//! serve_registry`): one unary gRPC call, `RegistryServer.Proto`, returns the whole registry as
-//! the file holds it. Plain HTTP/2 over hyper (the call is one request and one answer; no gRPC
-//! framework needed), over TLS when Feast's config says so (`is_tls`, `cert`), with the bearer
-//! token Feast's client would send (`auth:` of `feature_store.yaml`).
+//! serve_registry`): five unary gRPC calls on one connection (`ListEntities`,
+//! `ListFeatureViews`, ... for the project, uncached: `registry_server.proto`) give the objects
+//! the registry file would hold. Plain HTTP/2 over hyper (each call is one request and one
+//! answer; no gRPC framework needed), over TLS when Feast's config says so (`is_tls`, `cert`),
+//! with the bearer token Feast's client would send (`auth:` of `feature_store.yaml`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferry_protos::feast_proto as fp;
-use ferry_protos::feast_registry_server::{Empty, PROTO_PATH};
+use ferry_protos::feast_registry_server::{ListRequest, ListResponse, LISTS};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use prost::Message;
@@ -157,38 +158,59 @@ impl RemoteRegistry {
         Ok(sender)
     }
 
-    /// `RegistryServer.Proto`'s answer, undecoded: the serialized `feast.core.Registry`.
-    pub async fn fetch(&self) -> Result<Bytes, String> {
-        tokio::time::timeout(TIMEOUT, self.call())
+    /// `project`'s objects as (field number of their list in `feast.core.Registry`,
+    /// serialized object), in the server's order.
+    pub async fn fetch(&self, project: &str) -> Result<Vec<(u32, Bytes)>, String> {
+        let all = async {
+            let mut sender = self.connect().await?;
+            let request = ListRequest {
+                project: project.to_owned(),
+                allow_cache: false,
+            }
+            .encode_to_vec();
+            let mut objects = Vec::new();
+            for (path, field) in LISTS {
+                let answer = self.call(&mut sender, path, &request).await?;
+                let list = ListResponse::decode(answer)
+                    .map_err(|e| format!("{path}: not a list answer: {e}"))?;
+                objects.extend(list.objects.into_iter().map(|o| (field, Bytes::from(o))));
+            }
+            Ok(objects)
+        };
+        tokio::time::timeout(TIMEOUT, all)
             .await
             .map_err(|_| format!("no answer within {TIMEOUT:?}"))?
     }
 
-    /// The whole registry.
-    pub async fn read(&self) -> Result<fp::Registry, String> {
-        let bytes = self.fetch().await?;
-        fp::Registry::decode(bytes).map_err(|e| format!("not a Feast registry: {e}"))
+    /// `project`'s entities, feature views, feature services, on-demand and stream feature
+    /// views, as `feast.core.Registry`.
+    pub async fn read(&self, project: &str) -> Result<fp::Registry, String> {
+        let objects = self.fetch(project).await?;
+        super::feast_registry::assemble(objects.iter().map(|(f, o)| (*f, o.as_ref())), project)
     }
 
-    async fn call(&self) -> Result<Bytes, String> {
-        let mut sender = self.connect().await?;
+    /// One unary call on the connection.
+    async fn call(&self, sender: &mut Sender, path: &str, message: &[u8]) -> Result<Bytes, String> {
         let scheme = if self.ca.is_some() { "https" } else { "http" };
-        let mut request = hyper::Request::post(format!("{scheme}://{}{PROTO_PATH}", self.authority))
+        let mut request = hyper::Request::post(format!("{scheme}://{}{path}", self.authority))
             .header("content-type", "application/grpc")
             .header("te", "trailers");
         if let Some(token) = &self.token {
             request = request.header("authorization", format!("Bearer {token}"));
         }
         let request = request
-            .body(Full::new(frame(&Empty {}.encode_to_vec())))
+            .body(Full::new(frame(message)))
             .map_err(|e| e.to_string())?;
         let response = sender
             .send_request(request)
             .await
-            .map_err(|e| format!("the call failed: {e}"))?;
+            .map_err(|e| format!("{path}: the call failed: {e}"))?;
         let (head, body) = response.into_parts();
         if head.status != hyper::StatusCode::OK {
-            return Err(format!("HTTP status {} (is this Feast's registry server?)", head.status));
+            return Err(format!(
+                "{path}: HTTP status {} (is this Feast's registry server?)",
+                head.status
+            ));
         }
         let collected = Limited::new(body, MAX_ANSWER)
             .collect()
@@ -201,7 +223,7 @@ impl RemoteRegistry {
         match status.and_then(|s| s.to_str().ok()) {
             Some("0") => unframe(collected.to_bytes()),
             Some(code) => Err(format!(
-                "gRPC status {code}{}",
+                "{path}: gRPC status {code}{}",
                 message
                     .and_then(|m| m.to_str().ok())
                     .map(|m| format!(": {}", percent_decode(m)))

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_protos::feast_proto as fp;
-use prost::Message;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
@@ -171,21 +170,13 @@ impl SqlRegistry {
         let rows = tokio::time::timeout(TIMEOUT, self.rows(project))
             .await
             .map_err(|_| format!("no answer within {TIMEOUT:?}"))??;
-        // Each row is one element of a repeated field of `Registry`: framed as such, the rows
-        // decode as the registry `proto()` would build.
-        let mut bytes = Vec::new();
+        let mut objects = Vec::with_capacity(rows.len());
         for row in &rows {
             let field: i32 = row.try_get(0).map_err(describe)?;
             let object: &[u8] = row.try_get(2).map_err(describe)?;
-            let field = u32::try_from(field).map_err(|e| e.to_string())?;
-            prost::encoding::encode_key(field, prost::encoding::WireType::LengthDelimited, &mut bytes);
-            prost::encoding::encode_varint(object.len() as u64, &mut bytes);
-            bytes.extend_from_slice(object);
+            objects.push((u32::try_from(field).map_err(|e| e.to_string())?, object));
         }
-        let mut reg = fp::Registry::decode(bytes.as_slice())
-            .map_err(|e| format!("a registry row is not a Feast object: {e}"))?;
-        set_project(&mut reg, project);
-        Ok(reg)
+        super::feast_registry::assemble(objects.into_iter(), project)
     }
 
     /// A digest of the rows [`SqlRegistry::read`] reads: changes when `feast apply` changes
@@ -208,16 +199,6 @@ impl SqlRegistry {
             .await
             .map_err(|_| format!("no answer within {TIMEOUT:?}"))?
     }
-}
-
-/// As Feast's `proto()`: every object carries the project it was read for.
-fn set_project(reg: &mut fp::Registry, project: &str) {
-    let p = || project.to_owned();
-    reg.entities.iter_mut().filter_map(|o| o.spec.as_mut()).for_each(|s| s.project = p());
-    reg.feature_views.iter_mut().filter_map(|o| o.spec.as_mut()).for_each(|s| s.project = p());
-    reg.feature_services.iter_mut().filter_map(|o| o.spec.as_mut()).for_each(|s| s.project = p());
-    reg.on_demand_feature_views.iter_mut().filter_map(|o| o.spec.as_mut()).for_each(|s| s.project = p());
-    reg.stream_feature_views.iter_mut().filter_map(|o| o.spec.as_mut()).for_each(|s| s.project = p());
 }
 
 /// A PostgreSQL error with its detail; a missing table means no Feast registry is there.

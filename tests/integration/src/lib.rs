@@ -9,6 +9,7 @@ pub mod control_plane;
 pub mod data;
 pub mod expected;
 pub mod feast;
+pub mod feast_registry;
 pub mod http;
 pub mod mitm;
 pub mod pollers;
