@@ -48,8 +48,13 @@ pub fn parse(
     let (path, kind) = match registry {
         Some(Yaml::String(s)) => (s.clone(), "file"),
         Some(m) => (
-            m.get("path").and_then(Yaml::as_str).unwrap_or("").to_owned(),
-            m.get("registry_type").and_then(Yaml::as_str).unwrap_or("file"),
+            m.get("path")
+                .and_then(Yaml::as_str)
+                .unwrap_or("")
+                .to_owned(),
+            m.get("registry_type")
+                .and_then(Yaml::as_str)
+                .unwrap_or("file"),
         ),
         None => return Err("no registry".into()),
     };
@@ -58,11 +63,15 @@ pub fn parse(
         .and_then(Yaml::as_bool)
         .filter(|v| *v)
     {
-        return Err(format!("enable_online_feature_view_versioning: {v} is not supported"));
+        return Err(format!(
+            "enable_online_feature_view_versioning: {v} is not supported"
+        ));
     }
     match (kind, registry) {
         ("sql", _) => Ok(RegistrySource::Sql(feast_sql::parse(&path, env)?)),
-        ("remote", Some(m)) => Ok(RegistrySource::Remote(feast_remote::parse(m, auth, dir, env)?)),
+        ("remote", Some(m)) => Ok(RegistrySource::Remote(feast_remote::parse(
+            m, auth, dir, env,
+        )?)),
         ("file", _) if !path.contains("://") || path.starts_with("file://") => Ok(
             RegistrySource::File(dir.join(path.trim_start_matches("file://"))),
         ),
@@ -132,10 +141,30 @@ pub fn assemble<'a>(
     let p = || project.to_owned();
     let specs = (reg.entities.iter_mut().filter_map(|o| o.spec.as_mut()))
         .map(|s| &mut s.project)
-        .chain(reg.feature_views.iter_mut().filter_map(|o| o.spec.as_mut()).map(|s| &mut s.project))
-        .chain(reg.feature_services.iter_mut().filter_map(|o| o.spec.as_mut()).map(|s| &mut s.project))
-        .chain(reg.on_demand_feature_views.iter_mut().filter_map(|o| o.spec.as_mut()).map(|s| &mut s.project))
-        .chain(reg.stream_feature_views.iter_mut().filter_map(|o| o.spec.as_mut()).map(|s| &mut s.project));
+        .chain(
+            reg.feature_views
+                .iter_mut()
+                .filter_map(|o| o.spec.as_mut())
+                .map(|s| &mut s.project),
+        )
+        .chain(
+            reg.feature_services
+                .iter_mut()
+                .filter_map(|o| o.spec.as_mut())
+                .map(|s| &mut s.project),
+        )
+        .chain(
+            reg.on_demand_feature_views
+                .iter_mut()
+                .filter_map(|o| o.spec.as_mut())
+                .map(|s| &mut s.project),
+        )
+        .chain(
+            reg.stream_feature_views
+                .iter_mut()
+                .filter_map(|o| o.spec.as_mut())
+                .map(|s| &mut s.project),
+        );
     for project in specs {
         *project = p();
     }

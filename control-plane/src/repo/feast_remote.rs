@@ -55,18 +55,31 @@ pub fn parse(
     dir: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<RemoteRegistry, String> {
-    let text = |k: &str| registry.get(k).and_then(Yaml::as_str).filter(|s| !s.is_empty());
+    let text = |k: &str| {
+        registry
+            .get(k)
+            .and_then(Yaml::as_str)
+            .filter(|s| !s.is_empty())
+    };
     let addr = text("path").ok_or("a remote registry needs path: HOST:PORT")?;
     let addr = addr.strip_prefix("grpc://").unwrap_or(addr).to_owned();
     let host = match addr.rsplit_once(':') {
         Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => host,
         _ => return Err(format!("remote registry path '{addr}' is not HOST:PORT")),
     };
-    let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
     if text("client_cert").is_some() || text("client_key").is_some() {
-        return Err("client_cert / client_key (mTLS to the registry server) are not supported".into());
+        return Err(
+            "client_cert / client_key (mTLS to the registry server) are not supported".into(),
+        );
     }
-    let is_tls = registry.get("is_tls").and_then(Yaml::as_bool).unwrap_or(false);
+    let is_tls = registry
+        .get("is_tls")
+        .and_then(Yaml::as_bool)
+        .unwrap_or(false);
     // As Feast's client: `cert`, else SSL_CERT_FILE or REQUESTS_CA_BUNDLE.
     let ca = match (text("cert"), is_tls) {
         (Some(cert), _) => Some(dir.join(cert)),
@@ -97,20 +110,30 @@ pub fn bearer(
         return Ok(None);
     };
     let text = |k: &str| auth.get(k).and_then(Yaml::as_str).filter(|s| !s.is_empty());
-    let sa = || file(SA_TOKEN).map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
+    let sa = || {
+        file(SA_TOKEN)
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty())
+    };
     let token = match text("type").unwrap_or("no_auth") {
         "no_auth" => return Ok(None),
         "oidc" => match (text("token"), text("token_env_var"), text("client_secret")) {
             (Some(t), _, _) => Some(t.to_owned()),
-            (None, Some(var), _) => Some(env(var).filter(|t| !t.is_empty()).ok_or_else(|| {
-                format!("auth token_env_var '{var}' is not set or empty")
-            })?),
+            (None, Some(var), _) => Some(
+                env(var)
+                    .filter(|t| !t.is_empty())
+                    .ok_or_else(|| format!("auth token_env_var '{var}' is not set or empty"))?,
+            ),
             (None, None, Some(_)) => {
-                return Err("auth with client_secret (a token fetched from the identity \
+                return Err(
+                    "auth with client_secret (a token fetched from the identity \
                             provider) is not supported: give token or token_env_var"
-                    .into())
+                        .into(),
+                )
             }
-            (None, None, None) => env("FEAST_OIDC_TOKEN").filter(|t| !t.is_empty()).or_else(sa),
+            (None, None, None) => env("FEAST_OIDC_TOKEN")
+                .filter(|t| !t.is_empty())
+                .or_else(sa),
         },
         "kubernetes" => text("user_token")
             .map(str::to_owned)
@@ -218,8 +241,12 @@ impl RemoteRegistry {
             .map_err(|e| format!("reading the answer: {e}"))?;
         // A failed call may answer with its status in the headers alone ("trailers-only").
         let trailers = collected.trailers().cloned().unwrap_or_default();
-        let status = trailers.get("grpc-status").or(head.headers.get("grpc-status"));
-        let message = trailers.get("grpc-message").or(head.headers.get("grpc-message"));
+        let status = trailers
+            .get("grpc-status")
+            .or(head.headers.get("grpc-status"));
+        let message = trailers
+            .get("grpc-message")
+            .or(head.headers.get("grpc-message"));
         match status.and_then(|s| s.to_str().ok()) {
             Some("0") => unframe(collected.to_bytes()),
             Some(code) => Err(format!(
@@ -264,7 +291,9 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
         match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
             (b'%', Some(v)) => {
                 out.push(v);

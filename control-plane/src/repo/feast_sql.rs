@@ -95,8 +95,7 @@ pub fn parse(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<SqlRegis
     if !kept.is_empty() {
         pg = format!("{pg}?{}", kept.join("&"));
     }
-    let mut config: tokio_postgres::Config =
-        pg.parse().map_err(|e| format!("'{shown}': {e}"))?;
+    let mut config: tokio_postgres::Config = pg.parse().map_err(|e| format!("'{shown}': {e}"))?;
     config.connect_timeout(TIMEOUT);
     config.application_name("ferry");
     config.ssl_mode(match tls {

@@ -96,4 +96,3 @@ pub fn blocks(report: &str) -> std::collections::BTreeSet<String> {
     out.insert(block);
     out
 }
-

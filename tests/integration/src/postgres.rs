@@ -112,12 +112,12 @@ impl Postgres {
 
     /// Stops the server (the data stays): for a "database down" test.
     pub fn stop(&self) {
-        run_ok(
-            as_pg_user(&tool("pg_ctl"))
-                .arg("-D")
-                .arg(&self.data)
-                .args(["-m", "immediate", "-w", "stop"]),
-        );
+        run_ok(as_pg_user(&tool("pg_ctl")).arg("-D").arg(&self.data).args([
+            "-m",
+            "immediate",
+            "-w",
+            "stop",
+        ]));
     }
 
     /// Starts it again after [`Postgres::stop`].

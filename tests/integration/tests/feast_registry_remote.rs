@@ -61,13 +61,18 @@ fn ferry_apply_reads_through_feasts_registry_server_as_from_the_file() {
     );
     let from_server = ferry_apply(&repo).unwrap();
     assert_eq!(blocks(&from_server), blocks(&from_file));
-    assert!(from_server.contains("feature service scoring"), "{from_server}");
+    assert!(
+        from_server.contains("feature service scoring"),
+        "{from_server}"
+    );
 
     // Down: the error names the server.
     server.kill();
     let err = ferry_apply(&repo).unwrap_err();
     assert!(
-        err.contains(&format!("feast registry grpc://127.0.0.1:{port}: connecting")),
+        err.contains(&format!(
+            "feast registry grpc://127.0.0.1:{port}: connecting"
+        )),
         "{err}"
     );
 }
@@ -95,9 +100,16 @@ fn the_registry_server_is_read_over_tls_with_feasts_cert_setting() {
     let store = dir.path().join("client/feature_store.yaml");
     let text = std::fs::read_to_string(&store).unwrap();
     let ca = tls.ca_cert.display().to_string();
-    std::fs::write(&store, text.replace(&ca, &other.ca_cert.display().to_string())).unwrap();
+    std::fs::write(
+        &store,
+        text.replace(&ca, &other.ca_cert.display().to_string()),
+    )
+    .unwrap();
     let err = ferry_apply(&repo).unwrap_err();
-    assert!(err.contains(&format!("grpcs://localhost:{port}: TLS")), "{err}");
+    assert!(
+        err.contains(&format!("grpcs://localhost:{port}: TLS")),
+        "{err}"
+    );
     assert!(err.contains("certificate"), "{err}");
 }
 
@@ -128,7 +140,9 @@ fn ferry_serve_notices_a_feast_apply_behind_the_registry_server() {
     std::fs::write(&file, added).unwrap();
     feast(&served, "feast", &["apply"]);
     let status = cp.wait_status("new snapshot", Duration::from_secs(30), |s| {
-        s.snapshot.as_ref().is_some_and(|snap| snap.version != version)
+        s.snapshot
+            .as_ref()
+            .is_some_and(|snap| snap.version != version)
     });
     assert!(status.last_refused.is_none(), "{:?}", status.last_refused);
     let report = ferry_apply(&repo).unwrap();

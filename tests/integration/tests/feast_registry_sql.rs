@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use ferry_integration_tests::feast::{feast, FeastSetup, FeastStack};
-use ferry_integration_tests::feast_registry::{applied_repo, blocks, ferry_apply, sql_registry};
 use ferry_integration_tests::feast_registry::ROUTES;
+use ferry_integration_tests::feast_registry::{applied_repo, blocks, ferry_apply, sql_registry};
 use ferry_integration_tests::http::post;
 use ferry_integration_tests::postgres::{Postgres, PASSWORD};
 use serde_json::json;
@@ -50,7 +50,10 @@ fn a_registry_that_cannot_be_read_is_an_error_naming_it() {
     let err = ferry_apply(&repo).unwrap_err();
     assert!(err.contains(&shown), "{err}");
     assert!(err.contains("password authentication failed"), "{err}");
-    assert!(!err.contains("wrong-pw") && !err.contains(PASSWORD), "{err}");
+    assert!(
+        !err.contains("wrong-pw") && !err.contains(PASSWORD),
+        "{err}"
+    );
 
     // A database without Feast's tables.
     let other = pg.url().replace("/postgres?", "/template1?");
@@ -62,7 +65,10 @@ fn a_registry_that_cannot_be_read_is_an_error_naming_it() {
     let mysql = good.replace("postgresql+psycopg://", "mysql+pymysql://");
     std::fs::write(&store, mysql).unwrap();
     let err = ferry_apply(&repo).unwrap_err();
-    assert!(err.contains("the mysql SQL registry is not supported"), "{err}");
+    assert!(
+        err.contains("the mysql SQL registry is not supported"),
+        "{err}"
+    );
 
     // The database down.
     std::fs::write(&store, &good).unwrap();
@@ -114,7 +120,11 @@ async fn a_feast_apply_into_postgres_reaches_envoy_through_ferry_serve() {
                 && s.converged
         });
     let after = post(stack.listen_port, path, body).await.json();
-    assert_eq!(after["instances"][0]["user_profile__tier"], json!(3), "{after}");
+    assert_eq!(
+        after["instances"][0]["user_profile__tier"],
+        json!(3),
+        "{after}"
+    );
     assert_eq!(after["instances"][0]["user_profile__age"], json!(27));
     assert_eq!(stack.envoy.pid(), envoy_pid);
 
@@ -123,12 +133,21 @@ async fn a_feast_apply_into_postgres_reaches_envoy_through_ferry_serve() {
     pg.stop();
     let status = stack
         .control_plane
-        .wait_status("refused", Duration::from_secs(30), |s| s.last_refused.is_some());
+        .wait_status("refused", Duration::from_secs(30), |s| {
+            s.last_refused.is_some()
+        });
     let refused = status.last_refused.unwrap().error;
-    assert!(refused.contains("feast registry postgresql+psycopg://"), "{refused}");
+    assert!(
+        refused.contains("feast registry postgresql+psycopg://"),
+        "{refused}"
+    );
     assert_eq!(stack.control_plane.version(), served);
-    let still = post(stack.listen_port, path, json!({"instances": [{"user_id": "u3"}]}).to_string())
-        .await
-        .json();
+    let still = post(
+        stack.listen_port,
+        path,
+        json!({"instances": [{"user_id": "u3"}]}).to_string(),
+    )
+    .await
+    .json();
     assert_eq!(still["instances"][0]["user_profile__tier"], json!(3));
 }
