@@ -22,7 +22,7 @@ pub enum RegistrySource {
     /// `registry: PATH` or `registry_type: file` (relative to the Feast repo).
     File(PathBuf),
     /// `registry_type: sql` with a PostgreSQL URL.
-    Sql(SqlRegistry),
+    Sql(Box<SqlRegistry>),
     /// `registry_type: remote`: Feast's registry server.
     Remote(RemoteRegistry),
 }
@@ -68,7 +68,7 @@ pub fn parse(
         ));
     }
     match (kind, registry) {
-        ("sql", _) => Ok(RegistrySource::Sql(feast_sql::parse(&path, env)?)),
+        ("sql", _) => Ok(RegistrySource::Sql(Box::new(feast_sql::parse(&path, env)?))),
         ("remote", Some(m)) => Ok(RegistrySource::Remote(feast_remote::parse(
             m, auth, dir, env,
         )?)),
@@ -102,8 +102,14 @@ impl RegistrySource {
                 fp::Registry::decode(bytes.as_slice())
                     .map_err(|e| format!("not a Feast registry: {e}"))
             }
-            RegistrySource::Sql(sql) => on_own_runtime(sql.read(project)),
-            RegistrySource::Remote(remote) => on_own_runtime(remote.read(project)),
+            RegistrySource::Sql(sql) => {
+                let objects = on_own_runtime(sql.fetch(project))?;
+                assemble(objects.iter().map(|(f, o)| (*f, o.as_slice())), project)
+            }
+            RegistrySource::Remote(remote) => {
+                let objects = on_own_runtime(remote.fetch(project))?;
+                assemble(objects.iter().map(|(f, o)| (*f, o.as_ref())), project)
+            }
         }
     }
 
@@ -125,7 +131,7 @@ impl RegistrySource {
 /// `feast.core.Registry`, serialized object): framed as elements of those repeated fields,
 /// they decode as the registry file would, and every object carries `project` (as Feast's
 /// `proto()` sets it).
-pub fn assemble<'a>(
+fn assemble<'a>(
     objects: impl Iterator<Item = (u32, &'a [u8])>,
     project: &str,
 ) -> Result<fp::Registry, String> {
@@ -199,4 +205,63 @@ fn on_own_runtime<T: Send>(
             .join()
             .unwrap_or_else(|_| Err("the registry read failed".into()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_become_the_registry_a_file_holds_with_their_project_set() {
+        let entity = fp::Entity {
+            spec: Some(fp::EntitySpec {
+                name: "user".into(),
+                ..Default::default()
+            }),
+        };
+        let service = fp::FeatureService {
+            spec: Some(fp::FeatureServiceSpec {
+                name: "scoring".into(),
+                ..Default::default()
+            }),
+        };
+        let (e, s) = (entity.encode_to_vec(), service.encode_to_vec());
+        let objects = [(1, e.as_slice()), (7, s.as_slice())];
+        let reg = assemble(objects.into_iter(), "shop").unwrap();
+        let spec = reg.entities[0].spec.as_ref().unwrap();
+        assert_eq!(
+            (spec.name.as_str(), spec.project.as_str()),
+            ("user", "shop")
+        );
+        let spec = reg.feature_services[0].spec.as_ref().unwrap();
+        assert_eq!(
+            (spec.name.as_str(), spec.project.as_str()),
+            ("scoring", "shop")
+        );
+        assert!(assemble([(1, &b"\xff\xff"[..])].into_iter(), "shop").is_err());
+    }
+
+    #[test]
+    fn registries_are_told_apart_by_type_and_path() {
+        let dir = Path::new("/feast");
+        let env = |_: &str| None;
+        let parsed = |yaml: &str| {
+            let y: Yaml = serde_norway::from_str(yaml).unwrap();
+            parse(Some(&y), None, dir, &env).map(|r| r.to_string())
+        };
+        assert_eq!(
+            parsed("data/registry.db"),
+            Ok("/feast/data/registry.db".into())
+        );
+        assert_eq!(parsed("{path: file:///r.db}"), Ok("/r.db".into()));
+        let sql = parsed("{registry_type: sql, path: 'postgresql://u:pw@h/d'}");
+        assert_eq!(sql, Ok("postgresql://u:***@h/d".into()));
+        let remote = parsed("{registry_type: remote, path: 'h:6570'}");
+        assert_eq!(remote, Ok("grpc://h:6570".into()));
+        let s3 = parsed("s3://bucket/registry.db").unwrap_err();
+        assert!(s3.contains("(type file) is not supported"), "{s3}");
+        let snowflake = parsed("{registry_type: snowflake.registry, path: x}").unwrap_err();
+        assert!(snowflake.contains("type snowflake.registry"), "{snowflake}");
+        assert!(parse(None, None, dir, &env).is_err());
+    }
 }

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferry_protos::feast_proto as fp;
 use ferry_protos::feast_registry_server::{ListRequest, ListResponse, LISTS};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -203,13 +202,6 @@ impl RemoteRegistry {
         tokio::time::timeout(TIMEOUT, all)
             .await
             .map_err(|_| format!("no answer within {TIMEOUT:?}"))?
-    }
-
-    /// `project`'s entities, feature views, feature services, on-demand and stream feature
-    /// views, as `feast.core.Registry`.
-    pub async fn read(&self, project: &str) -> Result<fp::Registry, String> {
-        let objects = self.fetch(project).await?;
-        super::feast_registry::assemble(objects.iter().map(|(f, o)| (*f, o.as_ref())), project)
     }
 
     /// One unary call on the connection.

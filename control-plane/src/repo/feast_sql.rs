@@ -12,7 +12,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_protos::feast_proto as fp;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
@@ -164,21 +163,21 @@ impl SqlRegistry {
     }
 
     /// The project's entities, feature views, feature services, on-demand and stream feature
-    /// views, as `feast.core.Registry`.
-    pub async fn read(&self, project: &str) -> Result<fp::Registry, String> {
+    /// views, each as (field number of its list in `feast.core.Registry`, serialized object).
+    pub async fn fetch(&self, project: &str) -> Result<Vec<(u32, Vec<u8>)>, String> {
         let rows = tokio::time::timeout(TIMEOUT, self.rows(project))
             .await
             .map_err(|_| format!("no answer within {TIMEOUT:?}"))??;
         let mut objects = Vec::with_capacity(rows.len());
         for row in &rows {
             let field: i32 = row.try_get(0).map_err(describe)?;
-            let object: &[u8] = row.try_get(2).map_err(describe)?;
+            let object: Vec<u8> = row.try_get(2).map_err(describe)?;
             objects.push((u32::try_from(field).map_err(|e| e.to_string())?, object));
         }
-        super::feast_registry::assemble(objects.into_iter(), project)
+        Ok(objects)
     }
 
-    /// A digest of the rows [`SqlRegistry::read`] reads: changes when `feast apply` changes
+    /// A digest of the rows [`SqlRegistry::fetch`] reads: changes when `feast apply` changes
     /// any of them.
     pub async fn stamp(&self, project: &str) -> Result<Vec<u8>, String> {
         let digest = async {
