@@ -16,6 +16,8 @@ pub struct Postgres {
     pub dir: tempfile::TempDir,
     pub port: u16,
     data: PathBuf,
+    /// Server options beyond the port and address (TLS).
+    extra: String,
 }
 
 /// The folder holding `initdb` and `pg_ctl`: the newest `/usr/lib/postgresql/N/bin`, else PATH.
@@ -68,6 +70,15 @@ fn run_ok(cmd: &mut Command) {
 impl Postgres {
     /// A new cluster, started and accepting connections.
     pub fn start() -> Postgres {
+        Postgres::start_with(None)
+    }
+
+    /// One that also accepts TLS, with `tls`'s certificate (for 127.0.0.1 and localhost).
+    pub fn start_tls(tls: &ferry_test_support::redis::TlsFiles) -> Postgres {
+        Postgres::start_with(Some(tls))
+    }
+
+    fn start_with(tls: Option<&ferry_test_support::redis::TlsFiles>) -> Postgres {
         let dir = tempfile::tempdir().expect("tempdir");
         if is_root() {
             run_ok(Command::new("chown").arg("postgres:").arg(dir.path()));
@@ -85,10 +96,29 @@ impl Postgres {
                 .args(["-U", USER, "--auth=scram-sha-256", "-E", "UTF8"])
                 .arg(format!("--pwfile={}", pwfile.display())),
         );
+        let extra = match tls {
+            None => String::new(),
+            Some(t) => {
+                // The key must belong to the server's user and be private to it.
+                let (cert, key) = (dir.path().join("server.crt"), dir.path().join("server.key"));
+                std::fs::copy(&t.cert, &cert).expect("cert");
+                std::fs::copy(&t.key, &key).expect("key");
+                if is_root() {
+                    run_ok(Command::new("chown").arg("postgres:").arg(&cert).arg(&key));
+                }
+                run_ok(Command::new("chmod").arg("600").arg(&key));
+                format!(
+                    " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                    cert.display(),
+                    key.display()
+                )
+            }
+        };
         let pg = Postgres {
             port: free_port(),
             dir,
             data,
+            extra,
         };
         pg.pg_ctl_start();
         pg
@@ -96,9 +126,10 @@ impl Postgres {
 
     fn pg_ctl_start(&self) {
         let options = format!(
-            "-p {} -c listen_addresses=127.0.0.1 -k {}",
+            "-p {} -c listen_addresses=127.0.0.1 -k {}{}",
             self.port,
-            self.dir.path().display()
+            self.dir.path().display(),
+            self.extra
         );
         run_ok(
             as_pg_user(&tool("pg_ctl"))

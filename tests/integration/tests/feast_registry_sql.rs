@@ -11,6 +11,7 @@ use ferry_integration_tests::feast_registry::ROUTES;
 use ferry_integration_tests::feast_registry::{applied_repo, blocks, ferry_apply, sql_registry};
 use ferry_integration_tests::http::post;
 use ferry_integration_tests::postgres::{Postgres, PASSWORD};
+use ferry_test_support::redis::make_tls_files;
 use serde_json::json;
 
 #[test]
@@ -77,6 +78,36 @@ fn a_registry_that_cannot_be_read_is_an_error_naming_it() {
     let err = ferry_apply(&repo).unwrap_err();
     assert!(err.contains(&shown), "{err}");
     assert!(err.to_lowercase().contains("connection refused"), "{err}");
+}
+
+#[test]
+fn the_sql_registry_is_read_over_tls_with_the_ca_from_the_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let tls = make_tls_files(&dir.path().join("tls"));
+    let pg = Postgres::start_tls(&tls);
+    // Feast (psycopg) writes without checking the certificate; Ferry reads checking it.
+    let feast_url = pg.url().replace("sslmode=disable", "sslmode=require");
+    let repo = applied_repo(dir.path(), &sql_registry(&feast_url));
+    let store = dir.path().join("feast/feature_store.yaml");
+    let text = std::fs::read_to_string(&store).unwrap();
+    let verify = |ca: &std::path::Path| {
+        let url = feast_url.replace(
+            "sslmode=require",
+            &format!("sslmode=verify-full&sslrootcert={}", ca.display()),
+        );
+        std::fs::write(&store, text.replace(&feast_url, &url)).unwrap();
+        ferry_apply(&repo)
+    };
+    let report = verify(&tls.ca_cert).unwrap();
+    assert!(report.contains("feature service scoring"), "{report}");
+    // Another CA: refused, and the error says why.
+    let other = make_tls_files(&dir.path().join("other"));
+    let err = verify(&other.ca_cert).unwrap_err();
+    assert!(
+        err.contains("feast registry postgresql+psycopg://"),
+        "{err}"
+    );
+    assert!(err.to_lowercase().contains("certificate"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
