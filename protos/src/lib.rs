@@ -28,6 +28,22 @@ pub mod feast_proto {
     include!(concat!(env!("OUT_DIR"), "/ferry.feast.rs"));
 }
 
+/// Feast's registry server (`feast serve_registry`): the List* calls Ferry makes.
+#[allow(clippy::all)]
+pub mod feast_registry_server {
+    include!(concat!(env!("OUT_DIR"), "/feast.registry.rs"));
+
+    /// Each List* call (registry_server.proto) with the field number of `feast.core.Registry`
+    /// that lists the objects it answers.
+    pub const LISTS: [(&str, u32); 5] = [
+        ("/feast.registry.RegistryServer/ListEntities", 1),
+        ("/feast.registry.RegistryServer/ListFeatureViews", 6),
+        ("/feast.registry.RegistryServer/ListFeatureServices", 7),
+        ("/feast.registry.RegistryServer/ListOnDemandFeatureViews", 8),
+        ("/feast.registry.RegistryServer/ListStreamFeatureViews", 14),
+    ];
+}
+
 pub mod limits;
 
 /// The reader's error codes (`{"error": CODE, "message": ...}`), written by the reader and read

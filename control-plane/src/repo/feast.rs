@@ -1,16 +1,17 @@
 //! A Feast repo as the source of a Ferry repo's entities, views and services (`feast: {repo:
-//! PATH}` in `ferry.yaml`): its `feature_store.yaml` and the file registry `feast apply` writes
-//! (a serialized `feast.core.Registry`, decoded with our own subset in `ferry_protos::feast_proto`).
+//! PATH}` in `ferry.yaml`): its `feature_store.yaml` and the registry `feast apply` writes (a
+//! `feast.core.Registry`, decoded with our own subset in `ferry_protos::feast_proto`, read from
+//! a file, a database or Feast's registry server: `feast_registry`).
 //! What Ferry cannot serve from Feast's Redis layout is refused by name, never skipped.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use ferry_protos::feast_proto::{self as fp, ValueType as Fvt};
-use prost::Message;
 use serde_norway::Value as Yaml;
 
 use super::feast_odfv;
+use super::feast_registry::{self, RegistrySource};
 use super::feast_types::{feature_type, type_name};
 use super::raw::{RawEntity, RawFeastOnDemand, RawFeature, RawOnDemandView, RawRepo};
 use super::raw::{RawService, RawView};
@@ -26,8 +27,8 @@ pub struct FeastRepo {
     pub project: String,
     /// The Feast repo folder.
     pub dir: PathBuf,
-    /// Its registry file.
-    pub registry: PathBuf,
+    /// Its registry: a file, a database or a registry server.
+    pub registry: RegistrySource,
     /// The views Ferry writes in Feast's layout, and the push sources feeding them
     /// ([`super::feast_writes`]).
     pub write_views: Vec<ferry_protos::v1::WriteView>,
@@ -41,21 +42,24 @@ fn issue(path: &str, reason: impl Into<String>) -> Issue {
     }
 }
 
-/// The files a change of the Feast repo shows in: `feature_store.yaml` and the registry (for
-/// `ferry serve`'s watcher). Empty when `ferry.yaml` names no Feast repo.
-pub fn watched_files(root: &Path, repo_text: &str) -> Vec<PathBuf> {
+/// Where a change of the Feast repo shows (for `ferry serve`'s watcher): the files
+/// (`feature_store.yaml`, a file registry) and, for a database or server registry, a stamp of
+/// its content ([`RegistrySource::stamp`]: one query or call). Nothing when `ferry.yaml` names
+/// no Feast repo.
+pub fn watched(root: &Path, repo_text: &str) -> (Vec<PathBuf>, Option<Vec<u8>>) {
     let Ok(raw) = serde_norway::from_str::<RawRepo>(repo_text) else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
     let Some(f) = raw.feast else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
     let dir = root.join(&f.repo);
     let mut files = vec![dir.join(FEATURE_STORE_FILE)];
-    if let Ok(config) = store_config(&dir) {
-        files.push(config.registry);
-    }
-    files
+    let Ok(config) = store_config(&dir) else {
+        return (files, None);
+    };
+    files.extend(config.registry.file().map(Path::to_path_buf));
+    (files, config.registry.stamp(&config.project))
 }
 
 /// Reads the Feast repo `raw.feast` names and fills `raw`'s entities, views and services from
@@ -82,7 +86,10 @@ pub fn merge(raw: &mut RawRepo, root: &Path) -> Result<Option<FeastRepo>, Vec<Is
     }
     let dir = root.join(&f.repo);
     let config = store_config(&dir).map_err(|e| vec![e])?;
-    let registry = read_registry(&config.registry).map_err(|e| vec![e])?;
+    let registry = config
+        .registry
+        .read(&config.project)
+        .map_err(|e| vec![issue(&format!("feast registry {}", config.registry), e)])?;
     let converted = convert(&registry, &config.project, &f.on_demand, &mut issues);
     if !issues.is_empty() {
         return Err(issues);
@@ -116,7 +123,7 @@ pub fn merge(raw: &mut RawRepo, root: &Path) -> Result<Option<FeastRepo>, Vec<Is
 /// What Ferry reads from `feature_store.yaml`.
 struct StoreConfig {
     project: String,
-    registry: PathBuf,
+    registry: RegistrySource,
     /// How Feast's Redis store writes (`key_ttl_seconds`, `skip_dedup`).
     write: ferry_protos::v1::FeastWrite,
 }
@@ -158,10 +165,12 @@ fn store_config(dir: &Path) -> Result<StoreConfig, Issue> {
             ))
         }
     }
-    let registry = registry_path(get("registry"), &fpath)?;
+    let env = |name: &str| std::env::var(name).ok();
+    let registry = feast_registry::parse(get("registry"), get("auth"), dir, &env)
+        .map_err(|e| issue(&fpath, e))?;
     Ok(StoreConfig {
         project,
-        registry: dir.join(registry),
+        registry,
         write,
     })
 }
@@ -217,54 +226,6 @@ fn check_online_store(store: Option<&Yaml>, fpath: &str) -> Result<(), Issue> {
         return Err(issue(fpath, format!("redis_type '{t}' is not supported")));
     }
     Ok(())
-}
-
-fn registry_path(registry: Option<&Yaml>, fpath: &str) -> Result<String, Issue> {
-    let (path, kind) = match registry {
-        Some(Yaml::String(s)) => (s.clone(), "file"),
-        Some(m) => (
-            m.get("path")
-                .and_then(Yaml::as_str)
-                .unwrap_or("")
-                .to_owned(),
-            m.get("registry_type")
-                .and_then(Yaml::as_str)
-                .unwrap_or("file"),
-        ),
-        None => return Err(issue(fpath, "no registry")),
-    };
-    if kind != "file" || (path.contains("://") && !path.starts_with("file://")) {
-        return Err(issue(
-            fpath,
-            format!(
-                "registry '{path}' (type {kind}) is not supported; Ferry reads a local file \
-                 registry only"
-            ),
-        ));
-    }
-    if let Some(v) = registry
-        .and_then(|r| r.get("enable_online_feature_view_versioning"))
-        .and_then(Yaml::as_bool)
-        .filter(|v| *v)
-    {
-        return Err(issue(
-            fpath,
-            format!("enable_online_feature_view_versioning: {v} is not supported"),
-        ));
-    }
-    Ok(path.trim_start_matches("file://").to_owned())
-}
-
-fn read_registry(file: &Path) -> Result<fp::Registry, Issue> {
-    let fpath = file.display().to_string();
-    let bytes = std::fs::read(file).map_err(|e| {
-        issue(
-            &fpath,
-            format!("{e} (has `feast apply` been run in the Feast repo?)"),
-        )
-    })?;
-    fp::Registry::decode(bytes.as_slice())
-        .map_err(|e| issue(&fpath, format!("not a Feast registry: {e}")))
 }
 
 type Converted = (

@@ -1,6 +1,7 @@
 use std::collections::HashMap;
 
 use ferry_protos::feast_proto as fp;
+use prost::Message;
 
 use super::*;
 use crate::repo::{self, Registry, RepoError};
@@ -170,7 +171,7 @@ fn unsupported_feast_configurations_are_refused_by_name() {
     let v2 = STORE_YAML.replace("version: 3", "version: 2");
     assert!(problems(&registry(), &v2).contains("entity_key_serialization_version"));
     let remote = STORE_YAML.replace("data/registry.db", "s3://bucket/registry.db");
-    assert!(problems(&registry(), &remote).contains("local file registry only"));
+    assert!(problems(&registry(), &remote).contains("(type file) is not supported"));
     let sentinel = STORE_YAML.replace("type: redis", "type: redis\n  redis_type: redis_sentinel");
     assert!(problems(&registry(), &sentinel).contains("redis_sentinel"));
 }
@@ -241,9 +242,10 @@ fn a_missing_or_foreign_registry_file_is_explained() {
 
 #[test]
 fn the_watcher_also_watches_the_feast_repos_files() {
-    let files = watched_files(Path::new("/r"), FERRY_YAML);
+    let (files, stamp) = watched(Path::new("/r"), FERRY_YAML);
     assert_eq!(files[0], Path::new("/r/feast/feature_store.yaml"));
-    assert!(watched_files(Path::new("/r"), "project: p\n").is_empty());
+    assert!(stamp.is_none());
+    assert!(watched(Path::new("/r"), "project: p\n").0.is_empty());
 }
 
 #[test]

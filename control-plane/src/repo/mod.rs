@@ -11,6 +11,9 @@
 
 pub mod feast;
 mod feast_odfv;
+mod feast_registry;
+mod feast_remote;
+mod feast_sql;
 mod feast_types;
 mod feast_writes;
 mod issues;

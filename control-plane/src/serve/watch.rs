@@ -1,7 +1,9 @@
 //! Watches the served repo: polls `ferry.yaml` (and, for a Feast-backed repo, the Feast repo's
-//! `feature_store.yaml` and registry file) and, when its content changes and then stays the
-//! same for the debounce time, validates the repo and offers the new snapshot. Polling (not
-//! inotify) keeps it portable and bounded: one small read per interval. It reads the file by
+//! `feature_store.yaml` and registry: its file, or a digest of its SQL registry's rows, or a
+//! hash of its registry server's answer) and, when that changes and then stays the same for
+//! the debounce time, validates the repo and offers the new snapshot. Polling (not inotify,
+//! and not LISTEN/NOTIFY: Feast's SQL writes notify nobody) keeps it portable and bounded: one
+//! small read (or one query, or one call) per interval. It reads the file by
 //! path each time, so a file replaced by a rename (editors) or a symlink swap (a Kubernetes
 //! ConfigMap's `..data`) is followed, never a stale inode; a half-written file is not applied
 //! unless its writer pauses longer than the debounce time, and a file that does not parse or
@@ -22,26 +24,42 @@ use super::state::State;
 use crate::repo::{self, REPO_FILE};
 use crate::snapshot;
 
-/// The content hash of ferry.yaml and the snapshot it yields (or why it yields none).
-pub fn load(
-    root: &std::path::Path,
-) -> (Option<[u8; 32]>, Result<ferry_protos::v1::Snapshot, String>) {
-    let path = root.join(REPO_FILE);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) => return (None, Err(format!("reading {}: {e}", path.display()))),
-    };
-    // A Feast-backed repo also changes when `feast apply` rewrites the Feast repo's files.
+/// The content hash of ferry.yaml and of what it reads that can change under it: the Feast
+/// repo's files, or a stamp of its database or server registry (one query or call). None when
+/// ferry.yaml cannot be read.
+pub fn stamp(root: &Path) -> Option<[u8; 32]> {
+    let text = std::fs::read_to_string(root.join(REPO_FILE)).ok()?;
+    Some(hash_of(root, &text))
+}
+
+fn hash_of(root: &Path, text: &str) -> [u8; 32] {
+    // A Feast-backed repo also changes when `feast apply` rewrites the Feast repo's registry.
     let mut hasher = Sha256::new();
     hasher.update(text.as_bytes());
-    for file in repo::feast::watched_files(root, &text) {
+    let (files, stamp) = repo::feast::watched(root, text);
+    for file in files {
         hasher.update(file.as_os_str().as_encoded_bytes());
         match std::fs::read(&file) {
             Ok(bytes) => hasher.update(Sha256::digest(&bytes)),
             Err(_) => hasher.update(b"absent"),
         }
     }
-    let hash: [u8; 32] = hasher.finalize().into();
+    if let Some(stamp) = stamp {
+        hasher.update(b"registry");
+        hasher.update(stamp);
+    }
+    hasher.finalize().into()
+}
+
+/// The content hash of ferry.yaml ([`stamp`]) and the snapshot it yields (or why it yields
+/// none).
+pub fn load(root: &Path) -> (Option<[u8; 32]>, Result<ferry_protos::v1::Snapshot, String>) {
+    let path = root.join(REPO_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => return (None, Err(format!("reading {}: {e}", path.display()))),
+    };
+    let hash = hash_of(root, &text);
     let result = repo::load_str(root, &path.display().to_string(), &text)
         .map(|reg| snapshot::build(&reg))
         .map_err(|e| e.to_string());
@@ -124,6 +142,12 @@ async fn read(root: &Path) -> Option<Read> {
     tokio::task::spawn_blocking(move || load(&r)).await.ok()
 }
 
+/// [`stamp`] off the runtime's threads (it may query a database); None if that task failed.
+async fn read_stamp(root: &Path) -> Option<Option<[u8; 32]>> {
+    let r = root.to_owned();
+    tokio::task::spawn_blocking(move || stamp(&r)).await.ok()
+}
+
 /// Polls until shutdown. `seen` is the hash of the content already loaded at start.
 pub async fn run(
     state: Arc<State>,
@@ -139,7 +163,9 @@ pub async fn run(
             _ = tick.tick() => {}
             _ = shutdown.changed() => return,
         }
-        let Some((hash, _)) = read(&root).await else {
+        // Only the stamp each tick: the repo is loaded (and a registry read whole) once it
+        // changed and settled.
+        let Some(hash) = read_stamp(&root).await else {
             continue;
         };
         // Unreadable (e.g. between an unlink and a create) or unchanged: nothing to do.
@@ -159,8 +185,8 @@ pub async fn run(
     }
 }
 
-/// Waits until `ferry.yaml` reads the same twice `debounce` apart, and returns that read;
-/// None on shutdown.
+/// Waits until `ferry.yaml` (and what it reads) stamps the same twice `debounce` apart, and
+/// returns the load that follows; None on shutdown.
 async fn settle(
     root: &Path,
     mut last: Option<[u8; 32]>,
@@ -172,11 +198,14 @@ async fn settle(
             _ = tokio::time::sleep(debounce) => {}
             _ = shutdown.changed() => return None,
         }
-        let Some((hash, result)) = read(root).await else {
+        let Some(hash) = read_stamp(root).await else {
             continue;
         };
         if hash.is_some() && hash == last {
-            return Some((hash, result));
+            if let Some(loaded) = read(root).await {
+                return Some(loaded);
+            }
+            continue;
         }
         tracing::debug!("ferry.yaml still changing; waiting for it to settle");
         last = hash;

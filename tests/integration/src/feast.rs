@@ -99,6 +99,8 @@ pub struct FeastSetup<'a> {
     pub store_extra: &'a str,
     /// `ferry serve` takes writes with this token (into the stack's Redis).
     pub write_token: Option<&'a str>,
+    /// `registry:` of `feature_store.yaml` (YAML on one line): a file, or e.g. a SQL registry.
+    pub registry: &'a str,
 }
 
 impl Default for FeastSetup<'_> {
@@ -109,6 +111,7 @@ impl Default for FeastSetup<'_> {
             feast_yaml: "feast: {repo: ../feast}\n",
             store_extra: "",
             write_token: None,
+            registry: "data/registry.db",
         }
     }
 }
@@ -156,6 +159,7 @@ impl FeastStack {
             feast_yaml,
             store_extra,
             write_token,
+            registry,
         } = setup;
         let fixture = fixture.as_path();
         let dir = tempfile::tempdir().expect("tempdir");
@@ -171,7 +175,7 @@ impl FeastStack {
         std::fs::write(
             feast_repo.join("feature_store.yaml"),
             format!(
-                "project: {PROJECT}\nprovider: local\nregistry: data/registry.db\n\
+                "project: {PROJECT}\nprovider: local\nregistry: {registry}\n\
                  online_store:\n  type: redis\n  connection_string: \"127.0.0.1:{}\"\n{store_extra}\
                  offline_store:\n  type: file\nentity_key_serialization_version: 3\n",
                 redis.port

@@ -210,7 +210,7 @@ fn answers(port: u16, command: &[u8], expected: &[u8]) -> bool {
 
 /// A CA and a certificate for 127.0.0.1 (and localhost) signed by it, made with the `openssl`
 /// CLI in `dir`. EC P-256 keys: quick to make, and what rustls verifies.
-fn make_tls_files(dir: &std::path::Path) -> TlsFiles {
+pub fn make_tls_files(dir: &std::path::Path) -> TlsFiles {
     std::fs::create_dir_all(dir).unwrap();
     let openssl = |args: &[&str]| {
         let out = Command::new("openssl")
