@@ -464,14 +464,25 @@ async fn the_examples_views_match_the_source_data(runtime: Runtime) {
     let sessions = KeyedView::load(&stack.repo.join("data"), "user_sessions");
     let d = dim(&stack);
     let sent: Vec<Json> = (1..=60).map(|i| example_instance(&src, i, d)).collect();
-    let before = now_s().floor() as i64;
-    let resp = post(
-        stack.listen_port,
-        "/v1/models/txn-risk:predict",
-        json!({ "instances": sent }).to_string(),
-    )
-    .await;
-    let t = (before, now_s().ceil() as i64);
+    // Values are checked here, not latency: on a loaded machine the reader's 50 ms Redis budget
+    // can run out (504 redis_timeout); such an answer is sent again, at most twice.
+    let (mut resp, mut t);
+    let mut tries = 0;
+    loop {
+        let before = now_s().floor() as i64;
+        resp = post(
+            stack.listen_port,
+            "/v1/models/txn-risk:predict",
+            json!({ "instances": sent }).to_string(),
+        )
+        .await;
+        t = (before, now_s().ceil() as i64);
+        tries += 1;
+        let timed_out = resp.status == 504 && resp.json()["error"] == "redis_timeout";
+        if !timed_out || tries == 3 {
+            break;
+        }
+    }
     let wants = sent
         .iter()
         .map(|inst| example_expected(&src, &sessions, inst, t))
