@@ -1,8 +1,11 @@
 # Ferry's commands. See README.md.
-.PHONY: demo stop test lint build
+.PHONY: demo demo-feast stop test lint build
 
 demo:            ## install what is missing, build, start the stack, send sample requests
 	bash scripts/demo.sh
+
+demo-feast:      ## Ferry in front of a Feast repo (examples/feast): feast apply + materialize, the same request to Feast's server and to Ferry, side by side
+	bash scripts/demo-feast.sh
 
 stop:            ## stop exactly what `make demo` started
 	bash scripts/stop.sh
