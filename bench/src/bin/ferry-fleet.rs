@@ -72,8 +72,12 @@ struct Args {
 #[tokio::main]
 async fn main() -> Result<()> {
     let a = Args::parse();
-    // Two sockets per Envoy in this process and in ferry serve, plus room.
-    let limit = raise_open_files((a.n as u64 + a.real_envoys as u64) * 2 + 4096)?;
+    // One socket per simulated Envoy in this process and in ferry serve, plus room.
+    let want = a.n as u64 + a.real_envoys as u64 + 4096;
+    let limit = raise_open_files(want);
+    if limit < want {
+        eprintln!("ferry-fleet: the open-file limit is {limit}, under the {want} wanted (the hard limit could not be raised: not root, or no CAP_SYS_RESOURCE)");
+    }
     let dir = scenario::run_dir(&a.dir, &a.mode, a.mtls, a.n);
     scenario::fresh(&dir)?;
     let o = Options {

@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use anyhow::{anyhow, Context as _, Result};
+use anyhow::{Context as _, Result};
 use hyper::body::Incoming;
 use tonic::codegen::http;
 use hyper::client::conn::{http1, http2};
@@ -131,20 +131,30 @@ pub async fn http1(io: Box<dyn Io>) -> Result<http1::SendRequest<http_body_util:
     Ok(send)
 }
 
-/// Raises this process's open-file limit (soft and hard: the bench runs as root) to `want`,
-/// past the machine's default; children (`ferry serve`) inherit it.
-pub fn raise_open_files(want: u64) -> Result<u64> {
+/// Raises this process's open-file limit to `want`: the soft limit, and the hard one past the
+/// machine's when the process may (root with CAP_SYS_RESOURCE); else the soft limit up to the
+/// hard one. Children (`ferry serve`) inherit it. The limit now.
+pub fn raise_open_files(want: u64) -> u64 {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let now = getrlimit(Resource::Nofile);
-    if now.current.is_none_or(|c| c >= want) {
-        return Ok(now.current.unwrap_or(u64::MAX));
+    let soft = now.current.unwrap_or(u64::MAX);
+    if soft >= want {
+        return soft;
     }
-    let hard = now.maximum.map(|h| h.max(want));
-    let limit = Rlimit {
+    let past = Rlimit {
         current: Some(want),
-        maximum: hard,
+        maximum: now.maximum.map(|h| h.max(want)),
     };
-    setrlimit(Resource::Nofile, limit)
-        .map_err(|e| anyhow!("raising the open-file limit to {want} (run as root, or ulimit -Hn): {e}"))?;
-    Ok(want)
+    if setrlimit(Resource::Nofile, past).is_ok() {
+        return want;
+    }
+    let hard = now.maximum.unwrap_or(u64::MAX);
+    let within = Rlimit {
+        current: Some(hard.min(want)),
+        maximum: now.maximum,
+    };
+    match setrlimit(Resource::Nofile, within) {
+        Ok(()) => hard.min(want),
+        Err(_) => soft,
+    }
 }

@@ -4,9 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
-
 use super::protocol::{Event, TypeState};
+use super::response::Response;
 use super::resource_type::ResourceType;
 use super::source::Node;
 
@@ -26,7 +25,7 @@ pub trait Callbacks: Send + Sync + 'static {
     ) {
     }
     /// A response is about to be sent.
-    fn on_response(&self, _stream: u64, _node: &Node, _response: &DiscoveryResponse) {}
+    fn on_response(&self, _stream: u64, _node: &Node, _response: &Response) {}
     /// The stream ended (Envoy left, an error, or shutdown).
     fn on_stream_closed(&self, _stream: u64) {}
 }
