@@ -293,3 +293,10 @@ else
 fi
 "$PY" "$BENCH/report.py" --rows "$ROWS" --meta "$META" --envoy "$ENVOY" --out "$OUT" --readme "$REPORT"
 [ "$RECORD" = 1 ] || echo "bench: not recorded (bench/README.md and bench/results/ untouched); RECORD=1 records a run"
+
+# The fleet figures (bench/fleet.sh, issue #26): the control plane at 100 to 10,000 simulated
+# Envoys, after every other process of this run is stopped. FLEET=0 skips them.
+if [ "${FLEET:-1}" != 0 ]; then
+  for p in $PROCS; do stop "$p" >/dev/null || true; done
+  QUICK=$QUICK RECORD=$RECORD FLEET_NO_BUILD=${BENCH_NO_BUILD:-0} bash "$BENCH/fleet.sh"
+fi

@@ -138,8 +138,8 @@ async fn control_plane(o: &Options, streams: usize) -> Result<(ControlPlane, Opt
         wasm: &o.wasm,
         dir: &o.dir,
         pki: pki.as_ref(),
-        max_streams: o.max_streams.unwrap_or(1024),
-        max_http_connections: o.max_http_connections.unwrap_or(4096),
+        max_streams: o.max_streams,
+        max_http_connections: o.max_http_connections,
         log: &o.log,
         extra: &[],
     })

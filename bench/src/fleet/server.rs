@@ -65,8 +65,9 @@ pub struct Start<'a> {
     pub wasm: &'a Path,
     pub dir: &'a Path,
     pub pki: Option<&'a Pki>,
-    pub max_streams: usize,
-    pub max_http_connections: usize,
+    /// `--max-streams` and `--max-http-connections`; None: ferry's defaults.
+    pub max_streams: Option<usize>,
+    pub max_http_connections: Option<usize>,
     /// `RUST_LOG` of the process.
     pub log: &'a str,
     /// More flags (e.g. `--allow-invalid` in a workspace build).
@@ -97,13 +98,17 @@ impl ControlPlane {
             .arg("--state-dir")
             .arg(s.dir.join("state"))
             .args(["--watch-interval-ms", "0"])
-            .args(["--max-streams", &s.max_streams.to_string()])
-            .args(["--max-http-connections", &s.max_http_connections.to_string()])
             .args(s.extra)
             .env("RUST_LOG", s.log)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(s.dir.join("ferry-serve.log"))?);
+        if let Some(n) = s.max_streams {
+            cmd.args(["--max-streams", &n.to_string()]);
+        }
+        if let Some(n) = s.max_http_connections {
+            cmd.args(["--max-http-connections", &n.to_string()]);
+        }
         let mut api_tls = None;
         if let Some(pki) = s.pki {
             cmd.arg("--tls-cert").arg(&pki.server.0);
