@@ -98,7 +98,12 @@ async fn main() -> Result<()> {
         poll_ms: a.poll_ms,
         timeout: Duration::from_secs(a.timeout),
     };
-    eprintln!("ferry-fleet: {} {} n={} (open files {limit})", a.mode, if o.mtls { "mtls" } else { "plaintext" }, o.n);
+    eprintln!(
+        "ferry-fleet: {} {} n={} (open files {limit})",
+        a.mode,
+        if o.mtls { "mtls" } else { "plaintext" },
+        o.n
+    );
     let row = if a.mode == "ads" {
         let row = scenario::ads(&o).await?;
         print_ads(&row);

@@ -113,7 +113,9 @@ async fn session(
             return Ok(());
         };
         let answer = answer(&resp, fleet, sim.index, held, &names);
-        tx.send(answer).await.map_err(|_| anyhow!("request stream closed"))?;
+        tx.send(answer)
+            .await
+            .map_err(|_| anyhow!("request stream closed"))?;
     }
 }
 
@@ -126,7 +128,9 @@ fn answer(
     names: &[String],
 ) -> DiscoveryRequest {
     let version = resp.version_info.clone();
-    fleet.recorder.with(index, |r, now| r.received.push((version.clone(), now)));
+    fleet
+        .recorder
+        .with(index, |r, now| r.received.push((version.clone(), now)));
     let verdict = fleet.verdicts.judge(resp, &fleet.filter_name);
     let mut req = DiscoveryRequest {
         response_nonce: resp.nonce.clone(),
@@ -138,7 +142,9 @@ fn answer(
         Ok(()) => {
             *held = Some(version.clone());
             req.version_info = version.clone();
-            fleet.recorder.with(index, |r, now| r.acks.push((version, now)));
+            fleet
+                .recorder
+                .with(index, |r, now| r.acks.push((version, now)));
         }
         Err(error) => {
             req.version_info = held.clone().unwrap_or_default();
@@ -147,7 +153,9 @@ fn answer(
                 message: error,
                 details: vec![],
             });
-            fleet.recorder.with(index, |r, now| r.nacks.push((version, now)));
+            fleet
+                .recorder
+                .with(index, |r, now| r.nacks.push((version, now)));
         }
     }
     req

@@ -33,12 +33,17 @@ impl Drop for RealEnvoys {
 /// GET `path` on the admin port: the body.
 async fn admin(port: u16, path: &str) -> Result<String> {
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n").as_bytes())
-        .await?;
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n").as_bytes(),
+    )
+    .await?;
     let mut text = String::new();
     s.read_to_string(&mut text).await?;
     let ok = text.starts_with("HTTP/1.1 200");
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
     if !ok {
         bail!("admin {path}: {}", text.lines().next().unwrap_or_default());
     }
@@ -51,7 +56,10 @@ async fn reloads(port: u16) -> Result<u64> {
     Ok(text
         .lines()
         .filter(|l| l.contains(".config_reload:"))
-        .filter_map(|l| l.rsplit_once(':').and_then(|(_, v)| v.trim().parse::<u64>().ok()))
+        .filter_map(|l| {
+            l.rsplit_once(':')
+                .and_then(|(_, v)| v.trim().parse::<u64>().ok())
+        })
         .sum())
 }
 
@@ -88,16 +96,28 @@ impl RealEnvoys {
             if let Some(p) = pki {
                 let (_, cert, key) = &p.clients[0];
                 render.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
-                render.arg("--tls-ca").arg(&p.ca).args(["--xds-server-san", "localhost"]);
+                render
+                    .arg("--tls-ca")
+                    .arg(&p.ca)
+                    .args(["--xds-server-san", "localhost"]);
             }
             let out = render.output().context("ferry envoy-config")?;
             if !out.status.success() {
-                bail!("ferry envoy-config: {}", String::from_utf8_lossy(&out.stderr));
+                bail!(
+                    "ferry envoy-config: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
             let child = Command::new(envoy)
                 .arg("-c")
                 .arg(&config)
-                .args(["--disable-hot-restart", "--log-level", "warn", "--concurrency", "1"])
+                .args([
+                    "--disable-hot-restart",
+                    "--log-level",
+                    "warn",
+                    "--concurrency",
+                    "1",
+                ])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(std::fs::File::create(dir.join(format!("envoy-{j}.log")))?)
@@ -110,7 +130,10 @@ impl RealEnvoys {
             // Holding a filter config, not /ready: the reader cluster has no reader here.
             while !reloads(*port).await.is_ok_and(|n| n > 0) {
                 if Instant::now() > until {
-                    bail!("a real Envoy (admin port {port}) was not ready in 60 s; see its log in {}", dir.display());
+                    bail!(
+                        "a real Envoy (admin port {port}) was not ready in 60 s; see its log in {}",
+                        dir.display()
+                    );
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }

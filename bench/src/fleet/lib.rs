@@ -88,7 +88,10 @@ impl AdsFleet {
             let (node_id, tls) = match (o.pki, clients.as_slice()) {
                 (Some(pki), [_, ..]) => {
                     let k = (i / ENVOYS_PER_IDENTITY).min(clients.len() - 1);
-                    (format!("{}~sim-{i}", pki.clients[k].0), Some(clients[k].clone()))
+                    (
+                        format!("{}~sim-{i}", pki.clients[k].0),
+                        Some(clients[k].clone()),
+                    )
                 }
                 _ => (format!("sim-{i}"), None),
             };
@@ -100,7 +103,9 @@ impl AdsFleet {
                 paused,
             };
             fleet.pauses.push(pause);
-            fleet.tasks.push(tokio::spawn(ads::run(sim, fleet.shared.clone())));
+            fleet
+                .tasks
+                .push(tokio::spawn(ads::run(sim, fleet.shared.clone())));
         }
         Ok(fleet)
     }
@@ -127,7 +132,9 @@ impl AdsFleet {
 
 /// One TLS client per identity of `pki` (none without).
 pub fn tls_clients(pki: Option<&Pki>, alpn: &[u8]) -> Result<Vec<TlsClient>> {
-    let Some(pki) = pki else { return Ok(Vec::new()) };
+    let Some(pki) = pki else {
+        return Ok(Vec::new());
+    };
     pki.clients
         .iter()
         .map(|(_, cert, key)| TlsClient::load(&pki.ca, cert, key, alpn))

@@ -101,7 +101,9 @@ impl PollFleet {
     fn puller(&self) -> Result<Puller> {
         match parse_plugin(self.plugin_json.as_bytes()) {
             Ok(Plugin::Pull(p)) => Ok(Puller::new(p)),
-            Ok(Plugin::Snapshot(_)) => Err(anyhow!("the plugin configuration names no snapshot_url")),
+            Ok(Plugin::Snapshot(_)) => {
+                Err(anyhow!("the plugin configuration names no snapshot_url"))
+            }
             Err(e) => Err(anyhow!("plugin configuration: {e}")),
         }
     }
@@ -109,11 +111,14 @@ impl PollFleet {
 
 /// Runs poller `index` from `source` until the fleet stops.
 pub async fn run(index: usize, source: IpAddr, tls: Option<TlsClient>, fleet: Arc<PollFleet>) {
-    let Ok(mut puller) = fleet.puller() else { return };
+    let Ok(mut puller) = fleet.puller() else {
+        return;
+    };
     let period = puller.pull().poll;
     let mut stop = fleet.stop.clone();
     // A random phase, as workers started at different times poll at different times.
-    let phase = (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) % period.as_millis().max(1) as u64;
+    let phase =
+        (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) % period.as_millis().max(1) as u64;
     let mut tick = tokio::time::interval_at(
         tokio::time::Instant::now() + Duration::from_millis(phase),
         period,
@@ -126,7 +131,16 @@ pub async fn run(index: usize, source: IpAddr, tls: Option<TlsClient>, fleet: Ar
             _ = tick.tick() => {}
             _ = stop.changed() => return,
         }
-        let polled = poll_once(&mut conn, source, tls.as_ref(), &mut puller, &mut etag, &fleet, index).await;
+        let polled = poll_once(
+            &mut conn,
+            source,
+            tls.as_ref(),
+            &mut puller,
+            &mut etag,
+            &fleet,
+            index,
+        )
+        .await;
         if let Err(e) = polled {
             conn = None;
             fleet.recorder.with(index, |r, _| {
@@ -153,7 +167,9 @@ async fn poll_once(
     fleet: &PollFleet,
     index: usize,
 ) -> Result<()> {
-    let Some(mut headers) = puller.next_request() else { return Ok(()) };
+    let Some(mut headers) = puller.next_request() else {
+        return Ok(());
+    };
     headers.retain(|(n, _)| n != "if-none-match");
     if let Some(tag) = etag.as_ref() {
         headers.push(("if-none-match".to_owned(), tag.clone()));
@@ -166,7 +182,9 @@ async fn poll_once(
             r.first_connected.get_or_insert(now);
         });
     }
-    let Some(c) = conn.as_mut() else { return Ok(()) };
+    let Some(c) = conn.as_mut() else {
+        return Ok(());
+    };
     let mut req = http::Request::builder().method("GET");
     for (name, value) in &headers {
         match name.as_str() {
@@ -184,7 +202,13 @@ async fn poll_once(
     let (parts, body) = resp.into_parts();
     let body = body.collect().await?.to_bytes();
     let micros = started.elapsed().as_micros() as u64;
-    let header = |n: &str| parts.headers.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let header = |n: &str| {
+        parts
+            .headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
     let answer = Answer {
         status: Some(parts.status.as_u16()),
         etag: header("etag"),
@@ -211,13 +235,19 @@ async fn poll_once(
     if answer.status != Some(200) {
         return Ok(());
     }
-    fleet.recorder.with(index, |r, now| r.received.push((version.clone(), now)));
+    fleet
+        .recorder
+        .with(index, |r, now| r.received.push((version.clone(), now)));
     // Loaded or refused, its ETag is asked with next (the filter's rule for unsigned pulls).
     *etag = answer.etag.clone();
     if fleet.loads(&answer, &body) {
-        fleet.recorder.with(index, |r, now| r.acks.push((version, now)));
+        fleet
+            .recorder
+            .with(index, |r, now| r.acks.push((version, now)));
     } else {
-        fleet.recorder.with(index, |r, now| r.nacks.push((version, now)));
+        fleet
+            .recorder
+            .with(index, |r, now| r.nacks.push((version, now)));
     }
     Ok(())
 }

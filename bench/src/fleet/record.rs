@@ -31,7 +31,10 @@ impl SimRecord {
 
     /// When it ACKed `version` first.
     pub fn acked_at(&self, version: &str) -> Option<Duration> {
-        self.acks.iter().find(|(v, _)| v == version).map(|(_, t)| *t)
+        self.acks
+            .iter()
+            .find(|(v, _)| v == version)
+            .map(|(_, t)| *t)
     }
 }
 

@@ -191,7 +191,9 @@ pub async fn ads(o: &Options) -> Result<AdsRow> {
             .max()
             .map(|t| (t - launched).as_secs_f64())
     });
-    let acked = rec.wait(o.timeout, |r| r.iter().all(|s| s.acked().is_some())).await;
+    let acked = rec
+        .wait(o.timeout, |r| r.iter().all(|s| s.acked().is_some()))
+        .await;
     let first_ack_all_s = acked.then(|| {
         let recs = rec.lock();
         recs.iter()
@@ -204,7 +206,8 @@ pub async fn ads(o: &Options) -> Result<AdsRow> {
     let idle = cp.usage()?;
     let envoys = match &o.envoy {
         Some(bin) if o.real_envoys > 0 => {
-            envoys::RealEnvoys::start(bin, &o.ferry, &o.dir, &cp, pki.as_ref(), o.real_envoys).await?
+            envoys::RealEnvoys::start(bin, &o.ferry, &o.dir, &cp, pki.as_ref(), o.real_envoys)
+                .await?
         }
         _ => envoys::RealEnvoys::default(),
     };
@@ -220,7 +223,9 @@ pub async fn ads(o: &Options) -> Result<AdsRow> {
         let recs = rec.lock();
         (
             recs.iter().filter(|s| s.connects > 0).count(),
-            recs.iter().map(|s| u64::from(s.connects.saturating_sub(1))).sum(),
+            recs.iter()
+                .map(|s| u64::from(s.connects.saturating_sub(1)))
+                .sum(),
         )
     };
     let full_validations = fleet.shared.verdicts.full.load(Ordering::Relaxed);
@@ -266,8 +271,10 @@ async fn push(
     };
     let post_ms = ms(started.elapsed());
     let v = version.clone();
-    rec.wait(o.timeout, move |r| r.iter().all(|s| s.acked_at(&v).is_some()))
-        .await;
+    rec.wait(o.timeout, move |r| {
+        r.iter().all(|s| s.acked_at(&v).is_some())
+    })
+    .await;
     let after = cp.usage()?;
     let real_envoy_ms = watching.await.unwrap_or_default();
     let real_envoy_same_version = envoys.holds(&version).await;
@@ -281,7 +288,9 @@ async fn push(
         acked: acks.len(),
         ack_p50_ms: quantile(&mut acks, 0.5),
         ack_p99_ms: quantile(&mut acks, 0.99),
-        ack_all_ms: (acks.len() == recs.len()).then(|| quantile(&mut acks, 1.0)).flatten(),
+        ack_all_ms: (acks.len() == recs.len())
+            .then(|| quantile(&mut acks, 1.0))
+            .flatten(),
         recv_p50_ms: quantile(&mut recv, 0.5),
         recv_all_ms: quantile(&mut recv, 1.0),
         version,
@@ -309,17 +318,29 @@ pub async fn pull(o: &Options) -> Result<PullRow> {
     if let Some(p) = o.poll_ms {
         plugin["snapshot_poll_ms"] = p.into();
     }
-    let fleet = Arc::new(PollFleet::new(cp.http, plugin.to_string(), rec.clone(), stop_rx)?);
+    let fleet = Arc::new(PollFleet::new(
+        cp.http,
+        plugin.to_string(),
+        rec.clone(),
+        stop_rx,
+    )?);
     let period = fleet.period()?;
     let clients = tls_clients(pki.as_ref(), b"http/1.1")?;
     let launched = rec.now();
     let mut tasks = Vec::with_capacity(o.n);
     for i in 0..o.n {
         let tls = (!clients.is_empty()).then(|| clients[i % clients.len()].clone());
-        tasks.push(tokio::spawn(super::poll::run(i, super::transport::source(i), tls, fleet.clone())));
+        tasks.push(tokio::spawn(super::poll::run(
+            i,
+            super::transport::source(i),
+            tls,
+            fleet.clone(),
+        )));
     }
     let loaded = rec
-        .wait(o.timeout + period, |r| r.iter().all(|s| s.acked().is_some()))
+        .wait(o.timeout + period, |r| {
+            r.iter().all(|s| s.acked().is_some())
+        })
         .await;
     let connect_s = loaded.then(|| {
         let recs = rec.lock();
@@ -344,11 +365,15 @@ pub async fn pull(o: &Options) -> Result<PullRow> {
     let (push_all_loaded_ms, push_p50_loaded_ms) = match pushed {
         Ok(version) => {
             let v = version.clone();
-            rec.wait(o.timeout + period, move |r| r.iter().all(|s| s.acked_at(&v).is_some()))
-                .await;
+            rec.wait(o.timeout + period, move |r| {
+                r.iter().all(|s| s.acked_at(&v).is_some())
+            })
+            .await;
             let recs = rec.lock();
             let mut t = times(&recs, t0, |r| r.acked_at(&version));
-            let all = (t.len() == recs.len()).then(|| quantile(&mut t, 1.0)).flatten();
+            let all = (t.len() == recs.len())
+                .then(|| quantile(&mut t, 1.0))
+                .flatten();
             (all, quantile(&mut t, 0.5))
         }
         Err(e) => bail!("push refused: {e}"),
@@ -357,7 +382,11 @@ pub async fn pull(o: &Options) -> Result<PullRow> {
     for t in tasks {
         let _ = t.await;
     }
-    let h = fleet.latency.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
+    let h = fleet
+        .latency
+        .lock()
+        .map_err(|_| anyhow::anyhow!("poisoned"))?
+        .clone();
     let q = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
     Ok(PullRow {
         mode: "pull",
@@ -385,7 +414,10 @@ pub async fn pull(o: &Options) -> Result<PullRow> {
 
 /// The scratch folder of one run.
 pub fn run_dir(root: &Path, mode: &str, mtls: bool, n: usize) -> PathBuf {
-    root.join(format!("{mode}-{}-{n}", if mtls { "mtls" } else { "plain" }))
+    root.join(format!(
+        "{mode}-{}-{n}",
+        if mtls { "mtls" } else { "plain" }
+    ))
 }
 
 /// A fresh scratch folder.

@@ -33,7 +33,9 @@ impl Pki {
         std::fs::create_dir_all(dir)?;
         let ca = Ca::new("ferry-fleet-ca");
         let ca_file = ca.write(&dir.join("ca.crt"));
-        let server = ca.issue(&["localhost", "127.0.0.1"], &[]).write(dir, "server");
+        let server = ca
+            .issue(&["localhost", "127.0.0.1"], &[])
+            .write(dir, "server");
         let clients = (0..identities)
             .map(|k| {
                 let id = format!("spiffe://fleet.local/ns/ns-{k}/sa/envoy");
@@ -94,7 +96,12 @@ impl ControlPlane {
             .arg(&repo)
             .arg("--wasm")
             .arg(s.wasm)
-            .args(["--xds-listen", &xds.to_string(), "--http-listen", &http.to_string()])
+            .args([
+                "--xds-listen",
+                &xds.to_string(),
+                "--http-listen",
+                &http.to_string(),
+            ])
             .arg("--state-dir")
             .arg(s.dir.join("state"))
             .args(["--watch-interval-ms", "0"])
@@ -117,18 +124,35 @@ impl ControlPlane {
             let (_, cert, key) = pki.clients.first().context("no client identity")?;
             api_tls = Some(TlsClient::load(&pki.ca, cert, key, b"http/1.1")?);
         }
-        let child = cmd.spawn().with_context(|| format!("starting {}", s.ferry.display()))?;
-        let mut cp = ControlPlane { child, xds, http, api_tls };
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", s.ferry.display()))?;
+        let mut cp = ControlPlane {
+            child,
+            xds,
+            http,
+            api_tls,
+        };
         for _ in 0..300 {
-            if cp.request("GET", "/healthz", Bytes::new()).await.is_ok_and(|(c, _)| c == 200) {
+            if cp
+                .request("GET", "/healthz", Bytes::new())
+                .await
+                .is_ok_and(|(c, _)| c == 200)
+            {
                 return Ok(cp);
             }
             if let Some(status) = cp.child.try_wait()? {
-                bail!("ferry serve exited ({status}); see {}/ferry-serve.log", s.dir.display());
+                bail!(
+                    "ferry serve exited ({status}); see {}/ferry-serve.log",
+                    s.dir.display()
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        bail!("ferry serve did not answer /healthz; see {}/ferry-serve.log", s.dir.display())
+        bail!(
+            "ferry serve did not answer /healthz; see {}/ferry-serve.log",
+            s.dir.display()
+        )
     }
 
     pub fn pid(&self) -> u32 {
@@ -170,8 +194,14 @@ impl ControlPlane {
         self.push_with(snapshot, &[]).await
     }
 
-    pub async fn push_with(&self, snapshot: Bytes, headers: &[(&str, &str)]) -> Result<Result<String, String>> {
-        let (code, body) = self.request_with("POST", "/v1/snapshot", snapshot, headers).await?;
+    pub async fn push_with(
+        &self,
+        snapshot: Bytes,
+        headers: &[(&str, &str)],
+    ) -> Result<Result<String, String>> {
+        let (code, body) = self
+            .request_with("POST", "/v1/snapshot", snapshot, headers)
+            .await?;
         let text = String::from_utf8_lossy(&body).into_owned();
         if code != 200 {
             return Ok(Err(format!("{code}: {text}")));
@@ -219,7 +249,12 @@ pub fn usage(pid: u32) -> Result<Usage> {
     // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
     let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
     let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     Ok(Usage {
         rss_bytes: kb("VmRSS:"),
         peak_rss_bytes: kb("VmHWM:"),

@@ -17,9 +17,17 @@ pub fn of_size(bytes: usize, salt: u64) -> pb::Snapshot {
     let mut v = 0;
     while s.encoded_len() < bytes {
         let features = (0..FEATURES_PER_VIEW)
-            .map(|f| feature(&format!("generated_feature_{v:04}_{f:03}"), ValueType::Float32, None))
+            .map(|f| {
+                feature(
+                    &format!("generated_feature_{v:04}_{f:03}"),
+                    ValueType::Float32,
+                    None,
+                )
+            })
             .collect();
-        s.services[0].views.push(view(&format!("generated_{v:04}"), 0, features));
+        s.services[0]
+            .views
+            .push(view(&format!("generated_{v:04}"), 0, features));
         v += 1;
     }
     s

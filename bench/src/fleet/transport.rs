@@ -12,11 +12,11 @@ use std::task::{Context, Poll};
 
 use anyhow::{Context as _, Result};
 use hyper::body::Incoming;
-use tonic::codegen::http;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpSocket, TcpStream};
+use tonic::codegen::http;
 
 /// A connection's byte stream, plain or TLS.
 pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
@@ -28,7 +28,12 @@ pub const SOURCE_ADDRESSES: u32 = 50;
 /// The source address of client `i`.
 pub fn source(i: usize) -> IpAddr {
     let host = 2 + (i as u32 % SOURCE_ADDRESSES);
-    IpAddr::V4(Ipv4Addr::new(127, 0, (host >> 8) as u8, (host & 0xff) as u8))
+    IpAddr::V4(Ipv4Addr::new(
+        127,
+        0,
+        (host >> 8) as u8,
+        (host & 0xff) as u8,
+    ))
 }
 
 /// Opens a TCP connection to `to` from `from` (any free port), Nagle off.
@@ -123,7 +128,9 @@ impl tonic::codegen::Service<http::Request<tonic::body::Body>> for H2 {
 }
 
 /// One HTTP/1.1 keep-alive connection (a poller's, as one Envoy worker's pool holds it).
-pub async fn http1(io: Box<dyn Io>) -> Result<http1::SendRequest<http_body_util::Empty<bytes::Bytes>>> {
+pub async fn http1(
+    io: Box<dyn Io>,
+) -> Result<http1::SendRequest<http_body_util::Empty<bytes::Bytes>>> {
     let (send, conn) = http1::handshake(TokioIo::new(io)).await?;
     tokio::spawn(async move {
         let _ = conn.await;

@@ -32,11 +32,18 @@ pub fn validate(resp: &DiscoveryResponse, filter_name: &str) -> Result<(), Strin
     };
     let ext = TypedExtensionConfig::decode(any.value.as_slice()).map_err(|e| e.to_string())?;
     if ext.name != filter_name {
-        return Err(format!("resource '{}', subscribed to '{filter_name}'", ext.name));
+        return Err(format!(
+            "resource '{}', subscribed to '{filter_name}'",
+            ext.name
+        ));
     }
     let typed = ext.typed_config.ok_or("no typed_config")?;
     if typed.type_url != Wasm::type_url() {
-        return Err(format!("typed_config is {}, the bootstrap allows {}", typed.type_url, Wasm::type_url()));
+        return Err(format!(
+            "typed_config is {}, the bootstrap allows {}",
+            typed.type_url,
+            Wasm::type_url()
+        ));
     }
     let wasm = Wasm::decode(typed.value.as_slice()).map_err(|e| e.to_string())?;
     let configuration = wasm
@@ -50,11 +57,14 @@ pub fn validate(resp: &DiscoveryResponse, filter_name: &str) -> Result<(), Strin
     }
 }
 
+/// A payload validated under a version, and its verdict.
+type Judged = (Arc<Vec<u8>>, Result<(), String>);
+
 /// Verdicts shared by every simulated Envoy of a run.
 #[derive(Clone, Default)]
 pub struct Verdicts {
     /// version → (the payload validated, its verdict).
-    seen: Arc<Mutex<HashMap<String, (Arc<Vec<u8>>, Result<(), String>)>>>,
+    seen: Arc<Mutex<HashMap<String, Judged>>>,
     /// Validate every payload in full.
     pub every: bool,
     /// Full validations done (a measure of what `every` would cost).

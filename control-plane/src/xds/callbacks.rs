@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::protocol::{Event, TypeState};
-use super::response::Response;
 use super::resource_type::ResourceType;
+use super::response::Response;
 use super::source::Node;
 
 /// Hooks called from a stream's task, in this order per message: events, stream state, then

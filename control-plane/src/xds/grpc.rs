@@ -22,7 +22,6 @@ use super::protocol::StreamState;
 use super::refusals::Refusals;
 use super::resource_type::ResourceType;
 use super::response::Response as XdsResponse;
-use super::service::{Ads, Ecds, Service};
 use super::source::{Node, SnapshotSource};
 use super::stream::{self, Shared};
 
@@ -84,14 +83,6 @@ impl Xds {
     pub fn with_node_policy(mut self, policy: NodePolicy) -> Xds {
         self.shared.policy = Arc::new(policy);
         self
-    }
-
-    pub fn ads(&self) -> Service<Ads> {
-        Service::new(self.clone())
-    }
-
-    pub fn ecds(&self) -> Service<Ecds> {
-        Service::new(self.clone())
     }
 
     fn admit(&self) -> Option<Admitted> {

@@ -94,7 +94,11 @@ mod tests {
         assert_eq!(r.decode(), whole);
         let mut bytes = Vec::new();
         r.encode(&mut bytes);
-        assert_eq!(bytes, whole.encode_to_vec(), "the canonical encoding, byte for byte");
+        assert_eq!(
+            bytes,
+            whole.encode_to_vec(),
+            "the canonical encoding, byte for byte"
+        );
         assert_eq!(r.encoded_len(), bytes.len());
         // Another stream's response shares the same bytes.
         let other = Response {

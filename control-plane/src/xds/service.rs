@@ -162,6 +162,18 @@ impl<A: Api> Service<A> {
     }
 }
 
+impl Xds {
+    /// The aggregated discovery service over this server's streams.
+    pub fn ads(&self) -> Service<Ads> {
+        Service::new(self.clone())
+    }
+
+    /// The extension config discovery service (ECDS alone) over them.
+    pub fn ecds(&self) -> Service<Ecds> {
+        Service::new(self.clone())
+    }
+}
+
 impl<A: Api> Clone for Service<A> {
     fn clone(&self) -> Self {
         Service::new(self.xds.clone())
