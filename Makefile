@@ -22,8 +22,8 @@ build:
 	cargo build --profile native -p ferry-native
 
 .PHONY: bench
-bench:           ## latency benchmarks vs Feast, ~20 min, report in bench/.run/ (QUICK=1: smoke run; RECORD=1: write bench/README.md, bench/results/); see bench/README.md
-	QUICK=$(QUICK) RECORD=$(RECORD) bash bench/bench.sh
+bench:           ## latency benchmarks vs Feast and the fleet figures, ~30 min, report in bench/.run/ (QUICK=1: smoke run; RECORD=1: write bench/README.md, bench/results/; FLEET=0: no fleet run); see bench/README.md
+	QUICK=$(QUICK) RECORD=$(RECORD) FLEET=$(FLEET) bash bench/bench.sh
 
 .PHONY: fuzz
 fuzz:            ## coverage-guided fuzzing of the filter, FUZZ_SECONDS per target (default 60); see fuzz/README.md

@@ -303,3 +303,9 @@ if [ "${PUSH:-1}" = 1 ]; then
     echo "push bench failed; its logs are in bench/.run/push/"
 fi
 
+# The fleet figures (bench/fleet.sh, issue #26): the control plane at 100 to 10,000 simulated
+# Envoys, after every other process of this run is stopped. FLEET=0 skips them.
+if [ "${FLEET:-1}" != 0 ]; then
+  for p in $PROCS; do stop "$p" >/dev/null || true; done
+  QUICK=$QUICK RECORD=$RECORD FLEET_NO_BUILD=${BENCH_NO_BUILD:-0} bash "$BENCH/fleet.sh"
+fi

@@ -104,8 +104,9 @@ pub struct ServeArgs {
     /// The HTTP filter's name in the bootstrap (the ECDS resource name).
     #[arg(long, default_value = "ferry")]
     filter_name: String,
-    /// The most Envoy streams served at once.
-    #[arg(long, default_value_t = 1024)]
+    /// The most Envoy streams served at once (each holds an open file; the open-file soft
+    /// limit is raised to fit when the hard limit allows).
+    #[arg(long, default_value_t = ferry::xds::limits::DEFAULT_MAX_STREAMS)]
     max_streams: usize,
     /// The most Envoy streams one node id may hold (Envoys sharing a node id share these).
     #[arg(long, default_value_t = ferry::xds::limits::DEFAULT_STREAMS_PER_NODE)]

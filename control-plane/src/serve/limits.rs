@@ -1,11 +1,12 @@
-//! The process limits `ferry serve` needs: one file descriptor per HTTP connection, so a
-//! connection cap of thousands needs more than the usual soft limit of 1,024 open files.
+//! The process limits `ferry serve` needs: one file descriptor per HTTP connection and per xDS
+//! stream's connection, so caps of thousands need more than the usual soft limit of 1,024
+//! open files.
 
-/// Descriptors beside the HTTP connections: xDS streams' sockets, the state directory, logs.
-const SPARE_FILES: u64 = 1024 + 64;
+/// Descriptors beside the connections: the listeners, the state directory, logs, Redis.
+const SPARE_FILES: u64 = 64;
 
-/// Raises the soft limit of open files to the hard limit when `max_connections` (plus the
-/// spare) does not fit under it; warns when even the hard limit is too low (raise it with
+/// Raises the soft limit of open files to the hard limit when `max_connections` (HTTP
+/// connections and xDS streams, plus the spare) does not fit under it; warns when even the hard limit is too low (raise it with
 /// `ulimit -Hn`, or the container runtime's `nofile`).
 pub fn raise_open_files(max_connections: usize) {
     use rustix::process::{getrlimit, setrlimit, Resource};
@@ -26,8 +27,8 @@ pub fn raise_open_files(max_connections: usize) {
         tracing::warn!(
             limit = ?raised,
             want,
-            "the open-file limit is below what --max-http-connections needs; raise the hard \
-             limit (ulimit -Hn, or the container's nofile)"
+            "the open-file limit is below what --max-http-connections and --max-streams need; \
+             raise the hard limit (ulimit -Hn, or the container's nofile)"
         );
     }
 }

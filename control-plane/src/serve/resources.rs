@@ -112,10 +112,7 @@ pub fn build(snapshot: &v1::Snapshot, opts: &FilterOptions) -> XdsSnapshot {
             body: pack_any(ext),
         }],
     );
-    XdsSnapshot {
-        version: snapshot.version.clone(),
-        resources,
-    }
+    XdsSnapshot::new(snapshot.version.clone(), resources)
 }
 
 #[cfg(test)]

@@ -5,11 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
-
 use super::metrics::{inc, XdsCounters};
 use super::resources::RESOURCE_TYPE;
-use crate::xds::{Callbacks, Event, Node, ResourceType, TypeState};
+use crate::xds::{Callbacks, Event, Node, ResourceType, Response, TypeState};
 
 /// One connected stream, as the xDS server's callbacks describe it.
 #[derive(Clone, Debug, Default)]
@@ -125,7 +123,7 @@ impl Callbacks for Streams {
         }
     }
 
-    fn on_response(&self, _stream: u64, _node: &Node, _response: &DiscoveryResponse) {
+    fn on_response(&self, _stream: u64, _node: &Node, _response: &Response) {
         inc(&self.counters.responses_total);
     }
 

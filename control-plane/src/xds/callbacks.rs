@@ -4,10 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
-
 use super::protocol::{Event, TypeState};
 use super::resource_type::ResourceType;
+use super::response::Response;
 use super::source::Node;
 
 /// Hooks called from a stream's task, in this order per message: events, stream state, then
@@ -26,7 +25,7 @@ pub trait Callbacks: Send + Sync + 'static {
     ) {
     }
     /// A response is about to be sent.
-    fn on_response(&self, _stream: u64, _node: &Node, _response: &DiscoveryResponse) {}
+    fn on_response(&self, _stream: u64, _node: &Node, _response: &Response) {}
     /// The stream ended (Envoy left, an error, or shutdown).
     fn on_stream_closed(&self, _stream: u64) {}
 }

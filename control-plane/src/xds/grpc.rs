@@ -1,7 +1,7 @@
 //! The gRPC side: ADS and ECDS (state of the world) over tonic. Each stream is a task
 //! ([`super::stream`]) over its own [`StreamState`]; this file only admits streams, names
 //! what each service may serve, and carries each connection's verified client identity
-//! ([`XdsConn`], tonic's connect info) to its streams.
+//! ([`XdsConn`], tonic's connect info) to its streams; `service` is the gRPC side.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -10,18 +10,9 @@ use ferry_http_serve::stream::Stream as Io;
 use ferry_http_serve::{Peer, PeerIdentity};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
-    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
-};
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-};
-use envoy_types::pb::envoy::service::extension::v3::extension_config_discovery_service_server::{
-    ExtensionConfigDiscoveryService, ExtensionConfigDiscoveryServiceServer,
-};
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Request, Status, Streaming};
 
 use super::callbacks::Callbacks;
 use super::identity::NodePolicy;
@@ -30,21 +21,17 @@ use super::protocol::Event;
 use super::protocol::StreamState;
 use super::refusals::Refusals;
 use super::resource_type::ResourceType;
+use super::response::Response as XdsResponse;
 use super::source::{Node, SnapshotSource};
 use super::stream::{self, Shared};
 
-/// Responses queued per stream before the stream task waits for Envoy to read.
-const STREAM_QUEUE: usize = 8;
-/// Largest request accepted from Envoy (a DiscoveryRequest is small; NACK details included).
-const MAX_REQUEST_BYTES: usize = 4 << 20;
+/// Responses queued per stream before the stream task waits for Envoy to read: one. A stream
+/// whose Envoy does not read holds at most that one (and what its connection buffers); the
+/// changes meanwhile are not queued, and the latest is sent once it reads again.
+const STREAM_QUEUE: usize = 1;
 
-type Responses = ReceiverStream<Result<DiscoveryResponse, Status>>;
-type DeltaResponses = ReceiverStream<Result<DeltaDiscoveryResponse, Status>>;
-
-/// The answer to every delta stream.
-fn delta_unsupported() -> Status {
-    Status::unimplemented("ferry serves state-of-the-world xDS (api_type: GRPC), not delta")
-}
+/// Where the response body reads a stream's responses from.
+pub(super) type Responses = mpsc::Receiver<Result<XdsResponse, Status>>;
 
 /// Both discovery services over one snapshot source and one set of callbacks.
 #[derive(Clone)]
@@ -98,16 +85,6 @@ impl Xds {
         self
     }
 
-    pub fn ads(&self) -> AggregatedDiscoveryServiceServer<Xds> {
-        AggregatedDiscoveryServiceServer::new(self.clone())
-            .max_decoding_message_size(MAX_REQUEST_BYTES)
-    }
-
-    pub fn ecds(&self) -> ExtensionConfigDiscoveryServiceServer<Xds> {
-        ExtensionConfigDiscoveryServiceServer::new(self.clone())
-            .max_decoding_message_size(MAX_REQUEST_BYTES)
-    }
-
     fn admit(&self) -> Option<Admitted> {
         let before = self.open.fetch_add(1, Ordering::Relaxed);
         let admitted = Admitted(self.open.clone());
@@ -115,11 +92,11 @@ impl Xds {
     }
 
     /// Starts a stream serving `allowed` types (None = any, ADS).
-    fn start(
+    pub(super) fn start(
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
         allowed: Option<Vec<ResourceType>>,
-    ) -> Result<Response<Responses>, Status> {
+    ) -> Result<Responses, Status> {
         let Some(admitted) = self.admit() else {
             let detail = format!("too many xDS streams (at most {})", self.max_streams);
             let refusal = Refusal::Streams;
@@ -150,54 +127,7 @@ impl Xds {
             task.await;
             drop(admitted);
         });
-        Ok(Response::new(ReceiverStream::new(rx)))
-    }
-}
-
-#[tonic::async_trait]
-impl AggregatedDiscoveryService for Xds {
-    type StreamAggregatedResourcesStream = Responses;
-    type DeltaAggregatedResourcesStream = DeltaResponses;
-
-    async fn stream_aggregated_resources(
-        &self,
-        request: Request<Streaming<DiscoveryRequest>>,
-    ) -> Result<Response<Responses>, Status> {
-        self.start(request, None)
-    }
-
-    async fn delta_aggregated_resources(
-        &self,
-        _request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<Response<DeltaResponses>, Status> {
-        Err(delta_unsupported())
-    }
-}
-
-#[tonic::async_trait]
-impl ExtensionConfigDiscoveryService for Xds {
-    type StreamExtensionConfigsStream = Responses;
-    type DeltaExtensionConfigsStream = DeltaResponses;
-
-    async fn stream_extension_configs(
-        &self,
-        request: Request<Streaming<DiscoveryRequest>>,
-    ) -> Result<Response<Responses>, Status> {
-        self.start(request, Some(vec![ResourceType::ExtensionConfig]))
-    }
-
-    async fn delta_extension_configs(
-        &self,
-        _request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<Response<DeltaResponses>, Status> {
-        Err(delta_unsupported())
-    }
-
-    async fn fetch_extension_configs(
-        &self,
-        _request: Request<DiscoveryRequest>,
-    ) -> Result<Response<DiscoveryResponse>, Status> {
-        Err(Status::unimplemented("use the streaming API"))
+        Ok(rx)
     }
 }
 

@@ -20,6 +20,11 @@ pub const MAX_RESOURCE_NAMES: usize = 64;
 pub const MAX_RESOURCE_NAME_BYTES: usize = 512;
 /// The part of a NACK's `error_detail` that is kept.
 pub const MAX_NACK_DETAIL_BYTES: usize = 4096;
+/// Streams the server holds by default (`--max-streams`): a fleet of 10,000 Envoys (issue #26)
+/// and room to spare. Measured by `bench/fleet.sh`, an idle stream costs `ferry serve` about
+/// 37 KB (HTTP/2's own buffers most of it), so the bound keeps a flood of streams under
+/// ~600 MB; it was 1,024, which refused the 1,025th Envoy of a fleet.
+pub const DEFAULT_MAX_STREAMS: usize = 16_384;
 /// Streams one node id may hold by default (`--max-streams-per-node`): Envoys that share a
 /// node id (the replicas of one bootstrap) share these.
 pub const DEFAULT_STREAMS_PER_NODE: usize = 128;

@@ -10,7 +10,9 @@
 //! - [`limits`]: what one client may make the server keep (node ids, names, NACK details,
 //!   streams per node id or identity).
 //! - [`identity`]: which node ids a verified client certificate may use.
-//! - [`grpc`]: the ADS and ECDS tonic services; `stream`: one stream's task.
+//! - [`response`]: a response as sent: the encoding every stream shares, and its nonce.
+//! - [`grpc`]: admitting streams; [`service`]: the ADS and ECDS services on tonic; `stream`:
+//!   one stream's task.
 
 pub mod callbacks;
 pub mod grpc;
@@ -19,6 +21,8 @@ pub mod limits;
 pub mod protocol;
 mod refusals;
 pub mod resource_type;
+pub mod response;
+pub mod service;
 pub mod source;
 mod stream;
 
@@ -27,4 +31,5 @@ pub use grpc::{Xds, XdsConn};
 pub use identity::{NodePolicy, NodeRule};
 pub use protocol::{Event, Nack, Resource, TypeState, XdsSnapshot};
 pub use resource_type::ResourceType;
+pub use response::Response;
 pub use source::{Node, SnapshotSource, Subscription};

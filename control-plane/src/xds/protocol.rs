@@ -11,11 +11,13 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use bytes::Bytes;
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use envoy_types::pb::google::protobuf::Any;
 
 use super::limits::{self, Refusal, MAX_NACK_DETAIL_BYTES};
 use super::resource_type::ResourceType;
+use super::response::{encode_shared, Response};
 
 /// One named resource of a snapshot, already packed.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,11 +26,47 @@ pub struct Resource {
     pub body: Any,
 }
 
-/// An immutable, versioned set of resources per type: what an Envoy should have.
+/// An immutable, versioned set of resources per type: what an Envoy should have. Each type's
+/// response is encoded once, here, and shared by every stream it is sent to.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct XdsSnapshot {
     pub version: String,
     pub resources: BTreeMap<ResourceType, Vec<Resource>>,
+    /// Per type: the response carrying all its resources, without a nonce.
+    shared: BTreeMap<ResourceType, Bytes>,
+}
+
+impl XdsSnapshot {
+    pub fn new(version: String, resources: BTreeMap<ResourceType, Vec<Resource>>) -> XdsSnapshot {
+        let shared = resources
+            .iter()
+            .map(|(t, rs)| (*t, encode_shared(*t, &version, rs.iter().map(|r| &r.body))))
+            .collect();
+        XdsSnapshot {
+            version,
+            resources,
+            shared,
+        }
+    }
+
+    /// The encoded response of `resource_type` holding the resources `subscribed` names (all
+    /// when empty): the shared one when that is all of them; None when it names none of them.
+    fn encoded(&self, resource_type: ResourceType, subscribed: &[String]) -> Option<Bytes> {
+        let all = self.resources.get(&resource_type)?;
+        let wanted = |r: &&Resource| subscribed.is_empty() || subscribed.contains(&r.name);
+        let n = all.iter().filter(wanted).count();
+        if n == 0 {
+            return None;
+        }
+        match self.shared.get(&resource_type) {
+            Some(shared) if n == all.len() => Some(shared.clone()),
+            _ => Some(encode_shared(
+                resource_type,
+                &self.version,
+                all.iter().filter(wanted).map(|r| &r.body),
+            )),
+        }
+    }
 }
 
 /// The rejection Envoy sent for a version.
@@ -115,7 +153,7 @@ pub enum Event {
 /// Responses to send (in order) and what happened.
 #[derive(Debug, Default, PartialEq)]
 pub struct Outcome {
-    pub responses: Vec<DiscoveryResponse>,
+    pub responses: Vec<Response>,
     pub events: Vec<Event>,
 }
 
@@ -271,29 +309,20 @@ impl StreamState {
         if !force && state.sent_version.as_deref() == Some(snap.version.as_str()) {
             return;
         }
-        let Some(all) = snap.resources.get(&resource_type) else {
-            return;
-        };
-        let resources: Vec<Any> = all
-            .iter()
-            .filter(|r| state.subscribed.is_empty() || state.subscribed.contains(&r.name))
-            .map(|r| r.body.clone())
-            .collect();
-        if resources.is_empty() {
+        let Some(shared) = snap.encoded(resource_type, &state.subscribed) else {
             // Nothing Envoy asked for exists: an empty answer would read as "removed".
             return;
-        }
+        };
         self.next_nonce += 1;
         let nonce = format!("{}-{}", self.id, self.next_nonce);
         state.sent_version = Some(snap.version.clone());
         state.sent_nonce = Some(nonce.clone());
         state.responses_sent += 1;
-        out.responses.push(DiscoveryResponse {
-            version_info: snap.version.clone(),
-            resources,
-            type_url: resource_type.type_url().to_owned(),
+        out.responses.push(Response {
+            resource_type,
+            version: snap.version.clone(),
             nonce,
-            ..Default::default()
+            shared,
         });
     }
 }

@@ -1,6 +1,7 @@
 //! The protocol core driven directly: ACK, NACK, stale nonce, reconnect, updates.
 
 use super::*;
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 use envoy_types::pb::google::rpc::Status;
 
 const ECDS_TYPE: ResourceType = ResourceType::ExtensionConfig;
@@ -20,10 +21,7 @@ fn snap(version: &str) -> Arc<XdsSnapshot> {
             },
         }],
     );
-    Arc::new(XdsSnapshot {
-        version: version.into(),
-        resources,
-    })
+    Arc::new(XdsSnapshot::new(version.into(), resources))
 }
 
 fn req(version: &str, nonce: &str, error: Option<&str>) -> DiscoveryRequest {
@@ -41,9 +39,9 @@ fn req(version: &str, nonce: &str, error: Option<&str>) -> DiscoveryRequest {
     }
 }
 
-fn one(out: &Outcome) -> &DiscoveryResponse {
+fn one(out: &Outcome) -> DiscoveryResponse {
     assert_eq!(out.responses.len(), 1, "{out:?}");
-    &out.responses[0]
+    out.responses[0].decode()
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use tokio::sync::{mpsc, watch};
 use tonic::{Status, Streaming};
 
@@ -15,10 +15,11 @@ use super::limits::{truncate, Bounds, NodeSlot, Refusal};
 use super::protocol::{Event, Outcome, StreamState};
 use super::refusals::Refusals;
 use super::resource_type::ResourceType;
+use super::response::Response;
 use super::source::{Node, SnapshotSource};
 
 /// Where a stream's responses go (tonic reads the other end).
-pub(super) type Outbound = mpsc::Sender<Result<DiscoveryResponse, Status>>;
+pub(super) type Outbound = mpsc::Sender<Result<Response, Status>>;
 
 /// What a stream task works with, shared by every stream of one server.
 #[derive(Clone)]
@@ -62,6 +63,10 @@ pub(super) async fn run(
         slot: None,
         proto,
     };
+    // The source changed and this stream has not been sent what it has now: taken up when
+    // the outbound queue has room, so a stream whose Envoy does not read gets the latest
+    // version when it reads again, never a queue of the versions in between.
+    let mut pending = false;
     loop {
         let out = tokio::select! {
             msg = inbound.message() => match msg {
@@ -72,8 +77,17 @@ pub(super) async fn run(
                     break;
                 }
             },
-            changed = changes.changed() => {
+            changed = changes.changed(), if !pending => {
                 if !changed {
+                    break;
+                }
+                pending = true;
+                continue;
+            }
+            room = tx.reserve(), if pending => {
+                pending = false;
+                // The room is this task's: the send below takes it (only this task sends).
+                if room.is_err() {
                     break;
                 }
                 match s.on_change() {
@@ -216,7 +230,7 @@ impl Stream {
     async fn send(&self, out: Outcome, tx: &Outbound) -> bool {
         for r in out.responses {
             self.shared.callbacks.on_response(self.id, &self.node, &r);
-            tracing::debug!(node = %self.node.id, version = %r.version_info, nonce = %r.nonce, "sending");
+            tracing::debug!(node = %self.node.id, version = %r.version, nonce = %r.nonce, "sending");
             if tx.send(Ok(r)).await.is_err() {
                 return false;
             }
