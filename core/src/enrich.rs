@@ -10,6 +10,7 @@ use crate::config::{Config, OnMissing, OnStale, Route};
 use crate::derive::{cost::DEFAULT_REQUEST_BUDGET, Budget};
 use crate::error::FerryError;
 use crate::format::{self, ParsedRequest};
+use crate::log::{record::Served, ServedStatus};
 use crate::request::derived::{self, DerivedCounts};
 use crate::values::FeatureValue;
 use crate::vector::{self, EntityFeatures, FeatureStatus};
@@ -30,6 +31,17 @@ pub struct Enriched {
     pub stale: usize,
     /// What computing the on-demand features gave, for metrics.
     pub derived: DerivedCounts,
+    /// What the model received, kept only when the caller's `keep` wanted it (served-feature
+    /// logging picked the request).
+    pub served: Option<Served>,
+}
+
+/// Whether to keep what the model receives, asked once the request's outcome is known.
+pub type Keep<'a> = &'a dyn Fn(ServedStatus) -> bool;
+
+/// Keeps nothing.
+pub fn keep_none(_: ServedStatus) -> bool {
+    false
 }
 
 /// The single reader call for a request.
@@ -174,17 +186,18 @@ pub fn enrich(
     vectors: &[Vec<u8>],
     now_us: i64,
 ) -> Result<Enriched, FerryError> {
-    enrich_at(route, req, vectors, now_us, now_us)
+    enrich_at(route, req, vectors, now_us, now_us, &keep_none)
 }
 
 /// [`enrich`] with `request.time` taken from `received_us`, when Envoy received the request
-/// (its whole seconds).
+/// (its whole seconds); what the model receives is kept in `served` when `keep` says so.
 pub fn enrich_at(
     route: &Route,
     req: ParsedRequest,
     vectors: &[Vec<u8>],
     now_us: i64,
     received_us: i64,
+    keep: Keep<'_>,
 ) -> Result<Enriched, FerryError> {
     if vectors.len() != req.keys().len() {
         return Err(FerryError::BadVector {
@@ -217,6 +230,12 @@ pub fn enrich_at(
     if let ParsedRequest::FeastRest(r) = &mut req {
         r.event_times_us = event_times(route, vectors);
     }
+    let status = if missing.is_empty() && stale.is_empty() {
+        ServedStatus::Ok
+    } else {
+        ServedStatus::Partial
+    };
+    let served = keep(status).then(|| served(status, &req, &features, vectors));
     Ok(Enriched {
         rewritten: format::rewrite(req, route, features)?,
         headers,
@@ -224,7 +243,29 @@ pub fn enrich_at(
         missing: missing.len(),
         stale: stale.len(),
         derived,
+        served,
     })
+}
+
+/// A copy of what the model receives, for the served-feature log (only for a picked request).
+fn served(
+    status: ServedStatus,
+    req: &ParsedRequest,
+    features: &[EntityFeatures],
+    vectors: &[Vec<u8>],
+) -> Served {
+    Served {
+        status,
+        keys: req.keys().to_vec(),
+        features: features
+            .iter()
+            .map(|f| EntityFeatures {
+                values: f.values.clone(),
+                statuses: f.statuses.clone(),
+            })
+            .collect(),
+        vectors: vectors.to_vec(),
+    }
 }
 
 /// The request's on-demand features (`request::derived`), under one budget.
@@ -360,6 +401,7 @@ pub fn degraded(
     req: ParsedRequest,
     error: &FerryError,
     received_us: i64,
+    keep: Keep<'_>,
 ) -> Result<Enriched, FerryError> {
     let entities = req.keys().len() / route.keys_per_entity();
     let mut features: Vec<EntityFeatures> = (0..entities)
@@ -372,6 +414,8 @@ pub fn degraded(
         apply_defaults(route, &mut features);
     }
     let derived = compute(route, &req, &mut features, received_us);
+    let status = ServedStatus::Degraded;
+    let served = keep(status).then(|| served(status, &req, &features, &[]));
     Ok(Enriched {
         rewritten: format::rewrite(req, route, features)?,
         headers: degraded_headers(route, error),
@@ -379,6 +423,7 @@ pub fn degraded(
         missing: 0,
         stale: 0,
         derived,
+        served,
     })
 }
 
