@@ -10,6 +10,7 @@ use base64::Engine as _;
 use crate::repo::Registry;
 use crate::snapshot;
 
+pub mod log_sink;
 pub mod redis_proxy;
 pub mod runtime;
 pub mod tls;
@@ -103,6 +104,9 @@ pub struct StaticOptions {
     pub reader_tls: Option<UpstreamTls>,
     /// `ferry serve`'s HTTP API, where Feast's write endpoints are routed (`--write-address`).
     pub write: Option<Upstream>,
+    /// `ferry log-sink`'s access-log gRPC service (`--log-sink`), and mTLS toward it.
+    pub log_sink: Option<Upstream>,
+    pub log_sink_tls: Option<UpstreamTls>,
 }
 
 impl StaticOptions {
@@ -114,6 +118,8 @@ impl StaticOptions {
             None => (String::new(), String::new()),
         };
         let (write_routes, write_cluster) = write_routes::render(self.write.as_ref(), "ferry");
+        let (access_log, log_cluster) =
+            log_sink::render(self.log_sink.as_ref(), self.log_sink_tls.as_ref())?;
         Ok(vec![
             ("ADMIN_PORT", self.admin_port.to_string()),
             ("LISTEN_PORT", self.listen_port.to_string()),
@@ -145,6 +151,8 @@ impl StaticOptions {
             ("EXTRA_CLUSTERS", clusters),
             ("WRITE_ROUTES", write_routes),
             ("WRITE_CLUSTER", write_cluster),
+            ("ACCESS_LOG", access_log),
+            ("LOG_SINK_CLUSTER", log_cluster),
         ])
     }
 }
