@@ -12,7 +12,7 @@ use ferry_http_serve::{ClientAuth, Tls, TlsFiles};
 
 #[derive(clap::Args)]
 pub struct LogSinkArgs {
-    /// Where the files go: DIR/<service>/__log_date=YYYY-MM-DD/*.parquet.
+    /// Where the files go: DIR/<service>/log_date=YYYY-MM-DD/*.parquet.
     #[arg(long, value_name = "DIR")]
     dir: PathBuf,
     /// The access-log gRPC listener Envoy sends to (`ferry envoy-config --log-sink`). A

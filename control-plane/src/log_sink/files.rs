@@ -169,11 +169,11 @@ fn segment(name: &str) -> String {
     }
 }
 
-/// `D/<service>/__log_date=YYYY-MM-DD/`.
+/// `D/<service>/log_date=YYYY-MM-DD/`.
 pub fn partition(dir: &Path, service: &str, day: i32) -> PathBuf {
     let (y, m, d) = ferry_core::civil::from_days(i64::from(day));
     dir.join(segment(service))
-        .join(format!("__log_date={y:04}-{m:02}-{d:02}"))
+        .join(format!("log_date={y:04}-{m:02}-{d:02}"))
 }
 
 /// Writes one file: `<fingerprint>-<first log time>-<seq>.parquet`, via a hidden temporary name.

@@ -113,7 +113,7 @@ fn a_file_holds_feast_s_columns_in_order_with_every_value() {
     assert!(written[0]
         .parent()
         .unwrap()
-        .ends_with("scoring/__log_date=2026-11-26"));
+        .ends_with("scoring/log_date=2026-11-26"));
     assert_eq!(walk(dir.path()).len(), 1, "no temporary file left");
     assert_eq!(metrics.written.get(), 2);
     assert_eq!(metrics.files.get(), 1);
