@@ -14,7 +14,7 @@ use super::{tls, Discovery, EnvoyConfigError, Upstream, UpstreamTls};
 /// The cluster of the sink.
 pub const LOG_SINK_CLUSTER: &str = "ferry_log_sink";
 
-/// Bytes Envoy's logger buffers per worker before it sends a batch.
+/// Envoy's logger sends a batch once this many bytes are buffered (or every second).
 pub const BUFFER_BYTES: u32 = 64 * 1024;
 
 /// The connection-manager block (access log and request-id rule) and the cluster, or two empty
