@@ -7,6 +7,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/ferry/v1/reader.proto",
         "proto/ferry/v1/signed.proto",
         "proto/ferry/v1/feast_layout.proto",
+        "proto/ferry/v1/log.proto",
         "proto/ferry/feast/feast.proto",
         "proto/ferry/feast/registry_server.proto",
         "proto/inference/predict_v2.proto",

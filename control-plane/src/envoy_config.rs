@@ -10,6 +10,7 @@ use base64::Engine as _;
 use crate::repo::Registry;
 use crate::snapshot;
 
+pub mod log_sink;
 pub mod redis_proxy;
 pub mod runtime;
 pub mod stats;
@@ -104,6 +105,9 @@ pub struct StaticOptions {
     pub reader_tls: Option<UpstreamTls>,
     /// `ferry serve`'s HTTP API, where Feast's write endpoints are routed (`--write-address`).
     pub write: Option<Upstream>,
+    /// `ferry log-sink`'s access-log gRPC service (`--log-sink`), and mTLS toward it.
+    pub log_sink: Option<Upstream>,
+    pub log_sink_tls: Option<UpstreamTls>,
 }
 
 impl StaticOptions {
@@ -115,6 +119,8 @@ impl StaticOptions {
             None => (String::new(), String::new()),
         };
         let (write_routes, write_cluster) = write_routes::render(self.write.as_ref(), "ferry");
+        let (access_log, log_cluster) =
+            log_sink::render(self.log_sink.as_ref(), self.log_sink_tls.as_ref())?;
         Ok(vec![
             ("ADMIN_PORT", self.admin_port.to_string()),
             ("LISTEN_PORT", self.listen_port.to_string()),
@@ -150,6 +156,8 @@ impl StaticOptions {
                 "STATS_CONFIG",
                 stats::render().trim_end_matches('\n').to_owned(),
             ),
+            ("ACCESS_LOG", access_log),
+            ("LOG_SINK_CLUSTER", log_cluster),
         ])
     }
 }

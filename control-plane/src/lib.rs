@@ -23,6 +23,8 @@
 //! - [`push`]: the HTTP client `ferry apply --push` uses, and which services a push leaves
 //!   to materialize first.
 //! - [`oci`]: `ferry oci-image`, the filter as an OCI image layout (Istio, Envoy Gateway).
+//! - [`log_sink`]: `ferry log-sink`: served-feature records from Envoy's gRPC access-log
+//!   service into Parquet files in Feast's feature-logging layout.
 //! - [`plugin_pull`]: the filter's JSON configuration that pulls (and verifies) its snapshot.
 //!
 //! The `ferry` binary (`main.rs`, one file per subcommand under `cli/`) only parses flags,
@@ -32,6 +34,7 @@ pub mod envoy_config;
 pub mod envoy_xds;
 pub mod expr;
 pub mod fingerprint;
+pub mod log_sink;
 pub mod materialize;
 pub mod oci;
 pub mod plugin_pull;

@@ -47,6 +47,10 @@ enum Command {
     /// for `ferry serve --signing-key`, the public key printed as the filter's
     /// `snapshot_keys` entry (`{"id": ..., "ed25519": ...}`).
     Keygen(cli::keygen::KeygenArgs),
+    /// Receive served-feature records from Envoy's gRPC access-log service (routes with
+    /// `log:`) and write them as Parquet files in Feast's feature-logging layout, partitioned
+    /// by FeatureService and date.
+    LogSink(cli::log_sink::LogSinkArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,5 +73,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::OciImage(args) => cli::oci_image::run(args),
         Command::PluginConfig(args) => cli::plugin_config::run(args),
         Command::Keygen(args) => cli::keygen::run(args),
+        Command::LogSink(args) => cli::log_sink::run(args),
     }
 }

@@ -218,6 +218,7 @@ fn route(reg: &Registry, r: &Route) -> v1::Route {
         max_entities: r.max_entities,
         reader_timeout_ms: r.reader_timeout_ms,
         cache_max_age_ms: r.cache_max_age_ms,
+        log: r.log.clone(),
         extra_services: r
             .extra_services
             .iter()

@@ -10,6 +10,7 @@ use crate::config::{Config, OnMissing, OnStale, Route};
 use crate::derive::{cost::DEFAULT_REQUEST_BUDGET, Budget};
 use crate::error::FerryError;
 use crate::format::{self, ParsedRequest};
+use crate::log::{record::Served as Logged, ServedStatus};
 use crate::metrics::Served;
 use crate::request::derived::{self, DerivedCounts};
 use crate::values::FeatureValue;
@@ -33,6 +34,17 @@ pub struct Enriched {
     pub derived: DerivedCounts,
     /// Per (service, view): values by status and row ages, for metrics.
     pub served: Served,
+    /// What the model received, kept only when the caller's `keep` wanted it (served-feature
+    /// logging picked the request).
+    pub logged: Option<Logged>,
+}
+
+/// Whether to keep what the model receives, asked once the request's outcome is known.
+pub type Keep<'a> = &'a dyn Fn(ServedStatus) -> bool;
+
+/// Keeps nothing.
+pub fn keep_none(_: ServedStatus) -> bool {
+    false
 }
 
 /// The single reader call for a request.
@@ -177,17 +189,18 @@ pub fn enrich(
     vectors: &[Vec<u8>],
     now_us: i64,
 ) -> Result<Enriched, FerryError> {
-    enrich_at(route, req, vectors, now_us, now_us)
+    enrich_at(route, req, vectors, now_us, now_us, &keep_none)
 }
 
 /// [`enrich`] with `request.time` taken from `received_us`, when Envoy received the request
-/// (its whole seconds).
+/// (its whole seconds); what the model receives is kept in `logged` when `keep` says so.
 pub fn enrich_at(
     route: &Route,
     req: ParsedRequest,
     vectors: &[Vec<u8>],
     now_us: i64,
     received_us: i64,
+    keep: Keep<'_>,
 ) -> Result<Enriched, FerryError> {
     if vectors.len() != req.keys().len() {
         return Err(FerryError::BadVector {
@@ -221,6 +234,12 @@ pub fn enrich_at(
     if let ParsedRequest::FeastRest(r) = &mut req {
         r.event_times_us = event_times(route, vectors);
     }
+    let status = if missing.is_empty() && stale.is_empty() {
+        ServedStatus::Ok
+    } else {
+        ServedStatus::Partial
+    };
+    let logged = keep(status).then(|| logged(status, &req, &features, vectors));
     Ok(Enriched {
         rewritten: format::rewrite(req, route, features)?,
         headers,
@@ -229,7 +248,29 @@ pub fn enrich_at(
         stale: stale.len(),
         derived,
         served,
+        logged,
     })
+}
+
+/// A copy of what the model receives, for the served-feature log (only for a picked request).
+fn logged(
+    status: ServedStatus,
+    req: &ParsedRequest,
+    features: &[EntityFeatures],
+    vectors: &[Vec<u8>],
+) -> Logged {
+    Logged {
+        status,
+        keys: req.keys().to_vec(),
+        features: features
+            .iter()
+            .map(|f| EntityFeatures {
+                values: f.values.clone(),
+                statuses: f.statuses.clone(),
+            })
+            .collect(),
+        vectors: vectors.to_vec(),
+    }
 }
 
 /// The request's on-demand features (`request::derived`), under one budget.
@@ -374,6 +415,7 @@ pub fn degraded(
     req: ParsedRequest,
     error: &FerryError,
     received_us: i64,
+    keep: Keep<'_>,
 ) -> Result<Enriched, FerryError> {
     let entities = req.keys().len() / route.keys_per_entity();
     let mut features: Vec<EntityFeatures> = (0..entities)
@@ -386,6 +428,8 @@ pub fn degraded(
         apply_defaults(route, &mut features);
     }
     let derived = compute(route, &req, &mut features, received_us);
+    let status = ServedStatus::Degraded;
+    let logged = keep(status).then(|| logged(status, &req, &features, &[]));
     Ok(Enriched {
         rewritten: format::rewrite(req, route, features)?,
         headers: degraded_headers(route, error),
@@ -395,6 +439,7 @@ pub fn degraded(
         derived,
         // A reader failure, not a value served: counted by ferry_requests_degraded.
         served: Served::default(),
+        logged,
     })
 }
 

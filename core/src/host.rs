@@ -55,6 +55,9 @@ pub trait Host {
     /// A string in the matched Envoy route's `metadata.filter_metadata.ferry` (the
     /// `xds.route_metadata` property), e.g. `route`.
     fn route_metadata(&self, key: &str) -> Option<String>;
+    /// Stores the request's served-feature record where Envoy's access loggers read it (filter
+    /// state `ferry.log`); false when the host refused it.
+    fn store_log_record(&self, record: &[u8]) -> bool;
 }
 
 #[cfg(any(test, feature = "testing"))]
@@ -90,6 +93,8 @@ pub mod testing {
         pub recorded: RefCell<Vec<(u32, u64)>>,
         pub response_headers: RefCell<Headers>,
         pub route_metadata: RefCell<HashMap<String, String>>,
+        /// Served-feature records stored, in order.
+        pub log_records: RefCell<Vec<Vec<u8>>>,
     }
 
     fn owned(headers: Vec<(&str, &str)>) -> Headers {
@@ -200,6 +205,10 @@ pub mod testing {
         }
         fn route_metadata(&self, key: &str) -> Option<String> {
             self.route_metadata.borrow().get(key).cloned()
+        }
+        fn store_log_record(&self, record: &[u8]) -> bool {
+            self.log_records.borrow_mut().push(record.to_vec());
+            true
         }
         fn set_response_header(&self, name: &str, value: &str) {
             self.response_headers

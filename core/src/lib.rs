@@ -12,6 +12,8 @@
 //! - [`enrich`]: the reader call and its answer, features per entity, the rewrite.
 //! - [`request`]: one request's life: a small executor over the [`host::Host`] seam, one file
 //!   per step (admission, parse, lookup, forward, reply).
+//! - [`log`]: served-feature logging: which requests a route logs, and the record of what the
+//!   model received.
 //! - [`rules`]: a route's rules, each written once, for the filter and `ferry apply`.
 //! - [`civil`]: dates of day counts (RFC 3339 texts).
 //! - [`near_cache`], [`metrics`], [`error`]: the near cache's layout, stats, and every error
@@ -24,6 +26,7 @@ pub mod enrich;
 pub mod error;
 pub mod format;
 pub mod host;
+pub mod log;
 pub mod metrics;
 pub mod near_cache;
 pub mod plugin_config;

@@ -39,9 +39,13 @@ pub enum Metric {
     DerivedInvalid,
     /// Requests whose evaluation budget ran out.
     DerivedBudgetExhausted,
+    /// Served-feature records handed to Envoy (filter state), for its access logger.
+    LogsHanded,
+    /// Served-feature records dropped in the filter: over the size bound, or refused by Envoy.
+    LogsDropped,
 }
 
-pub const ALL: [(Metric, Kind, &str); 15] = [
+pub const ALL: [(Metric, Kind, &str); 17] = [
     (Metric::Enriched, Kind::Counter, "ferry_requests_enriched"),
     (Metric::Rejected, Kind::Counter, "ferry_requests_rejected"),
     (Metric::Degraded, Kind::Counter, "ferry_requests_degraded"),
@@ -81,6 +85,8 @@ pub const ALL: [(Metric, Kind, &str); 15] = [
         Kind::Counter,
         "ferry_derived_budget_exhausted",
     ),
+    (Metric::LogsHanded, Kind::Counter, "ferry_logs_handed"),
+    (Metric::LogsDropped, Kind::Counter, "ferry_logs_dropped"),
 ];
 
 /// Host ids of the defined metrics; a metric the host refused to define is skipped.

@@ -414,6 +414,31 @@ impl Host for HostCalls {
     fn set_response_header(&self, name: &str, value: &str) {
         let _ = hostcalls::set_map_value(MapType::HttpResponseHeaders, name, Some(value));
     }
+
+    /// Envoy keeps it as filter state `wasm.ferry.log` (a CelState of bytes), which its
+    /// access loggers read (`filter_state_objects_to_log`).
+    fn store_log_record(&self, record: &[u8]) -> bool {
+        set_property(ferry_core::log::FILTER_STATE_KEY, record)
+    }
+}
+
+/// `proxy_set_property` called directly: the SDK's `hostcalls::set_property` panics on any
+/// status but Ok (killing the VM), and a refused record must only be counted. A one-part path
+/// is the part itself (the SDK joins parts with NUL).
+fn set_property(name: &str, value: &[u8]) -> bool {
+    #[allow(clashing_extern_declarations)]
+    extern "C" {
+        fn proxy_set_property(
+            path_data: *const u8,
+            path_size: usize,
+            value_data: *const u8,
+            value_size: usize,
+        ) -> u32;
+    }
+    // SAFETY: both buffers are alive and unchanged for the call; the host copies them.
+    let status =
+        unsafe { proxy_set_property(name.as_ptr(), name.len(), value.as_ptr(), value.len()) };
+    status == 0
 }
 
 /// The SDK's enum for a gRPC status code (the codes Ferry answers with; others are INTERNAL).

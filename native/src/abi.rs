@@ -375,6 +375,15 @@ callbacks! {
     ) = ();
     fn envoy_dynamic_module_callback_http_filter_scheduler_delete(scheduler: *mut c_void) = ();
 
+    /// Stores `value` as the stream's filter state `key` (a read-only string accessor, which
+    /// Envoy's access loggers serialize as a `google.protobuf.StringValue`); false without a
+    /// stream (abi.h, Envoy 1.40).
+    fn envoy_dynamic_module_callback_http_set_filter_state_bytes(
+        filter: EnvoyPtr,
+        key: ModuleBuffer<'_>,
+        value: ModuleBuffer<'_>,
+    ) -> bool = false;
+
     fn envoy_dynamic_module_callback_http_filter_continue_decoding(filter: EnvoyPtr) = ();
     fn envoy_dynamic_module_callback_http_filter_continue_encoding(filter: EnvoyPtr) = ();
 }

@@ -43,6 +43,8 @@ pub trait Envoy {
     fn route_metadata(&self, key: &str) -> Option<Vec<u8>>;
     fn increment_counter(&self, id: u32, delta: u64);
     fn record_histogram(&self, id: u32, value: u64);
+    /// Sets the stream's filter state `key` to `value`; false when Envoy refused.
+    fn set_filter_state(&self, key: &str, value: &[u8]) -> bool;
     fn log(&self, level: LogLevel, message: &str) {
         log(level, message);
     }
@@ -219,6 +221,14 @@ impl Envoy for EnvoyFilter {
     fn record_histogram(&self, id: u32, value: u64) {
         let record = abi::envoy_dynamic_module_callback_http_filter_record_histogram_value;
         unsafe { record(self.0, id as usize, std::ptr::null_mut(), 0, value) };
+    }
+
+    fn set_filter_state(&self, key: &str, value: &[u8]) -> bool {
+        let (key, value) = (ModuleBuffer::of(key.as_bytes()), ModuleBuffer::of(value));
+        // SAFETY: both buffers outlive the call; Envoy copies them.
+        unsafe {
+            abi::envoy_dynamic_module_callback_http_set_filter_state_bytes(self.0, key, value)
+        }
     }
 }
 

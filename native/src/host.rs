@@ -221,6 +221,16 @@ impl<E: Envoy> Host for EnvoyHost<E> {
     fn route_metadata(&self, key: &str) -> Option<String> {
         self.envoy.route_metadata(key).map(|v| lossy(&v))
     }
+
+    /// Envoy 1.40's dynamic-module ABI stores filter state as a string accessor, which the
+    /// access loggers serialize as a `google.protobuf.StringValue`: a protobuf string must be
+    /// UTF-8, so the record goes as standard base64 (`ferry log-sink` decodes it by type).
+    fn store_log_record(&self, record: &[u8]) -> bool {
+        use base64::Engine as _;
+        let text = base64::engine::general_purpose::STANDARD.encode(record);
+        let key = ferry_core::log::FILTER_STATE_KEY;
+        self.envoy.set_filter_state(key, text.as_bytes())
+    }
 }
 
 #[cfg(test)]

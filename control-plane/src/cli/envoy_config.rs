@@ -105,6 +105,13 @@ pub struct EnvoyConfigArgs {
     /// ferry filter disabled on them; e.g. 127.0.0.1:8091.
     #[arg(long, value_name = "HOST:PORT")]
     write_address: Option<Upstream>,
+    /// Send served-feature logs (routes with `log:`) to `ferry log-sink` at HOST:PORT over
+    /// Envoy's gRPC access-log service; also makes Envoy replace any client `x-request-id`.
+    #[arg(long, value_name = "HOST:PORT")]
+    log_sink: Option<Upstream>,
+    /// Speak mTLS to the log sink, whose certificate must carry this SAN.
+    #[arg(long, requires_all = ["tls_cert", "log_sink"])]
+    log_sink_server_san: Option<String>,
     /// Write the config here instead of stdout.
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -150,6 +157,8 @@ pub fn run(args: EnvoyConfigArgs) -> Result<()> {
         }),
         reader_tls: upstream(args.reader_server_san),
         write: args.write_address,
+        log_sink: args.log_sink,
+        log_sink_tls: upstream(args.log_sink_server_san),
     };
     let text = if args.xds {
         let x = XdsOptions {

@@ -16,6 +16,7 @@ pub mod apply;
 pub mod backfill;
 pub mod envoy_config;
 pub mod keygen;
+pub mod log_sink;
 pub mod materialize;
 pub mod oci_image;
 pub mod plugin_config;

@@ -19,6 +19,8 @@ pub(crate) fn opts() -> StaticOptions {
         redis_proxy: None,
         reader_tls: None,
         write: None,
+        log_sink: None,
+        log_sink_tls: None,
     }
 }
 

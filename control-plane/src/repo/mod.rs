@@ -224,6 +224,8 @@ pub struct Route {
     pub reader_timeout_ms: u32,
     /// Near cache maximum age; 0 = the route does not use the near cache.
     pub cache_max_age_ms: u32,
+    /// Served-feature logging (`log:`), checked by the filter's own rule; None = off.
+    pub log: Option<ferry_protos::v1::RouteLog>,
 }
 
 #[derive(Clone, Debug)]

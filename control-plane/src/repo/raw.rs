@@ -218,6 +218,19 @@ pub struct RawRoute {
     /// feast_rest: the further FeatureServices a request may read (besides `service`).
     #[serde(default)]
     pub feast_services: Vec<String>,
+    /// Served-feature logging: `{sample: 0.1, statuses: {partial: 1.0}}`.
+    pub log: Option<RawRouteLog>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRouteLog {
+    /// Share of requests logged (0..1), for a status without its own rate.
+    #[serde(default)]
+    pub sample: f64,
+    /// Per `x-ferry-status` (ok, partial, degraded): its own rate.
+    #[serde(default)]
+    pub statuses: std::collections::BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Deserialize)]

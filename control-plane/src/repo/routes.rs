@@ -222,12 +222,29 @@ fn route(
             issues,
         ),
         cache_max_age_ms: bounded(&rules::CACHE_MAX_AGE_MS, rr.cache_max_age_ms, path, issues),
+        log: log_of(rr, path, issues),
     };
     // One reader call looks up every entity once per service: it must fit the reader's batch.
     if let Err(e) = rules::keys_per_call(route.max_entities, 1 + route.extra_services.len()) {
         issues.add(path, e);
     }
     route
+}
+
+/// `log:`, checked by the filter's own rule (`ferry_core::log::LogPolicy`).
+fn log_of(rr: &RawRoute, path: &str, issues: &mut Issues) -> Option<ferry_protos::v1::RouteLog> {
+    let raw = rr.log.as_ref()?;
+    let log = ferry_protos::v1::RouteLog {
+        sample: raw.sample,
+        statuses: raw.statuses.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+    };
+    match ferry_core::log::LogPolicy::from_proto(&log) {
+        Ok(_) => Some(log),
+        Err(e) => {
+            issues.add(path, e);
+            None
+        }
+    }
 }
 
 /// A bounded number (body size, entities, timeouts...): the repo's value if in bounds, else the

@@ -645,3 +645,30 @@ fn feast_services_are_checked() {
         ]
     );
 }
+
+#[test]
+fn a_route_logs_served_features_at_its_rates_and_bad_rates_are_refused() {
+    let (_dir, reg) = load_repo(
+        &format!("{GOOD}    log: {{sample: 0.1, statuses: {{partial: 1.0, degraded: 1}}}}\n"),
+        &FILES,
+    );
+    let reg = reg.unwrap();
+    let log = reg.routes[0].log.clone().unwrap();
+    assert_eq!(log.sample, 0.1);
+    assert_eq!(log.statuses["partial"], 1.0);
+    assert_eq!(log.statuses["degraded"], 1.0);
+    let snap = crate::snapshot::build(&reg);
+    assert_eq!(snap.routes[0].log, Some(log), "in the snapshot");
+    let bad = format!("{GOOD}    log: {{sample: 2, statuses: {{stale: 1.0}}}}\n");
+    let (_dir, reg) = load_repo(&bad, &FILES);
+    assert_eq!(
+        issues(reg),
+        ["routes[0] 'route-0': log sample must be a number in 0..1, not 2"]
+    );
+    let bad = format!("{GOOD}    log: {{sample: 0.5, statuses: {{stale: 1.0}}}}\n");
+    let (_dir, reg) = load_repo(&bad, &FILES);
+    assert_eq!(
+        issues(reg),
+        ["routes[0] 'route-0': log statuses: unknown status 'stale' (expected ok, partial or degraded)"]
+    );
+}

@@ -352,6 +352,8 @@ pub struct Route {
     /// `feast_rest`: the services a request may read (the route's service first, then its
     /// `feast_services`); empty on other formats and on a route built for one request.
     pub feast_services: Vec<Rc<Service>>,
+    /// Served-feature logging (`log:`); None = off.
+    pub log: Option<crate::log::LogPolicy>,
 }
 
 impl Route {

@@ -14,6 +14,8 @@
 //! - `derived.rs`: the on-demand features of every entity, computed after the lookup (called
 //!   by [`crate::enrich`], between the route's policies and the rewrite).
 //! - [`crate::enrich`]: features per entity under the route's policies, and the rewrite.
+//! - `log.rs`: served-feature logging: the route's sampling decision on the request id, and
+//!   the record of what the model received handed to the host (called from `finish`).
 //! - `forward.rs`: the enriched request sent on; `reply.rs`: Ferry's own answers (errors as
 //!   JSON or gRPC statuses, `feast_rest` features) and the `x-ferry-*` summary.
 //!
@@ -27,6 +29,7 @@
 mod admission;
 pub(crate) mod derived;
 mod forward;
+pub(crate) mod log;
 mod lookup;
 mod parse;
 mod reply;
@@ -38,6 +41,7 @@ use crate::enrich::{self, Enriched};
 use crate::error::FerryError;
 use crate::format::ParsedRequest;
 use crate::host::Host;
+use crate::log::record;
 use crate::metrics::{Metric, Metrics};
 use admission::Admitted;
 use lookup::Pending;
@@ -89,6 +93,8 @@ pub struct HttpFilter<H: Host> {
     grpc_client: bool,
     /// The host's clock when the request headers arrived: on-demand views' `request.time`.
     received_us: i64,
+    /// Envoy's `x-request-id`, read with the headers when the route logs served features.
+    request_id: Option<String>,
 }
 
 impl<H: Host> HttpFilter<H> {
@@ -103,6 +109,7 @@ impl<H: Host> HttpFilter<H> {
             response_held: false,
             grpc_client: false,
             received_us: 0,
+            request_id: None,
         }
     }
 
@@ -120,6 +127,7 @@ impl<H: Host> HttpFilter<H> {
             Admitted::Pass => Action::Continue,
             Admitted::Refused { route, err } => self.answer_named(&route, &err),
             Admitted::HeaderMode { route, names } => {
+                self.request_id = log::request_id(&self.host, &config, route);
                 match parse::headers(&self.host, &names, &config.routes[route]) {
                     Ok(request) => {
                         self.fetch_vectors(&config, route, request, 0, Resume::ByReturningContinue)
@@ -128,6 +136,7 @@ impl<H: Host> HttpFilter<H> {
                 }
             }
             Admitted::Body { route, framing } => {
+                self.request_id = log::request_id(&self.host, &config, route);
                 self.state = State::ReadingBody {
                     route,
                     body_size: 0,
@@ -316,7 +325,9 @@ impl<H: Host> HttpFilter<H> {
         resume: Resume,
     ) -> Action {
         let now = self.host.now_us();
-        match enrich::enrich_at(route, request, vectors, now, self.received_us) {
+        let id = self.request_id.as_deref();
+        let keep = |status| log::picks(route, id, status);
+        match enrich::enrich_at(route, request, vectors, now, self.received_us, &keep) {
             Ok(out) => {
                 let count = |m, n| self.metrics.count(&self.host, m, n);
                 count(Metric::Enriched, 1);
@@ -337,10 +348,18 @@ impl<H: Host> HttpFilter<H> {
     fn forward(
         &mut self,
         route: &Route,
-        out: Enriched,
+        mut out: Enriched,
         body_size: usize,
         resume: Resume,
     ) -> Action {
+        if let Some(logged) = out.logged.take() {
+            let stamp = record::Stamp {
+                request_id: self.request_id.as_deref().unwrap_or_default(),
+                now_us: self.host.now_us(),
+                received_us: self.received_us,
+            };
+            log::hand_out(&self.host, &self.metrics, route, stamp, &logged);
+        }
         if route.format == Format::FeastRest {
             reply::features(&self.host, out);
             self.state = State::Done;
@@ -375,7 +394,9 @@ impl<H: Host> HttpFilter<H> {
         if !lookup::failed(&self.host, &self.metrics, route, err) {
             return self.answer(route, err);
         }
-        match enrich::degraded(route, request, err, self.received_us) {
+        let id = self.request_id.as_deref();
+        let keep = |status| log::picks(route, id, status);
+        match enrich::degraded(route, request, err, self.received_us, &keep) {
             Ok(out) => {
                 self.metrics.count(&self.host, Metric::Degraded, 1);
                 self.metrics.count_derived(&self.host, &out.derived);
@@ -400,7 +421,7 @@ impl<H: Host> HttpFilter<H> {
 }
 
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
 #[cfg(test)]
 mod admission_tests;

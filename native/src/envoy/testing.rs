@@ -38,6 +38,7 @@ pub struct State {
     pub answer_inline: RefCell<Option<InlineAnswer>>,
     pub metadata: RefCell<HashMap<String, String>>,
     pub counters: RefCell<HashMap<u32, u64>>,
+    pub filter_state: RefCell<HashMap<String, Vec<u8>>>,
     pub logs: RefCell<Vec<(LogLevel, String)>>,
     /// A test's way to make the code inside a hook panic: the header read (or write) of this
     /// name panics.
@@ -186,6 +187,12 @@ impl Envoy for FakeEnvoy {
     }
 
     fn record_histogram(&self, _id: u32, _value: u64) {}
+
+    fn set_filter_state(&self, key: &str, value: &[u8]) -> bool {
+        let mut m = self.0.filter_state.borrow_mut();
+        m.insert(key.to_string(), value.to_vec());
+        true
+    }
 
     fn log(&self, level: LogLevel, message: &str) {
         self.0.logs.borrow_mut().push((level, message.to_string()));

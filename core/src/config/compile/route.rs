@@ -87,7 +87,12 @@ pub(super) fn route(r: pb::Route, services: &Services) -> Result<Route, ConfigEr
     let output_keys = output_keys(&output_names);
     let (services_label, fingerprints_label) = labels(&parts);
     let feast_services = feast_services(&r, &format, &parts, services).map_err(wrap)?;
+    let log = match &r.log {
+        Some(l) => Some(crate::log::LogPolicy::from_proto(l).map_err(wrap)?),
+        None => None,
+    };
     Ok(Route {
+        log,
         services_label,
         fingerprints_label,
         feature_count: output_names.len(),

@@ -1,0 +1,406 @@
+//! Served-feature logs through real Envoy on both builds: routes with `log:`, Envoy's gRPC
+//! access-log service (`ferry envoy-config --log-sink`) and `ferry log-sink` writing Parquet,
+//! read back with pandas/pyarrow (FERRY_FEAST_VENV). Every value equals what the echo model
+//! received; sampling follows the hash of Envoy's request id; a dead sink costs records, never
+//! requests; an unwritable directory is an error in the sink's metrics and log.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ferry_integration_tests::feast::feast_venv;
+use ferry_integration_tests::http::{raw, Conn, Response};
+use ferry_integration_tests::{
+    bin, each_runtime, free_port, http, run, start_envoy, Options, Proc, Runtime, Stack,
+};
+use serde_json::{json, Value as Json};
+
+const ROUTES: &str = r#"
+  - name: logged
+    match: {path_prefix: /t/logged}
+    service: realtime_scoring
+    format: kserve_v1
+    entity: {field: user_id}
+    on_missing_entity: "null"
+    log: {sample: 1.0}
+  - name: sampled
+    match: {path_prefix: /t/sampled}
+    service: realtime_scoring
+    format: kserve_v1
+    entity: {field: user_id}
+    on_missing_entity: "null"
+    log: {sample: 0.1, statuses: {partial: 1.0}}
+"#;
+
+struct Sink {
+    proc: Proc,
+    grpc: u16,
+    http: u16,
+    dir: PathBuf,
+}
+
+impl Sink {
+    fn start(stack: &Stack, dir: &Path, grpc: u16) -> Sink {
+        let http = free_port();
+        let mut cmd = Command::new(bin("ferry"));
+        cmd.arg("log-sink")
+            .arg("--dir")
+            .arg(dir)
+            .args(["--listen", &format!("127.0.0.1:{grpc}")])
+            .args(["--http-listen", &format!("127.0.0.1:{http}")])
+            .args(["--window-secs", "1"]);
+        let mut proc = Proc::start("log-sink", cmd, stack.dir.path());
+        proc.wait_ready(|| http::get_ok(http, "/metrics"), "log sink /metrics");
+        Sink {
+            proc,
+            grpc,
+            http,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn metric(&self, series: &str) -> u64 {
+        let text = get(self.http, "/metrics");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{series} "))?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
+    }
+
+    /// Waits until `written` rows are in complete files.
+    fn wait_written(&self, written: u64) {
+        let t = Instant::now();
+        while self.metric("ferry_log_sink_records_written_total") < written {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "{} of {written} rows written; sink log:\n{}",
+                self.metric("ferry_log_sink_records_written_total"),
+                self.proc.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn get(port: u16, path: &str) -> String {
+    raw(
+        port,
+        format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+    )
+    .unwrap()
+}
+
+/// A second Envoy on the stack's reader and model that sends served-feature logs to `sink`.
+fn logging_envoy(stack: &Stack, sink: u16) -> (Proc, u16, u16) {
+    let (listen, admin) = (free_port(), free_port());
+    let config = stack.dir.path().join("envoy-log.yaml");
+    run(Command::new(bin("ferry"))
+        .arg("envoy-config")
+        .arg(&stack.repo)
+        .args(stack.runtime.flags())
+        .args(["--listen-port", &listen.to_string()])
+        .args(["--admin-port", &admin.to_string()])
+        .args(["--reader-port", &stack.reader_port.to_string()])
+        .args(["--model-port", &stack.model_port.to_string()])
+        .args(["--log-sink", &format!("127.0.0.1:{sink}")])
+        .arg("-o")
+        .arg(&config));
+    let mut proc = start_envoy(stack.dir.path(), &config, "envoy-log");
+    proc.wait_ready(|| http::get_ok(admin, "/ready"), "logging envoy /ready");
+    (proc, listen, admin)
+}
+
+/// An Envoy stat (`/stats` text: `name: value`), 0 when absent.
+fn envoy_stat(admin: u16, name: &str) -> u64 {
+    get(admin, "/stats")
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Every row of every file under `dir`, read by pyarrow (the directory as a dataset) into
+/// pandas, as JSON records.
+fn read_back(dir: &Path) -> Vec<Json> {
+    let script = r#"
+import glob, json, sys
+import pyarrow.parquet as pq
+d = sys.argv[1]
+rows = []
+for service in sorted(glob.glob(d + "/*/")):
+    df = pq.read_table(service).to_pandas()
+    df["__service"] = service.rstrip("/").split("/")[-1]
+    df["__log_date"] = df["__log_date"].astype(str)
+    rows.extend(json.loads(df.to_json(orient="records", double_precision=15)))
+print(json.dumps(rows))
+"#;
+    let python = feast_venv().join("bin/python3");
+    let out = run(Command::new(python).args(["-c", script]).arg(dir));
+    let line = out.lines().last().unwrap_or_default();
+    serde_json::from_str::<Vec<Json>>(line).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+fn body(users: &[&str]) -> String {
+    let v: Vec<Json> = users.iter().map(|u| json!({ "user_id": u })).collect();
+    json!({ "instances": v }).to_string()
+}
+
+/// A POST carrying a client-chosen `x-request-id`, which Envoy must replace.
+async fn send(port: u16, path: &str, users: &[&str]) -> Response {
+    let mut conn = Conn::open(port).await;
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-request-id", "client-chosen"),
+    ];
+    conn.send("POST", path, &headers, body(users)).await
+}
+
+/// Equal, floats to float32's precision (the model's JSON has the shortest float32 text, the
+/// file the float32 itself, which pandas widens).
+fn same(a: &Json, b: &Json) -> bool {
+    match (a, b) {
+        (Json::Array(x), Json::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
+        }
+        _ => match (a.as_f64(), b.as_f64()) {
+            (Some(x), Some(y)) => (x - y).abs() <= 1e-6 * y.abs().max(1.0),
+            _ => a == b,
+        },
+    }
+}
+
+async fn every_logged_value_is_what_the_model_received(runtime: Runtime) {
+    let stack = Stack::start(Options {
+        runtime,
+        extra_routes: ROUTES,
+        entities: Some(50),
+    });
+    let files = stack.dir.path().join("served");
+    let sink = Sink::start(&stack, &files, free_port());
+    let (_envoy, port, admin) = logging_envoy(&stack, sink.grpc);
+    let users = ["u000001", "nobody", "u000002"];
+    let mut sent = Vec::new();
+    for _ in 0..10 {
+        let r = send(port, "/t/logged", &users).await;
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.header("x-ferry-status"), Some("partial"));
+        let id = r.upstream_headers()["x-request-id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_ne!(id, "client-chosen", "Envoy assigns the request id");
+        sent.push((id, r.json()));
+    }
+    sink.wait_written(30);
+    let rows = read_back(&sink.dir);
+    assert_eq!(rows.len(), 30, "10 requests × 3 instances");
+    for (id, model) in &sent {
+        let mine: Vec<&Json> = rows.iter().filter(|r| r["__request_id"] == *id).collect();
+        assert_eq!(mine.len(), 3, "request {id}");
+        for (i, user) in users.iter().enumerate() {
+            let row = mine.iter().find(|r| r["user_id"] == *user).unwrap();
+            let got = &model["instances"][i];
+            assert_eq!(row["__route"], "logged");
+            assert_eq!(row["__request_status"], "partial");
+            assert_eq!(row["__service"], "realtime_scoring");
+            assert!(row["__log_date"].as_str().unwrap().starts_with("20"));
+            let features: Vec<&String> = got
+                .as_object()
+                .unwrap()
+                .keys()
+                .filter(|k| *k != "user_id")
+                .collect();
+            assert!(features.len() >= 5, "{got}");
+            for f in features {
+                assert!(
+                    same(&row[f.as_str()], &got[f]),
+                    "{f} of {user}: {} vs {}",
+                    row[f.as_str()],
+                    got[f]
+                );
+                let status = row[format!("{f}__status")].as_i64().unwrap();
+                if *user == "nobody" {
+                    assert_eq!(status, 3, "NOT_FOUND");
+                    assert!(row[format!("{f}__timestamp")].is_null());
+                } else if got[f].is_null() {
+                    assert!((2..=4).contains(&status), "{f}: {status}");
+                } else {
+                    assert_eq!(status, 1, "PRESENT");
+                    assert!(row[format!("{f}__timestamp")].as_i64().unwrap() > 0);
+                }
+            }
+        }
+    }
+    assert_eq!(
+        envoy_stat(admin, "access_logs.grpc_access_log.logs_dropped"),
+        0
+    );
+    // Only logged requests become access-log entries: an unlogged route sends none.
+    let written = envoy_stat(admin, "access_logs.grpc_access_log.logs_written");
+    let r = send(port, "/v1/models/fraud:predict", &["u000001"]).await;
+    assert_eq!(r.status, 200);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        envoy_stat(admin, "access_logs.grpc_access_log.logs_written"),
+        written
+    );
+}
+
+async fn sampling_follows_the_request_id_hash(runtime: Runtime) {
+    let stack = Stack::start(Options {
+        runtime,
+        extra_routes: ROUTES,
+        entities: Some(50),
+    });
+    let sink = Sink::start(&stack, &stack.dir.path().join("served"), free_port());
+    let (_envoy, port, _admin) = logging_envoy(&stack, sink.grpc);
+    let policy = ferry_core::log::LogPolicy::from_proto(&ferry_protos::v1::RouteLog {
+        sample: 0.1,
+        statuses: [("partial".to_string(), 1.0)].into(),
+    })
+    .unwrap();
+    let n = 300;
+    let mut picked = Vec::new();
+    for _ in 0..n {
+        let r = send(port, "/t/sampled", &["u000003"]).await;
+        assert_eq!(r.status, 200);
+        let id = r.upstream_headers()["x-request-id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        if policy.picks(&id, ferry_core::log::ServedStatus::Ok) {
+            picked.push(id);
+        }
+    }
+    // Binomial(300, 0.1): mean 30, sd 5.2; 5 sd either side.
+    assert!((4..=56).contains(&picked.len()), "{}", picked.len());
+    sink.wait_written(picked.len() as u64);
+    std::thread::sleep(Duration::from_millis(1500));
+    let rows = read_back(&sink.dir);
+    let mut logged: Vec<String> = rows
+        .iter()
+        .map(|r| r["__request_id"].as_str().unwrap().to_owned())
+        .collect();
+    logged.sort();
+    picked.sort();
+    assert_eq!(logged, picked, "exactly the ids the hash picks");
+}
+
+async fn a_dead_sink_costs_records_never_requests(runtime: Runtime) {
+    let stack = Stack::start(Options {
+        runtime,
+        extra_routes: ROUTES,
+        entities: Some(50),
+    });
+    let dir = stack.dir.path().join("served");
+    let grpc = free_port();
+    let mut sink = Sink::start(&stack, &dir, grpc);
+    let (_envoy, port, admin) = logging_envoy(&stack, grpc);
+    let enriched = |r: &Response| {
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert!(r.json()["instances"][0]["user_profile__age"].is_i64());
+    };
+    for _ in 0..20 {
+        enriched(&send(port, "/t/logged", &["u000004"]).await);
+    }
+    sink.wait_written(20);
+    let before = sink.metric("ferry_log_sink_records_written_total");
+    sink.proc.kill();
+    let down = Instant::now();
+    for _ in 0..20 {
+        enriched(&send(port, "/t/logged", &["u000005"]).await);
+    }
+    assert!(
+        down.elapsed() < Duration::from_secs(10),
+        "no request waits for the sink"
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let sink = Sink::start(&stack, &dir, grpc);
+    let t = Instant::now();
+    let mut after = 0;
+    // Envoy reconnects on its own: keep sending until the new sink writes.
+    while sink.metric("ferry_log_sink_records_written_total") == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "Envoy never came back to the sink"
+        );
+        enriched(&send(port, "/t/logged", &["u000006"]).await);
+        after += 1;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    sink.wait_written(after);
+    std::thread::sleep(Duration::from_millis(1500));
+    let rows = read_back(&dir);
+    let by = |u: &str| rows.iter().filter(|r| r["user_id"] == u).count() as u64;
+    assert_eq!(by("u000004"), 20, "written before the kill");
+    assert_eq!(by("u000006"), after, "every record after the restart");
+    // Envoy counts entries it sent into the dead stream as written: the loss is what Envoy
+    // wrote minus what the sinks wrote, and the failed connections are in the cluster's stats.
+    let sent = envoy_stat(admin, "access_logs.grpc_access_log.logs_written");
+    let written = before + sink.metric("ferry_log_sink_records_written_total");
+    let connect_fail = envoy_stat(admin, "cluster.ferry_log_sink.upstream_cx_connect_fail");
+    let dropped = envoy_stat(admin, "access_logs.grpc_access_log.logs_dropped");
+    eprintln!(
+        "kill test ({runtime:?}): 20 before the kill written; 20 sent while the sink was down, \
+         {} written; {after} after the restart, all written; Envoy: logs_written {sent}, \
+         logs_dropped {dropped}, ferry_log_sink upstream_cx_connect_fail {connect_fail}",
+        by("u000005")
+    );
+    assert_eq!(sent - written, 20 - by("u000005"), "the loss is counted");
+    assert!(
+        by("u000005") < 20,
+        "records sent while the sink was down are lost"
+    );
+    assert!(connect_fail >= 1, "Envoy counted the failed connections");
+}
+
+each_runtime!(
+    every_logged_value_is_what_the_model_received,
+    sampling_follows_the_request_id_hash,
+    a_dead_sink_costs_records_never_requests,
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwritable_directory_is_an_error_metric_not_a_crash() {
+    let stack = Stack::start(Options {
+        runtime: Runtime::Wasm,
+        extra_routes: ROUTES,
+        entities: Some(50),
+    });
+    let dir = stack.dir.path().join("served");
+    let mut sink = Sink::start(&stack, &dir, free_port());
+    let (_envoy, port, _admin) = logging_envoy(&stack, sink.grpc);
+    // The folder goes away and a file takes its name: no service folder can be made.
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&dir, b"not a folder").unwrap();
+    for _ in 0..5 {
+        let r = send(port, "/t/logged", &["u000007"]).await;
+        assert_eq!(r.status, 200);
+    }
+    let t = Instant::now();
+    while sink.metric("ferry_log_sink_write_errors_total") == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{}",
+            sink.proc.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(sink.proc.is_running(), "no crash");
+    let log = sink.proc.log_text();
+    assert!(
+        log.contains("cannot write a served-feature log file"),
+        "{log}"
+    );
+    let t = Instant::now();
+    let series = r#"ferry_log_sink_records_dropped_total{reason="write_error"}"#;
+    while sink.metric(series) < 5 {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{}",
+            get(sink.http, "/metrics")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(sink.metric("ferry_log_sink_records_written_total"), 0);
+}
