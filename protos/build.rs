@@ -8,6 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/ferry/v1/signed.proto",
         "proto/ferry/v1/feast_layout.proto",
         "proto/ferry/feast/feast.proto",
+        "proto/ferry/feast/precomputed.proto",
         "proto/inference/predict_v2.proto",
     ];
     for f in files {
