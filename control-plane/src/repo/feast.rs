@@ -2,6 +2,8 @@
 //! PATH}` in `ferry.yaml`): its `feature_store.yaml` and the file registry `feast apply` writes
 //! (a serialized `feast.core.Registry`, decoded with our own subset in `ferry_protos::feast_proto`).
 //! What Ferry cannot serve from Feast's Redis layout is refused by name, never skipped.
+//! Versioned views and view states: `feast_versions`; fields of the registry our `.proto`
+//! does not know: `feast_unknown` (warned about at `ferry apply`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -12,6 +14,7 @@ use serde_norway::Value as Yaml;
 
 use super::feast_odfv;
 use super::feast_types::{feature_type, type_name};
+use super::feast_versions::{self, ViewStorage};
 use super::raw::{RawEntity, RawFeastOnDemand, RawFeature, RawOnDemandView, RawRepo};
 use super::raw::{RawService, RawView};
 use super::Issue;
@@ -32,6 +35,53 @@ pub struct FeastRepo {
     /// ([`super::feast_writes`]).
     pub write_views: Vec<ferry_protos::v1::WriteView>,
     pub push_sources: Vec<ferry_protos::v1::PushSource>,
+    /// Per Ferry view: where Feast stores it (versioned names) and its name in precomputed
+    /// vectors.
+    pub storage: BTreeMap<String, ViewStorage>,
+    /// The services read from their precomputed vector (`precompute_online`, no on-demand
+    /// view: Feast reads those per view too).
+    pub precomputed: BTreeSet<String>,
+    /// What `ferry apply` warns about: fields of the registry Ferry's `.proto` does not know.
+    pub notices: Vec<String>,
+}
+
+impl FeastRepo {
+    /// The layout of Ferry view `view` with `features` selected, for a service read from its
+    /// precomputed vector or not.
+    pub fn view_layout<'a>(
+        &self,
+        view: &str,
+        features: impl Iterator<Item = &'a str>,
+        precomputed: bool,
+    ) -> ferry_protos::v1::FeastView {
+        let fallback;
+        let at = match self.storage.get(view) {
+            Some(s) => s,
+            None => {
+                fallback = feast_versions::storage(view, 0, false, false);
+                &fallback
+            }
+        };
+        let features: Vec<&str> = features.collect();
+        let f = &at.stored_as;
+        ferry_protos::v1::FeastView {
+            timestamp_field: ferry_protos::feast::timestamp_field(f),
+            feature_fields: features
+                .iter()
+                .map(|x| ferry_protos::feast::feature_field(f, x))
+                .collect(),
+            precomputed_view: if precomputed {
+                at.precomputed_as.clone()
+            } else {
+                String::new()
+            },
+            precomputed_names: features
+                .iter()
+                .filter(|_| precomputed)
+                .map(|x| format!("{}__{x}", at.precomputed_as))
+                .collect(),
+        }
+    }
 }
 
 fn issue(path: &str, reason: impl Into<String>) -> Issue {
@@ -82,8 +132,15 @@ pub fn merge(raw: &mut RawRepo, root: &Path) -> Result<Option<FeastRepo>, Vec<Is
     }
     let dir = root.join(&f.repo);
     let config = store_config(&dir).map_err(|e| vec![e])?;
-    let registry = read_registry(&config.registry).map_err(|e| vec![e])?;
-    let converted = convert(&registry, &config.project, &f.on_demand, &mut issues);
+    let (registry, notices) = read_registry(&config.registry).map_err(|e| vec![e])?;
+    let versioning = config.versioning;
+    let (converted, (storage, precomputed)) = convert(
+        &registry,
+        &config.project,
+        &f.on_demand,
+        versioning,
+        &mut issues,
+    );
     if !issues.is_empty() {
         return Err(issues);
     }
@@ -103,13 +160,16 @@ pub fn merge(raw: &mut RawRepo, root: &Path) -> Result<Option<FeastRepo>, Vec<Is
         raw.on_demand_views,
     ) = converted;
     let (write_views, push_sources) =
-        super::feast_writes::writes(&registry, &config.project, &config.write);
+        super::feast_writes::writes(&registry, &config.project, &config.write, versioning);
     Ok(Some(FeastRepo {
         project: config.project,
         dir,
         registry: config.registry,
         write_views,
         push_sources,
+        storage,
+        precomputed,
+        notices,
     }))
 }
 
@@ -119,6 +179,8 @@ struct StoreConfig {
     registry: PathBuf,
     /// How Feast's Redis store writes (`key_ttl_seconds`, `skip_dedup`).
     write: ferry_protos::v1::FeastWrite,
+    /// `registry: {enable_online_feature_view_versioning: true}` (Feast 0.63+).
+    versioning: bool,
 }
 
 fn store_config(dir: &Path) -> Result<StoreConfig, Issue> {
@@ -159,10 +221,15 @@ fn store_config(dir: &Path) -> Result<StoreConfig, Issue> {
         }
     }
     let registry = registry_path(get("registry"), &fpath)?;
+    let versioning = get("registry")
+        .and_then(|r| r.get("enable_online_feature_view_versioning"))
+        .and_then(Yaml::as_bool)
+        .unwrap_or(false);
     Ok(StoreConfig {
         project,
         registry: dir.join(registry),
         write,
+        versioning,
     })
 }
 
@@ -242,20 +309,10 @@ fn registry_path(registry: Option<&Yaml>, fpath: &str) -> Result<String, Issue> 
             ),
         ));
     }
-    if let Some(v) = registry
-        .and_then(|r| r.get("enable_online_feature_view_versioning"))
-        .and_then(Yaml::as_bool)
-        .filter(|v| *v)
-    {
-        return Err(issue(
-            fpath,
-            format!("enable_online_feature_view_versioning: {v} is not supported"),
-        ));
-    }
     Ok(path.trim_start_matches("file://").to_owned())
 }
 
-fn read_registry(file: &Path) -> Result<fp::Registry, Issue> {
+fn read_registry(file: &Path) -> Result<(fp::Registry, Vec<String>), Issue> {
     let fpath = file.display().to_string();
     let bytes = std::fs::read(file).map_err(|e| {
         issue(
@@ -264,6 +321,7 @@ fn read_registry(file: &Path) -> Result<fp::Registry, Issue> {
         )
     })?;
     fp::Registry::decode(bytes.as_slice())
+        .map(|r| (r, super::feast_unknown::notices(&bytes)))
         .map_err(|e| issue(&fpath, format!("not a Feast registry: {e}")))
 }
 
@@ -274,6 +332,9 @@ type Converted = (
     Vec<RawOnDemandView>,
 );
 
+/// Per Ferry view, where Feast stores it; the services read from their precomputed vector.
+type Layouts = (BTreeMap<String, ViewStorage>, BTreeSet<String>);
+
 /// The project's views in a Feast registry: the batch ones Ferry reads and the on-demand ones
 /// it computes from CEL, by name, and the names of the kind it cannot read (stream).
 struct ProjectViews<'a> {
@@ -282,10 +343,19 @@ struct ProjectViews<'a> {
     /// The CEL `ferry.yaml` gives for on-demand views' features.
     given: &'a [RawFeastOnDemand],
     stream: BTreeSet<String>,
+    /// Each batch view's version: its current one, or the pinned one of a `VIEW_vN` view.
+    versions: BTreeMap<&'a str, i32>,
+    /// The pinned views (`VIEW_vN`) and the view each pins.
+    pins: BTreeMap<&'a str, &'a str>,
 }
 
 impl<'a> ProjectViews<'a> {
-    fn of(reg: &'a fp::Registry, project: &str, given: &'a [RawFeastOnDemand]) -> Self {
+    fn of(
+        reg: &'a fp::Registry,
+        project: &str,
+        given: &'a [RawFeastOnDemand],
+        pinned: &'a [(fp::FeatureViewSpec, i32)],
+    ) -> Self {
         let named = |list: Vec<Option<&fp::NamedSpec>>| -> BTreeSet<String> {
             list.into_iter()
                 .flatten()
@@ -293,13 +363,22 @@ impl<'a> ProjectViews<'a> {
                 .map(|s| s.name.clone())
                 .collect()
         };
+        let current = reg
+            .feature_views
+            .iter()
+            .filter_map(|v| Some((v.spec.as_ref()?, feast_versions::current_version(v))))
+            .filter(|(s, _)| s.project == project);
+        let pins = pinned.iter().map(|(s, n)| (s, *n));
+        let all: Vec<_> = current.chain(pins).collect();
         ProjectViews {
-            batch: reg
-                .feature_views
+            batch: all.iter().map(|(s, _)| (s.name.as_str(), *s)).collect(),
+            versions: all.iter().map(|(s, n)| (s.name.as_str(), *n)).collect(),
+            pins: pinned
                 .iter()
-                .filter_map(|v| v.spec.as_ref())
-                .filter(|s| s.project == project)
-                .map(|s| (s.name.as_str(), s))
+                .filter_map(|(s, n)| {
+                    let view = s.name.strip_suffix(&format!("_v{n}"))?;
+                    Some((s.name.as_str(), view))
+                })
                 .collect(),
             on_demand: feast_odfv::of_project(reg, project),
             given,
@@ -320,9 +399,12 @@ fn convert(
     reg: &fp::Registry,
     project: &str,
     given: &[RawFeastOnDemand],
+    versioning: bool,
     issues: &mut Vec<Issue>,
-) -> Converted {
-    let views = ProjectViews::of(reg, project, given);
+) -> (Converted, Layouts) {
+    let (pinned, problems) = feast_versions::pinned(reg, project, versioning);
+    issues.extend(problems.into_iter().map(|(path, why)| issue(&path, why)));
+    let views = ProjectViews::of(reg, project, given, &pinned);
     let mut selected: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     let (on_demand, read) = feast_odfv::definitions(given, &views.on_demand, &views.batch, issues);
     for (view, features) in read {
@@ -336,12 +418,33 @@ fn convert(
             .map(|f| f.name.as_str());
         selected.entry(view).or_default().extend(servable);
     }
-    let services = reg
-        .feature_services
+    let specs = reg.feature_services.iter().filter_map(|s| s.spec.as_ref());
+    let specs: Vec<_> = specs.filter(|spec| spec.project == project).collect();
+    let services = specs
         .iter()
-        .filter_map(|s| s.spec.as_ref())
-        .filter(|spec| spec.project == project)
         .map(|spec| service(spec, &views, &mut selected, issues))
+        .collect();
+    // Feast reads a precompute_online service's vector unless it has on-demand views.
+    let precomputed = specs
+        .iter()
+        .filter(|s| s.precompute_online)
+        .filter(|s| {
+            s.features
+                .iter()
+                .all(|p| !views.on_demand.contains_key(p.feature_view_name.as_str()))
+        })
+        .map(|s| s.name.clone())
+        .collect();
+    let storage = selected
+        .keys()
+        .map(|&name| {
+            let version = views.versions.get(name).copied().unwrap_or(0);
+            let at = match views.pins.get(name) {
+                Some(view) => feast_versions::storage(view, version, true, versioning),
+                None => feast_versions::storage(name, version, false, versioning),
+            };
+            (name.to_owned(), at)
+        })
         .collect();
     let mut entity_names = BTreeSet::new();
     let raw_views = selected
@@ -353,7 +456,10 @@ fn convert(
         })
         .collect();
     let entities = entities(reg, project, &entity_names, issues);
-    (entities, raw_views, services, on_demand)
+    (
+        (entities, raw_views, services, on_demand),
+        (storage, precomputed),
+    )
 }
 
 /// One Feast feature service as `ferry.yaml` would select it (`view:feature` refs), adding what
@@ -381,19 +487,31 @@ fn service<'a>(
                 &ppath,
                 "join key maps (with_join_key_map) are not supported",
             ));
-        } else if views.on_demand.contains_key(name) {
+        } else if let Some(odfv) = views.on_demand.get(name) {
+            if odfv.disabled {
+                issues.push(issue(&ppath, "is disabled (Feast serves nothing from it)"));
+            }
             if let Err(e) = feast_odfv::select(name, p, views.given, &ppath, &mut refs) {
                 issues.push(e);
             }
-        } else if let Some(v) = views.batch.get(name) {
+        } else if let Some((name, v)) = batch_view(views, name, p.version_tag) {
             if !v.online {
                 issues.push(issue(&ppath, "is not online (online=False)"));
+            }
+            if v.disabled {
+                issues.push(issue(
+                    &ppath,
+                    "is disabled (Feast serves nothing from it; `feast feature-views enable` \
+                     it or drop it from the service)",
+                ));
             }
             let set = selected.entry(name).or_default();
             for c in &p.feature_columns {
                 set.insert(c.name.as_str());
                 refs.push(format!("{name}:{}", c.name));
             }
+        } else if p.version_tag.is_some() {
+            // The pin's own problem was reported by `feast_versions::pinned`.
         } else {
             issues.push(issue(&ppath, "not in the registry"));
         }
@@ -402,6 +520,20 @@ fn service<'a>(
         name: spec.name.clone(),
         features: refs,
     }
+}
+
+/// The Ferry view a projection reads (a pinned version is view `VIEW_vN`), by its name as
+/// the registry's views borrow it.
+fn batch_view<'a>(
+    views: &ProjectViews<'a>,
+    name: &str,
+    pin: Option<i32>,
+) -> Option<(&'a str, &'a fp::FeatureViewSpec)> {
+    let ferry = feast_versions::ferry_name(name, pin);
+    views
+        .batch
+        .get_key_value(ferry.as_str())
+        .map(|(k, v)| (*k, *v))
 }
 
 fn raw_view(

@@ -12,6 +12,8 @@
 pub mod feast;
 mod feast_odfv;
 mod feast_types;
+mod feast_unknown;
+mod feast_versions;
 mod feast_writes;
 mod issues;
 mod on_demand;
