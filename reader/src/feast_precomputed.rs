@@ -40,6 +40,8 @@ pub fn vector(field: &[u8], layout: &FeastLayout, fingerprint: u64) -> Result<Re
     let Some(at) = positions(&stored.feature_names, layout) else {
         return Ok(refused());
     };
+    // Feast 0.67's precompute records a view without a row for the entity at the epoch (its
+    // online_read answers a missing row with an empty Timestamp): no row, as no timestamp.
     let times: HashMap<&str, i64> = stored
         .fv_timestamps
         .iter()
@@ -49,6 +51,7 @@ pub fn vector(field: &[u8], layout: &FeastLayout, fingerprint: u64) -> Result<Re
                 micros(t.event_timestamp.as_ref()?),
             ))
         })
+        .filter(|(_, us)| *us != 0)
         .collect();
     let mut at = at.into_iter();
     let mut views = Vec::with_capacity(layout.views.len());
@@ -180,12 +183,15 @@ mod tests {
         let mut v = PrecomputedFeatureVector {
             feature_names: vec!["a__x".into(), "a__y".into(), "b@v2__z".into()],
             values: vec![int(1), int(2), Vec::new()],
-            fv_timestamps: vec![ts("a", 10)],
+            fv_timestamps: vec![ts("a", 10), ts("b@v2", 0)],
             precomputed_at: None,
         };
         let s = stored(vector(&field(&v), &layout(), 7).unwrap());
         assert_eq!(s.views[0].values.len(), 2);
-        assert!(s.views[1].values.is_empty());
+        assert!(
+            s.views[1].values.is_empty(),
+            "the epoch is Feast's 'no row'"
+        );
         v.fv_timestamps.clear();
         assert_eq!(vector(&field(&v), &layout(), 7).unwrap(), Read::default());
     }

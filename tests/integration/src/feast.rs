@@ -23,6 +23,8 @@ pub struct FeastStack {
     pub repo: PathBuf,
     pub redis: RedisServer,
     pub reader: Proc,
+    /// The reader's port (its `/metrics`).
+    pub reader_port: u16,
     pub model: Proc,
     pub envoy: Proc,
     pub listen_port: u16,
@@ -99,6 +101,9 @@ pub struct FeastSetup<'a> {
     pub store_extra: &'a str,
     /// `ferry serve` takes writes with this token (into the stack's Redis).
     pub write_token: Option<&'a str>,
+    /// Lines of `feature_store.yaml`'s `registry:` mapping besides its path (e.g.
+    /// `  enable_online_feature_view_versioning: true\n`); empty: `registry: PATH`.
+    pub registry_extra: &'a str,
 }
 
 impl Default for FeastSetup<'_> {
@@ -109,6 +114,7 @@ impl Default for FeastSetup<'_> {
             feast_yaml: "feast: {repo: ../feast}\n",
             store_extra: "",
             write_token: None,
+            registry_extra: "",
         }
     }
 }
@@ -156,6 +162,7 @@ impl FeastStack {
             feast_yaml,
             store_extra,
             write_token,
+            registry_extra,
         } = setup;
         let fixture = fixture.as_path();
         let dir = tempfile::tempdir().expect("tempdir");
@@ -168,10 +175,14 @@ impl FeastStack {
                 .map(|_| ()),
         }
         .expect("features.py");
+        let registry = match registry_extra {
+            "" => "registry: data/registry.db\n".to_owned(),
+            extra => format!("registry:\n  path: data/registry.db\n{extra}"),
+        };
         std::fs::write(
             feast_repo.join("feature_store.yaml"),
             format!(
-                "project: {PROJECT}\nprovider: local\nregistry: data/registry.db\n\
+                "project: {PROJECT}\nprovider: local\n{registry}\
                  online_store:\n  type: redis\n  connection_string: \"127.0.0.1:{}\"\n{store_extra}\
                  offline_store:\n  type: file\nentity_key_serialization_version: 3\n",
                 redis.port
@@ -216,6 +227,7 @@ impl FeastStack {
             repo,
             redis,
             reader,
+            reader_port,
             model,
             envoy,
             listen_port,
