@@ -16,7 +16,8 @@ import shutil
 import subprocess
 
 SCENARIOS = ["envoy_passthrough", "ferry_redis", "ferry_cache", "ferry_native", "ferry_native_cache",
-             "ferry_native_inproc", "reader_direct", "ferry_feast", "feast_precomputed", "feast_regular", "feast_sdk"]
+             "ferry_native_inproc", "reader_direct", "ferry_feast", "ferry_feast_precomputed",
+             "feast_precomputed", "feast_regular", "feast_sdk"]
 # Scenarios through Envoy with a ferry filter: their cost is what they add over passthrough.
 FILTERED = ["ferry_redis", "ferry_cache", "ferry_native", "ferry_native_cache", "ferry_native_inproc"]
 START, END = "<!-- results:start -->", "<!-- results:end -->"

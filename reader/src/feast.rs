@@ -6,30 +6,14 @@
 //! precomputed field instead (`feast_precomputed`).
 
 use ferry_protos::feast::{hash_key, layout_problem};
-use ferry_protos::feast_proto::{self, value::Val};
-use ferry_protos::v1::{self, value::Kind, FeastLayout, Lookup, StoredVector, ViewValues};
+use ferry_protos::feast_proto;
+use ferry_protos::v1::{self, FeastLayout, Lookup, StoredVector, ViewValues};
 use prost::Message;
 use redis::Value;
 
 use crate::error::ReaderError;
 use crate::feast_precomputed;
-
-/// One entity's answer: the bytes of its `StoredVector` (empty: not found), and whether a
-/// vector Feast holds was refused for its schema (counted, and served as not found).
-#[derive(Debug, Default, PartialEq)]
-pub struct Read {
-    pub vector: Vec<u8>,
-    pub refused: bool,
-}
-
-impl Read {
-    pub fn found(vector: Vec<u8>) -> Read {
-        Read {
-            vector,
-            refused: false,
-        }
-    }
-}
+use crate::feast_value::{micros, value, Read};
 
 /// The fields of one `HMGET`: the precomputed field alone, or per view, its features' fields
 /// then its timestamp field.
@@ -145,13 +129,6 @@ fn view_values(
     })
 }
 
-/// A Feast timestamp in microseconds since the epoch.
-pub fn micros(t: &feast_proto::Timestamp) -> i64 {
-    t.seconds
-        .saturating_mul(1_000_000)
-        .saturating_add(i64::from(t.nanos) / 1_000)
-}
-
 fn bulk(v: Value) -> Result<Option<Vec<u8>>, ReaderError> {
     match v {
         Value::BulkString(b) => Ok(Some(b)),
@@ -162,37 +139,12 @@ fn bulk(v: Value) -> Result<Option<Vec<u8>>, ReaderError> {
     }
 }
 
-/// A stored `feast.types.Value` as Ferry's `Value`. Feast writes a null as a `Value` with no
-/// kind (zero bytes) or `null_val`; a kind Ferry does not read is an error, never a null.
-pub fn value(bytes: &[u8]) -> Result<v1::Value, ReaderError> {
-    let v = feast_proto::Value::decode(bytes)
-        .map_err(|e| ReaderError::Internal(format!("a Feast field is not a Value: {e}")))?;
-    let kind = match v.val {
-        None if bytes.is_empty() => None,
-        None => {
-            return Err(ReaderError::Internal(
-                "a Feast value has a kind Ferry does not read (lists other than float, \
-                 timestamps, maps, sets, ...)"
-                    .into(),
-            ))
-        }
-        Some(Val::NullVal(_)) => None,
-        Some(Val::BytesVal(b)) => Some(Kind::BytesVal(b)),
-        Some(Val::StringVal(s)) => Some(Kind::StringVal(s)),
-        Some(Val::Int32Val(x)) => Some(Kind::Int32Val(x)),
-        Some(Val::Int64Val(x)) => Some(Kind::Int64Val(x)),
-        Some(Val::DoubleVal(x)) => Some(Kind::DoubleVal(x)),
-        Some(Val::FloatVal(x)) => Some(Kind::FloatVal(x)),
-        Some(Val::BoolVal(x)) => Some(Kind::BoolVal(x)),
-        Some(Val::FloatListVal(l)) => Some(Kind::FloatListVal(v1::FloatList { values: l.val })),
-    };
-    Ok(v1::Value { kind })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use ferry_protos::feast::{feature_field, timestamp_field};
+    use ferry_protos::feast_proto::value::Val;
+    use ferry_protos::v1::value::Kind;
     use ferry_protos::v1::{FeastJoinKey, FeastView};
 
     fn layout() -> FeastLayout {

@@ -14,7 +14,7 @@ use ferry_protos::v1::{FeastLayout, StoredVector, ViewValues};
 use prost::Message;
 
 use crate::error::ReaderError;
-use crate::feast::{micros, value, Read};
+use crate::feast_value::{micros, value, Read};
 
 /// One entity's precomputed field (the stored `feast.types.Value`) as a `StoredVector`.
 pub fn vector(field: &[u8], layout: &FeastLayout, fingerprint: u64) -> Result<Read, ReaderError> {

@@ -27,6 +27,7 @@ pub mod config;
 pub mod error;
 pub mod feast;
 mod feast_precomputed;
+mod feast_value;
 pub mod health;
 pub mod metrics;
 pub mod scan;

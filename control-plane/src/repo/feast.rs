@@ -54,33 +54,7 @@ impl FeastRepo {
         features: impl Iterator<Item = &'a str>,
         precomputed: bool,
     ) -> ferry_protos::v1::FeastView {
-        let fallback;
-        let at = match self.storage.get(view) {
-            Some(s) => s,
-            None => {
-                fallback = feast_versions::storage(view, 0, false, false);
-                &fallback
-            }
-        };
-        let features: Vec<&str> = features.collect();
-        let f = &at.stored_as;
-        ferry_protos::v1::FeastView {
-            timestamp_field: ferry_protos::feast::timestamp_field(f),
-            feature_fields: features
-                .iter()
-                .map(|x| ferry_protos::feast::feature_field(f, x))
-                .collect(),
-            precomputed_view: if precomputed {
-                at.precomputed_as.clone()
-            } else {
-                String::new()
-            },
-            precomputed_names: features
-                .iter()
-                .filter(|_| precomputed)
-                .map(|x| format!("{}__{x}", at.precomputed_as))
-                .collect(),
-        }
+        feast_versions::view_layout(self.storage.get(view), view, features, precomputed)
     }
 }
 
@@ -343,10 +317,8 @@ struct ProjectViews<'a> {
     /// The CEL `ferry.yaml` gives for on-demand views' features.
     given: &'a [RawFeastOnDemand],
     stream: BTreeSet<String>,
-    /// Each batch view's version: its current one, or the pinned one of a `VIEW_vN` view.
-    versions: BTreeMap<&'a str, i32>,
-    /// The pinned views (`VIEW_vN`) and the view each pins.
-    pins: BTreeMap<&'a str, &'a str>,
+    /// Each batch view's version and the pinned views.
+    versions: feast_versions::Versions<'a>,
 }
 
 impl<'a> ProjectViews<'a> {
@@ -354,7 +326,7 @@ impl<'a> ProjectViews<'a> {
         reg: &'a fp::Registry,
         project: &str,
         given: &'a [RawFeastOnDemand],
-        pinned: &'a [(fp::FeatureViewSpec, i32)],
+        pinned: &'a [feast_versions::Pinned],
     ) -> Self {
         let named = |list: Vec<Option<&fp::NamedSpec>>| -> BTreeSet<String> {
             list.into_iter()
@@ -363,23 +335,10 @@ impl<'a> ProjectViews<'a> {
                 .map(|s| s.name.clone())
                 .collect()
         };
-        let current = reg
-            .feature_views
-            .iter()
-            .filter_map(|v| Some((v.spec.as_ref()?, feast_versions::current_version(v))))
-            .filter(|(s, _)| s.project == project);
-        let pins = pinned.iter().map(|(s, n)| (s, *n));
-        let all: Vec<_> = current.chain(pins).collect();
+        let versions = feast_versions::Versions::of(reg, project, pinned);
         ProjectViews {
-            batch: all.iter().map(|(s, _)| (s.name.as_str(), *s)).collect(),
-            versions: all.iter().map(|(s, n)| (s.name.as_str(), *n)).collect(),
-            pins: pinned
-                .iter()
-                .filter_map(|(s, n)| {
-                    let view = s.name.strip_suffix(&format!("_v{n}"))?;
-                    Some((s.name.as_str(), view))
-                })
-                .collect(),
+            batch: versions.specs().collect(),
+            versions,
             on_demand: feast_odfv::of_project(reg, project),
             given,
             stream: named(
@@ -437,14 +396,7 @@ fn convert(
         .collect();
     let storage = selected
         .keys()
-        .map(|&name| {
-            let version = views.versions.get(name).copied().unwrap_or(0);
-            let at = match views.pins.get(name) {
-                Some(view) => feast_versions::storage(view, version, true, versioning),
-                None => feast_versions::storage(name, version, false, versioning),
-            };
-            (name.to_owned(), at)
-        })
+        .map(|&name| (name.to_owned(), views.versions.storage(name, versioning)))
         .collect();
     let mut entity_names = BTreeSet::new();
     let raw_views = selected
@@ -494,7 +446,7 @@ fn service<'a>(
             if let Err(e) = feast_odfv::select(name, p, views.given, &ppath, &mut refs) {
                 issues.push(e);
             }
-        } else if let Some((name, v)) = batch_view(views, name, p.version_tag) {
+        } else if let Some((name, v)) = views.versions.view(name, p.version_tag) {
             if !v.online {
                 issues.push(issue(&ppath, "is not online (online=False)"));
             }
@@ -520,20 +472,6 @@ fn service<'a>(
         name: spec.name.clone(),
         features: refs,
     }
-}
-
-/// The Ferry view a projection reads (a pinned version is view `VIEW_vN`), by its name as
-/// the registry's views borrow it.
-fn batch_view<'a>(
-    views: &ProjectViews<'a>,
-    name: &str,
-    pin: Option<i32>,
-) -> Option<(&'a str, &'a fp::FeatureViewSpec)> {
-    let ferry = feast_versions::ferry_name(name, pin);
-    views
-        .batch
-        .get_key_value(ferry.as_str())
-        .map(|(k, v)| (*k, *v))
 }
 
 fn raw_view(

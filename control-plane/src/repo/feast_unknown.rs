@@ -163,9 +163,11 @@ fn walk(kind: Kind, bytes: &[u8], unknown: &mut BTreeMap<Kind, BTreeSet<u32>>) {
     }
 }
 
-/// The top-level fields of a protobuf message: number and, for length-delimited ones, the
-/// payload. `None` when the bytes are not a message.
-fn wire_fields(mut bytes: &[u8]) -> Option<Vec<(u32, Option<&[u8]>)>> {
+/// A field of a message on the wire: its number and, when length-delimited, its payload.
+type WireField<'a> = (u32, Option<&'a [u8]>);
+
+/// The top-level fields of a protobuf message. `None` when the bytes are not a message.
+fn wire_fields(mut bytes: &[u8]) -> Option<Vec<WireField<'_>>> {
     let mut out = Vec::new();
     while !bytes.is_empty() {
         let key = varint(&mut bytes)?;

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use ferry_protos::feast;
 use ferry_protos::feast_proto as fp;
 use prost::Message;
 
@@ -29,6 +30,54 @@ pub fn ferry_name(view: &str, pin: Option<i32>) -> String {
     }
 }
 
+/// Each batch view of a project with its version: the registry's views at their current
+/// version and the pinned ones (`VIEW_vN`) at theirs.
+pub struct Versions<'a> {
+    views: Vec<(&'a fp::FeatureViewSpec, i32)>,
+    /// The pinned views (`VIEW_vN`) and the view each pins.
+    pins: BTreeMap<&'a str, &'a str>,
+}
+
+impl<'a> Versions<'a> {
+    pub fn of(reg: &'a fp::Registry, project: &str, pinned: &'a [Pinned]) -> Self {
+        let current = reg
+            .feature_views
+            .iter()
+            .filter_map(|v| Some((v.spec.as_ref()?, current_version(v))))
+            .filter(|(s, _)| s.project == project);
+        let pins = pinned.iter().filter_map(|(s, n)| {
+            let view = s.name.strip_suffix(&format!("_v{n}"))?;
+            Some((s.name.as_str(), view))
+        });
+        Versions {
+            views: current.chain(pinned.iter().map(|(s, n)| (s, *n))).collect(),
+            pins: pins.collect(),
+        }
+    }
+
+    /// Every view by its Ferry name.
+    pub fn specs(&self) -> impl Iterator<Item = (&'a str, &'a fp::FeatureViewSpec)> + '_ {
+        self.views.iter().map(|(s, _)| (s.name.as_str(), *s))
+    }
+
+    /// The Ferry view a projection of `view` reads (a pinned version is view `VIEW_vN`).
+    pub fn view(&self, view: &str, pin: Option<i32>) -> Option<(&'a str, &'a fp::FeatureViewSpec)> {
+        let ferry = ferry_name(view, pin);
+        self.specs().find(|(name, _)| *name == ferry)
+    }
+
+    /// Where Ferry view `name` is stored.
+    pub fn storage(&self, name: &str, versioning: bool) -> ViewStorage {
+        let version = self
+            .views
+            .iter()
+            .find(|(s, _)| s.name == name)
+            .map_or(0, |v| v.1);
+        let pin = self.pins.get(name).copied();
+        storage(pin.unwrap_or(name), version, pin.is_some(), versioning)
+    }
+}
+
 /// Where a view is stored: `current` is its current version (unpinned) or the pinned one.
 pub fn storage(view: &str, version: i32, pinned: bool, versioning: bool) -> ViewStorage {
     let stored_as = if versioning && version > 0 {
@@ -46,6 +95,46 @@ pub fn storage(view: &str, version: i32, pinned: bool, versioning: bool) -> View
     }
 }
 
+/// A pinned view (renamed `VIEW_vN`) and its version.
+pub type Pinned = (fp::FeatureViewSpec, i32);
+
+/// The layout of Ferry view `view` stored `at` (as written when `None`) with `features`
+/// selected, for a service read from its precomputed vector or not.
+pub fn view_layout<'a>(
+    at: Option<&ViewStorage>,
+    view: &str,
+    features: impl Iterator<Item = &'a str>,
+    precomputed: bool,
+) -> ferry_protos::v1::FeastView {
+    let plain;
+    let at = match at {
+        Some(s) => s,
+        None => {
+            plain = storage(view, 0, false, false);
+            &plain
+        }
+    };
+    let features: Vec<&str> = features.collect();
+    let stored = &at.stored_as;
+    ferry_protos::v1::FeastView {
+        timestamp_field: feast::timestamp_field(stored),
+        feature_fields: features
+            .iter()
+            .map(|x| feast::feature_field(stored, x))
+            .collect(),
+        precomputed_view: if precomputed {
+            at.precomputed_as.clone()
+        } else {
+            String::new()
+        },
+        precomputed_names: features
+            .iter()
+            .filter(|_| precomputed)
+            .map(|x| format!("{}__{x}", at.precomputed_as))
+            .collect(),
+    }
+}
+
 /// The views the project's services pin to a version (`view@vN`), each as that version
 /// defined it, renamed to its Ferry name (`VIEW_vN`), with its version. An unresolvable pin
 /// is an `(path, reason)` problem.
@@ -53,8 +142,8 @@ pub fn pinned(
     reg: &fp::Registry,
     project: &str,
     versioning: bool,
-) -> (Vec<(fp::FeatureViewSpec, i32)>, Vec<(String, String)>) {
-    let mut out: BTreeMap<String, (fp::FeatureViewSpec, i32)> = BTreeMap::new();
+) -> (Vec<Pinned>, Vec<(String, String)>) {
+    let mut out: BTreeMap<String, Pinned> = BTreeMap::new();
     let mut problems = Vec::new();
     let services = reg.feature_services.iter().filter_map(|s| s.spec.as_ref());
     for s in services.filter(|s| s.project == project) {
