@@ -27,7 +27,7 @@ else
   RATES=${BENCH_RATES:-"100 400"}
 fi
 BATCHES=${BENCH_BATCHES:-"1 5 10 50 100"}
-SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache ferry_mix ferry_od ferry_native ferry_native_cache ferry_native_mix ferry_native_od ferry_native_inproc reader_direct ferry_feast feast_precomputed feast_regular feast_odfv feast_sdk"}
+SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache ferry_mix ferry_od ferry_native ferry_native_cache ferry_native_mix ferry_native_od ferry_native_inproc reader_direct ferry_feast ferry_feast_precomputed feast_precomputed feast_regular feast_odfv feast_sdk"}
 HOT_SET=${BENCH_HOT_SET:-1000}   # ids of the near-cache scenario: a warm working set
 FEAST_WORKERS=${BENCH_FEAST_WORKERS:--1}
 # The reader cluster's protocol (http1 | http2); empty = the generator's default, the measured
@@ -221,6 +221,7 @@ target() {
     ferry_redis) echo "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     ferry_cache) echo "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring-cached:predict kserve $HOT_SET" ;;
     ferry_feast) echo "http://127.0.0.1:$FF_LISTEN_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
+    ferry_feast_precomputed) echo "http://127.0.0.1:$FF_LISTEN_PORT/v1/models/scoring-precomputed:predict kserve $ENTITIES" ;;
     ferry_native) echo "http://127.0.0.1:$NATIVE_PORT/v1/models/scoring:predict kserve $ENTITIES" ;;
     ferry_native_cache) echo "http://127.0.0.1:$NATIVE_PORT/v1/models/scoring-cached:predict kserve $HOT_SET" ;;
     ferry_mix) echo "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring-mix:predict kserve $ENTITIES" ;;

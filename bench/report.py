@@ -18,7 +18,8 @@ import subprocess
 import on_demand_report
 
 SCENARIOS = ["envoy_passthrough", "ferry_redis", "ferry_cache", "ferry_native", "ferry_native_cache",
-             "ferry_native_inproc", "reader_direct", "ferry_feast", "feast_precomputed", "feast_regular", "feast_sdk"]
+             "ferry_native_inproc", "reader_direct", "ferry_feast", "ferry_feast_precomputed",
+             "feast_precomputed", "feast_regular", "feast_sdk"]
 SCENARIOS += on_demand_report.SCENARIOS
 # Scenarios through Envoy with a ferry filter: their cost is what they add over passthrough.
 FILTERED = ["ferry_redis", "ferry_cache", "ferry_native", "ferry_native_cache", "ferry_native_inproc",

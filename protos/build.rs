@@ -10,6 +10,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/ferry/v1/log.proto",
         "proto/ferry/feast/feast.proto",
         "proto/ferry/feast/registry_server.proto",
+        "proto/ferry/feast/precomputed.proto",
         "proto/inference/predict_v2.proto",
     ];
     for f in files {

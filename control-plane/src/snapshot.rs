@@ -6,6 +6,7 @@ use ferry_protos::{feast, v1};
 use prost::Message as _;
 use sha2::{Digest, Sha256};
 
+use crate::repo::feast::FeastRepo;
 use crate::repo::{FeatureService, Registry, Route};
 use crate::types::KeyType;
 
@@ -104,7 +105,7 @@ fn service(reg: &Registry, s: &FeatureService) -> v1::FeatureService {
             .feast
             .as_ref()
             .filter(|_| !s.views.is_empty())
-            .map(|f| feast_layout(reg, &f.project, s)),
+            .map(|f| feast_layout(reg, f, s)),
         derived: s
             .derived
             .iter()
@@ -239,10 +240,12 @@ fn route(reg: &Registry, r: &Route) -> v1::Route {
 }
 
 /// Where Feast keeps a service: its join keys in key order (Ferry's is Feast's: sorted by
-/// name) and, per view in the service's order, the fields of the selected features.
-fn feast_layout(reg: &Registry, project: &str, s: &FeatureService) -> v1::FeastLayout {
+/// name) and, per view in the service's order, the fields of the selected features (under
+/// the view's versioned name), or its precomputed vector's field and names.
+fn feast_layout(reg: &Registry, f: &FeastRepo, s: &FeatureService) -> v1::FeastLayout {
+    let precomputed = f.precomputed.contains(&s.name);
     v1::FeastLayout {
-        project: project.to_owned(),
+        project: f.project.clone(),
         join_keys: s
             .keys
             .iter()
@@ -253,13 +256,15 @@ fn feast_layout(reg: &Registry, project: &str, s: &FeatureService) -> v1::FeastL
             .collect(),
         views: reg
             .selected(s)
-            .map(|(view, features)| v1::FeastView {
-                timestamp_field: feast::timestamp_field(&view.name),
-                feature_fields: features
-                    .map(|f| feast::feature_field(&view.name, &f.name))
-                    .collect(),
+            .map(|(view, features)| {
+                f.view_layout(&view.name, features.map(|x| x.name.as_str()), precomputed)
             })
             .collect(),
+        precomputed_field: if precomputed {
+            feast::precomputed_field(&s.name)
+        } else {
+            Vec::new()
+        },
     }
 }
 

@@ -269,6 +269,7 @@ mod tests {
             views: vec![FeastView {
                 timestamp_field: b"_ts:v".to_vec(),
                 feature_fields: vec![vec![0; 4]; features],
+                ..Default::default()
             }],
             ..Default::default()
         };

@@ -120,7 +120,17 @@ pub fn layout_problem(layout: &FeastLayout) -> Option<String> {
             layout.views.len()
         ));
     }
+    let precomputed = !layout.precomputed_field.is_empty();
+    if precomputed && layout.precomputed_field.len() != 4 {
+        return Some("precomputed field must be 4 bytes".into());
+    }
     layout.views.iter().enumerate().find_map(|(i, v)| {
+        if precomputed_problem(v, precomputed) {
+            return Some(format!(
+                "views[{i}]: with a precomputed field, a view needs its name and one name per \
+                 feature field, each of 1 to {MAX_PRECOMPUTED_NAME_BYTES} bytes"
+            ));
+        }
         let view = v.timestamp_field.strip_prefix(b"_ts:".as_slice());
         if !view.is_some_and(|name| std::str::from_utf8(name).is_ok_and(is_valid_name)) {
             return Some(format!("views[{i}]: timestamp field is not _ts:VIEW"));
@@ -132,6 +142,27 @@ pub fn layout_problem(layout: &FeastLayout) -> Option<String> {
         }
         None
     })
+}
+
+/// Longest name of a view or feature in a precomputed vector (`VIEW@vN__FEATURE`).
+pub const MAX_PRECOMPUTED_NAME_BYTES: usize = 300;
+
+/// Whether a view's precomputed names are missing (with a precomputed field), present
+/// (without), or of the wrong count or length.
+fn precomputed_problem(v: &crate::v1::FeastView, precomputed: bool) -> bool {
+    if !precomputed {
+        return !v.precomputed_view.is_empty() || !v.precomputed_names.is_empty();
+    }
+    let bad = |n: &String| n.is_empty() || n.len() > MAX_PRECOMPUTED_NAME_BYTES;
+    bad(&v.precomputed_view)
+        || v.precomputed_names.len() != v.feature_fields.len()
+        || v.precomputed_names.iter().any(bad)
+}
+
+/// The field of a `precompute_online` service's precomputed vector: Feast writes it as the
+/// feature `vector` of the synthetic view `__precomputed__SERVICE` (never versioned).
+pub fn precomputed_field(service: &str) -> Vec<u8> {
+    feature_field(&format!("__precomputed__{service}"), "vector")
 }
 
 /// Lengths are bounded far below 2^32 (ids by `limits`, names by `is_valid_name`).
@@ -218,9 +249,28 @@ mod tests {
             views: vec![FeastView {
                 timestamp_field: timestamp_field("v"),
                 feature_fields: vec![feature_field("v", "a")],
+                ..Default::default()
             }],
+            ..Default::default()
         };
         assert_eq!(layout_problem(&good), None);
+        let mut precomputed = good.clone();
+        precomputed.precomputed_field = precomputed_field("s");
+        precomputed.views[0].precomputed_view = "v@v2".into();
+        precomputed.views[0].precomputed_names = vec!["v@v2__a".into()];
+        assert_eq!(layout_problem(&precomputed), None);
+        assert_eq!(hex(&precomputed_field("svc")), "f8f85c5a");
+        let bad_pre = |change: fn(&mut FeastLayout), expected: &str| {
+            let mut layout = precomputed.clone();
+            change(&mut layout);
+            let why = layout_problem(&layout).unwrap();
+            assert!(why.contains(expected), "{why} does not contain {expected}");
+        };
+        bad_pre(|l| l.precomputed_field = vec![1], "4 bytes");
+        bad_pre(|l| l.views[0].precomputed_names.clear(), "one name per");
+        bad_pre(|l| l.views[0].precomputed_view.clear(), "one name per");
+        bad_pre(|l| l.views[0].precomputed_names[0] = "x".repeat(301), "300");
+        bad_pre(|l| l.precomputed_field.clear(), "one name per");
         let bad = |change: fn(&mut FeastLayout), expected: &str| {
             let mut layout = good.clone();
             change(&mut layout);

@@ -146,6 +146,7 @@ mod tests {
         let view = |n: usize| crate::v1::FeastView {
             timestamp_field: b"_ts:v".to_vec(),
             feature_fields: vec![vec![0; 4]; n],
+            ..Default::default()
         };
         let layout = crate::v1::FeastLayout {
             views: vec![view(3), view(2)],

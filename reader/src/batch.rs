@@ -158,8 +158,12 @@ impl Batch {
     }
 
     /// Cuts Redis's `MGET` answer into one `LookupResult` per lookup. The stored bytes are moved,
-    /// not copied. Returns the response and how many keys were found.
-    pub fn respond(&self, values: Vec<Value>) -> Result<(VectorResponse, usize), ReaderError> {
+    /// not copied. Returns the response, how many keys were found, and how many Feast
+    /// precomputed vectors were refused for their schema (answered as not found).
+    pub fn respond(
+        &self,
+        values: Vec<Value>,
+    ) -> Result<(VectorResponse, usize, usize), ReaderError> {
         if values.len() != self.keys {
             return Err(ReaderError::Internal(format!(
                 "redis answered {} keys with {} values",
@@ -167,7 +171,7 @@ impl Batch {
                 values.len()
             )));
         }
-        let mut found = 0;
+        let (mut found, mut refused) = (0, 0);
         let mut values = values.into_iter();
         let mut results = Vec::with_capacity(self.counts.len());
         for &count in &self.counts {
@@ -179,7 +183,9 @@ impl Batch {
             for value in values.by_ref().take(count) {
                 let value = match feast {
                     Some((layout, fingerprint)) => {
-                        Value::BulkString(feast::vector(value, layout, *fingerprint)?)
+                        let read = feast::vector(value, layout, *fingerprint)?;
+                        refused += usize::from(read.refused);
+                        Value::BulkString(read.vector)
                     }
                     None => value,
                 };
@@ -198,7 +204,7 @@ impl Batch {
             }
             results.push(LookupResult { vectors });
         }
-        Ok((VectorResponse { results }, found))
+        Ok((VectorResponse { results }, found, refused))
     }
 }
 
@@ -282,7 +288,7 @@ mod tests {
     fn answer_is_cut_back_into_lookups_with_missing_as_empty() {
         let req = request("p", &[("s", 1, &["a", "b"]), ("t", 2, &["c"])]);
         let batch = Batch::from_request(&req, 10).unwrap();
-        let (response, found) = batch
+        let (response, found, _) = batch
             .respond(vec![
                 Value::BulkString(b"va".to_vec()),
                 Value::Nil,
@@ -309,7 +315,7 @@ mod tests {
     fn lookups_without_keys_need_no_redis() {
         let batch = Batch::from_request(&request("p", &[("s", 1, &[])]), 10).unwrap();
         assert!(batch.command().is_none());
-        let (response, found) = batch.respond(vec![]).unwrap();
+        let (response, found, _) = batch.respond(vec![]).unwrap();
         assert_eq!((response.results.len(), found), (1, 0));
         assert!(response.results[0].vectors.is_empty());
     }
@@ -373,7 +379,9 @@ mod tests {
             views: vec![ferry_protos::v1::FeastView {
                 timestamp_field: b"_ts:v".to_vec(),
                 feature_fields: vec![vec![1, 2, 3, 4]],
+                ..Default::default()
             }],
+            ..Default::default()
         };
         let mut req = request("p", &[("s", 1, &["a", "b"]), ("t", 2, &["c"])]);
         req.lookups[0].feast = Some(layout.clone());
@@ -385,7 +393,7 @@ mod tests {
         assert_eq!(batch.pipeline().unwrap().cmd_iter().count(), 3);
         // Entities Feast has nothing for come back empty, per lookup, like missing vectors.
         let nothing = || Value::Array(vec![Value::Nil, Value::Nil]);
-        let (response, found) = batch
+        let (response, found, _) = batch
             .respond(vec![nothing(), nothing(), nothing()])
             .unwrap();
         assert_eq!(found, 0);

@@ -2,24 +2,31 @@
 //! entity is one `HMGET` of its hash (every selected feature's field plus each view's `_ts:`
 //! field); all of a request's `HMGET`s go in one pipeline, one round trip. Each answer becomes
 //! the same `StoredVector` Ferry's own layout stores, so the filter checks TTLs and applies its
-//! policies to both layouts alike.
+//! policies to both layouts alike. A `precompute_online` service is read from its one
+//! precomputed field instead (`feast_precomputed`).
 
 use ferry_protos::feast::{hash_key, layout_problem};
-use ferry_protos::feast_proto::{self, value::Val};
-use ferry_protos::v1::{self, value::Kind, FeastLayout, Lookup, StoredVector, ViewValues};
+use ferry_protos::feast_proto;
+use ferry_protos::v1::{self, FeastLayout, Lookup, StoredVector, ViewValues};
 use prost::Message;
 use redis::Value;
 
 use crate::error::ReaderError;
+use crate::feast_precomputed;
+use crate::feast_value::{micros, value, Read};
 
-/// The fields of one `HMGET`: per view, its features' fields then its timestamp field.
-fn fields(layout: &FeastLayout) -> impl Iterator<Item = &[u8]> {
-    layout.views.iter().flat_map(|v| {
+/// The fields of one `HMGET`: the precomputed field alone, or per view, its features' fields
+/// then its timestamp field.
+fn fields(layout: &FeastLayout) -> Box<dyn Iterator<Item = &[u8]> + '_> {
+    if !layout.precomputed_field.is_empty() {
+        return Box::new(std::iter::once(layout.precomputed_field.as_slice()));
+    }
+    Box::new(layout.views.iter().flat_map(|v| {
         v.feature_fields
             .iter()
             .map(Vec::as_slice)
             .chain(std::iter::once(v.timestamp_field.as_slice()))
-    })
+    }))
 }
 
 /// Adds one `HMGET` per entity of `lookup` to `pipe`.
@@ -47,16 +54,21 @@ pub fn add_lookup(
 
 /// Turns one entity's `HMGET` answer into the bytes of a `StoredVector`, or empty bytes when
 /// Feast has nothing for the entity (no field of the hash is set).
-pub fn vector(
-    answer: Value,
-    layout: &FeastLayout,
-    fingerprint: u64,
-) -> Result<Vec<u8>, ReaderError> {
+pub fn vector(answer: Value, layout: &FeastLayout, fingerprint: u64) -> Result<Read, ReaderError> {
     let Value::Array(fields) = answer else {
         return Err(ReaderError::Internal(format!(
             "redis answered HMGET with {answer:?} instead of an array"
         )));
     };
+    if !layout.precomputed_field.is_empty() {
+        let [field] = <[Value; 1]>::try_from(fields).map_err(|f| {
+            ReaderError::Internal(format!("redis answered HMGET of 1 field with {}", f.len()))
+        })?;
+        return match bulk(field)? {
+            Some(bytes) => feast_precomputed::vector(&bytes, layout, fingerprint),
+            None => Ok(Read::default()),
+        };
+    }
     let expected: usize = layout
         .views
         .iter()
@@ -83,9 +95,11 @@ pub fn vector(
         views.push(part);
     }
     if !any {
-        return Ok(Vec::new());
+        return Ok(Read::default());
     }
-    Ok(StoredVector { fingerprint, views }.encode_to_vec())
+    Ok(Read::found(
+        StoredVector { fingerprint, views }.encode_to_vec(),
+    ))
 }
 
 /// A view's part: no row (empty values) when Feast wrote neither its timestamp nor a feature.
@@ -101,9 +115,7 @@ fn view_values(
             let t = feast_proto::Timestamp::decode(bytes.as_slice()).map_err(|e| {
                 ReaderError::Internal(format!("a Feast _ts field is not a Timestamp: {e}"))
             })?;
-            t.seconds
-                .saturating_mul(1_000_000)
-                .saturating_add(i64::from(t.nanos) / 1_000)
+            micros(&t)
         }
         None => 0,
     };
@@ -127,37 +139,12 @@ fn bulk(v: Value) -> Result<Option<Vec<u8>>, ReaderError> {
     }
 }
 
-/// A stored `feast.types.Value` as Ferry's `Value`. Feast writes a null as a `Value` with no
-/// kind (zero bytes) or `null_val`; a kind Ferry does not read is an error, never a null.
-pub fn value(bytes: &[u8]) -> Result<v1::Value, ReaderError> {
-    let v = feast_proto::Value::decode(bytes)
-        .map_err(|e| ReaderError::Internal(format!("a Feast field is not a Value: {e}")))?;
-    let kind = match v.val {
-        None if bytes.is_empty() => None,
-        None => {
-            return Err(ReaderError::Internal(
-                "a Feast value has a kind Ferry does not read (lists other than float, \
-                 timestamps, maps, sets, ...)"
-                    .into(),
-            ))
-        }
-        Some(Val::NullVal(_)) => None,
-        Some(Val::BytesVal(b)) => Some(Kind::BytesVal(b)),
-        Some(Val::StringVal(s)) => Some(Kind::StringVal(s)),
-        Some(Val::Int32Val(x)) => Some(Kind::Int32Val(x)),
-        Some(Val::Int64Val(x)) => Some(Kind::Int64Val(x)),
-        Some(Val::DoubleVal(x)) => Some(Kind::DoubleVal(x)),
-        Some(Val::FloatVal(x)) => Some(Kind::FloatVal(x)),
-        Some(Val::BoolVal(x)) => Some(Kind::BoolVal(x)),
-        Some(Val::FloatListVal(l)) => Some(Kind::FloatListVal(v1::FloatList { values: l.val })),
-    };
-    Ok(v1::Value { kind })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use ferry_protos::feast::{feature_field, timestamp_field};
+    use ferry_protos::feast_proto::value::Val;
+    use ferry_protos::v1::value::Kind;
     use ferry_protos::v1::{FeastJoinKey, FeastView};
 
     fn layout() -> FeastLayout {
@@ -171,12 +158,15 @@ mod tests {
                 FeastView {
                     timestamp_field: timestamp_field("a"),
                     feature_fields: vec![feature_field("a", "x"), feature_field("a", "y")],
+                    ..Default::default()
                 },
                 FeastView {
                     timestamp_field: timestamp_field("b"),
                     feature_fields: vec![feature_field("b", "z")],
+                    ..Default::default()
                 },
             ],
+            ..Default::default()
         }
     }
 
@@ -212,6 +202,35 @@ mod tests {
     }
 
     #[test]
+    fn a_precomputed_layout_reads_one_field_per_entity() {
+        let mut l = layout();
+        l.precomputed_field = ferry_protos::feast::precomputed_field("s");
+        for (v, names) in l
+            .views
+            .iter_mut()
+            .zip([["a__x", "a__y"].as_slice(), &["b__z"]])
+        {
+            v.precomputed_view = names[0][..1].into();
+            v.precomputed_names = names.iter().map(|n| n.to_string()).collect();
+        }
+        let mut pipe = redis::pipe();
+        let lookup = Lookup {
+            entity_keys: vec!["u1".into()],
+            ..Default::default()
+        };
+        add_lookup(&mut pipe, 0, &lookup, &l).unwrap();
+        let args: Vec<_> = pipe.cmd_iter().next().unwrap().args_iter().collect();
+        // HMGET, key, the precomputed field.
+        assert_eq!(args.len(), 3);
+        assert_eq!(
+            vector(Value::Array(vec![Value::Nil]), &l, 1).unwrap(),
+            Read::default()
+        );
+        let two = Value::Array(vec![Value::Nil, Value::Nil]);
+        assert_eq!(vector(two, &l, 1).unwrap_err().code(), "internal");
+    }
+
+    #[test]
     fn hash_fields_become_a_stored_vector_with_event_times_nulls_and_missing_views() {
         let answer = Value::Array(vec![
             feast(Val::Int64Val(7)),
@@ -220,7 +239,7 @@ mod tests {
             Value::Nil, // view b: no row
             Value::Nil,
         ]);
-        let bytes = vector(answer, &layout(), 42).unwrap();
+        let bytes = vector(answer, &layout(), 42).unwrap().vector;
         let v = StoredVector::decode(bytes.as_slice()).unwrap();
         assert_eq!(v.fingerprint, 42);
         assert_eq!(v.views[0].event_time_us, 10_000_500);
@@ -232,7 +251,7 @@ mod tests {
     #[test]
     fn an_entity_feast_never_wrote_is_empty() {
         let answer = Value::Array(vec![Value::Nil; 5]);
-        assert!(vector(answer, &layout(), 1).unwrap().is_empty());
+        assert_eq!(vector(answer, &layout(), 1).unwrap(), Read::default());
         let short = Value::Array(vec![Value::Nil; 4]);
         assert_eq!(vector(short, &layout(), 1).unwrap_err().code(), "internal");
     }

@@ -125,6 +125,8 @@ pub struct Metrics {
     keys_requested: Counter,
     /// Of those, keys that had a stored vector.
     keys_found: Counter,
+    /// Feast precomputed vectors stored under another schema: refused, answered as not found.
+    schema_refused: Counter,
     /// Redis calls that failed, by `RedisErrorKind`.
     redis_errors: Family<RedisErrorLabels, Counter>,
     /// Set from the store's health just before each render.
@@ -151,6 +153,7 @@ impl Default for Metrics {
             requests,
             keys_requested: Counter::default(),
             keys_found: Counter::default(),
+            schema_refused: Counter::default(),
             redis_errors,
             redis_up: Gauge::default(),
             duration: Histogram::new(BUCKETS),
@@ -178,6 +181,12 @@ impl Metrics {
             "ferry_reader_keys_found",
             "Entity keys that had a stored vector",
             self.keys_found.clone(),
+        );
+        r.register(
+            "ferry_reader_fingerprint_mismatches",
+            "Stored vectors refused because their schema is not the service's (Feast \
+             precomputed vectors under other feature names), answered as not found",
+            self.schema_refused.clone(),
         );
         r.register(
             "ferry_reader_redis_errors",
@@ -214,6 +223,21 @@ impl Metrics {
     pub fn keys(&self, requested: usize, found: usize) {
         self.keys_requested.inc_by(requested as u64);
         self.keys_found.inc_by(found as u64);
+    }
+
+    /// Counts Feast precomputed vectors refused for their schema.
+    /// Logged on the first and then once per thousand, not per request.
+    pub fn schema_refused(&self, vectors: usize) {
+        let n = vectors as u64;
+        let before = self.schema_refused.inc_by(n);
+        if before != 0 && (before + n) / 1000 == before / 1000 {
+            return;
+        }
+        tracing::warn!(
+            total = before + n,
+            "fingerprint_mismatch: Feast precomputed vectors hold other feature names than \
+             their service (served as not found; run `feast materialize` for the new schema)"
+        );
     }
 
     /// Counts one failed Redis call.

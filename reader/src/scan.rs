@@ -173,6 +173,7 @@ mod tests {
         let view = FeastView {
             timestamp_field: b"_ts:v".to_vec(),
             feature_fields: vec![vec![1, 2, 3, 4]; features],
+            ..Default::default()
         };
         VectorRequest {
             project: "p".into(),
@@ -184,6 +185,7 @@ mod tests {
                     project: "p".into(),
                     join_keys: vec![FeastJoinKey::default()],
                     views: vec![view; views],
+                    ..Default::default()
                 }),
             }],
         }

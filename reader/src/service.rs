@@ -174,8 +174,11 @@ impl Reader {
             (None, Some(pipeline)) => self.store.pipeline(pipeline).await?,
             (None, None) => Vec::new(),
         };
-        let (response, found) = batch.respond(values)?;
+        let (response, found, refused) = batch.respond(values)?;
         self.metrics.keys(batch.keys(), found);
+        if refused > 0 {
+            self.metrics.schema_refused(refused);
+        }
         Ok(Bytes::from(response.encode_to_vec()))
     }
 

@@ -106,6 +106,7 @@ fn feast(keys: usize, views: usize, features: usize, name_len: usize) -> VectorR
     let view = FeastView {
         timestamp_field: format!("_ts:{}", "v".repeat(name_len)).into_bytes(),
         feature_fields: vec![vec![1, 2, 3, 4]; features],
+        ..Default::default()
     };
     let entity_keys = (0..keys).map(|i| format!("e{i}")).collect();
     VectorRequest {
@@ -121,6 +122,7 @@ fn feast(keys: usize, views: usize, features: usize, name_len: usize) -> VectorR
                     int64: false,
                 }],
                 views: vec![view; views],
+                ..Default::default()
             }),
         }],
     }

@@ -73,6 +73,9 @@ pub fn run(args: ApplyArgs) -> Result<()> {
 fn apply(repo: &Path, output: Option<&Path>) -> Result<ferry_protos::v1::Snapshot> {
     let reg = load(repo)?;
     let snap = snapshot::build(&reg);
+    for notice in reg.feast.iter().flat_map(|f| &f.notices) {
+        eprintln!("warning: {notice}");
+    }
     print!("{}", repo::report::report(&reg, &snap.version));
     if let Some(path) = output {
         std::fs::write(path, snapshot::encode(&snap))

@@ -3,6 +3,8 @@
 //! `feast.core.Registry`, decoded with our own subset in `ferry_protos::feast_proto`, read from
 //! a file, a database or Feast's registry server: `feast_registry`).
 //! What Ferry cannot serve from Feast's Redis layout is refused by name, never skipped.
+//! Versioned views and view states: `feast_versions`; fields of the registry our `.proto`
+//! does not know: `feast_unknown` (warned about at `ferry apply`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -13,6 +15,7 @@ use serde_norway::Value as Yaml;
 use super::feast_odfv;
 use super::feast_registry::{self, RegistrySource};
 use super::feast_types::{feature_type, type_name};
+use super::feast_versions::{self, ViewStorage};
 use super::raw::{RawEntity, RawFeastOnDemand, RawFeature, RawOnDemandView, RawRepo};
 use super::raw::{RawService, RawView};
 use super::Issue;
@@ -33,6 +36,27 @@ pub struct FeastRepo {
     /// ([`super::feast_writes`]).
     pub write_views: Vec<ferry_protos::v1::WriteView>,
     pub push_sources: Vec<ferry_protos::v1::PushSource>,
+    /// Per Ferry view: where Feast stores it (versioned names) and its name in precomputed
+    /// vectors.
+    pub storage: BTreeMap<String, ViewStorage>,
+    /// The services read from their precomputed vector (`precompute_online`, no on-demand
+    /// view: Feast reads those per view too).
+    pub precomputed: BTreeSet<String>,
+    /// What `ferry apply` warns about: fields of the registry Ferry's `.proto` does not know.
+    pub notices: Vec<String>,
+}
+
+impl FeastRepo {
+    /// The layout of Ferry view `view` with `features` selected, for a service read from its
+    /// precomputed vector or not.
+    pub fn view_layout<'a>(
+        &self,
+        view: &str,
+        features: impl Iterator<Item = &'a str>,
+        precomputed: bool,
+    ) -> ferry_protos::v1::FeastView {
+        feast_versions::view_layout(self.storage.get(view), view, features, precomputed)
+    }
 }
 
 fn issue(path: &str, reason: impl Into<String>) -> Issue {
@@ -86,11 +110,18 @@ pub fn merge(raw: &mut RawRepo, root: &Path) -> Result<Option<FeastRepo>, Vec<Is
     }
     let dir = root.join(&f.repo);
     let config = store_config(&dir).map_err(|e| vec![e])?;
-    let registry = config
+    let (registry, notices) = config
         .registry
         .read(&config.project)
         .map_err(|e| vec![issue(&format!("feast registry {}", config.registry), e)])?;
-    let converted = convert(&registry, &config.project, &f.on_demand, &mut issues);
+    let versioning = config.versioning;
+    let (converted, (storage, precomputed)) = convert(
+        &registry,
+        &config.project,
+        &f.on_demand,
+        versioning,
+        &mut issues,
+    );
     if !issues.is_empty() {
         return Err(issues);
     }
@@ -110,13 +141,16 @@ pub fn merge(raw: &mut RawRepo, root: &Path) -> Result<Option<FeastRepo>, Vec<Is
         raw.on_demand_views,
     ) = converted;
     let (write_views, push_sources) =
-        super::feast_writes::writes(&registry, &config.project, &config.write);
+        super::feast_writes::writes(&registry, &config.project, &config.write, versioning);
     Ok(Some(FeastRepo {
         project: config.project,
         dir,
         registry: config.registry,
         write_views,
         push_sources,
+        storage,
+        precomputed,
+        notices,
     }))
 }
 
@@ -126,6 +160,8 @@ struct StoreConfig {
     registry: RegistrySource,
     /// How Feast's Redis store writes (`key_ttl_seconds`, `skip_dedup`).
     write: ferry_protos::v1::FeastWrite,
+    /// `registry: {enable_online_feature_view_versioning: true}` (Feast 0.63+).
+    versioning: bool,
 }
 
 fn store_config(dir: &Path) -> Result<StoreConfig, Issue> {
@@ -168,10 +204,15 @@ fn store_config(dir: &Path) -> Result<StoreConfig, Issue> {
     let env = |name: &str| std::env::var(name).ok();
     let registry = feast_registry::parse(get("registry"), get("auth"), dir, &env)
         .map_err(|e| issue(&fpath, e))?;
+    let versioning = get("registry")
+        .and_then(|r| r.get("enable_online_feature_view_versioning"))
+        .and_then(Yaml::as_bool)
+        .unwrap_or(false);
     Ok(StoreConfig {
         project,
         registry,
         write,
+        versioning,
     })
 }
 
@@ -235,6 +276,9 @@ type Converted = (
     Vec<RawOnDemandView>,
 );
 
+/// Per Ferry view, where Feast stores it; the services read from their precomputed vector.
+type Layouts = (BTreeMap<String, ViewStorage>, BTreeSet<String>);
+
 /// The project's views in a Feast registry: the batch ones Ferry reads and the on-demand ones
 /// it computes from CEL, by name, and the names of the kind it cannot read (stream).
 struct ProjectViews<'a> {
@@ -243,10 +287,17 @@ struct ProjectViews<'a> {
     /// The CEL `ferry.yaml` gives for on-demand views' features.
     given: &'a [RawFeastOnDemand],
     stream: BTreeSet<String>,
+    /// Each batch view's version and the pinned views.
+    versions: feast_versions::Versions<'a>,
 }
 
 impl<'a> ProjectViews<'a> {
-    fn of(reg: &'a fp::Registry, project: &str, given: &'a [RawFeastOnDemand]) -> Self {
+    fn of(
+        reg: &'a fp::Registry,
+        project: &str,
+        given: &'a [RawFeastOnDemand],
+        pinned: &'a [feast_versions::Pinned],
+    ) -> Self {
         let named = |list: Vec<Option<&fp::NamedSpec>>| -> BTreeSet<String> {
             list.into_iter()
                 .flatten()
@@ -254,14 +305,10 @@ impl<'a> ProjectViews<'a> {
                 .map(|s| s.name.clone())
                 .collect()
         };
+        let versions = feast_versions::Versions::of(reg, project, pinned);
         ProjectViews {
-            batch: reg
-                .feature_views
-                .iter()
-                .filter_map(|v| v.spec.as_ref())
-                .filter(|s| s.project == project)
-                .map(|s| (s.name.as_str(), s))
-                .collect(),
+            batch: versions.specs().collect(),
+            versions,
             on_demand: feast_odfv::of_project(reg, project),
             given,
             stream: named(
@@ -281,9 +328,12 @@ fn convert(
     reg: &fp::Registry,
     project: &str,
     given: &[RawFeastOnDemand],
+    versioning: bool,
     issues: &mut Vec<Issue>,
-) -> Converted {
-    let views = ProjectViews::of(reg, project, given);
+) -> (Converted, Layouts) {
+    let (pinned, problems) = feast_versions::pinned(reg, project, versioning);
+    issues.extend(problems.into_iter().map(|(path, why)| issue(&path, why)));
+    let views = ProjectViews::of(reg, project, given, &pinned);
     let mut selected: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     let (on_demand, read) = feast_odfv::definitions(given, &views.on_demand, &views.batch, issues);
     for (view, features) in read {
@@ -297,12 +347,26 @@ fn convert(
             .map(|f| f.name.as_str());
         selected.entry(view).or_default().extend(servable);
     }
-    let services = reg
-        .feature_services
+    let specs = reg.feature_services.iter().filter_map(|s| s.spec.as_ref());
+    let specs: Vec<_> = specs.filter(|spec| spec.project == project).collect();
+    let services = specs
         .iter()
-        .filter_map(|s| s.spec.as_ref())
-        .filter(|spec| spec.project == project)
         .map(|spec| service(spec, &views, &mut selected, issues))
+        .collect();
+    // Feast reads a precompute_online service's vector unless it has on-demand views.
+    let precomputed = specs
+        .iter()
+        .filter(|s| s.precompute_online)
+        .filter(|s| {
+            s.features
+                .iter()
+                .all(|p| !views.on_demand.contains_key(p.feature_view_name.as_str()))
+        })
+        .map(|s| s.name.clone())
+        .collect();
+    let storage = selected
+        .keys()
+        .map(|&name| (name.to_owned(), views.versions.storage(name, versioning)))
         .collect();
     let mut entity_names = BTreeSet::new();
     let raw_views = selected
@@ -314,7 +378,10 @@ fn convert(
         })
         .collect();
     let entities = entities(reg, project, &entity_names, issues);
-    (entities, raw_views, services, on_demand)
+    (
+        (entities, raw_views, services, on_demand),
+        (storage, precomputed),
+    )
 }
 
 /// One Feast feature service as `ferry.yaml` would select it (`view:feature` refs), adding what
@@ -342,19 +409,31 @@ fn service<'a>(
                 &ppath,
                 "join key maps (with_join_key_map) are not supported",
             ));
-        } else if views.on_demand.contains_key(name) {
+        } else if let Some(odfv) = views.on_demand.get(name) {
+            if odfv.disabled {
+                issues.push(issue(&ppath, "is disabled (Feast serves nothing from it)"));
+            }
             if let Err(e) = feast_odfv::select(name, p, views.given, &ppath, &mut refs) {
                 issues.push(e);
             }
-        } else if let Some(v) = views.batch.get(name) {
+        } else if let Some((name, v)) = views.versions.view(name, p.version_tag) {
             if !v.online {
                 issues.push(issue(&ppath, "is not online (online=False)"));
+            }
+            if v.disabled {
+                issues.push(issue(
+                    &ppath,
+                    "is disabled (Feast serves nothing from it; `feast feature-views enable` \
+                     it or drop it from the service)",
+                ));
             }
             let set = selected.entry(name).or_default();
             for c in &p.feature_columns {
                 set.insert(c.name.as_str());
                 refs.push(format!("{name}:{}", c.name));
             }
+        } else if p.version_tag.is_some() {
+            // The pin's own problem was reported by `feast_versions::pinned`.
         } else {
             issues.push(issue(&ppath, "not in the registry"));
         }

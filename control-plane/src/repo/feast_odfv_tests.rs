@@ -42,6 +42,7 @@ fn odfv(
             mode: "python".into(),
             write_to_online_store: false,
             aggregations: Vec::new(),
+            ..Default::default()
         }),
     }
 }

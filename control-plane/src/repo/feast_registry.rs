@@ -58,15 +58,6 @@ pub fn parse(
         ),
         None => return Err("no registry".into()),
     };
-    if let Some(v) = registry
-        .and_then(|r| r.get("enable_online_feature_view_versioning"))
-        .and_then(Yaml::as_bool)
-        .filter(|v| *v)
-    {
-        return Err(format!(
-            "enable_online_feature_view_versioning: {v} is not supported"
-        ));
-    }
     match (kind, registry) {
         ("sql", _) => Ok(RegistrySource::Sql(Box::new(feast_sql::parse(&path, env)?))),
         ("remote", Some(m)) => Ok(RegistrySource::Remote(feast_remote::parse(
@@ -93,13 +84,15 @@ impl RegistrySource {
         }
     }
 
-    /// The whole registry (for a SQL registry, `project`'s objects).
-    pub fn read(&self, project: &str) -> Result<fp::Registry, String> {
+    /// The whole registry (for a SQL registry, `project`'s objects), and a notice for each
+    /// message holding fields our `.proto` does not declare (`feast_unknown`).
+    pub fn read(&self, project: &str) -> Result<(fp::Registry, Vec<String>), String> {
         match self {
             RegistrySource::File(file) => {
                 let bytes = std::fs::read(file)
                     .map_err(|e| format!("{e} (has `feast apply` been run in the Feast repo?)"))?;
                 fp::Registry::decode(bytes.as_slice())
+                    .map(|r| (r, super::feast_unknown::notices(&bytes)))
                     .map_err(|e| format!("not a Feast registry: {e}"))
             }
             RegistrySource::Sql(sql) => {
@@ -130,11 +123,11 @@ impl RegistrySource {
 /// A registry of `project` from its objects, each (field number of its list in
 /// `feast.core.Registry`, serialized object): framed as elements of those repeated fields,
 /// they decode as the registry file would, and every object carries `project` (as Feast's
-/// `proto()` sets it).
+/// `proto()` sets it); with the notices of fields our `.proto` does not declare.
 fn assemble<'a>(
     objects: impl Iterator<Item = (u32, &'a [u8])>,
     project: &str,
-) -> Result<fp::Registry, String> {
+) -> Result<(fp::Registry, Vec<String>), String> {
     use prost::encoding::{encode_key, encode_varint, WireType};
     let mut bytes = Vec::new();
     for (field, object) in objects {
@@ -174,7 +167,7 @@ fn assemble<'a>(
     for project in specs {
         *project = p();
     }
-    Ok(reg)
+    Ok((reg, super::feast_unknown::notices(&bytes)))
 }
 
 /// A digest of a database or server registry's objects, in the order read.
@@ -227,7 +220,8 @@ mod tests {
         };
         let (e, s) = (entity.encode_to_vec(), service.encode_to_vec());
         let objects = [(1, e.as_slice()), (7, s.as_slice())];
-        let reg = assemble(objects.into_iter(), "shop").unwrap();
+        let (reg, notices) = assemble(objects.into_iter(), "shop").unwrap();
+        assert!(notices.is_empty(), "{notices:?}");
         let spec = reg.entities[0].spec.as_ref().unwrap();
         assert_eq!(
             (spec.name.as_str(), spec.project.as_str()),

@@ -41,6 +41,7 @@ fn view(name: &str, entities: &[&str], features: Vec<fp::FeatureSpec>) -> fp::Fe
             }),
             ..Default::default()
         }),
+        ..Default::default()
     }
 }
 
@@ -50,6 +51,7 @@ fn projection(view: &str, features: Vec<fp::FeatureSpec>) -> fp::FeatureViewProj
         feature_columns: features,
         feature_view_name_alias: String::new(),
         join_key_map: HashMap::new(),
+        ..Default::default()
     }
 }
 
@@ -90,6 +92,7 @@ fn registry() -> fp::Registry {
         }],
         on_demand_feature_views: Vec::new(),
         stream_feature_views: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -293,3 +296,120 @@ fn push_sources_and_write_schemas_come_from_the_feast_registry() {
 
 #[path = "feast_odfv_tests.rs"]
 mod odfv;
+
+fn versioning_on() -> String {
+    STORE_YAML.replace(
+        "registry: data/registry.db\n",
+        "registry:\n  path: data/registry.db\n  enable_online_feature_view_versioning: true\n",
+    )
+}
+
+/// `registry()` with `profile` at version 2 (its version 1 held `age` only, in the history)
+/// and a service `scoring_v1` pinned to `profile@v1`.
+fn versioned_registry() -> fp::Registry {
+    let mut reg = registry();
+    reg.feature_views[0].meta = Some(fp::FeatureViewMeta {
+        current_version_number: 2,
+        ..Default::default()
+    });
+    let v1 = view("profile", &["user"], vec![feature("age", Fvt::Int64)]);
+    reg.feature_view_version_history = Some(fp::FeatureViewVersionHistory {
+        records: vec![fp::FeatureViewVersionRecord {
+            feature_view_name: "profile".into(),
+            project_id: "shop".into(),
+            version_number: 1,
+            feature_view_type: "feature_view".into(),
+            feature_view_proto: v1.encode_to_vec(),
+        }],
+    });
+    let mut pinned = projection("profile", vec![feature("age", Fvt::Int64)]);
+    pinned.version_tag = Some(1);
+    reg.feature_services.push(fp::FeatureService {
+        spec: Some(fp::FeatureServiceSpec {
+            name: "scoring_v1".into(),
+            project: "shop".into(),
+            features: vec![pinned],
+            ..Default::default()
+        }),
+    });
+    reg
+}
+
+#[test]
+fn versioned_views_pinned_services_and_precomputed_vectors_shape_the_layout() {
+    use ferry_protos::feast::{feature_field, precomputed_field};
+    let (_dir, loaded) = load(&versioned_registry(), &versioning_on());
+    let reg = loaded.unwrap();
+    let snap = snapshot::build(&reg);
+    let layout = |name: &str| {
+        let s = snap.services.iter().find(|s| s.name == name).unwrap();
+        s.feast.clone().unwrap()
+    };
+    // The latest view is stored as profile_v2; `scoring` (precompute_online) reads its vector.
+    let scoring = layout("scoring");
+    assert_eq!(scoring.precomputed_field, precomputed_field("scoring"));
+    assert_eq!(scoring.views[0].timestamp_field, b"_ts:profile_v2");
+    assert_eq!(
+        scoring.views[0].feature_fields[0],
+        feature_field("profile_v2", "age")
+    );
+    assert_eq!(scoring.views[0].precomputed_view, "profile");
+    assert_eq!(
+        scoring.views[0].precomputed_names,
+        ["profile__age", "profile__score"]
+    );
+    assert_eq!(scoring.views[1].timestamp_field, b"_ts:recent");
+    // The pinned service reads version 1 as it was: Ferry view profile_v1, fields profile_v1.
+    let pinned = layout("scoring_v1");
+    assert!(pinned.precomputed_field.is_empty());
+    assert_eq!(pinned.views[0].timestamp_field, b"_ts:profile_v1");
+    assert_eq!(
+        pinned.views[0].feature_fields,
+        [feature_field("profile_v1", "age")]
+    );
+    let v1 = reg.views.iter().find(|v| v.name == "profile_v1").unwrap();
+    assert_eq!(v1.features.len(), 1);
+    ferry_core::config::Config::from_snapshot(snap).unwrap();
+
+    // Without versioning on, Feast refuses a pin; so does Ferry.
+    let p = problems(&versioned_registry(), STORE_YAML);
+    assert!(
+        p.contains("'scoring_v1': feature view 'profile@v1': is pinned"),
+        "{p}"
+    );
+}
+
+#[test]
+fn a_disabled_view_is_refused_by_name_and_a_materializing_one_is_served() {
+    let mut reg = registry();
+    reg.feature_views[1].meta = Some(fp::FeatureViewMeta {
+        state: fp::FeatureViewState::Materializing as i32,
+        ..Default::default()
+    });
+    assert!(load(&reg, STORE_YAML).1.is_ok());
+    reg.feature_views[1].spec.as_mut().unwrap().disabled = true;
+    let p = problems(&reg, STORE_YAML);
+    assert!(
+        p.contains("feast feature service 'scoring': feature view 'recent': is disabled"),
+        "{p}"
+    );
+}
+
+#[test]
+fn a_registry_field_ferry_does_not_know_is_a_notice() {
+    let mut bytes = registry().encode_to_vec();
+    // Field 99 of the Registry: not Feast 0.67's.
+    prost::encoding::string::encode(99, &"x".to_owned(), &mut bytes);
+    let dir = tempfile::tempdir().unwrap();
+    let feast = dir.path().join("feast");
+    std::fs::create_dir_all(feast.join("data")).unwrap();
+    std::fs::write(feast.join(FEATURE_STORE_FILE), STORE_YAML).unwrap();
+    std::fs::write(feast.join("data/registry.db"), bytes).unwrap();
+    std::fs::write(dir.path().join(repo::REPO_FILE), FERRY_YAML).unwrap();
+    let reg = repo::load(dir.path()).unwrap();
+    let notices = &reg.feast.as_ref().unwrap().notices;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0].contains("feast.core.Registry has field(s) 99"));
+    let (_dir, plain) = load(&registry(), STORE_YAML);
+    assert!(plain.unwrap().feast.unwrap().notices.is_empty());
+}

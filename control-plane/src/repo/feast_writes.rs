@@ -4,7 +4,8 @@
 //! A view Ferry cannot write as Feast would (a feature type Ferry does not serve, a join key
 //! that is not a string or int64, a field mapping on its source) is left out, and a push
 //! source feeding one with it: a push to it answers `unknown_push_source`, never a partial
-//! write.
+//! write. With online versioning, a view at a version above 0 is left out too (Feast writes
+//! it under `VIEW_vN`, Ferry's writes name fields after the view).
 
 use std::collections::BTreeMap;
 
@@ -14,17 +15,20 @@ use ferry_protos::v1;
 use crate::types::{FeatureType, KeyType};
 
 /// The writable views (sorted by name) and push sources (sorted by name, each with its views
-/// sorted) of `project` in `reg`; `feast` is the online store's write options.
+/// sorted) of `project` in `reg`; `feast` is the online store's write options, `versioning`
+/// whether online feature view versioning is on.
 pub fn writes(
     reg: &fp::Registry,
     project: &str,
     feast: &v1::FeastWrite,
+    versioning: bool,
 ) -> (Vec<v1::WriteView>, Vec<v1::PushSource>) {
     let mut views = Vec::new();
     let mut sources: BTreeMap<String, (Vec<String>, bool)> = BTreeMap::new();
     for spec in reg
         .feature_views
         .iter()
+        .filter(|v| !versioning || super::feast_versions::current_version(v) == 0)
         .filter_map(|v| v.spec.as_ref())
         .filter(|s| s.project == project)
     {
@@ -157,6 +161,7 @@ mod tests {
                 stream_source: push.map(|p| source(SourceType::PushSource, p)),
                 ..Default::default()
             }),
+            ..Default::default()
         }
     }
 
@@ -184,7 +189,7 @@ mod tests {
             key_ttl_seconds: 60,
             skip_dedup: false,
         };
-        let (views, sources) = writes(&reg, "p", &opts);
+        let (views, sources) = writes(&reg, "p", &opts, false);
         let names: Vec<&str> = views.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(names, ["batch_only", "v1", "v2"]);
         let v1 = &views[1];
@@ -200,6 +205,6 @@ mod tests {
                 views: vec!["v1".into(), "v2".into()],
             }]
         );
-        assert!(writes(&reg, "other", &opts).0.is_empty());
+        assert!(writes(&reg, "other", &opts, false).0.is_empty());
     }
 }

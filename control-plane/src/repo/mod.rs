@@ -15,6 +15,8 @@ mod feast_registry;
 mod feast_remote;
 mod feast_sql;
 mod feast_types;
+mod feast_unknown;
+mod feast_versions;
 mod feast_writes;
 mod issues;
 mod on_demand;

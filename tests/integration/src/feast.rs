@@ -23,6 +23,8 @@ pub struct FeastStack {
     pub repo: PathBuf,
     pub redis: RedisServer,
     pub reader: Proc,
+    /// The reader's port (its `/metrics`).
+    pub reader_port: u16,
     pub model: Proc,
     pub envoy: Proc,
     pub listen_port: u16,
@@ -220,6 +222,7 @@ impl FeastStack {
             repo,
             redis,
             reader,
+            reader_port,
             model,
             envoy,
             listen_port,

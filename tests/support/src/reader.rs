@@ -56,7 +56,9 @@ pub fn feast_bomb() -> VectorRequest {
                 views: vec![FeastView {
                     timestamp_field: b"_ts:v".to_vec(),
                     feature_fields: vec![Vec::new(); 1_000_000],
+                    ..Default::default()
                 }],
+                ..Default::default()
             }),
         }],
     }

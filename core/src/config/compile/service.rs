@@ -121,6 +121,10 @@ fn feast_layout(
     if !views_match {
         return invalid(&fctx, "views or feature fields differ from the service's");
     }
+    // The reader's own check, so a pushed snapshot it would refuse is refused here first.
+    if let Some(why) = ferry_protos::feast::layout_problem(layout) {
+        return invalid(&fctx, why);
+    }
     Ok(())
 }
 

@@ -120,6 +120,7 @@ fn feast_layout() -> pb::FeastLayout {
             .iter()
             .map(|f| ferry_protos::feast::feature_field(name, f))
             .collect(),
+        ..Default::default()
     };
     pb::FeastLayout {
         project: "bank".into(),
@@ -128,6 +129,7 @@ fn feast_layout() -> pb::FeastLayout {
             int64: false,
         }],
         views: vec![view("profile", &["age", "score"]), view("txn", &["count"])],
+        ..Default::default()
     }
 }
 

@@ -1,0 +1,287 @@
+//! Fields of the Feast registry that Ferry's `.proto` does not know. prost skips unknown
+//! fields silently, so a newer Feast could add one that changes what a view or service means
+//! (as `disabled` and `version_tag` did) and Ferry would not notice. Each message Ferry reads is
+//! decoded with our subset (`ferry/feast/feast.proto`) and encoded again: a field number of the
+//! original that the re-encoding lacks was dropped. Those Feast 0.67 has and Ferry leaves
+//! unread on purpose (tags, descriptions, owners, ...) are listed per message; any other is
+//! one `ferry apply` warns about, naming the message and the field numbers.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ferry_protos::feast_proto as fp;
+use prost::Message;
+
+/// The registry messages Ferry reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Registry,
+    Entity,
+    EntitySpec,
+    FeatureView,
+    FeatureViewSpec,
+    FeatureViewMeta,
+    FeatureSpec,
+    FeatureService,
+    FeatureServiceSpec,
+    Projection,
+    OnDemandFeatureView,
+    OnDemandFeatureViewSpec,
+    VersionHistory,
+    VersionRecord,
+}
+
+/// Per message: Feast's name, the fields of Feast 0.67 Ferry leaves unread on purpose, and the
+/// fields holding messages Ferry reads (checked in turn).
+fn schema(kind: Kind) -> (&'static str, &'static [u32], &'static [(u32, Kind)]) {
+    use Kind as K;
+    match kind {
+        K::Registry => (
+            "feast.core.Registry",
+            &[2, 3, 4, 5, 10, 11, 12, 13, 15, 16, 17, 19],
+            &[
+                (1, K::Entity),
+                (6, K::FeatureView),
+                (7, K::FeatureService),
+                (8, K::OnDemandFeatureView),
+                (18, K::VersionHistory),
+            ],
+        ),
+        K::Entity => ("feast.core.Entity", &[2], &[(1, K::EntitySpec)]),
+        K::EntitySpec => ("feast.core.EntitySpecV2", &[3, 8, 10], &[]),
+        K::FeatureView => (
+            "feast.core.FeatureView",
+            &[],
+            &[(1, K::FeatureViewSpec), (2, K::FeatureViewMeta)],
+        ),
+        K::FeatureViewSpec => (
+            "feast.core.FeatureViewSpec",
+            &[5, 10, 11, 13, 14, 15, 16, 17, 19],
+            &[(4, K::FeatureSpec), (12, K::FeatureSpec)],
+        ),
+        K::FeatureViewMeta => ("feast.core.FeatureViewMeta", &[1, 2, 3, 5], &[]),
+        K::FeatureSpec => ("feast.core.FeatureSpecV2", &[3, 4, 5, 6, 7], &[]),
+        K::FeatureService => (
+            "feast.core.FeatureService",
+            &[2],
+            &[(1, K::FeatureServiceSpec)],
+        ),
+        K::FeatureServiceSpec => (
+            "feast.core.FeatureServiceSpec",
+            &[4, 5, 6, 7],
+            &[(3, K::Projection)],
+        ),
+        K::Projection => (
+            "feast.core.FeatureViewProjection",
+            &[5, 6, 7, 8, 9, 11],
+            &[(2, K::FeatureSpec)],
+        ),
+        K::OnDemandFeatureView => (
+            "feast.core.OnDemandFeatureView",
+            &[2],
+            &[(1, K::OnDemandFeatureViewSpec)],
+        ),
+        K::OnDemandFeatureViewSpec => (
+            "feast.core.OnDemandFeatureViewSpec",
+            &[5, 6, 7, 8, 10, 13, 14, 15, 17, 18],
+            &[(3, K::FeatureSpec)],
+        ),
+        K::VersionHistory => (
+            "feast.core.FeatureViewVersionHistory",
+            &[],
+            &[(1, K::VersionRecord)],
+        ),
+        K::VersionRecord => (
+            "feast.core.FeatureViewVersionRecord",
+            &[6, 7, 8],
+            &[(5, K::FeatureView)],
+        ),
+    }
+}
+
+/// `bytes` decoded as our message of `kind` and encoded again.
+fn reencode(kind: Kind, bytes: &[u8]) -> Option<Vec<u8>> {
+    fn re<M: Message + Default>(b: &[u8]) -> Option<Vec<u8>> {
+        M::decode(b).ok().map(|m| m.encode_to_vec())
+    }
+    match kind {
+        Kind::Registry => re::<fp::Registry>(bytes),
+        Kind::Entity => re::<fp::Entity>(bytes),
+        Kind::EntitySpec => re::<fp::EntitySpec>(bytes),
+        Kind::FeatureView => re::<fp::FeatureView>(bytes),
+        Kind::FeatureViewSpec => re::<fp::FeatureViewSpec>(bytes),
+        Kind::FeatureViewMeta => re::<fp::FeatureViewMeta>(bytes),
+        Kind::FeatureSpec => re::<fp::FeatureSpec>(bytes),
+        Kind::FeatureService => re::<fp::FeatureService>(bytes),
+        Kind::FeatureServiceSpec => re::<fp::FeatureServiceSpec>(bytes),
+        Kind::Projection => re::<fp::FeatureViewProjection>(bytes),
+        Kind::OnDemandFeatureView => re::<fp::OnDemandFeatureView>(bytes),
+        Kind::OnDemandFeatureViewSpec => re::<fp::OnDemandFeatureViewSpec>(bytes),
+        Kind::VersionHistory => re::<fp::FeatureViewVersionHistory>(bytes),
+        Kind::VersionRecord => re::<fp::FeatureViewVersionRecord>(bytes),
+    }
+}
+
+/// One warning per registry message with fields Ferry does not know, e.g.
+/// `the Feast registry's feast.core.FeatureViewSpec has field(s) 21 that Ferry does not read
+/// (written by a newer Feast?); what they mean is ignored`.
+pub fn notices(registry: &[u8]) -> Vec<String> {
+    let mut unknown: BTreeMap<Kind, BTreeSet<u32>> = BTreeMap::new();
+    walk(Kind::Registry, registry, &mut unknown);
+    unknown
+        .into_iter()
+        .map(|(kind, fields)| {
+            let list: Vec<String> = fields.iter().map(u32::to_string).collect();
+            format!(
+                "the Feast registry's {} has field(s) {} that Ferry does not read (written by \
+                 a newer Feast?); what they mean is ignored",
+                schema(kind).0,
+                list.join(", ")
+            )
+        })
+        .collect()
+}
+
+fn walk(kind: Kind, bytes: &[u8], unknown: &mut BTreeMap<Kind, BTreeSet<u32>>) {
+    let (Some(fields), Some(again)) = (wire_fields(bytes), reencode(kind, bytes)) else {
+        return; // not decodable: the registry's decoding reports it
+    };
+    let kept: BTreeSet<u32> = wire_fields(&again)
+        .unwrap_or_default()
+        .iter()
+        .map(|f| f.0)
+        .collect();
+    let (_, ignored, children) = schema(kind);
+    for (number, payload) in fields {
+        if !kept.contains(&number) && !ignored.contains(&number) {
+            unknown.entry(kind).or_default().insert(number);
+        }
+        if let (Some(payload), Some((_, child))) =
+            (payload, children.iter().find(|c| c.0 == number))
+        {
+            walk(*child, payload, unknown);
+        }
+    }
+}
+
+/// A field of a message on the wire: its number and, when length-delimited, its payload.
+type WireField<'a> = (u32, Option<&'a [u8]>);
+
+/// The top-level fields of a protobuf message. `None` when the bytes are not a message.
+fn wire_fields(mut bytes: &[u8]) -> Option<Vec<WireField<'_>>> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let key = varint(&mut bytes)?;
+        let number = u32::try_from(key >> 3).ok()?;
+        let payload = match key & 7 {
+            0 => varint(&mut bytes).map(|_| None)?,
+            1 => skip(&mut bytes, 8).map(|_| None)?,
+            2 => {
+                let len = usize::try_from(varint(&mut bytes)?).ok()?;
+                Some(skip(&mut bytes, len)?)
+            }
+            5 => skip(&mut bytes, 4).map(|_| None)?,
+            _ => return None,
+        };
+        out.push((number, payload));
+    }
+    Some(out)
+}
+
+fn varint(bytes: &mut &[u8]) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let (&b, rest) = bytes.split_first()?;
+        *bytes = rest;
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+fn skip<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+    if bytes.len() < n {
+        return None;
+    }
+    let (head, rest) = bytes.split_at(n);
+    *bytes = rest;
+    Some(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A field `number` holding a string, appended to `out`.
+    fn string_field(out: &mut Vec<u8>, number: u32, s: &str) {
+        prost::encoding::string::encode(number, &s.to_owned(), out);
+    }
+
+    #[test]
+    fn fields_ferry_reads_or_skips_on_purpose_are_no_notice() {
+        let reg = fp::Registry {
+            feature_views: vec![fp::FeatureView {
+                spec: Some(fp::FeatureViewSpec {
+                    name: "v".into(),
+                    disabled: true,
+                    ..Default::default()
+                }),
+                meta: None,
+            }],
+            ..Default::default()
+        };
+        let mut bytes = reg.encode_to_vec();
+        // registry_schema_version (3): Feast 0.67 has it, Ferry leaves it unread.
+        string_field(&mut bytes, 3, "1");
+        assert_eq!(notices(&bytes), Vec::<String>::new());
+    }
+
+    #[test]
+    fn unknown_fields_are_named_with_their_message_at_any_depth() {
+        let mut spec = fp::FeatureViewSpec {
+            name: "v".into(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        string_field(&mut spec, 21, "new meaning");
+        string_field(&mut spec, 40, "more");
+        let mut view = Vec::new();
+        prost::encoding::bytes::encode(1, &spec, &mut view);
+        let mut reg = Vec::new();
+        prost::encoding::bytes::encode(6, &view, &mut reg);
+        string_field(&mut reg, 99, "x");
+        let n = notices(&reg);
+        assert_eq!(n.len(), 2, "{n:?}");
+        assert!(
+            n[0].contains("feast.core.Registry has field(s) 99"),
+            "{n:?}"
+        );
+        assert!(
+            n[1].contains("feast.core.FeatureViewSpec has field(s) 21, 40"),
+            "{n:?}"
+        );
+    }
+
+    #[test]
+    fn a_versioned_views_record_is_checked_as_a_view() {
+        let mut spec = Vec::new();
+        string_field(&mut spec, 1, "v");
+        string_field(&mut spec, 30, "?");
+        let mut view = Vec::new();
+        prost::encoding::bytes::encode(1, &spec, &mut view);
+        let reg = fp::Registry {
+            feature_view_version_history: Some(fp::FeatureViewVersionHistory {
+                records: vec![fp::FeatureViewVersionRecord {
+                    feature_view_proto: view,
+                    ..Default::default()
+                }],
+            }),
+            ..Default::default()
+        };
+        let n = notices(&reg.encode_to_vec());
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(n[0].contains("FeatureViewSpec has field(s) 30"), "{n:?}");
+        assert_eq!(wire_fields(&[0x0b]), None, "a group is not read");
+    }
+}
