@@ -64,13 +64,17 @@ if [ "$MODE" = xds ]; then
   # A fresh state directory: the demo's Redis starts empty, so last run's pushed snapshot
   # (restored from the state directory otherwise) is not wanted.
   rm -rf "$RUN_DIR/cp-state"
-  # The demo's write credential (docs/fresh-features.md): a fresh random token in a file only
-  # its owner reads; Envoy routes Feast's POST /push and /write-to-online-store to ferry serve.
+  # The demo's credentials (docs/security.md, docs/fresh-features.md): fresh random tokens in
+  # files only their owner reads, one to push snapshots, one to write features; Envoy routes
+  # Feast's POST /push and /write-to-online-store to ferry serve.
+  PUSH_TOKEN_FILE="$RUN_DIR/push-token"
   WRITE_TOKEN_FILE="$RUN_DIR/write-token"
-  (umask 077; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$WRITE_TOKEN_FILE")
-  start control-plane "$BIN/ferry" serve "$REPO" "${RUNTIME_FLAGS[@]}" --state-dir "$RUN_DIR/cp-state" \
-    --xds-listen "127.0.0.1:$XDS_PORT" --http-listen "127.0.0.1:$CP_PORT" \
-    --write-token-file "$WRITE_TOKEN_FILE"
+  for f in "$PUSH_TOKEN_FILE" "$WRITE_TOKEN_FILE"; do
+    (umask 077; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$f")
+  done
+  start control-plane env -u FERRY_PUSH_TOKEN "$BIN/ferry" serve "$REPO" "${RUNTIME_FLAGS[@]}" \
+    --state-dir "$RUN_DIR/cp-state" --xds-listen "127.0.0.1:$XDS_PORT" --http-listen "127.0.0.1:$CP_PORT" \
+    --push-token-file "$PUSH_TOKEN_FILE" --write-token-file "$WRITE_TOKEN_FILE"
   wait_for control-plane "http://127.0.0.1:$CP_PORT/healthz"
   "$BIN/ferry" envoy-config "$REPO" --xds --xds-address "127.0.0.1:$XDS_PORT" "${RUNTIME_FLAGS[@]}" \
     --write-address "127.0.0.1:$CP_PORT" "${ENVOY_ARGS[@]}"
@@ -237,7 +241,7 @@ PY
   BODY='{"instances": [{"user_id": "u000001"}]}'
   URL="http://127.0.0.1:$LISTEN_PORT/v1/models/fraud-lenient:predict"
   t0=$(date +%s%N)
-  "$BIN/ferry" apply "$HOT" --materialize --push "$CP" | tail -1
+  FERRY_PUSH_TOKEN=$(cat "$PUSH_TOKEN_FILE") "$BIN/ferry" apply "$HOT" --materialize --push "$CP" | tail -1
   t1=$(date +%s%N)
   for _ in $(seq 2000); do
     curl -s -H 'content-type: application/json' --data-binary "$BODY" "$URL" | grep -q '"age"' && break
@@ -249,10 +253,8 @@ PY
   printf -- '---- push took %d ms; first request served with the new snapshot %d ms after the push returned (%d ms after `ferry apply` started)\n' \
     $(((t1 - t0) / 1000000)) $(((t2 - t1) / 1000000)) $(((t2 - t0) / 1000000))
   echo "---- control plane /status:"
-  # With a push token in the environment ferry serve gates /status too: read with it.
-  STATUS_AUTH=()
-  if [ -n "${FERRY_PUSH_TOKEN:-}" ]; then STATUS_AUTH=(-H "authorization: Bearer $FERRY_PUSH_TOKEN"); fi
-  curl -s "${STATUS_AUTH[@]}" "$CP/status" > "$RUN_DIR/status.json"
+  # With a push token ferry serve gates /status too: read with it.
+  curl -s -H "authorization: Bearer $(cat "$PUSH_TOKEN_FILE")" "$CP/status" > "$RUN_DIR/status.json"
   python3 - "$RUN_DIR/status.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
@@ -291,7 +293,7 @@ PUSH_LINE=""
 if [ "$MODE" = xds ]; then
   CP_LINE="  control plane  http://127.0.0.1:$CP_PORT   (/status, /metrics; xDS on 127.0.0.1:$XDS_PORT)
 "
-  PUSH_LINE="Push:  edit a copy of $REPO, then  target/release/ferry apply COPY --materialize --push http://127.0.0.1:$CP_PORT
+  PUSH_LINE="Push:  edit a copy of $REPO, then  FERRY_PUSH_TOKEN=\$(cat $PUSH_TOKEN_FILE) target/release/ferry apply COPY --materialize --push http://127.0.0.1:$CP_PORT
 "
   if [ -n "${PUSHED:-}" ]; then
     PUSH_LINE="${PUSH_LINE}Write: curl -s -H \"authorization: Bearer \$(cat $WRITE_TOKEN_FILE)\" -H 'content-type: application/json' http://127.0.0.1:$LISTEN_PORT/push -d '${PUSH_BODY/TS/$(date +%s)}'
