@@ -4,6 +4,7 @@
 # example repo, sends sample requests (printing each before and after enrichment; the on-demand
 # features computed in Envoy, with a null input and a division by zero), pushes a
 # change hot and shows /status, writes one entity through Feast's POST /push and shows it served,
+# logs one route's served features to Parquet (ferry log-sink)
 # and leaves the stack running (`make stop`).
 # FERRY_MODE=static runs the older static mode: the snapshot inlined in Envoy's bootstrap, no
 # control plane. FERRY_RUNTIME=native runs the filter as an Envoy dynamic module
@@ -20,6 +21,8 @@ MODEL_PORT=${FERRY_MODEL_PORT:-8080}
 REDIS_PORT=${FERRY_REDIS_PORT:-6379}
 XDS_PORT=${FERRY_XDS_PORT:-18000}
 CP_PORT=${FERRY_CP_PORT:-8091}
+LOG_PORT=${FERRY_LOG_PORT:-18090}
+LOG_HTTP_PORT=${FERRY_LOG_HTTP_PORT:-8093}
 MODE=${FERRY_MODE:-xds}
 RUNTIME=${FERRY_RUNTIME:-wasm}
 case "$RUNTIME" in
@@ -29,7 +32,7 @@ case "$RUNTIME" in
 esac
 export FERRY_REDIS="redis://127.0.0.1:$REDIS_PORT"
 case "$MODE" in xds|static) ;; *) echo "FERRY_MODE must be xds or static" >&2; exit 1;; esac
-PORTS="$LISTEN_PORT $ADMIN_PORT $READER_PORT $MODEL_PORT $REDIS_PORT"
+PORTS="$LISTEN_PORT $ADMIN_PORT $READER_PORT $MODEL_PORT $REDIS_PORT $LOG_PORT $LOG_HTTP_PORT"
 [ "$MODE" = xds ] && PORTS="$PORTS $XDS_PORT $CP_PORT"
 
 bash scripts/setup.sh
@@ -57,8 +60,15 @@ echo "== materializing vectors into Redis"
 echo "== starting the reader (:$READER_PORT), the demo model (:$MODEL_PORT) and Envoy (:$LISTEN_PORT, $MODE mode, $RUNTIME filter)"
 start reader "$BIN/ferry-reader" --listen "127.0.0.1:$READER_PORT"
 start model "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
+# Served-feature logs (docs/served-logs.md): the example's fraud-lenient route logs every
+# request; Envoy's gRPC access logger sends them to the sink, which writes Parquet files.
+LOG_DIR="$RUN_DIR/served-logs"
+rm -rf "$LOG_DIR"
+echo "== starting ferry log-sink (gRPC 127.0.0.1:$LOG_PORT, /metrics :$LOG_HTTP_PORT) into $LOG_DIR"
+start log-sink "$BIN/ferry" log-sink --dir "$LOG_DIR" --listen "127.0.0.1:$LOG_PORT" \
+  --http-listen "127.0.0.1:$LOG_HTTP_PORT" --window-secs 2
 ENVOY_ARGS=(--listen-port "$LISTEN_PORT" --admin-port "$ADMIN_PORT" --reader-port "$READER_PORT"
-  --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy.yaml")
+  --model-port "$MODEL_PORT" --log-sink "127.0.0.1:$LOG_PORT" -o "$RUN_DIR/envoy.yaml")
 if [ "$MODE" = xds ]; then
   echo "== starting the control plane: xDS 127.0.0.1:$XDS_PORT, HTTP http://127.0.0.1:$CP_PORT"
   # A fresh state directory: the demo's Redis starts empty, so last run's pushed snapshot
@@ -288,6 +298,17 @@ if [ "$MODE" = xds ] && grep -q '^  - {name: profile_push, views: \[user_profile
   PUSHED=1
 fi
 
+# What the log sink wrote for the fraud-lenient route (a file is complete 2 s after its first
+# row here; `--window-secs`, 60 by default).
+echo; echo "######## Served-feature logs of the fraud-lenient route (log: {sample: 1.0})"
+for _ in $(seq 50); do
+  [ -n "$(find "$LOG_DIR" -name '*.parquet' 2>/dev/null | head -1)" ] && break
+  sleep 0.2
+done
+find "$LOG_DIR" -name '*.parquet' | sort | sed 's/^/  /' | head -5
+echo "---- rows written so far: $(curl -fsS "http://127.0.0.1:$LOG_HTTP_PORT/metrics" | awk '/^ferry_log_sink_records_written_total/ {print $2}')" \
+  "(read them with pandas: pd.read_parquet(\"$LOG_DIR/realtime_scoring\"))"
+
 CP_LINE=""
 PUSH_LINE=""
 if [ "$MODE" = xds ]; then
@@ -306,6 +327,7 @@ The stack is running ($MODE mode; pids and logs in .run/):
 ${CP_LINE}  Envoy + ferry  http://127.0.0.1:$LISTEN_PORT   (admin http://127.0.0.1:$ADMIN_PORT)
   reader         http://127.0.0.1:$READER_PORT   (/healthz, /metrics)
   demo model     http://127.0.0.1:$MODEL_PORT   (echoes the request it received)
+  log sink       $LOG_DIR   (/metrics on http://127.0.0.1:$LOG_HTTP_PORT)
   Redis          127.0.0.1:$REDIS_PORT
 Try:  curl -s -d '{"instances":[{"user_id":"u000010"}]}' http://127.0.0.1:$LISTEN_PORT/v1/models/fraud:predict
 ${PUSH_LINE}Stop: make stop
