@@ -82,8 +82,16 @@ fn config() -> Config {
 
 /// [`config`], the service also listing the five features of [`derived5`] when `derived`.
 fn config_with(derived: bool) -> Config {
+    match Config::from_snapshot(snapshot_with(derived)) {
+        Ok(c) => c,
+        Err(e) => unreachable!("the bench snapshot is valid: {e}"),
+    }
+}
+
+/// The snapshot of [`config_with`].
+fn snapshot_with(derived: bool) -> pb::Snapshot {
     use pb::ValueType as T;
-    let snapshot = pb::Snapshot {
+    pb::Snapshot {
         project: "bench".into(),
         version: "bench".into(),
         services: vec![pb::FeatureService {
@@ -120,10 +128,6 @@ fn config_with(derived: bool) -> Config {
             ..fixture::route("scoring", "scoring", pb::Format::KserveV1, &["user_id"])
         }],
         ..fixture::snapshot()
-    };
-    match Config::from_snapshot(snapshot) {
-        Ok(c) => c,
-        Err(e) => unreachable!("the bench snapshot is valid: {e}"),
     }
 }
 
@@ -375,12 +379,186 @@ fn derived(c: &mut Criterion) {
     group.finish();
 }
 
+/// Envoy-style request ids (UUID v4 text), deterministic: the sampled routes cycle through them,
+/// so a rate of 0.1 logs about a tenth of the iterations, as it would a tenth of the requests.
+fn request_ids(n: usize) -> Vec<String> {
+    (0..n as u64)
+        .map(|i| {
+            let h = ferry_core::log::request_hash(&i.to_string());
+            format!(
+                "{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}",
+                h >> 32,
+                (h >> 16) & 0xffff,
+                h & 0xfff,
+                (h >> 20) & 0xfff,
+                h.rotate_left(17) & 0xffff_ffff_ffff
+            )
+        })
+        .collect()
+}
+
+/// The bench's route with `log: {sample}` (`None`: no `log:`, logging off).
+fn logged_config(sample: Option<f64>) -> Config {
+    let mut snapshot = snapshot_with(false);
+    snapshot.routes[0].log = sample.map(|sample| pb::RouteLog {
+        sample,
+        statuses: Default::default(),
+    });
+    match Config::from_snapshot(snapshot) {
+        Ok(c) => c,
+        Err(e) => unreachable!("the bench snapshot is valid: {e}"),
+    }
+}
+
+/// Served-feature logging's added work in the filter (host calls aside: reading
+/// `x-request-id` and handing the record to Envoy's filter state are not measured here):
+/// - `decision/RATE`: the sampling decision on one request id;
+/// - `enrich/{off,keep}/BATCH`: `enrich_at` from the parsed body and the reader's answer, keeping
+///   the copy of what the model received or not;
+/// - `encode/BATCH`: building and encoding the `ServedLog` record from that copy;
+/// - `request/{off,sample_1.0,sample_0.1}/BATCH`: the whole per-request step of
+///   [`whole_request`] plus the decision, the copy and the record, as `request/mod.rs` does it.
+fn served_log(c: &mut Criterion) {
+    use ferry_core::log::record::{self, Stamp};
+    use ferry_core::log::ServedStatus;
+    let ids = request_ids(1024);
+    let mut g = c.benchmark_group("served_log");
+    g.warm_up_time(std::time::Duration::from_secs(1));
+    g.measurement_time(std::time::Duration::from_secs(3));
+    for sample in [1.0, 0.1] {
+        let config = logged_config(Some(sample));
+        let Some(policy) = route(&config).log else {
+            unreachable!("the route logs")
+        };
+        let mut i = 0;
+        g.bench_function(BenchmarkId::new("decision", sample), |b| {
+            b.iter(|| {
+                i = (i + 1) % ids.len();
+                policy.picks(black_box(&ids[i]), ServedStatus::Ok)
+            })
+        });
+    }
+    let config = logged_config(Some(1.0));
+    let route_on = route(&config);
+    let stamp = Stamp {
+        request_id: &ids[0],
+        now_us: NOW_US,
+        received_us: NOW_US,
+    };
+    for batch in [1, 100] {
+        let body = request(batch);
+        let answer = reader_answer(batch);
+        let all: Vec<usize> = (0..batch).collect();
+        let parsed = || {
+            let parsed = kserve_v1::parse(&body, route_on).map_err(|e| e.code())?;
+            let call = enrich::reader_request(&config, route_on, &parsed.keys, &all);
+            let vectors =
+                enrich::reader_vectors(&answer, &call.lookup_sizes).map_err(|e| e.code())?;
+            Ok::<_, &str>((parsed, vectors))
+        };
+        let keep_all = |_: ServedStatus| true;
+        for (name, keep) in [
+            ("off", &enrich::keep_none as enrich::Keep<'_>),
+            ("keep", &keep_all),
+        ] {
+            g.bench_function(BenchmarkId::new(format!("enrich/{name}"), batch), |b| {
+                b.iter_batched(
+                    &parsed,
+                    |p| {
+                        let (parsed, vectors) = p?;
+                        enrich::enrich_at(route_on, parsed.into(), &vectors, NOW_US, NOW_US, keep)
+                            .map_err(|e| e.code())
+                    },
+                    BatchSize::SmallInput,
+                )
+            });
+        }
+        let kept = parsed().and_then(|(parsed, vectors)| {
+            enrich::enrich_at(route_on, parsed.into(), &vectors, NOW_US, NOW_US, &keep_all)
+                .map_err(|e| e.code())
+        });
+        let Some(served) = kept.ok().and_then(|e| e.logged) else {
+            unreachable!("the bench request is enriched and kept")
+        };
+        // What is measured encodes what it should: a record under the bound, every instance.
+        match record::encode(route_on, stamp, &served) {
+            Ok(bytes) => assert!(bytes.len() > 100 * batch, "{} bytes", bytes.len()),
+            Err(e) => unreachable!("the bench record is dropped: {e:?}"),
+        }
+        g.bench_function(BenchmarkId::new("encode", batch), |b| {
+            b.iter(|| record::encode(route_on, black_box(stamp), black_box(&served)))
+        });
+    }
+    served_log_request(&mut g, &ids);
+    g.finish();
+}
+
+/// `served_log/request/...`: the whole step with logging off (no `log:`), and at 1.0 and 0.1,
+/// the request id changing every iteration.
+fn served_log_request(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    ids: &[String],
+) {
+    use ferry_core::log::record::{self, Stamp};
+    use ferry_core::log::ServedStatus;
+    for batch in [1, 100] {
+        let body = request(batch);
+        let answer = reader_answer(batch);
+        for (name, sample) in [
+            ("off", None),
+            ("sample_1.0", Some(1.0)),
+            ("sample_0.1", Some(0.1)),
+        ] {
+            let config = logged_config(sample);
+            let route = route(&config);
+            // The ids sample as the rate says (1024 ids at 0.1: about 102).
+            let picked = ids
+                .iter()
+                .filter(|id| route.log.is_some_and(|p| p.picks(id, ServedStatus::Ok)))
+                .count();
+            let expected = (sample.unwrap_or(0.0) * ids.len() as f64) as usize;
+            assert!(
+                picked.abs_diff(expected) <= 30,
+                "{picked} of {} picked",
+                ids.len()
+            );
+            let mut i = 0;
+            g.bench_function(BenchmarkId::new(format!("request/{name}"), batch), |b| {
+                b.iter(|| {
+                    i = (i + 1) % ids.len();
+                    let id = ids[i].as_str();
+                    let parsed = kserve_v1::parse(black_box(&body), route).map_err(|e| e.code())?;
+                    let all: Vec<usize> = (0..parsed.keys.len()).collect();
+                    let call = enrich::reader_request(&config, route, &parsed.keys, &all);
+                    black_box(&call.body);
+                    let vectors = enrich::reader_vectors(black_box(&answer), &call.lookup_sizes)
+                        .map_err(|e| e.code())?;
+                    let keep = |s| route.log.is_some_and(|p| p.picks(id, s));
+                    let mut out =
+                        enrich::enrich_at(route, parsed.into(), &vectors, NOW_US, NOW_US, &keep)
+                            .map_err(|e| e.code())?;
+                    if let Some(served) = out.logged.take() {
+                        let stamp = Stamp {
+                            request_id: id,
+                            now_us: NOW_US,
+                            received_us: NOW_US,
+                        };
+                        black_box(record::encode(route, stamp, &served).map(|b| b.len()).ok());
+                    }
+                    Ok::<_, &str>(out)
+                })
+            });
+        }
+    }
+}
+
 criterion_group!(
     benches,
     decode,
     parse_and_rewrite,
     whole_request,
     derived5_stages,
-    derived
+    derived,
+    served_log
 );
 criterion_main!(benches);
