@@ -43,7 +43,8 @@ fn hot_repo(repo: &Path, dir: &Path) -> PathBuf {
     let hot = dir.join("hot");
     std::fs::create_dir_all(&hot).expect("mkdir");
     let yaml = std::fs::read_to_string(repo.join("ferry.yaml")).expect("ferry.yaml");
-    let old = "    feature_names: full\n    on_missing_entity: \"null\"";
+    // The lenient route's two lines (txn-risk has the same two, without this comment).
+    let old = "    feature_names: full\n    on_missing_entity: \"null\"      # an unknown user";
     assert_eq!(
         yaml.matches(old).count(),
         1,
