@@ -119,6 +119,73 @@ impl Default for FeastSetup<'_> {
 }
 
 impl FeastStack {
+    /// A `feast apply` that adds `user_profile.tier`, then new data materialized by Feast:
+    /// `ferry serve` must notice the registry change (wherever the registry lives) and push it
+    /// over ECDS, so that the fixture's user u3 gets the new feature from the same Envoy
+    /// process (no restart), beside the features it had.
+    pub async fn a_feast_apply_adding_a_feature_reaches_envoy(&self, routes_path: &str) {
+        use serde_json::json;
+        let body = json!({"instances": [{"user_id": "u3"}]}).to_string();
+        let before = http::post(self.listen_port, routes_path, body.clone())
+            .await
+            .json();
+        assert_eq!(before["instances"][0]["user_profile__age"], json!(27));
+        assert!(before["instances"][0].get("user_profile__tier").is_none());
+        let version = self.control_plane.version();
+
+        let file = self.feast_repo.join("features.py");
+        let text = std::fs::read_to_string(&file).expect("features.py");
+        let added = text.replace(
+            "Field(name=\"segment\", dtype=String),",
+            "Field(name=\"segment\", dtype=String),\n        Field(name=\"tier\", dtype=Int64),",
+        );
+        assert_ne!(text, added, "the fixture's schema line moved");
+        std::fs::write(&file, added).expect("features.py");
+        feast(&self.feast_repo, "feast", &["apply"]);
+        // Feast skips rows not newer than what its Redis holds: new event times (the files are
+        // rewritten at least a second later, their times being relative to now).
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        write_data(&self.feast_repo);
+        materialize(&self.feast_repo);
+
+        let envoy_pid = self.envoy.pid();
+        self.control_plane
+            .wait_status("new snapshot", std::time::Duration::from_secs(30), |s| {
+                s.snapshot
+                    .as_ref()
+                    .is_some_and(|snap| snap.version != version)
+                    && s.converged
+            });
+        let after = http::post(self.listen_port, routes_path, body).await.json();
+        assert_eq!(
+            after["instances"][0]["user_profile__tier"],
+            json!(3),
+            "{after}"
+        );
+        assert_eq!(after["instances"][0]["user_profile__age"], json!(27));
+        assert_eq!(self.envoy.pid(), envoy_pid, "Envoy was not restarted");
+    }
+
+    /// Envoy's `feast_rest` answer for `service` over `rows` (entity objects), asked as a Feast
+    /// REST client does (`POST /get-online-features`, full feature names); must be a 200.
+    pub async fn rest(&self, service: &str, rows: &serde_json::Value) -> serde_json::Value {
+        let mut entities = serde_json::Map::new();
+        for row in rows.as_array().expect("rows") {
+            for (key, id) in row.as_object().expect("row") {
+                let column = entities
+                    .entry(key.clone())
+                    .or_insert_with(|| serde_json::json!([]));
+                column.as_array_mut().expect("column").push(id.clone());
+            }
+        }
+        let body = serde_json::json!(
+            {"feature_service": service, "entities": entities, "full_feature_names": true}
+        );
+        let resp = http::post(self.listen_port, "/get-online-features", body.to_string()).await;
+        assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+        resp.json()
+    }
+
     /// Applies and materializes the fixture with Feast, then starts the reader, the demo model,
     /// `ferry serve` on a Ferry repo holding `routes`, and Envoy taking its config over xDS.
     pub fn start(routes: &str) -> FeastStack {

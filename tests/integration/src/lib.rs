@@ -15,6 +15,7 @@ pub mod mitm;
 pub mod pollers;
 pub mod postgres;
 pub mod process;
+pub mod resp;
 pub mod runtime;
 pub mod secure;
 pub mod tls;

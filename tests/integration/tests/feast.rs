@@ -3,9 +3,9 @@
 //! answers are compared with Feast's own `get_online_features` on the same Redis.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use ferry_integration_tests::feast::{feast, materialize, write_data, FeastStack};
+use ferry_integration_tests::feast::FeastStack;
 use ferry_integration_tests::http::post;
 use serde_json::{json, Value as Json};
 
@@ -145,18 +145,7 @@ async fn compare_rest(
     rows: Json,
     counts: &mut BTreeMap<&'static str, usize>,
 ) {
-    let mut entities = serde_json::Map::new();
-    for row in rows.as_array().expect("rows") {
-        for (key, id) in row.as_object().expect("row") {
-            let column = entities.entry(key.clone()).or_insert_with(|| json!([]));
-            column.as_array_mut().expect("column").push(id.clone());
-        }
-    }
-    let body =
-        json!({"feature_service": service, "entities": entities, "full_feature_names": true});
-    let resp = post(stack.listen_port, "/get-online-features", body.to_string()).await;
-    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
-    let got = resp.json();
+    let got = stack.rest(service, &rows).await;
     let names: Vec<&str> = got["metadata"]["feature_names"]
         .as_array()
         .expect("feature_names")
@@ -226,45 +215,7 @@ async fn ferry_and_feast_answer_the_same_features_for_the_same_entities() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_feast_apply_that_adds_a_feature_reaches_envoy_through_ferry_serve() {
     let stack = FeastStack::start(ROUTES);
-    let path = "/v1/models/scoring:predict";
-    let body = json!({"instances": [{"user_id": "u3"}]}).to_string();
-    let before = post(stack.listen_port, path, body.clone()).await.json();
-    assert_eq!(before["instances"][0]["user_profile__age"], json!(27));
-    assert!(before["instances"][0].get("user_profile__tier").is_none());
-    let version = stack.control_plane.version();
-
-    let file = stack.feast_repo.join("features.py");
-    let text = std::fs::read_to_string(&file).expect("features.py");
-    let added = text.replace(
-        "Field(name=\"segment\", dtype=String),",
-        "Field(name=\"segment\", dtype=String),\n        Field(name=\"tier\", dtype=Int64),",
-    );
-    assert_ne!(text, added, "the fixture's schema line moved");
-    std::fs::write(&file, added).expect("features.py");
-    feast(&stack.feast_repo, "feast", &["apply"]);
-    // Feast skips rows not newer than what its Redis holds: new event times (the files are
-    // rewritten at least a second later, their times being relative to now).
-    std::thread::sleep(Duration::from_secs(1));
-    write_data(&stack.feast_repo);
-    materialize(&stack.feast_repo);
-
-    // ferry serve notices the new registry and pushes a new snapshot over ECDS; Envoy is not
-    // restarted.
-    let envoy_pid = stack.envoy.pid();
     stack
-        .control_plane
-        .wait_status("new snapshot", Duration::from_secs(30), |s| {
-            s.snapshot
-                .as_ref()
-                .is_some_and(|snap| snap.version != version)
-                && s.converged
-        });
-    let after = post(stack.listen_port, path, body).await.json();
-    assert_eq!(
-        after["instances"][0]["user_profile__tier"],
-        json!(3),
-        "{after}"
-    );
-    assert_eq!(after["instances"][0]["user_profile__age"], json!(27));
-    assert_eq!(stack.envoy.pid(), envoy_pid);
+        .a_feast_apply_adding_a_feature_reaches_envoy("/v1/models/scoring:predict")
+        .await;
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use ferry_integration_tests::bin;
 use ferry_integration_tests::feast::{feast, materialize, FeastSetup, FeastStack};
-use ferry_integration_tests::http::{post, raw};
+use ferry_integration_tests::http::raw;
 use serde_json::{json, Value as Json};
 
 fn routes(extra_services: &str) -> String {
@@ -50,22 +50,6 @@ fn feast_by_service(stack: &FeastStack, service: &str, rows: &Json) -> Json {
         .rfind(|l| l.starts_with('{'))
         .unwrap_or_default();
     serde_json::from_str(last).unwrap_or_else(|e| panic!("feast_layouts.py: {e}: {out}"))
-}
-
-/// Ferry's answer to Feast's REST request for `service` over `rows`, through Envoy.
-async fn ferry_rest(stack: &FeastStack, service: &str, rows: &Json) -> Json {
-    let mut entities = serde_json::Map::new();
-    for row in rows.as_array().expect("rows") {
-        for (key, id) in row.as_object().expect("row") {
-            let column = entities.entry(key.clone()).or_insert_with(|| json!([]));
-            column.as_array_mut().expect("column").push(id.clone());
-        }
-    }
-    let body =
-        json!({"feature_service": service, "entities": entities, "full_feature_names": true});
-    let resp = post(stack.listen_port, "/get-online-features", body.to_string()).await;
-    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
-    resp.json()
 }
 
 /// One column of a Feast-shaped answer by name: (values, statuses, event times as strings or
@@ -115,7 +99,7 @@ async fn compare(
     pinned: bool,
     counts: &mut BTreeMap<String, usize>,
 ) {
-    let ferry = ferry_rest(stack, service, rows).await;
+    let ferry = stack.rest(service, rows).await;
     let feast = feast_by_service(stack, service, rows);
     assert!(feast.get("error").is_none(), "Feast refused: {feast}");
     // By reference `view:feature` Feast reads each view's latest version: only for unpinned.
@@ -215,7 +199,7 @@ async fn precomputed_versioned_and_materializing_views_against_feast() {
     let with_unknown = json!([{"user_id": "u1"}, {"user_id": "nobody"}]);
     let refused = feast_by_service(&stack, "scoring", &with_unknown);
     assert!(refused["error"].as_str().is_some(), "{refused}");
-    let ferry = ferry_rest(&stack, "scoring", &with_unknown).await;
+    let ferry = stack.rest("scoring", &with_unknown).await;
     let age = column(&ferry, "user_profile__age");
     assert_eq!(age["values"], json!([34, null]));
     assert_eq!(age["statuses"], json!(["PRESENT", "NOT_FOUND"]));
@@ -244,7 +228,7 @@ async fn precomputed_versioned_and_materializing_views_against_feast() {
     feast(&stack.feast_repo, "feast", &["apply"]);
     wait_new_snapshot(&stack, &version);
     let before = reader_mismatches(&stack);
-    let stale = ferry_rest(&stack, "scoring", &json!([{"user_id": "u1"}])).await;
+    let stale = stack.rest("scoring", &json!([{"user_id": "u1"}])).await;
     let tier = column(&stale, "user_profile__tier");
     assert_eq!(tier["statuses"], json!(["NOT_FOUND"]), "{stale}");
     assert_eq!(
@@ -267,12 +251,12 @@ async fn precomputed_versioned_and_materializing_views_against_feast() {
     wait_new_snapshot(&stack, &version);
     compare(&stack, "scoring", &users, false, &mut counts).await;
     compare(&stack, "scoring_v0", &users, true, &mut counts).await;
-    let now = ferry_rest(&stack, "scoring", &users).await;
+    let now = stack.rest("scoring", &users).await;
     assert_eq!(
         column(&now, "user_profile__age")["values"],
         json!([134, 151, 127])
     );
-    let old = ferry_rest(&stack, "scoring_v0", &users).await;
+    let old = stack.rest("scoring_v0", &users).await;
     assert_eq!(
         column(&old, "user_profile_v0__age")["values"],
         json!([34, 51, 27])
@@ -297,7 +281,7 @@ async fn precomputed_versioned_and_materializing_views_against_feast() {
     let why = refused["error"].as_str().unwrap_or_default();
     assert!(why.contains("MATERIALIZING"), "{refused}");
     std::thread::sleep(Duration::from_secs(2)); // ferry serve re-reads the registry
-    let served = ferry_rest(&stack, "merchant_risk", &merchants).await;
+    let served = stack.rest("merchant_risk", &merchants).await;
     let rate = column(&served, "merchant_stats__chargeback_rate");
     let f = merchant_before["names"]
         .as_array()

@@ -5,13 +5,12 @@
 //! `/push` (`feast serve`) wrote.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use ferry_integration_tests::feast::{feast_venv, FeastStack, PROJECT};
 use ferry_integration_tests::http::{self, post, Conn};
+use ferry_integration_tests::resp::{command as resp, line};
 use ferry_integration_tests::{free_port, root, Proc};
 use ferry_protos::v1::FeastJoinKey;
 use serde_json::{json, Value as Json};
@@ -113,29 +112,6 @@ fn key(user: &str) -> Vec<u8> {
         int64: false,
     }];
     ferry_protos::feast::hash_key(PROJECT, &keys, user).unwrap()
-}
-
-/// One RESP command's raw reply.
-fn resp(port: u16, args: &[&[u8]]) -> Vec<u8> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("redis");
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut req = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        req.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        req.extend_from_slice(a);
-        req.extend_from_slice(b"\r\n");
-    }
-    req.extend_from_slice(b"*1\r\n$4\r\nQUIT\r\n");
-    s.write_all(&req).unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    out.truncate(out.len().saturating_sub(b"+OK\r\n".len()));
-    out
-}
-
-fn line(buf: &[u8]) -> (&[u8], &[u8]) {
-    let at = buf.windows(2).position(|w| w == b"\r\n").expect("a line");
-    (&buf[..at], &buf[at + 2..])
 }
 
 /// A hash's fields and values, and whether its key expires.

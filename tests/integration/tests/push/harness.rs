@@ -2,13 +2,11 @@
 //! `ferry serve` with a write token over the same Redis, and a second Envoy whose bootstrap
 //! routes Feast's write endpoints to it (`ferry envoy-config --write-address`).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::Command;
-use std::time::Duration;
 
 use ferry_integration_tests::control_plane::{READ_TOKEN, TOKEN};
 use ferry_integration_tests::http::{Conn, Response};
+use ferry_integration_tests::resp::{command as resp, line};
 use ferry_integration_tests::{
     bin, free_port, http, run, start_envoy, ControlPlane, Options, Proc, Stack,
 };
@@ -149,31 +147,6 @@ impl WriteStack {
 /// Tokens of the write stack's control plane, for the refusal tests.
 pub const PUSH_TOKEN: &str = TOKEN;
 pub const READ: &str = READ_TOKEN;
-
-fn resp(port: u16, args: &[&[u8]]) -> Vec<u8> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("redis");
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut req = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        req.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        req.extend_from_slice(a);
-        req.extend_from_slice(b"\r\n");
-    }
-    req.extend_from_slice(b"*1\r\n$4\r\nQUIT\r\n");
-    s.write_all(&req).unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    out.truncate(out.len().saturating_sub(b"+OK\r\n".len()));
-    out
-}
-
-fn line(buf: &[u8]) -> (&[u8], &[u8]) {
-    let at = buf
-        .windows(2)
-        .position(|w| w == b"\r\n")
-        .expect("a RESP line");
-    (&buf[..at], &buf[at + 2..])
-}
 
 /// GET: the bytes, or None (absent, or on another Cluster node: MOVED).
 fn get(port: u16, key: &str) -> Option<Vec<u8>> {
