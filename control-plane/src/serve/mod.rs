@@ -89,26 +89,7 @@ pub struct ServeOptions {
 pub async fn run(opts: ServeOptions) -> Result<()> {
     let (insecure, (http_tls, xds_tls)) = (access_rules(&opts)?, load_tls(opts.tls.as_ref())?);
     limits::raise_open_files(opts.max_http_connections + opts.max_streams);
-    let shared = shared_state(&opts)?;
-    let store = match shared {
-        Some(_) => None,
-        None => Some(persist::StateDir::open(&opts.state_dir)?),
-    };
-    let state = Arc::new(
-        State::new(
-            opts.filter.clone(),
-            opts.reader_cluster.clone(),
-            store.clone(),
-        )
-        .with_signer(opts.signer.clone())
-        .with_shared(shared.clone()),
-    );
-    log_signer(opts.signer.as_deref());
-    let hash = match (&store, &shared) {
-        (Some(store), _) => startup::first_snapshot(&state, store, &opts.repo)?,
-        (None, Some(shared)) => replica::first_snapshot(&state, shared, &opts.repo).await,
-        (None, None) => None,
-    };
+    let (state, shared, hash) = start_state(&opts).await?;
     let writer = Arc::new(writer(&opts.redis, &state)?);
 
     let xds_listener = bind(opts.xds_listen)
@@ -170,6 +151,34 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         let _ = tokio::time::timeout(grace, task).await;
     }
     Ok(())
+}
+
+/// The state and what it serves first: restored from the state directory (or the repo), or
+/// with `--shared-state` the shared snapshot; the `ferry.yaml` hash read.
+async fn start_state(
+    opts: &ServeOptions,
+) -> Result<(Arc<State>, Option<Arc<shared::Shared>>, Option<[u8; 32]>)> {
+    let shared = shared_state(&opts)?;
+    let store = match shared {
+        Some(_) => None,
+        None => Some(persist::StateDir::open(&opts.state_dir)?),
+    };
+    let state = Arc::new(
+        State::new(
+            opts.filter.clone(),
+            opts.reader_cluster.clone(),
+            store.clone(),
+        )
+        .with_signer(opts.signer.clone())
+        .with_shared(shared.clone()),
+    );
+    log_signer(opts.signer.as_deref());
+    let hash = match (&store, &shared) {
+        (Some(store), _) => startup::first_snapshot(&state, store, &opts.repo)?,
+        (None, Some(shared)) => replica::first_snapshot(&state, shared, &opts.repo).await,
+        (None, None) => None,
+    };
+    Ok((state, shared, hash))
 }
 
 /// Connections waiting to be accepted, per listener (the kernel caps it at

@@ -25,7 +25,7 @@ use prost::Message as _;
 use redis::aio::PubSub;
 
 use super::api::SharedStatus;
-use super::streams::{lock, now_ms};
+use super::streams::lock;
 
 /// Every Redis call of the shared state gets this long.
 pub const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
@@ -153,11 +153,18 @@ pub struct Shared {
 impl Shared {
     pub fn new(target: Target, conn: Connection, opts: SharedOptions) -> Shared {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "replica".to_owned());
+        // Random, so that two replicas never hold one id (same host name, same pid 1).
+        let mut salt = [0u8; 4];
+        let _ = getrandom::fill(&mut salt);
         Shared {
             conn,
             target,
             keys: Keys::new(&opts.cluster),
-            replica: format!("{host}-{}-{}", std::process::id(), now_ms() % 1_000_000),
+            replica: format!(
+                "{host}-{}-{}",
+                std::process::id(),
+                super::persist::hex(&salt)
+            ),
             opts,
             rt: tokio::runtime::Handle::current(),
             leader: AtomicBool::new(false),
@@ -412,5 +419,114 @@ impl Shared {
             Ok(pubsub)
         };
         self.call(subscribed).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_test_support::redis::RedisServer;
+
+    fn replica(redis: &RedisServer, cluster: &str) -> Shared {
+        let target = ferry_redis::RedisArgs::with_url(redis.url())
+            .target()
+            .unwrap();
+        let timeouts = ferry_redis::Timeouts {
+            connect: Duration::from_secs(2),
+            response: Some(REDIS_TIMEOUT),
+        };
+        let conn = target.connect_lazy(timeouts).unwrap();
+        let opts = SharedOptions {
+            cluster: cluster.into(),
+            poll: Duration::from_secs(1),
+            lease: Duration::from_millis(600),
+        };
+        Shared::new(target, conn, opts)
+    }
+
+    fn install<'a>(encoded: &'a [u8], version: &'a str, now: u64) -> Install<'a> {
+        Install {
+            encoded,
+            version,
+            source: "push",
+            accepted_ms: now,
+            repo_sha256: None,
+            releases: None,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_installs_get_distinct_ordered_sequences_and_one_lease_holder() {
+        let redis = RedisServer::start();
+        let (a, b) = (replica(&redis, "t"), replica(&redis, "t"));
+        let other = replica(&redis, "another-deployment");
+        assert_eq!(a.heads().await.unwrap(), (0, String::new()));
+        // The clock is the floor; a stale expectation is a conflict naming the current one.
+        let first = a.commit(0, &install(b"x", "v1", 5_000)).await.unwrap();
+        assert_eq!(first, Committed::At(5_000));
+        assert_eq!(
+            b.commit(0, &install(b"y", "v2", 6_000)).await.unwrap(),
+            Committed::Conflict(5_000)
+        );
+        assert_eq!(
+            b.commit(5_000, &install(b"x", "v1", 6_000)).await.unwrap(),
+            Committed::Unchanged(5_000)
+        );
+        // The clock went back: still above.
+        assert_eq!(
+            b.commit(5_000, &install(b"y", "v2", 10)).await.unwrap(),
+            Committed::At(5_001)
+        );
+        assert_eq!(
+            other.heads().await.unwrap().0,
+            0,
+            "another deployment's keys"
+        );
+
+        // Two replicas installing as fast as they can, each catching up on a conflict.
+        let run = |s: Shared, tag: &'static str| {
+            tokio::spawn(async move {
+                let mut expected = 5_001;
+                let mut got = Vec::new();
+                for i in 0..50 {
+                    let version = format!("{tag}{i}");
+                    loop {
+                        match s
+                            .commit(expected, &install(b"", &version, 1))
+                            .await
+                            .unwrap()
+                        {
+                            Committed::At(n) => {
+                                got.push(n);
+                                expected = n;
+                                break;
+                            }
+                            Committed::Conflict(n) | Committed::Unchanged(n) => expected = n,
+                        }
+                    }
+                }
+                got
+            })
+        };
+        let (x, y) = (run(a, "a"), run(b, "b"));
+        let (x, y) = (x.await.unwrap(), y.await.unwrap());
+        let mut all: Vec<u64> = x.iter().chain(&y).copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 100, "every install its own sequence");
+        assert!(x.windows(2).all(|w| w[0] < w[1]) && y.windows(2).all(|w| w[0] < w[1]));
+        let (a, b) = (replica(&redis, "t"), replica(&redis, "t"));
+        let record = a.load().await.unwrap().unwrap();
+        assert_eq!(record.sequence, *all.last().unwrap());
+
+        // One lease holder; the other takes over once it lapses.
+        assert!(a.lease().await);
+        assert!(!b.lease().await);
+        assert!(a.lease().await, "renewed");
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert!(b.lease().await, "taken over after it lapsed");
+        assert!(!a.lease().await, "lost");
+        b.release().await;
+        assert!(a.lease().await, "released at shutdown");
     }
 }
