@@ -12,11 +12,13 @@
 //! - [`snapshots`]: snapshots of a chosen size.
 //! - [`envoys`]: real Envoys joining a run.
 //! - [`scenario`]: the measured runs and their report rows.
+//! - [`replicas`]: the two-replica run (`ferry serve --shared-state` on one Redis).
 
 pub mod ads;
 pub mod envoys;
 pub mod poll;
 pub mod record;
+pub mod replicas;
 pub mod scenario;
 pub mod server;
 pub mod snapshots;
