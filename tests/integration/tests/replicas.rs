@@ -6,7 +6,7 @@
 //! other and end on that push, and the other takes the lease (re-applying the repo file's
 //! held-back change under the same rule); Redis stopped: pushes are refused 503 while the
 //! streams stay served; Redis back (empty): a push converges. No stream is ever sent a refused
-//! or held-back version.
+//! or held-back version. A real Envoy on the surviving replica ACKs every version it serves.
 
 use std::path::Path;
 use std::time::Duration;
@@ -16,6 +16,9 @@ use ferry_fleet::record::{Recorder, SimRecord};
 use ferry_fleet::verdict::Verdicts;
 use ferry_fleet::{snapshots, AdsFleet, AdsOptions};
 use ferry_integration_tests::control_plane::{ControlPlane, TOKEN};
+use ferry_integration_tests::http::get_ok;
+use ferry_integration_tests::process::{free_port, Proc};
+use ferry_integration_tests::start_envoy;
 use ferry_test_support::redis::RedisServer;
 use prost::Message as _;
 
@@ -25,6 +28,8 @@ const SNAPSHOT_BYTES: usize = 20_000;
 const ALL_VIEWS: &str = "features: [user_profile, transactions, user_embedding]";
 const NO_EMBEDDING: &str = "features: [user_profile, transactions]";
 const HELD_BACK: &str = "must be materialized";
+/// The real Envoy's node id.
+const ENVOY_NODE: &str = "real-envoy";
 
 fn replica(dir: &Path, repo: &Path, redis: &RedisServer, name: &str) -> ControlPlane {
     let dir = dir.join(name);
@@ -173,6 +178,14 @@ fn two_replicas_share_pushes_survive_a_kill_and_refuse_pushes_without_redis() {
         "only the lease holder reads the files"
     );
 
+    // A real Envoy joins the replica that will survive, and takes what it serves.
+    let envoy = real_envoy(dir.path(), &repo, &other_cp);
+    other_cp.wait_status("the real Envoy ACKed", Duration::from_secs(30), |s| {
+        s.nodes
+            .iter()
+            .any(|n| n.node == ENVOY_NODE && n.acked_version.as_deref() == Some(&p1.version))
+    });
+
     // Two pushes at once, one to each replica: distinct sequences, the higher one everywhere.
     let (pa, pb) = std::thread::scope(|s| {
         let x = s.spawn(|| push(&leader_cp, 3));
@@ -210,7 +223,7 @@ fn two_replicas_share_pushes_survive_a_kill_and_refuse_pushes_without_redis() {
         let expected = if on_killed(i) { 2 } else { 1 };
         assert_eq!(r.connects, expected, "stream {i}: {r:?}");
     }
-    assert_eq!(other_cp.status().nodes.len(), N);
+    assert_eq!(other_cp.status().nodes.len(), N + 1, "and the real Envoy");
     // The other replica takes the lease, and with it the file: its change is held back there.
     other_cp.wait_status("the lease taken over", Duration::from_secs(10), |s| {
         s.shared_state.as_ref().is_some_and(|x| x.watches_repo)
@@ -230,8 +243,8 @@ fn two_replicas_share_pushes_survive_a_kill_and_refuse_pushes_without_redis() {
     let status = other_cp.status();
     let s = status.shared_state.as_ref().unwrap();
     assert!(!s.available && s.error.is_some(), "{s:?}");
-    assert_eq!(status.nodes.len(), N);
-    assert!(status.converged);
+    assert_eq!(status.nodes.len(), N + 1);
+    assert!(status.converged, "{status:?}");
 
     // Redis back (empty: no persistence): a push is stored again, above the last sequence.
     redis.restart();
@@ -241,6 +254,17 @@ fn two_replicas_share_pushes_survive_a_kill_and_refuse_pushes_without_redis() {
     let p7 = push(&other_cp, 7);
     assert!(p7.sequence > p5.sequence, "{p7:?} {p5:?}");
     converge(&rt, &rec, &p7.version, Duration::ZERO);
+
+    other_cp.wait_status(
+        "the real Envoy on the last push",
+        Duration::from_secs(20),
+        |s| {
+            s.nodes
+                .iter()
+                .any(|n| n.node == ENVOY_NODE && n.acked_version.as_deref() == Some(&p7.version))
+        },
+    );
+    drop(envoy);
 
     let recs = rec.lock().clone();
     for r in &recs {
@@ -258,6 +282,29 @@ fn two_replicas_share_pushes_survive_a_kill_and_refuse_pushes_without_redis() {
         "a held-back version reached a stream"
     );
     rt.block_on(fleet.stop());
+}
+
+/// A real Envoy on `cp`'s xDS (its reader and model ports lead nowhere: no request is sent).
+fn real_envoy(dir: &Path, repo: &Path, cp: &ControlPlane) -> Proc {
+    let config = dir.join("envoy.yaml");
+    let admin = free_port();
+    ferry_integration_tests::run(
+        std::process::Command::new(ferry_integration_tests::bin("ferry"))
+            .arg("envoy-config")
+            .arg(repo)
+            .arg("--xds")
+            .args(["--xds-address", &format!("127.0.0.1:{}", cp.xds_port)])
+            .args(["--node-id", ENVOY_NODE])
+            .args(["--listen-port", &free_port().to_string()])
+            .args(["--admin-port", &admin.to_string()])
+            .args(["--reader-port", &free_port().to_string()])
+            .args(["--model-port", &free_port().to_string()])
+            .arg("-o")
+            .arg(&config),
+    );
+    let mut proc = start_envoy(dir, &config, "envoy");
+    proc.wait_ready(|| get_ok(admin, "/ready"), "envoy /ready");
+    proc
 }
 
 /// The version `ferry apply` builds from `repo` (what the held-back change would serve).
