@@ -158,7 +158,7 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
 async fn start_state(
     opts: &ServeOptions,
 ) -> Result<(Arc<State>, Option<Arc<shared::Shared>>, Option<[u8; 32]>)> {
-    let shared = shared_state(&opts)?;
+    let shared = shared_state(opts)?;
     let store = match shared {
         Some(_) => None,
         None => Some(persist::StateDir::open(&opts.state_dir)?),
