@@ -6,7 +6,8 @@
 //! other and end on that push, and the other takes the lease (re-applying the repo file's
 //! held-back change under the same rule); Redis stopped: pushes are refused 503 while the
 //! streams stay served; Redis back (empty): a push converges. No stream is ever sent a refused
-//! or held-back version. A real Envoy on the surviving replica ACKs every version it serves.
+//! or held-back version. A real Envoy on the surviving replica ACKs every version it serves;
+//! both replicas serve the same signed envelope of a snapshot (`--signing-key`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -32,6 +33,16 @@ const HELD_BACK: &str = "must be materialized";
 const ENVOY_NODE: &str = "real-envoy";
 
 fn replica(dir: &Path, repo: &Path, redis: &RedisServer, name: &str) -> ControlPlane {
+    let key = dir.join("signing.pem");
+    if !key.exists() {
+        ferry_integration_tests::run(
+            std::process::Command::new(ferry_integration_tests::bin("ferry"))
+                .arg("keygen")
+                .arg("--out")
+                .arg(&key),
+        );
+    }
+    let key = key.display().to_string();
     let dir = dir.join(name);
     std::fs::create_dir_all(&dir).unwrap();
     let url = redis.url();
@@ -48,6 +59,8 @@ fn replica(dir: &Path, repo: &Path, redis: &RedisServer, name: &str) -> ControlP
             "250",
             "--lease-ms",
             "1500",
+            "--signing-key",
+            &key,
         ],
     )
 }
@@ -145,6 +158,12 @@ fn two_replicas_share_pushes_survive_a_kill_and_refuse_pushes_without_redis() {
     let took = converge(&rt, &rec, &p1.version, since);
     eprintln!("a push to replica A: all {N} streams (half on B) ACKed within {took:.3} s");
     assert_eq!(b.version(), p1.version);
+    // Both replicas serve the same signed envelope (the same key signs the same bytes at the
+    // same sequence).
+    let (from_a, from_b) = (signed_snapshot(&a), signed_snapshot(&b));
+    assert_eq!(from_a, from_b);
+    let envelope = ferry_protos::v1::SignedSnapshot::decode(from_a.as_slice()).unwrap();
+    assert_eq!(envelope.sequence, shared(&b).sequence);
 
     // A snapshot the filter refuses is refused by B: no stream sees it.
     let bad = snapshots::refused(2);
@@ -282,6 +301,23 @@ fn two_replicas_share_pushes_survive_a_kill_and_refuse_pushes_without_redis() {
         "a held-back version reached a stream"
     );
     rt.block_on(fleet.stop());
+}
+
+/// The body of `GET /v1/snapshot` (a signed envelope), bytes as sent.
+fn signed_snapshot(cp: &ControlPlane) -> Vec<u8> {
+    use std::io::{Read as _, Write as _};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", cp.http_port)).unwrap();
+    let request = format!(
+        "GET /v1/snapshot HTTP/1.1\r\nhost: x\r\nconnection: close\r\nauthorization: Bearer {TOKEN}\r\n\r\n"
+    );
+    conn.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    conn.read_to_end(&mut out).unwrap();
+    let at = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&out[..at]).to_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("signed"), "a signed snapshot: {head}");
+    out[at + 4..].to_vec()
 }
 
 /// A real Envoy on `cp`'s xDS (its reader and model ports lead nowhere: no request is sent).
