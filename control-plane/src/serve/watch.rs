@@ -164,11 +164,12 @@ pub async fn run(
             _ = tick.tick() => {}
             _ = shutdown.changed() => return,
         }
-        // Replicas: only the lease holder acts on the files. Taking the lease, it compares
-        // them with what the shared snapshot was accepted with, as a start compares them
-        // with the saved one.
+        // Replicas: only the lease holder acts on the files, once it serves the shared
+        // snapshot (before, it cannot tell a push from the file's content). Taking the lease,
+        // it compares them with what the shared snapshot was accepted with, as a start
+        // compares them with the saved one.
         if let Some(shared) = state.shared() {
-            let now = shared.is_leader();
+            let now = shared.is_leader() && state.current().is_some();
             if now && !leading {
                 seen = shared.repo_hash();
             }

@@ -265,6 +265,12 @@ fn two_replicas_share_pushes_survive_a_kill_and_refuse_pushes_without_redis() {
     assert_eq!(status.nodes.len(), N + 1);
     assert!(status.converged, "{status:?}");
 
+    // A replica started while Redis is away serves nothing (the repo could roll a push back).
+    let late = replica(dir.path(), &repo, &redis, "c");
+    let status = late.status();
+    assert!(status.snapshot.is_none(), "{status:?}");
+    assert!(!status.shared_state.unwrap().available);
+
     // Redis back (empty: no persistence): a push is stored again, above the last sequence.
     redis.restart();
     other_cp.wait_status("Redis back", Duration::from_secs(10), |s| {
@@ -273,6 +279,9 @@ fn two_replicas_share_pushes_survive_a_kill_and_refuse_pushes_without_redis() {
     let p7 = push(&other_cp, 7);
     assert!(p7.sequence > p5.sequence, "{p7:?} {p5:?}");
     converge(&rt, &rec, &p7.version, Duration::ZERO);
+    late.wait_status("the late replica caught up", Duration::from_secs(10), |s| {
+        s.snapshot.as_ref().is_some_and(|x| x.version == p7.version)
+    });
 
     other_cp.wait_status(
         "the real Envoy on the last push",
