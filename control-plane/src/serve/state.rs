@@ -458,6 +458,10 @@ impl State {
                 project: c.snapshot.project.clone(),
                 source: c.source,
             }),
+            shared: self
+                .shared
+                .as_ref()
+                .map(|s| (s.unavailable().is_none(), s.is_leader())),
         };
         metrics::metrics_text(&self.metrics, gauges)
     }

@@ -262,6 +262,13 @@ fn two_replicas_share_pushes_survive_a_kill_and_refuse_pushes_without_redis() {
     let status = other_cp.status();
     let s = status.shared_state.as_ref().unwrap();
     assert!(!s.available && s.error.is_some(), "{s:?}");
+    let metrics = other_cp.metrics();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "ferry_shared_state_available 0"),
+        "{metrics}"
+    );
     assert_eq!(status.nodes.len(), N + 1);
     assert!(status.converged, "{status:?}");
 
@@ -277,6 +284,13 @@ fn two_replicas_share_pushes_survive_a_kill_and_refuse_pushes_without_redis() {
         s.shared_state.as_ref().is_some_and(|x| x.available)
     });
     let p7 = push(&other_cp, 7);
+    let metrics = other_cp.metrics();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "ferry_shared_state_available 1"),
+        "{metrics}"
+    );
     assert!(p7.sequence > p5.sequence, "{p7:?} {p5:?}");
     converge(&rt, &rec, &p7.version, Duration::ZERO);
     late.wait_status("the late replica caught up", Duration::from_secs(10), |s| {
