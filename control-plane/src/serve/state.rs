@@ -261,8 +261,11 @@ impl State {
                     sequence: c.sequence,
                 })
         };
-        if let Some(o) = unchanged(self) {
-            return Ok(o);
+        // With replicas the shared snapshot decides: this one may not have followed it yet.
+        if self.shared.is_none() {
+            if let Some(o) = unchanged(self) {
+                return Ok(o);
+            }
         }
         let sequence = match self.sequence_for(&current, source, since_ms) {
             Ok(Some(sequence)) => sequence,

@@ -219,6 +219,18 @@ fn two_replicas_share_pushes_survive_a_kill_and_refuse_pushes_without_redis() {
     assert_eq!(other_cp.version(), winner.version);
     assert_eq!(shared(&leader_cp).sequence, winner.sequence);
     assert_eq!(shared(&other_cp).sequence, winner.sequence);
+    // The winner pushed again, to the replica that did not take it: nothing changes.
+    let (salt, to) = if pa.sequence > pb.sequence {
+        (3, &other_cp)
+    } else {
+        (4, &leader_cp)
+    };
+    let again = push(to, salt);
+    assert!(!again.changed, "{again:?}");
+    assert_eq!(
+        (again.version.as_str(), again.sequence),
+        (winner.version.as_str(), winner.sequence)
+    );
 
     // The lease holder acknowledges a push and is killed at once: every stream ends on it, the
     // killed replica's ones after one reconnect to the other replica.
