@@ -2,7 +2,9 @@
 # The fleet figures (issue #26): `ferry-fleet` against a real `ferry serve` at N = 100, 1,000
 # and 10,000 simulated Envoys (QUICK=1: 100 and 300), each N over ADS in plaintext (two real
 # Envoys joining, pushes of 100 KB, and of 1 MB up to 1,000 streams) and mTLS (100 KB), and
-# pulling GET /v1/snapshot at the filter's default period, plaintext and mTLS. Writes the rows
+# pulling GET /v1/snapshot at the filter's default period, plaintext and mTLS, and over two
+# replicas (`ferry serve --shared-state` on a redis-server of the run, half the fleet on each,
+# 100 KB pushed to one: needs redis-server on PATH; REPLICAS=0 skips it). Writes the rows
 # (fleet.jsonl), the table (fleet.md) and the curve (fleet.svg) to bench/.run/results, or with
 # RECORD=1 to bench/results and the fleet section of bench/README.md. `make bench` runs it
 # (FLEET=0 skips it). Every process is a child of ferry-fleet, stopped when it ends.
@@ -37,6 +39,9 @@ for n in $NS; do
   say "ADS, mTLS, n=$n";      fleet --mode ads --n "$n" --mtls --sizes 100000 --pushes 3
   say "pull, plaintext, n=$n"; fleet --mode pull --n "$n" --max-http-connections $((n + 1024))
   say "pull, mTLS, n=$n";      fleet --mode pull --n "$n" --mtls --max-http-connections $((n + 1024))
+  if [ "${REPLICAS:-1}" = 1 ]; then
+    say "ADS over two replicas, plaintext, n=$n"; fleet --mode replicas --n "$n" --sizes 100000 --pushes 3
+  fi
 done
 
 if [ "$RECORD" = 1 ]; then OUT="$ROOT/bench/results"; README="$ROOT/bench/README.md"; else OUT="$ROOT/bench/.run/results"; README=""; fi

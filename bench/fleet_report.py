@@ -49,6 +49,17 @@ def table(rows):
         out.append(f"| {r['n']:,} | {r['transport']} | {r['poll_ms']} | {r['bytes_per_poller'] / 1000:.1f} | {r['polls']:,} | "
                    f"{r['answered_200']} / {r['answered_304']} / {r['failed']} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
                    f"{r['p999_ms']:.2f} | {r['max_ms']:.2f} | {r['cpu_s']:.2f} | {fmt(r['push_all_loaded_ms'])} |")
+    reps = sorted((r for r in rows if r["mode"] == "replicas"), key=lambda r: r["n"])
+    if reps:
+        out += ["", "Replicas: two `ferry serve --shared-state` on one Redis, half the fleet on each, 100 KB pushed "
+                "to replica A; ms from the push to A's answer, and to all of A's half, of B's half, of the fleet "
+                "ACKed (each push).", "",
+                "| N | A answered ms | A's half all ms | B's half all ms | all ms |",
+                "|---|---|---|---|---|"]
+        for r in reps:
+            col = lambda k: ", ".join(fmt(p[k]) for p in r["pushes"])
+            out.append(f"| {r['n']:,} | {col('post_ms')} | {col('own_half_all_ms')} | {col('other_half_all_ms')} | "
+                       f"{col('ack_all_ms')} |")
     return "\n".join(out) + "\n"
 
 
@@ -64,6 +75,10 @@ def series(rows):
                 if v is not None:
                     lat.setdefault(f"ADS 100 KB {name}, {t}", []).append((r["n"], v))
             mem.setdefault(f"ADS, {t}", []).append((r["n"], r["bytes_per_stream"] / 1000))
+        elif r["mode"] == "replicas":
+            v = med([p["ack_all_ms"] for p in pushes(r, 100_000)])
+            if v is not None:
+                lat.setdefault(f"2 replicas, 100 KB all ACKed, {t}", []).append((r["n"], v))
         else:
             lat.setdefault(f"pull p99.9, {t}", []).append((r["n"], r["p999_ms"]))
             mem.setdefault(f"pull, {t}", []).append((r["n"], r["bytes_per_poller"] / 1000))

@@ -117,6 +117,12 @@ impl Target {
         }
     }
 
+    /// A Pub/Sub connection (its own, not shared): to the first node of a Cluster, which
+    /// receives what is published on any node.
+    pub async fn pubsub(&self) -> RedisResult<redis::aio::PubSub> {
+        self.single_client()?.get_async_pubsub().await
+    }
+
     fn single_client(&self) -> RedisResult<Client> {
         let node = self.nodes.first().cloned().ok_or_else(|| {
             redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "no Redis node"))

@@ -1,7 +1,8 @@
 //! `ferry-fleet`: the fleet simulator (issue #26). Starts a `ferry serve`, connects N simulated
 //! Envoys to it over ADS (or N pollers of `GET /v1/snapshot`), pushes snapshots of the sizes
 //! given, and appends one JSON row per run to `--out`, printing a table. `bench/fleet.sh` runs
-//! it for N = 100, 1,000 and 10,000 and draws the curve.
+//! it for N = 100, 1,000 and 10,000 and draws the curve. `--mode replicas`: two
+//! `ferry serve --shared-state` on a Redis of the run, half the fleet on each, pushes to one.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -27,8 +28,9 @@ struct Args {
     /// Simulated Envoys.
     #[arg(long, default_value_t = 100)]
     n: usize,
-    /// ads: streams held and pushes; pull: pollers of GET /v1/snapshot.
-    #[arg(long, value_parser = ["ads", "pull"], default_value = "ads")]
+    /// ads: streams held and pushes; pull: pollers of GET /v1/snapshot; replicas: ADS over
+    /// two replicas sharing their state through Redis (redis-server on PATH).
+    #[arg(long, value_parser = ["ads", "pull", "replicas"], default_value = "ads")]
     mode: String,
     /// TLS on both listeners, client certificates (one identity per 100 Envoys) on xDS.
     #[arg(long)]
@@ -108,6 +110,10 @@ async fn main() -> Result<()> {
         let row = scenario::ads(&o).await?;
         print_ads(&row);
         serde_json::to_value(&row)?
+    } else if a.mode == "replicas" {
+        let row = ferry_fleet::replicas::replicas(&o).await?;
+        print_replicas(&row);
+        serde_json::to_value(&row)?
     } else {
         let row = scenario::pull(&o).await?;
         print_pull(&row);
@@ -159,6 +165,28 @@ fn print_ads(r: &scenario::AdsRow) {
             p.cpu_s,
             p.peak_rss_bytes as f64 / 1e6,
             real.join(" ")
+        );
+    }
+}
+
+fn print_replicas(r: &ferry_fleet::replicas::ReplicasRow) {
+    println!(
+        "replicas {} n={} on {} replicas: all ACKed the first snapshot in {} s",
+        r.transport,
+        r.n,
+        r.replicas,
+        opt(r.first_ack_all_s)
+    );
+    println!("  size      post ms  A half all  B half all  p99 ms  all ms");
+    for p in &r.pushes {
+        println!(
+            "  {:>8}  {:>7.1}  {:>10}  {:>10}  {:>6}  {:>6}",
+            p.size_bytes,
+            p.post_ms,
+            opt(p.own_half_all_ms),
+            opt(p.other_half_all_ms),
+            opt(p.ack_p99_ms),
+            opt(p.ack_all_ms)
         );
     }
 }

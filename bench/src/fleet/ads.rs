@@ -23,7 +23,9 @@ use super::verdict::{Verdicts, ECDS_TYPE_URL};
 
 /// What every simulated Envoy of a run shares.
 pub struct Fleet {
-    pub server: SocketAddr,
+    /// The control planes (replicas behind one Service): simulated Envoy `i` connects to
+    /// `servers[i % len]` first, and to the next one after each lost stream.
+    pub servers: Vec<SocketAddr>,
     pub filter_name: String,
     /// Initial HTTP/2 stream window of each connection.
     pub stream_window: u32,
@@ -50,9 +52,12 @@ pub async fn run(mut sim: Sim, fleet: Arc<Fleet>) {
     let mut stop = fleet.stop.clone();
     let mut backoff = Backoff::new(sim.index as u64);
     let mut held: Option<String> = None;
+    let mut attempt = sim.index;
     loop {
+        let server = fleet.servers[attempt % fleet.servers.len().max(1)];
+        attempt += 1;
         let ended = tokio::select! {
-            ended = session(&mut sim, &fleet, &mut held, &mut backoff) => ended,
+            ended = session(&mut sim, &fleet, server, &mut held, &mut backoff) => ended,
             _ = stop.changed() => return,
         };
         let why = match ended {
@@ -74,12 +79,13 @@ pub async fn run(mut sim: Sim, fleet: Arc<Fleet>) {
 async fn session(
     sim: &mut Sim,
     fleet: &Fleet,
+    server: SocketAddr,
     held: &mut Option<String>,
     backoff: &mut Backoff,
 ) -> Result<()> {
-    let io = connect(sim.source, fleet.server, sim.tls.as_ref()).await?;
+    let io = connect(sim.source, server, sim.tls.as_ref()).await?;
     let h2 = H2::handshake(io, fleet.stream_window).await?;
-    let origin = format!("http://{}", fleet.server).parse()?;
+    let origin = format!("http://{server}").parse()?;
     let mut client = AggregatedDiscoveryServiceClient::with_origin(h2, origin)
         .max_decoding_message_size(64 << 20);
     let (tx, rx) = mpsc::channel(4);

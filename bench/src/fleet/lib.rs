@@ -12,11 +12,13 @@
 //! - [`snapshots`]: snapshots of a chosen size.
 //! - [`envoys`]: real Envoys joining a run.
 //! - [`scenario`]: the measured runs and their report rows.
+//! - [`replicas`]: the two-replica run (`ferry serve --shared-state` on one Redis).
 
 pub mod ads;
 pub mod envoys;
 pub mod poll;
 pub mod record;
+pub mod replicas;
 pub mod scenario;
 pub mod server;
 pub mod snapshots;
@@ -67,9 +69,16 @@ impl AdsFleet {
     /// Starts `n` simulated Envoys at once (their connections race, as a fleet's do after a
     /// control plane restart).
     pub fn launch(o: AdsOptions<'_>) -> Result<AdsFleet> {
+        let server = o.server;
+        AdsFleet::launch_across(o, &[server])
+    }
+
+    /// The same, spread over replicas (`o.server` unused): Envoy `i` on `servers[i % len]`,
+    /// moving to the next replica when its stream is lost.
+    pub fn launch_across(o: AdsOptions<'_>, servers: &[SocketAddr]) -> Result<AdsFleet> {
         let (stop, stop_rx) = watch::channel(false);
         let shared = Arc::new(ads::Fleet {
-            server: o.server,
+            servers: servers.to_vec(),
             filter_name: o.filter_name.to_owned(),
             stream_window: o.stream_window,
             verdicts: o.verdicts,

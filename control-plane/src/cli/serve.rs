@@ -92,6 +92,29 @@ pub struct ServeArgs {
     /// (default: REPO/.ferry). Must be writable.
     #[arg(long, env = "FERRY_STATE_DIR")]
     state_dir: Option<PathBuf>,
+    /// Run as one of several replicas: the current snapshot, its sequence and the held-back
+    /// one live in the Redis of --redis (keys under `ferry:cp:{CLUSTER}:`), not in the state
+    /// directory; one replica at a time (a lease) applies the repo files' changes.
+    #[arg(long, env = "FERRY_SHARED_STATE")]
+    shared_state: bool,
+    /// With --shared-state: the deployment's name in the shared keys, so two deployments on
+    /// one Redis do not mix.
+    #[arg(
+        long,
+        env = "FERRY_CLUSTER_NAME",
+        default_value = "ferry",
+        requires = "shared_state"
+    )]
+    cluster_name: String,
+    /// With --shared-state: how often a replica reads the shared sequence besides the
+    /// notifications (which a reconnect can lose), in milliseconds.
+    #[arg(long, default_value_t = 1000, requires = "shared_state")]
+    shared_poll_ms: u64,
+    /// With --shared-state: how long the lease on watching the repo files lasts unless its
+    /// holder renews it (every third of it), in milliseconds: a dead holder's successor
+    /// takes over within it.
+    #[arg(long, default_value_t = 3000, requires = "shared_state")]
+    lease_ms: u64,
     /// An Ed25519 private key (PKCS#8 PEM: `ferry keygen`, `openssl genpkey -algorithm
     /// ed25519`): `GET /v1/snapshot` then serves signed snapshots, which a filter with
     /// `snapshot_keys` verifies (Istio, Envoy Gateway).
@@ -197,6 +220,11 @@ pub fn run(args: ServeArgs) -> Result<()> {
         max_streams_per_node: args.max_streams_per_node,
         signer,
         redis: args.redis,
+        shared: args.shared_state.then(|| serve::shared::SharedOptions {
+            cluster: args.cluster_name,
+            poll: std::time::Duration::from_millis(args.shared_poll_ms.max(10)),
+            lease: std::time::Duration::from_millis(args.lease_ms.max(300)),
+        }),
         #[cfg(feature = "test-switches")]
         allow_invalid: args.allow_invalid,
     };

@@ -30,6 +30,26 @@ pub struct Status {
     /// know its clients (TLS, mTLS, a push credential) because of `--insecure`.
     #[serde(default)]
     pub insecure: bool,
+    /// With `--shared-state`: this replica and the Redis it shares the snapshot through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_state: Option<SharedStatus>,
+}
+
+/// A replica's view of the shared state (`--shared-state`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedStatus {
+    /// This replica's id (the lease's value).
+    pub replica: String,
+    /// `--cluster-name`: the deployment's keys.
+    pub cluster: String,
+    /// Redis answered the last call: pushes are accepted.
+    pub available: bool,
+    /// Why it did not, while it does not.
+    pub error: Option<String>,
+    /// The sequence of the shared snapshot this replica serves (0: none yet).
+    pub sequence: u64,
+    /// This replica holds the lease: it applies the repo files' changes.
+    pub watches_repo: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -128,6 +148,9 @@ pub struct Pushed {
     /// False when it was already the current snapshot.
     pub changed: bool,
     pub services: Vec<ServiceStatus>,
+    /// The sequence it is current at (signed snapshots carry it; replicas order by it).
+    #[serde(default)]
+    pub sequence: u64,
 }
 
 /// Every answer that is not a success.
@@ -162,6 +185,8 @@ pub enum ErrorCode {
     StateNotSaved,
     /// `GET /v1/snapshot` before any snapshot was accepted.
     NoSnapshot,
+    /// `--shared-state`: Redis is away, so a push cannot be shared with the other replicas.
+    SharedStateUnavailable,
 }
 
 impl ErrorCode {
@@ -176,7 +201,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::NotFound => 404,
             ErrorCode::StateNotSaved => 500,
-            ErrorCode::NoSnapshot => 503,
+            ErrorCode::NoSnapshot | ErrorCode::SharedStateUnavailable => 503,
         }
     }
 }

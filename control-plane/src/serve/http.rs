@@ -297,6 +297,7 @@ async fn push(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
                 version: o.version,
                 changed: o.changed,
                 services,
+                sequence: o.sequence,
             };
             reply(StatusCode::OK, &body)
         }
@@ -307,6 +308,7 @@ async fn push(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
                 Refused::Undecodable(_) => ErrorCode::BadSnapshot,
                 Refused::Invalid(_) => ErrorCode::InvalidSnapshot,
                 Refused::NotSaved(_) => ErrorCode::StateNotSaved,
+                Refused::SharedUnavailable(_) => ErrorCode::SharedStateUnavailable,
             };
             let current = state.current().map(|c| c.snapshot.version.clone());
             refusal(code, e.to_string(), current)

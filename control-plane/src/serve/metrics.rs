@@ -56,6 +56,8 @@ pub struct Gauges {
     pub streams_acked_current: usize,
     /// The current snapshot; None before there is one.
     pub snapshot: Option<SnapshotLabels>,
+    /// `--shared-state`: (Redis answers, this replica holds the lease); None without.
+    pub shared: Option<(bool, bool)>,
 }
 
 /// The counters of what the xDS streams did; clones count into the same series.
@@ -212,5 +214,17 @@ fn gauge_registry(gauges: Gauges) -> Registry {
         info.get_or_create(labels).set(1);
     }
     r.register("ferry_snapshot_info", "The current snapshot", info);
+    if let Some((available, leader)) = gauges.shared {
+        r.register(
+            "ferry_shared_state_available",
+            "1 while the shared state's Redis answers (--shared-state), 0 while pushes are refused",
+            gauge(usize::from(available)),
+        );
+        r.register(
+            "ferry_shared_state_watches_repo",
+            "1 on the replica holding the lease on the repo files",
+            gauge(usize::from(leader)),
+        );
+    }
     r
 }

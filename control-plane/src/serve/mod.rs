@@ -14,6 +14,7 @@
 //! - [`persist`]: the state directory, where every accepted snapshot is saved.
 //! - [`signing`]: the signed snapshot `GET /v1/snapshot` serves with `--signing-key`.
 //! - [`startup`]: what is served first (the saved snapshot, or the repo).
+//! - [`shared`], [`replica`]: `--shared-state`, replicas sharing the snapshot through Redis.
 
 pub mod api;
 pub mod auth;
@@ -21,7 +22,9 @@ pub mod http;
 mod limits;
 pub mod metrics;
 pub mod persist;
+pub mod replica;
 pub mod resources;
+pub mod shared;
 pub mod signing;
 pub mod startup;
 pub mod state;
@@ -77,23 +80,16 @@ pub struct ServeOptions {
     pub signer: Option<Arc<signing::Signer>>,
     /// The Redis feature writes go to (connected on first use).
     pub redis: ferry_redis::RedisArgs,
+    /// `--shared-state`: the snapshot is shared with the other replicas through that Redis
+    /// (the state directory is not used); None: this process alone.
+    pub shared: Option<shared::SharedOptions>,
 }
 
 /// Runs until SIGINT or SIGTERM.
 pub async fn run(opts: ServeOptions) -> Result<()> {
     let (insecure, (http_tls, xds_tls)) = (access_rules(&opts)?, load_tls(opts.tls.as_ref())?);
     limits::raise_open_files(opts.max_http_connections + opts.max_streams);
-    let store = persist::StateDir::open(&opts.state_dir)?;
-    let state = Arc::new(
-        State::new(
-            opts.filter.clone(),
-            opts.reader_cluster.clone(),
-            Some(store.clone()),
-        )
-        .with_signer(opts.signer.clone()),
-    );
-    log_signer(opts.signer.as_deref());
-    let hash = startup::first_snapshot(&state, &store, &opts.repo)?;
+    let (state, shared, hash) = start_state(&opts).await?;
     let writer = Arc::new(writer(&opts.redis, &state)?);
 
     let xds_listener = bind(opts.xds_listen)
@@ -129,6 +125,14 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         api,
         stop_rx.clone(),
     )));
+    if let Some(shared) = shared {
+        tasks.push(tokio::spawn(replica::run(
+            state.clone(),
+            shared,
+            opts.repo.clone(),
+            stop_rx.clone(),
+        )));
+    }
     if let Some(every) = opts.watch {
         tasks.push(tokio::spawn(watch::run(
             state.clone(),
@@ -147,6 +151,34 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
         let _ = tokio::time::timeout(grace, task).await;
     }
     Ok(())
+}
+
+/// The state and what it serves first: restored from the state directory (or the repo), or
+/// with `--shared-state` the shared snapshot; the `ferry.yaml` hash read.
+async fn start_state(
+    opts: &ServeOptions,
+) -> Result<(Arc<State>, Option<Arc<shared::Shared>>, Option<[u8; 32]>)> {
+    let shared = shared_state(opts)?;
+    let store = match shared {
+        Some(_) => None,
+        None => Some(persist::StateDir::open(&opts.state_dir)?),
+    };
+    let state = Arc::new(
+        State::new(
+            opts.filter.clone(),
+            opts.reader_cluster.clone(),
+            store.clone(),
+        )
+        .with_signer(opts.signer.clone())
+        .with_shared(shared.clone()),
+    );
+    log_signer(opts.signer.as_deref());
+    let hash = match (&store, &shared) {
+        (Some(store), _) => startup::first_snapshot(&state, store, &opts.repo)?,
+        (None, Some(shared)) => replica::first_snapshot(&state, shared, &opts.repo).await,
+        (None, None) => None,
+    };
+    Ok((state, shared, hash))
 }
 
 /// Connections waiting to be accepted, per listener (the kernel caps it at
@@ -171,6 +203,27 @@ fn log_signer(signer: Option<&signing::Signer>) {
     if let Some(signer) = signer {
         tracing::info!(key = %signer.plugin_key(), "GET /v1/snapshot serves signed snapshots");
     }
+}
+
+/// `--shared-state`: the shared state's connection (lazy: a replica starts while Redis is
+/// away).
+fn shared_state(opts: &ServeOptions) -> Result<Option<Arc<shared::Shared>>> {
+    let Some(o) = &opts.shared else {
+        return Ok(None);
+    };
+    let target = opts.redis.target()?;
+    let timeouts = ferry_redis::Timeouts {
+        connect: Duration::from_secs(2),
+        response: Some(shared::REDIS_TIMEOUT),
+    };
+    let conn = target.connect_lazy(timeouts)?;
+    let s = shared::Shared::new(target, conn, o.clone());
+    tracing::info!(
+        replica = %s.replica,
+        current = %s.keys.current,
+        "--shared-state: the snapshot is shared with the other replicas through Redis"
+    );
+    Ok(Some(Arc::new(s)))
 }
 
 /// The feature writer: Redis connected lazily, so the control plane starts (and serves xDS)

@@ -7,8 +7,8 @@
 //! Sequences: every snapshot made current gets `max(last + 1, now in ms)`, the last one being
 //! saved with the snapshot in the state directory ([`super::persist`]) before it is served. So
 //! a restart continues above every number issued, and even a lost state directory does not
-//! reissue one while the clock moves forward. Replicas can share the sequence the same way, by
-//! taking `last` from a store they share (a compare-and-set on it), not built yet.
+//! reissue one while the clock moves forward. Replicas (`--shared-state`) share it the same
+//! way: `last` is the one stored in Redis, under a compare-and-set ([`super::shared`]).
 
 use std::path::Path;
 

@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use super::metrics::{self, inc, Gauges, Metrics, SnapshotLabels};
 use super::persist::{self, Saved, StateDir};
 use super::resources::{self, FilterOptions};
+use super::shared::{Committed, Install, Record, Shared, Unavailable};
 use super::signing::{self, Signer};
 use super::streams::{lock, now_ms, Streams};
 use crate::snapshot;
@@ -76,6 +77,10 @@ pub enum Refused {
     /// restart would roll it back.
     #[error("{0}")]
     NotSaved(String),
+    /// `--shared-state` and Redis is away: not made current, since the other replicas could
+    /// not learn of it.
+    #[error("{0}")]
+    SharedUnavailable(#[from] Unavailable),
 }
 
 /// The last refusal, for `/status`.
@@ -92,6 +97,8 @@ pub struct Offered {
     pub version: String,
     /// False when it was already the current snapshot.
     pub changed: bool,
+    /// The sequence it is current at.
+    pub sequence: u64,
 }
 
 pub struct State {
@@ -118,6 +125,9 @@ pub struct State {
     /// A repo change held back for its new fingerprint (`watch::apply`): not served yet, but
     /// feature writes also land in its vectors, so a push before its release is not lost.
     held_back: Mutex<Option<Arc<v1::Snapshot>>>,
+    /// `--shared-state`: the snapshot, its sequence and the held-back one live in Redis
+    /// ([`super::shared`]); None: in this process and its state directory.
+    shared: Option<Arc<Shared>>,
     pub metrics: Metrics,
 }
 
@@ -136,8 +146,19 @@ impl State {
             signer: None,
             issued: Mutex::new(0),
             held_back: Mutex::new(None),
+            shared: None,
             metrics,
         }
+    }
+
+    /// Shares the current snapshot with the other replicas through `shared`.
+    pub fn with_shared(mut self, shared: Option<Arc<Shared>>) -> State {
+        self.shared = shared;
+        self
+    }
+
+    pub fn shared(&self) -> Option<&Arc<Shared>> {
+        self.shared.as_ref()
     }
 
     /// Signs every snapshot made current from now on with `signer`.
@@ -184,7 +205,17 @@ impl State {
 
     /// Records the snapshot a repo change would serve once its vectors are materialized.
     pub fn hold_back(&self, snap: v1::Snapshot) {
+        if let Some(shared) = &self.shared {
+            if let Err(e) = shared.blocking(shared.hold_back(&snap)) {
+                tracing::warn!(error = %e, "the held-back snapshot is not shared");
+            }
+        }
         *lock(&self.held_back) = Some(Arc::new(snap));
+    }
+
+    /// The held-back snapshot as the shared state has it (`--shared-state`).
+    pub fn set_held_back(&self, snap: Option<v1::Snapshot>) {
+        *lock(&self.held_back) = snap.map(Arc::new);
     }
 
     /// Validates exactly as the filter will (plus what the bootstrap fixes) and makes the
@@ -221,25 +252,30 @@ impl State {
         let since_ms = now_ms();
         let current = Current::new(snap, &self.filter, source, since_ms, None);
         let _installing = lock(&self.installing);
-        if self
-            .current()
-            .is_some_and(|c| c.snapshot.version == version)
-        {
-            return Ok(Offered {
-                version,
-                changed: false,
-            });
-        }
-        // A number is never handed out twice, even when its save fails.
-        let sequence = {
-            let mut issued = lock(&self.issued);
-            *issued = signing::next_sequence(*issued, since_ms);
-            *issued
+        let unchanged = |s: &State| {
+            s.current()
+                .filter(|c| c.snapshot.version == version)
+                .map(|c| Offered {
+                    version: version.clone(),
+                    changed: false,
+                    sequence: c.sequence,
+                })
         };
-        if let Err(e) = self.save(&current.snapshot, sequence, source, since_ms) {
-            self.refuse(source, e.to_string());
-            return Err(e);
+        // With replicas the shared snapshot decides: this one may not have followed it yet.
+        if self.shared.is_none() {
+            if let Some(o) = unchanged(self) {
+                return Ok(o);
+            }
         }
+        let sequence = match self.sequence_for(&current, source, since_ms) {
+            Ok(Some(sequence)) => sequence,
+            // Another replica made it current meanwhile; this one follows it now.
+            Ok(None) => return unchanged(self).ok_or_else(|| Refused::NotSaved(version.clone())),
+            Err(e) => {
+                self.refuse(source, e.to_string());
+                return Err(e);
+            }
+        };
         let current = current.sealed(sequence, self.signer.as_deref());
         self.release_held_back(&current.snapshot);
         self.current.send_replace(Some(Arc::new(current)));
@@ -248,21 +284,114 @@ impl State {
         Ok(Offered {
             version,
             changed: true,
+            sequence,
         })
+    }
+
+    /// The sequence of a snapshot about to become current, saved with it: in the state
+    /// directory, or in the shared state (None: it is the shared one already). Called under
+    /// the install lock.
+    fn sequence_for(
+        &self,
+        current: &Current,
+        source: &'static str,
+        since_ms: u64,
+    ) -> Result<Option<u64>, Refused> {
+        let Some(shared) = &self.shared else {
+            // A number is never handed out twice, even when its save fails.
+            let sequence = {
+                let mut issued = lock(&self.issued);
+                *issued = signing::next_sequence(*issued, since_ms);
+                *issued
+            };
+            self.save(&current.snapshot, sequence, source, since_ms)?;
+            return Ok(Some(sequence));
+        };
+        let install = Install {
+            encoded: &current.encoded,
+            version: &current.snapshot.version,
+            source,
+            accepted_ms: since_ms,
+            // The file's content as the watcher last read it; a push carries the shared one
+            // forward (only the lease holder reads the file).
+            repo_sha256: if source == "file" {
+                lock(&self.repo_seen).map(|h| persist::hex(&h))
+            } else {
+                shared.repo_hex()
+            },
+            releases: self.covered_held_back(&current.snapshot),
+        };
+        // A conflict means another replica installed one since: follow it, then try again
+        // above it (bounded: each round some replica's install succeeded).
+        for _ in 0..8 {
+            match shared.blocking(shared.commit(shared.known(), &install))? {
+                Committed::At(sequence) => {
+                    shared.set_known(sequence, install.repo_sha256.clone());
+                    return Ok(Some(sequence));
+                }
+                Committed::Unchanged(at) | Committed::Conflict(at) => {
+                    match shared.blocking(shared.load())? {
+                        // Refused here (logged, on /status): the retry goes above it anyway.
+                        Some(record) => drop(self.follow_locked(shared, record)),
+                        None => shared.reset_known(at),
+                    }
+                    if self
+                        .current()
+                        .is_some_and(|c| c.snapshot.version == current.snapshot.version)
+                    {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        Err(Unavailable("the shared snapshot kept changing under this install".into()).into())
+    }
+
+    /// Serves the shared snapshot `record` when it is newer than the one served: validated
+    /// as a push is, sealed at its sequence (the same signature every replica makes), never
+    /// saved again. True when it became current.
+    pub fn follow(&self, record: Record) -> Result<bool, Refused> {
+        let Some(shared) = &self.shared else {
+            return Ok(false);
+        };
+        let _installing = lock(&self.installing);
+        self.follow_locked(shared, record)
+    }
+
+    fn follow_locked(&self, shared: &Shared, record: Record) -> Result<bool, Refused> {
+        if record.sequence <= shared.known() {
+            return Ok(false);
+        }
+        shared.set_known(record.sequence, record.repo_sha256.clone());
+        let mut snap = record.snapshot;
+        if let Err(e) = self.validate(&snap) {
+            tracing::error!(error = %e, sequence = record.sequence, "the shared snapshot is refused here");
+            self.refuse(record.source, e.to_string());
+            return Err(e);
+        }
+        snap.version = snapshot::content_version(&snap);
+        let current = Current::new(snap, &self.filter, record.source, record.accepted_ms, None)
+            .sealed(record.sequence, self.signer.as_deref());
+        self.release_held_back(&current.snapshot);
+        let version = current.snapshot.version.clone();
+        self.current.send_replace(Some(Arc::new(current)));
+        inc(&self.metrics.snapshot_updates_total);
+        tracing::info!(%version, sequence = record.sequence, "the shared snapshot is now current");
+        Ok(true)
+    }
+
+    /// The version of the held-back snapshot `served` serves every fingerprint of.
+    fn covered_held_back(&self, served: &v1::Snapshot) -> Option<String> {
+        let held = lock(&self.held_back);
+        held.as_ref()
+            .filter(|h| covers(served, h))
+            .map(|h| h.version.clone())
     }
 
     /// Forgets the held-back snapshot once `served` serves every fingerprint it holds.
     fn release_held_back(&self, served: &v1::Snapshot) {
         let mut held = lock(&self.held_back);
-        let covered = held.as_ref().is_some_and(|h| {
-            h.services.iter().all(|s| {
-                served
-                    .services
-                    .iter()
-                    .any(|c| c.name == s.name && c.fingerprint == s.fingerprint)
-            })
-        });
-        if covered {
+        if held.as_ref().is_some_and(|h| covers(served, h)) {
             *held = None;
         }
     }
@@ -332,9 +461,23 @@ impl State {
                 project: c.snapshot.project.clone(),
                 source: c.source,
             }),
+            shared: self
+                .shared
+                .as_ref()
+                .map(|s| (s.unavailable().is_none(), s.is_leader())),
         };
         metrics::metrics_text(&self.metrics, gauges)
     }
+}
+
+/// Whether `served` serves every (service, fingerprint) of `held`.
+fn covers(served: &v1::Snapshot, held: &v1::Snapshot) -> bool {
+    held.services.iter().all(|s| {
+        served
+            .services
+            .iter()
+            .any(|c| c.name == s.name && c.fingerprint == s.fingerprint)
+    })
 }
 
 /// Every node gets the same snapshot: the current one.

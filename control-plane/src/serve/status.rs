@@ -33,6 +33,7 @@ pub fn status(state: &State, insecure: bool) -> Status {
         converged: version.is_some() && nodes.iter().all(|n| n.converged),
         nodes,
         insecure,
+        shared_state: state.shared().map(|s| s.status()),
     }
 }
 

@@ -158,10 +158,25 @@ pub async fn run(
 ) {
     let mut tick = tokio::time::interval(every.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut leading = false;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = shutdown.changed() => return,
+        }
+        // Replicas: only the lease holder acts on the files, once it serves the shared
+        // snapshot (before, it cannot tell a push from the file's content). Taking the lease,
+        // it compares them with what the shared snapshot was accepted with, as a start
+        // compares them with the saved one.
+        if let Some(shared) = state.shared() {
+            let now = shared.is_leader() && state.current().is_some();
+            if now && !leading {
+                seen = shared.repo_hash();
+            }
+            leading = now;
+            if !now {
+                continue;
+            }
         }
         // Only the stamp each tick: the repo is loaded (and a registry read whole) once it
         // changed and settled.

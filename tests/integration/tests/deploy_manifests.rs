@@ -420,6 +420,73 @@ fn network_policies_let_only_envoy_and_operators_in() {
     assert!(env("FERRY_REDIS_CA_FILE")["value"].is_string());
 }
 
+/// The control plane runs as replicas sharing their state through Redis (`--shared-state`,
+/// reached as the reader reaches it: TLS, a password from a secret, a mounted CA), with no
+/// state directory, the repo volume mounted read-only by all of them from a claim they can all
+/// mount, updates one replica at a time, and a PodDisruptionBudget keeping one up.
+#[test]
+fn the_control_plane_runs_as_replicas_sharing_state_with_a_disruption_budget() {
+    let docs = documents("kubernetes/ferry.yaml");
+    let deployment = of_kind(&docs, "Deployment")
+        .into_iter()
+        .find(|d| d["metadata"]["name"] == "ferry-control-plane")
+        .unwrap();
+    assert!(deployment["spec"]["replicas"].as_u64().unwrap() >= 2);
+    assert_eq!(
+        deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
+        0
+    );
+    let (_, c) = containers(&docs)
+        .into_iter()
+        .find(|(d, _)| d == "ferry-control-plane")
+        .unwrap();
+    let args = c["args"].to_string();
+    assert!(args.contains("\"--shared-state\""), "{args}");
+    assert!(!args.contains("--state-dir"), "{args}");
+    assert!(flag(c, "--cluster-name").is_some_and(|n| !n.is_empty()));
+    let env = |name: &str| {
+        c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("the control plane has no {name}"))
+            .clone()
+    };
+    assert!(env("FERRY_REDIS")["value"]
+        .as_str()
+        .unwrap()
+        .starts_with("rediss://"));
+    assert!(env("FERRY_REDIS_PASSWORD")["valueFrom"]["secretKeyRef"].is_object());
+    let ca = env("FERRY_REDIS_CA_FILE")["value"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mounts = c["volumeMounts"].as_array().unwrap();
+    assert!(
+        mounts
+            .iter()
+            .any(|m| ca.starts_with(&format!("{}/", str_at(m, "/mountPath")))),
+        "{ca} is on no mounted volume"
+    );
+    let repo = mounts.iter().find(|m| m["name"] == "repo").unwrap();
+    assert_eq!(repo["readOnly"], true, "{repo}");
+    let claims = of_kind(&docs, "PersistentVolumeClaim");
+    assert!(
+        claims
+            .iter()
+            .all(|p| p["spec"]["accessModes"] == json!(["ReadWriteMany"])),
+        "every replica mounts the repo"
+    );
+    let labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    let budget = of_kind(&docs, "PodDisruptionBudget")
+        .into_iter()
+        .find(|p| p["spec"]["selector"]["matchLabels"] == *labels)
+        .expect("a PodDisruptionBudget over the control plane's pods");
+    assert_eq!(budget["spec"]["minAvailable"], 1);
+    assert_eq!(str_at(budget, "/metadata/namespace"), "ferry");
+}
+
 /// A server's flag value in a container's args (`--flag VALUE`).
 fn flag<'a>(c: &'a Json, name: &str) -> Option<&'a str> {
     let args = c["args"].as_array()?;
