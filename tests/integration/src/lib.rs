@@ -26,7 +26,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use control_plane::ControlPlane;
 pub use ferry_test_support::redis::{RedisCluster, RedisServer, TlsFiles};
-pub use process::{free_port, Proc};
+pub use process::{free_port, Graceful, Proc};
 pub use runtime::Runtime;
 
 pub fn root() -> PathBuf {

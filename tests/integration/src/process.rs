@@ -91,6 +91,37 @@ impl Drop for Proc {
     }
 }
 
+/// A [`Proc`] that is asked to stop (SIGTERM) on drop and waited for, up to 30 s, before it is
+/// killed: for a server whose master process forks workers (`feast serve`, gunicorn), which a
+/// SIGKILL to the master would leave running.
+pub struct Graceful(pub Proc);
+
+impl std::ops::Deref for Graceful {
+    type Target = Proc;
+    fn deref(&self) -> &Proc {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Graceful {
+    fn deref_mut(&mut self) -> &mut Proc {
+        &mut self.0
+    }
+}
+
+impl Drop for Graceful {
+    fn drop(&mut self) {
+        let Some(pid) = self.0.pid() else { return };
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        let start = Instant::now();
+        while self.0.is_running() && start.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 pub fn tcp_open(port: u16) -> bool {
     TcpStream::connect(("127.0.0.1", port)).is_ok()
 }

@@ -17,11 +17,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use ferry_integration_tests::http::{Conn, Response};
 use ferry_integration_tests::{
-    bin, free_port, http, now_rfc3339, root, run, start_envoy, start_reader, wasm, Proc,
+    bin, free_port, http, now_rfc3339, root, run, start_envoy, start_reader, wasm, Graceful, Proc,
     RedisServer,
 };
 use serde_json::{json, Value as Json};
@@ -82,29 +81,11 @@ struct Peers {
     _redis: RedisServer,
     reader: Proc,
     envoy: Proc,
-    feast: FeastServe,
+    feast: Graceful,
     envoy_port: u16,
     admin_port: u16,
     reader_port: u16,
     feast_port: u16,
-}
-
-/// `feast serve`, whose master process forks the workers: killing the master would leave them
-/// running, so it is asked to stop (SIGTERM: it stops its workers) and waited for, before
-/// [`Proc`] kills whatever is left.
-struct FeastServe(Proc);
-
-impl Drop for FeastServe {
-    fn drop(&mut self) {
-        let Some(pid) = self.0.pid() else { return };
-        let _ = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status();
-        let start = Instant::now();
-        while self.0.is_running() && start.elapsed() < Duration::from_secs(30) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
 }
 
 /// Feast 0.67's virtualenv (`scripts/feast_venv.sh`; `make test` passes it).
@@ -208,7 +189,7 @@ impl Peers {
             "--port",
             &feast_port.to_string(),
         ]);
-        let feast = FeastServe(Proc::start("feast", serve, dir.path()));
+        let feast = Graceful(Proc::start("feast", serve, dir.path()));
         let mut peers = Peers {
             dir,
             venv,

@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ferry_integration_tests::feast::{feast_venv, FeastStack, PROJECT};
 use ferry_integration_tests::http::{self, post, Conn};
 use ferry_integration_tests::resp::{command as resp, line};
-use ferry_integration_tests::{free_port, root, Proc};
+use ferry_integration_tests::{free_port, root, Graceful, Proc};
 use ferry_protos::v1::FeastJoinKey;
 use serde_json::{json, Value as Json};
 
@@ -222,7 +222,7 @@ async fn ferrys_writes_in_feasts_layout_are_feasts_own_and_each_reads_the_other(
     let mut cmd = Command::new(feast_venv().join("bin/feast"));
     cmd.args(["serve", "-h", "127.0.0.1", "-p", &feast_port.to_string()])
         .current_dir(&stack.feast_repo);
-    let mut server = Proc::start("feast-serve", cmd, stack.dir.path());
+    let mut server = Graceful(Proc::start("feast-serve", cmd, stack.dir.path()));
     server.wait_ready(|| http::get_ok(feast_port, "/health"), "feast serve");
     let body = json!({
         "push_source_name": "profile_push",
