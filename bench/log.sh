@@ -10,12 +10,13 @@
 # over the run) against the rows Envoy sent it (logs_written × batch), with Envoy's and the
 # sink's drops. Prints JSON lines and a table; logs in bench/.run/log/.
 # Knobs: QUICK=1 (short runs), LOG_SECONDS (10; QUICK 2), LOG_WARMUP (2; QUICK 0.5),
-# LOG_ENTITIES (10000), LOG_PORT_BASE (19500), BENCH_NO_BUILD=1, FEAST_VENV (default
+# LOG_ENTITIES (10000), LOG_PORT_BASE (19500), BENCH_NO_BUILD=1, LOG_BIN, LOG_WASM, FEAST_VENV (default
 # .venv-feast, for the data generator), FERRY_ENVOY.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 cd "$ROOT"
-ENVOY=${FERRY_ENVOY:-$ENVOY}
+# LOG_BIN, LOG_WASM: where the binaries and the .wasm are (bench.sh passes its copies).
+BIN=${LOG_BIN:-$BIN}; WASM=${LOG_WASM:-$WASM}; ENVOY=${FERRY_ENVOY:-$ENVOY}
 RUN_DIR="$ROOT/bench/.run/log"
 BENCH="$ROOT/bench"
 VENV=${FEAST_VENV:-$ROOT/.venv-feast}
