@@ -9,7 +9,8 @@
 # request count), and the sink's rows written per second (ferry_log_sink_records_written_total
 # over the run) against the rows Envoy sent it (logs_written × batch), with Envoy's and the
 # sink's drops. Prints JSON lines and a table; logs in bench/.run/log/.
-# Knobs: QUICK=1 (short runs), LOG_SECONDS (10; QUICK 2), LOG_WARMUP (2; QUICK 0.5),
+# Knobs: QUICK=1 (short runs), LOG_SECONDS (5; QUICK 2), LOG_WARMUP (1; QUICK 0.5),
+# LOG_ROUNDS (3; QUICK 1: off, 0.1, 1.0 that many times, interleaved, then off once more),
 # LOG_ENTITIES (10000), LOG_PORT_BASE (19500), BENCH_NO_BUILD=1, LOG_BIN, LOG_WASM, FEAST_VENV (default
 # .venv-feast, for the data generator), FERRY_ENVOY.
 set -euo pipefail
@@ -22,8 +23,8 @@ BENCH="$ROOT/bench"
 VENV=${FEAST_VENV:-$ROOT/.venv-feast}
 PY="$VENV/bin/python"
 QUICK=${QUICK:-0}
-if [ "$QUICK" = 1 ]; then SECS=${LOG_SECONDS:-2}; WARM=${LOG_WARMUP:-0.5}
-else SECS=${LOG_SECONDS:-10}; WARM=${LOG_WARMUP:-2}; fi
+if [ "$QUICK" = 1 ]; then SECS=${LOG_SECONDS:-2}; WARM=${LOG_WARMUP:-0.5}; ROUNDS=${LOG_ROUNDS:-1}
+else SECS=${LOG_SECONDS:-5}; WARM=${LOG_WARMUP:-1}; ROUNDS=${LOG_ROUNDS:-3}; fi
 ENTITIES=${LOG_ENTITIES:-10000}
 BASE=${LOG_PORT_BASE:-19500}
 REDIS_PORT=$((BASE + 1)); READER_PORT=$((BASE + 2)); MODEL_PORT=$((BASE + 3))
@@ -145,34 +146,42 @@ done
 settle
 for batch in 1 100; do
   for conns in 1 8; do
-    say "batch $batch, $conns connection(s): off, 0.1, 1.0, off"
+    say "batch $batch, $conns connection(s): $ROUNDS round(s) of off, 0.1, 1.0, then off"
+    for _ in $(seq "$ROUNDS"); do
+      run off scoring "$batch" "$conns"
+      run tenth scoring-log-tenth "$batch" "$conns"
+      run all scoring-log-all "$batch" "$conns"
+    done
     run off scoring "$batch" "$conns"
-    run tenth scoring-log-tenth "$batch" "$conns"
-    run all scoring-log-all "$batch" "$conns"
-    run off2 scoring "$batch" "$conns"
   done
 done
 say "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# The table: added latency against the mean of the two "off" runs, their gap as the noise.
+# The table: medians over the rounds; added latency against the "off" median, the spread of
+# the "off" runs as the noise.
 python3 - "$ROWS" <<'PYEOF' | tee "$RUN_DIR/log.md"
-import json, sys
+import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 key = lambda r: (r["batch"], r["connections"])
-print("| batch | conns | logging | p50 µs | p99 µs | added p50 / p99 µs | req/s | Envoy CPU µs/req | rows sent/s | rows written/s | dropped (Envoy, sink) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+med = lambda rs, f: statistics.median(r[f] for r in rs)
+print("| batch | conns | logging | runs | p50 µs | p99 µs | added p50 / p99 µs | req/s | Envoy CPU µs/req | rows sent/s | rows written/s | dropped (Envoy, sink) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for k in sorted({key(r) for r in rows}):
-    g = {r["mode"]: r for r in rows if key(r) == k}
-    off, off2 = g["off"], g["off2"]
-    base50, base99 = (off["p50_us"] + off2["p50_us"]) / 2, (off["p99_us"] + off2["p99_us"]) / 2
-    for m, label in (("off", "off"), ("off2", "off again"), ("tenth", "0.1"), ("all", "1.0")):
-        r = g[m]
-        if m in ("off", "off2"):
-            added = f"noise ±{abs(off['p50_us'] - off2['p50_us'])} / ±{abs(off['p99_us'] - off2['p99_us'])}" if m == "off2" else ""
+    g = lambda m: [r for r in rows if key(r) == k and r["mode"] == m]
+    off = g("off")
+    b50, b99 = med(off, "p50_us"), med(off, "p99_us")
+    for m, label in (("off", "off"), ("tenth", "0.1"), ("all", "1.0")):
+        rs = g(m)
+        if m == "off":
+            s50 = max(r["p50_us"] for r in rs) - min(r["p50_us"] for r in rs)
+            s99 = max(r["p99_us"] for r in rs) - min(r["p99_us"] for r in rs)
+            added = f"noise (spread) {s50} / {s99}"
         else:
-            added = f"{r['p50_us'] - base50:+.0f} / {r['p99_us'] - base99:+.0f}"
-        print(f"| {k[0]} | {k[1]} | {label} | {r['p50_us']} | {r['p99_us']} | {added} | {r['rps']:.0f} | "
-              f"{r['envoy_cpu_us_per_req']} | {r['rows_sent_per_s']:.0f} | {r['rows_written_per_s']:.0f} | "
-              f"{r['logs_dropped']}, {r['rows_dropped_sink']} |")
+            added = f"{med(rs, 'p50_us') - b50:+.0f} / {med(rs, 'p99_us') - b99:+.0f}"
+        sent = sum(r["rows_sent"] for r in rs); written = sum(r["rows_written"] for r in rs)
+        wall = sum(r["wall_s"] for r in rs)
+        drops = f"{sum(r['logs_dropped'] for r in rs)}, {sum(r['rows_dropped_sink'] for r in rs)}"
+        print(f"| {k[0]} | {k[1]} | {label} | {len(rs)} | {med(rs, 'p50_us'):.0f} | {med(rs, 'p99_us'):.0f} | {added} | "
+              f"{med(rs, 'rps'):.0f} | {med(rs, 'envoy_cpu_us_per_req'):.1f} | {sent / wall:.0f} | {written / wall:.0f} | {drops} |")
 PYEOF
 say "rows in $ROWS, table in $RUN_DIR/log.md; the sink's files under $RUN_DIR/served"
