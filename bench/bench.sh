@@ -304,6 +304,16 @@ if [ "${PUSH:-1}" = 1 ]; then
     echo "push bench failed; its logs are in bench/.run/push/"
 fi
 
+# Served-feature logs (issue #24): bench/log.sh in the same sitting, on its own stack (ports
+# 19500 and up; release builds made above): logging off / 0.1 / 1.0 on one Envoy, the sink's
+# rows per second. LOG=0 skips it; QUICK=1 shortens it.
+if [ "${LOG:-1}" = 1 ]; then
+  say "served-feature logs: off, 0.1 and 1.0 on one Envoy, the sink keeping up (bench/log.sh)"
+  QUICK=$QUICK BENCH_NO_BUILD=1 LOG_BIN="$BIN" LOG_WASM="$WASM" FEAST_VENV=${FEAST_VENV:-$BENCH/.venv} \
+    FERRY_ENVOY="$ENVOY" bash "$BENCH/log.sh" ||
+    echo "bench: the served-log bench failed (logs in $RUN_DIR/log/)"
+fi
+
 # The fleet figures (bench/fleet.sh, issue #26): the control plane at 100 to 10,000 simulated
 # Envoys, after every other process of this run is stopped. FLEET=0 skips them.
 if [ "${FLEET:-1}" != 0 ]; then

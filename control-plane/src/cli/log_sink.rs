@@ -31,6 +31,10 @@ pub struct LogSinkArgs {
     /// Rows held in memory over all open files; beyond it rows are dropped and counted.
     #[arg(long, default_value_t = 1_000_000)]
     max_buffered_rows: usize,
+    /// Access-log streams open at once (Envoy opens one per worker thread); one more is
+    /// refused with RESOURCE_EXHAUSTED and counted in ferry_log_sink_streams_refused.
+    #[arg(long, default_value_t = log_sink::DEFAULT_MAX_STREAMS)]
+    max_streams: usize,
     /// Serve TLS on the gRPC listener with this certificate chain (PEM), with --tls-key;
     /// reloaded when the file changes.
     #[arg(long, env = "FERRY_TLS_CERT", requires = "tls_key")]
@@ -103,6 +107,7 @@ pub fn run(args: LogSinkArgs) -> Result<()> {
                 grpc,
                 http,
                 tls,
+                max_streams: args.max_streams,
             };
             log_sink::run(opts, stop).await
         })

@@ -1,5 +1,5 @@
 //! `ferry log-sink`'s `/metrics`: rows written and dropped (by reason), files written, write
-//! errors, rows held in memory.
+//! errors, rows held in memory, access-log streams open and refused.
 
 use prometheus_client::encoding::text;
 use prometheus_client::metrics::counter::Counter;
@@ -24,6 +24,10 @@ pub struct SinkMetrics {
     pub errors: Counter,
     /// Rows held in memory, waiting for their file.
     pub buffered: Gauge,
+    /// Access-log streams open now.
+    pub streams: Gauge,
+    /// Streams refused because `--max-streams` were open.
+    pub streams_refused: Counter,
 }
 
 impl SinkMetrics {
@@ -72,6 +76,16 @@ impl SinkMetrics {
             "ferry_log_sink_records_buffered",
             "Served-feature rows held in memory for their file",
             self.buffered.clone(),
+        );
+        registry.register(
+            "ferry_log_sink_streams",
+            "Access-log streams open",
+            self.streams.clone(),
+        );
+        registry.register(
+            "ferry_log_sink_streams_refused",
+            "Access-log streams refused: --max-streams were open",
+            self.streams_refused.clone(),
         );
         let mut out = String::new();
         if let Err(e) = text::encode(&mut out, &registry) {

@@ -7,6 +7,10 @@
 //! Nothing here can slow Envoy: the gRPC handler only decodes and hands records to the writer
 //! thread over a bounded channel; a full channel drops the record and counts it. Envoy's own
 //! logger drops (and counts, `access_logs.grpc_access_log.logs_dropped`) what it cannot send.
+//!
+//! Memory per stream is one message (at most [`MAX_MESSAGE_BYTES`]) and HTTP/2's windows; the
+//! streams open at once are capped (`max_streams`): one more is refused with
+//! `RESOURCE_EXHAUSTED` and counted, so a crowd of Envoys cannot grow the sink without bound.
 
 pub mod decode;
 pub mod files;
@@ -14,7 +18,9 @@ pub mod metrics;
 pub mod parquet_file;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
@@ -38,6 +44,13 @@ pub use metrics::SinkMetrics;
 
 /// Records in flight between the gRPC handler and the writer thread.
 pub const CHANNEL_RECORDS: usize = 4096;
+/// The largest access-log message decoded. Envoy sends a batch once 64 KiB are buffered, so a
+/// message is that plus one entry, whose record the filter keeps under 256 KiB.
+pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// Streams one connection may open (Envoy opens one per worker thread and logger).
+pub const STREAMS_PER_CONNECTION: u32 = 64;
+/// The default of `--max-streams`: streams open at once over all connections.
+pub const DEFAULT_MAX_STREAMS: usize = 1024;
 
 pub struct SinkOptions {
     pub files: FileOptions,
@@ -45,6 +58,8 @@ pub struct SinkOptions {
     pub http: TcpListener,
     /// TLS of the gRPC listener (mTLS when it has a client CA).
     pub tls: Option<Tls>,
+    /// Access-log streams open at once; one more is refused (`RESOURCE_EXHAUSTED`).
+    pub max_streams: usize,
 }
 
 /// The access-log service: decodes each entry's record and hands it to the writer.
@@ -52,9 +67,50 @@ pub struct SinkOptions {
 struct Sink {
     records: SyncSender<ServedLog>,
     metrics: SinkMetrics,
+    /// Streams open now, against `max_streams`.
+    open: Arc<AtomicUsize>,
+    max_streams: usize,
+}
+
+/// One open stream: counted while it lives.
+struct StreamSlot {
+    open: Arc<AtomicUsize>,
+    metrics: SinkMetrics,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let now = self.open.fetch_sub(1, Ordering::SeqCst) - 1;
+        self.metrics.streams.set(now as i64);
+    }
 }
 
 impl Sink {
+    /// A slot for one more stream, or the status refusing it.
+    fn open_stream(&self) -> Result<StreamSlot, Status> {
+        let taken = self
+            .open
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < self.max_streams).then_some(n + 1)
+            });
+        match taken {
+            Ok(n) => {
+                self.metrics.streams.set(n as i64 + 1);
+                Ok(StreamSlot {
+                    open: self.open.clone(),
+                    metrics: self.metrics.clone(),
+                })
+            }
+            Err(_) => {
+                self.metrics.streams_refused.inc();
+                Err(Status::resource_exhausted(format!(
+                    "the log sink has {} access-log streams open, its --max-streams",
+                    self.max_streams
+                )))
+            }
+        }
+    }
+
     fn take(&self, message: StreamAccessLogsMessage) {
         let Some(LogEntries::HttpLogs(logs)) = message.log_entries else {
             return;
@@ -88,6 +144,7 @@ impl AccessLogService for Sink {
         &self,
         request: Request<Streaming<StreamAccessLogsMessage>>,
     ) -> Result<Response<StreamAccessLogsResponse>, Status> {
+        let _slot = self.open_stream()?;
         let mut stream = request.into_inner();
         while let Some(message) = stream.message().await? {
             self.take(message);
@@ -110,6 +167,8 @@ pub async fn run(opts: SinkOptions, mut stop: tokio::sync::watch::Receiver<bool>
     let sink = Sink {
         records: tx,
         metrics: metrics.clone(),
+        open: Arc::new(AtomicUsize::new(0)),
+        max_streams: opts.max_streams.max(1),
     };
     let http_stop = stop.clone();
     let http = tokio::spawn(serve_metrics(opts.http, metrics, http_stop));
@@ -120,7 +179,8 @@ pub async fn run(opts: SinkOptions, mut stop: tokio::sync::watch::Receiver<bool>
     );
     let served = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .add_service(AccessLogServiceServer::new(sink))
+        .max_concurrent_streams(STREAMS_PER_CONNECTION)
+        .add_service(AccessLogServiceServer::new(sink).max_decoding_message_size(MAX_MESSAGE_BYTES))
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.changed().await;
         })
@@ -169,5 +229,7 @@ pub fn describe(grpc: SocketAddr, http: SocketAddr, opts: &FileOptions) -> Strin
     )
 }
 
+#[cfg(test)]
+mod stream_tests;
 #[cfg(test)]
 mod tests;

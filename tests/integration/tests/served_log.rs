@@ -2,158 +2,20 @@
 //! access-log service (`ferry envoy-config --log-sink`) and `ferry log-sink` writing Parquet,
 //! read back with pandas/pyarrow (FERRY_FEAST_VENV). Every value equals what the echo model
 //! received; sampling follows the hash of Envoy's request id; a dead sink costs records, never
-//! requests; an unwritable directory is an error in the sink's metrics and log.
+//! requests; an unwritable directory is an error in the sink's metrics and log; a full disk and
+//! a stopped sink (`served_log/faults.rs`) lose records, counted, never requests.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+#[path = "served_log/faults.rs"]
+mod faults;
+#[path = "served_log/harness.rs"]
+mod harness;
+
 use std::time::{Duration, Instant};
 
-use ferry_integration_tests::feast::feast_venv;
-use ferry_integration_tests::http::{raw, Conn, Response};
-use ferry_integration_tests::{
-    bin, each_runtime, free_port, http, run, start_envoy, Options, Proc, Runtime, Stack,
-};
-use serde_json::{json, Value as Json};
-
-const ROUTES: &str = r#"
-  - name: logged
-    match: {path_prefix: /t/logged}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    on_missing_entity: "null"
-    log: {sample: 1.0}
-  - name: sampled
-    match: {path_prefix: /t/sampled}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    on_missing_entity: "null"
-    log: {sample: 0.1, statuses: {partial: 1.0}}
-"#;
-
-struct Sink {
-    proc: Proc,
-    grpc: u16,
-    http: u16,
-    dir: PathBuf,
-}
-
-impl Sink {
-    fn start(stack: &Stack, dir: &Path, grpc: u16) -> Sink {
-        let http = free_port();
-        let mut cmd = Command::new(bin("ferry"));
-        cmd.arg("log-sink")
-            .arg("--dir")
-            .arg(dir)
-            .args(["--listen", &format!("127.0.0.1:{grpc}")])
-            .args(["--http-listen", &format!("127.0.0.1:{http}")])
-            .args(["--window-secs", "1"]);
-        let mut proc = Proc::start("log-sink", cmd, stack.dir.path());
-        proc.wait_ready(|| http::get_ok(http, "/metrics"), "log sink /metrics");
-        Sink {
-            proc,
-            grpc,
-            http,
-            dir: dir.to_path_buf(),
-        }
-    }
-
-    fn metric(&self, series: &str) -> u64 {
-        let text = get(self.http, "/metrics");
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{series} "))?.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
-    }
-
-    /// Waits until `written` rows are in complete files.
-    fn wait_written(&self, written: u64) {
-        let t = Instant::now();
-        while self.metric("ferry_log_sink_records_written_total") < written {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "{} of {written} rows written; sink log:\n{}",
-                self.metric("ferry_log_sink_records_written_total"),
-                self.proc.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-fn get(port: u16, path: &str) -> String {
-    raw(
-        port,
-        format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
-    )
-    .unwrap()
-}
-
-/// A second Envoy on the stack's reader and model that sends served-feature logs to `sink`.
-fn logging_envoy(stack: &Stack, sink: u16) -> (Proc, u16, u16) {
-    let (listen, admin) = (free_port(), free_port());
-    let config = stack.dir.path().join("envoy-log.yaml");
-    run(Command::new(bin("ferry"))
-        .arg("envoy-config")
-        .arg(&stack.repo)
-        .args(stack.runtime.flags())
-        .args(["--listen-port", &listen.to_string()])
-        .args(["--admin-port", &admin.to_string()])
-        .args(["--reader-port", &stack.reader_port.to_string()])
-        .args(["--model-port", &stack.model_port.to_string()])
-        .args(["--log-sink", &format!("127.0.0.1:{sink}")])
-        .arg("-o")
-        .arg(&config));
-    let mut proc = start_envoy(stack.dir.path(), &config, "envoy-log");
-    proc.wait_ready(|| http::get_ok(admin, "/ready"), "logging envoy /ready");
-    (proc, listen, admin)
-}
-
-/// An Envoy stat (`/stats` text: `name: value`), 0 when absent.
-fn envoy_stat(admin: u16, name: &str) -> u64 {
-    get(admin, "/stats")
-        .lines()
-        .filter_map(|l| l.split_once(": "))
-        .find(|(n, _)| *n == name)
-        .and_then(|(_, v)| v.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// Every row of every file under `dir`, read by pyarrow (the directory as a dataset) into
-/// pandas, as JSON records.
-fn read_back(dir: &Path) -> Vec<Json> {
-    let script = r#"
-import glob, json, sys
-import pyarrow.parquet as pq
-d = sys.argv[1]
-rows = []
-for service in sorted(glob.glob(d + "/*/")):
-    df = pq.read_table(service).to_pandas()
-    df["__service"] = service.rstrip("/").split("/")[-1]
-    df["__log_date"] = df["__log_date"].astype(str)
-    rows.extend(json.loads(df.to_json(orient="records", double_precision=15)))
-print(json.dumps(rows))
-"#;
-    let python = feast_venv().join("bin/python3");
-    let out = run(Command::new(python).args(["-c", script]).arg(dir));
-    let line = out.lines().last().unwrap_or_default();
-    serde_json::from_str::<Vec<Json>>(line).unwrap_or_else(|e| panic!("{e}: {out}"))
-}
-
-fn body(users: &[&str]) -> String {
-    let v: Vec<Json> = users.iter().map(|u| json!({ "user_id": u })).collect();
-    json!({ "instances": v }).to_string()
-}
-
-/// A POST carrying a client-chosen `x-request-id`, which Envoy must replace.
-async fn send(port: u16, path: &str, users: &[&str]) -> Response {
-    let mut conn = Conn::open(port).await;
-    let headers = [
-        ("content-type", "application/json"),
-        ("x-request-id", "client-chosen"),
-    ];
-    conn.send("POST", path, &headers, body(users)).await
-}
+use ferry_integration_tests::http::Response;
+use ferry_integration_tests::{each_runtime, free_port, Options, Runtime, Stack};
+use harness::{envoy_stat, get, logging_envoy, read_back, send, Sink, ROUTES};
+use serde_json::Value as Json;
 
 /// Equal, floats to float32's precision (the model's JSON has the shortest float32 text, the
 /// file the float32 itself, which pandas widens).
