@@ -1,0 +1,102 @@
+//! A borrowing walk over a protobuf message's fields: the precomputed read takes a
+//! `PrecomputedFeatureVector`'s names and values as slices of the bytes Redis answered, where
+//! prost's decoding would allocate a `String` and a `Vec` per feature of every entity.
+
+use prost::encoding::{decode_key, decode_varint, WireType};
+
+/// One field's payload: the bytes of a length-delimited field (strings, bytes, messages);
+/// `None` for the scalars, which the callers skip.
+pub type Payload<'a> = Option<&'a [u8]>;
+
+/// The fields of `message` in wire order: `(field number, payload)`. Stops at the first
+/// malformed field with a description of it (groups, of proto2, are malformed here).
+pub fn fields(mut message: &[u8]) -> impl Iterator<Item = Result<(u32, Payload<'_>), String>> {
+    std::iter::from_fn(move || {
+        if message.is_empty() {
+            return None;
+        }
+        let next = field(&mut message);
+        if next.is_err() {
+            message = &[];
+        }
+        Some(next)
+    })
+}
+
+fn field<'a>(buf: &mut &'a [u8]) -> Result<(u32, Payload<'a>), String> {
+    let (tag, wire_type) = decode_key(buf).map_err(|e| e.to_string())?;
+    let skip = match wire_type {
+        WireType::Varint => return decode_varint(buf).map(|_| (tag, None)).map_err(|e| e.to_string()),
+        WireType::SixtyFourBit => 8,
+        WireType::ThirtyTwoBit => 4,
+        WireType::LengthDelimited => {
+            let len = decode_varint(buf).map_err(|e| e.to_string())?;
+            let len = usize::try_from(len).unwrap_or(usize::MAX);
+            if len > buf.len() {
+                return Err(format!("field {tag} of {len} bytes, {} left", buf.len()));
+            }
+            let (payload, rest) = buf.split_at(len);
+            *buf = rest;
+            return Ok((tag, Some(payload)));
+        }
+        WireType::StartGroup | WireType::EndGroup => {
+            return Err(format!("field {tag} is a group"));
+        }
+    };
+    if skip > buf.len() {
+        return Err(format!("field {tag} is cut short"));
+    }
+    *buf = &buf[skip..];
+    Ok((tag, None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_protos::feast_proto::{FeatureViewTimestamp, PrecomputedFeatureVector, Timestamp};
+    use prost::Message;
+
+    #[test]
+    fn fields_borrow_what_prost_would_decode() {
+        let v = PrecomputedFeatureVector {
+            feature_names: vec!["a__x".into(), "b__y".into()],
+            values: vec![vec![0x20, 0x07], Vec::new()],
+            fv_timestamps: vec![FeatureViewTimestamp {
+                feature_view_name: "a".into(),
+                event_timestamp: Some(Timestamp {
+                    seconds: 5,
+                    nanos: 0,
+                }),
+            }],
+            precomputed_at: Some(Timestamp {
+                seconds: 9,
+                nanos: 1,
+            }),
+        };
+        let bytes = v.encode_to_vec();
+        let got: Vec<(u32, Payload<'_>)> = fields(&bytes).collect::<Result<_, _>>().unwrap();
+        let tags: Vec<u32> = got.iter().map(|(t, _)| *t).collect();
+        assert_eq!(tags, [1, 1, 2, 2, 3, 4]);
+        assert_eq!(got[1].1, Some(b"b__y".as_slice()));
+        assert_eq!(got[2].1, Some([0x20, 0x07].as_slice()));
+        assert_eq!(got[3].1, Some([].as_slice()));
+        // Scalars are skipped whatever their wire type: varint, fixed64, fixed32.
+        let scalars = [0x08, 0x96, 0x01, 0x11, 1, 2, 3, 4, 5, 6, 7, 8, 0x1d, 1, 2, 3, 4];
+        let got: Vec<_> = fields(&scalars).collect::<Result<_, _>>().unwrap();
+        assert_eq!(got, [(1, None), (2, None), (3, None)]);
+    }
+
+    #[test]
+    fn a_malformed_field_ends_the_walk_with_an_error() {
+        for bad in [
+            &[0x0a, 0x05, b'a'][..], // 5 bytes announced, 1 there
+            &[0x0b],                 // a group
+            &[0xff, 0xff],           // a key cut short
+            &[0x11, 1, 2],           // a fixed64 cut short
+        ] {
+            let got: Vec<_> = fields(bad).collect();
+            assert_eq!(got.len(), 1, "{bad:?}");
+            assert!(got[0].is_err(), "{bad:?}");
+        }
+    }
+}
