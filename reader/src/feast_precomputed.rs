@@ -10,12 +10,13 @@
 use std::collections::HashMap;
 
 use ferry_protos::feast_proto::Timestamp;
-use ferry_protos::v1::{FeastLayout, StoredVector, ViewValues};
+use ferry_protos::v1::FeastLayout;
+use prost::encoding::{encode_key, encode_varint};
 use prost::Message;
 
 use crate::error::ReaderError;
-use crate::feast_value::{micros, value, Read};
-use crate::feast_wire::fields;
+use crate::feast_value::{micros, transcode, Read};
+use crate::feast_wire::{fields, WireType};
 
 /// A precomputed lookup's schema, compiled once per request from its layout, and the order of
 /// the names in the vectors it has read. Feast writes every entity's vector with the service's
@@ -32,6 +33,8 @@ pub struct Schema<'a> {
     order: Vec<usize>,
     /// The same order the other way: the stored position holding each slot.
     at: Vec<usize>,
+    /// One view's `ViewValues` being written (reused: its length precedes it).
+    view: Vec<u8>,
 }
 
 /// One entity's vector as it lies in the bytes Redis answered: names, values and each view's
@@ -56,6 +59,7 @@ impl<'a> Schema<'a> {
             index: None,
             order: Vec::new(),
             at: Vec::new(),
+            view: Vec::new(),
         }
     }
 
@@ -76,32 +80,36 @@ impl<'a> Schema<'a> {
         if !self.knows(&stored.names) {
             return Ok(refused());
         }
-        let mut views = Vec::with_capacity(self.layout.views.len());
+        // The `StoredVector`, written as prost would write it, each value's bytes copied.
+        let mut out = Vec::with_capacity(16 + blob.len());
+        if fingerprint != 0 {
+            encode_key(1, WireType::SixtyFourBit, &mut out);
+            out.extend_from_slice(&fingerprint.to_le_bytes());
+        }
+        let mut found = false;
         let mut slots = self.at.iter();
         for view in &self.layout.views {
             let at = slots.by_ref().take(view.precomputed_names.len());
+            self.view.clear();
             // No timestamp: the view had no row for the entity when the vector was assembled
-            // (Feast then stores empty values), so the view is not found.
+            // (Feast then stores empty values), so the view is not found (no values).
             let name = view.precomputed_view.as_bytes();
-            let Some(&(_, event_time_us)) = stored.times.iter().rev().find(|t| t.0 == name)
-            else {
-                views.push(ViewValues::default());
-                continue;
-            };
-            let values = at
-                .map(|&i| value(stored.values[i]))
-                .collect::<Result<_, _>>()?;
-            views.push(ViewValues {
-                event_time_us,
-                values,
-            });
+            if let Some(&(_, event_time_us)) = stored.times.iter().rev().find(|t| t.0 == name) {
+                found = true;
+                encode_key(1, WireType::Varint, &mut self.view);
+                encode_varint(event_time_us as u64, &mut self.view);
+                for &i in at {
+                    transcode(stored.values[i], &mut self.view)?;
+                }
+            }
+            encode_key(2, WireType::LengthDelimited, &mut out);
+            encode_varint(self.view.len() as u64, &mut out);
+            out.extend_from_slice(&self.view);
         }
-        if views.iter().all(|v| v.values.is_empty()) {
+        if !found {
             return Ok(Read::default());
         }
-        Ok(Read::found(
-            StoredVector { fingerprint, views }.encode_to_vec(),
-        ))
+        Ok(Read::found(out))
     }
 
     /// Whether `names` are exactly the layout's, in any order (Feast's schema check); when
@@ -146,8 +154,8 @@ fn bytes_val(field: &[u8]) -> Option<&[u8]> {
     let mut last = None;
     for f in fields(field) {
         match f.ok()? {
-            (1, payload) => last = Some(payload),
-            (2..=7 | 16..=19, _) => last = Some(None),
+            (1, WireType::LengthDelimited, blob) => last = Some(Some(blob)),
+            (1..=7 | 16 | 19, ..) => last = Some(None),
             _ => {}
         }
     }
@@ -168,13 +176,15 @@ fn stored(blob: &[u8]) -> Result<Stored<'_>, ReaderError> {
         times: Vec::new(),
     };
     for f in fields(blob) {
-        match f.map_err(malformed)? {
-            (1, Some(name)) => stored.names.push(name),
-            (2, Some(value)) => stored.values.push(value),
-            (3, Some(t)) => stored.times.extend(view_time(t).map_err(malformed)?),
+        let (tag, wire_type, payload) = f.map_err(malformed)?;
+        if (1..=4).contains(&tag) && wire_type != WireType::LengthDelimited {
+            return Err(malformed(format!("field {tag} has wire type {wire_type:?}")));
+        }
+        match tag {
+            1 => stored.names.push(payload),
+            2 => stored.values.push(payload),
+            3 => stored.times.extend(view_time(payload).map_err(malformed)?),
             // precomputed_at (4): Feast's event time for every feature, not Ferry's.
-            (4, Some(_)) => {}
-            (tag @ 1..=4, None) => return Err(malformed(format!("field {tag} is no message"))),
             _ => {}
         }
     }
@@ -187,13 +197,16 @@ fn stored(blob: &[u8]) -> Result<Stored<'_>, ReaderError> {
 fn view_time(message: &[u8]) -> Result<Option<(&[u8], i64)>, String> {
     let (mut name, mut time): (&[u8], Option<i64>) = (&[], None);
     for f in fields(message) {
-        match f? {
-            (1, Some(n)) => name = n,
-            (2, Some(t)) => {
-                let t = Timestamp::decode(t).map_err(|e| e.to_string())?;
+        let (tag, wire_type, payload) = f?;
+        if (1..=2).contains(&tag) && wire_type != WireType::LengthDelimited {
+            return Err(format!("fv_timestamps field {tag} has wire type {wire_type:?}"));
+        }
+        match tag {
+            1 => name = payload,
+            2 => {
+                let t = Timestamp::decode(payload).map_err(|e| e.to_string())?;
                 time = Some(micros(&t));
             }
-            (tag @ 1..=2, None) => return Err(format!("fv_timestamps field {tag} is no message")),
             _ => {}
         }
     }
@@ -214,7 +227,7 @@ mod tests {
     use ferry_protos::feast_proto::{
         self, value::Val, FeatureViewTimestamp, PrecomputedFeatureVector,
     };
-    use ferry_protos::v1::{value::Kind, FeastView};
+    use ferry_protos::v1::{value::Kind, FeastView, StoredVector};
 
     /// A service of views `a` (features x, y) and `b@v2` (feature z).
     fn layout() -> FeastLayout {

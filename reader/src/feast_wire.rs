@@ -1,16 +1,19 @@
 //! A borrowing walk over a protobuf message's fields: the precomputed read takes a
 //! `PrecomputedFeatureVector`'s names and values as slices of the bytes Redis answered, where
-//! prost's decoding would allocate a `String` and a `Vec` per feature of every entity.
+//! prost's decoding would allocate a `String` and a `Vec` per feature of every entity, and
+//! copies each value's scalar bytes into Ferry's `Value` (`feast_value::transcode`).
 
-use prost::encoding::{decode_key, decode_varint, WireType};
+use prost::encoding::{decode_key, decode_varint};
 
-/// One field's payload: the bytes of a length-delimited field (strings, bytes, messages);
-/// `None` for the scalars, which the callers skip.
-pub type Payload<'a> = Option<&'a [u8]>;
+pub use prost::encoding::WireType;
 
-/// The fields of `message` in wire order: `(field number, payload)`. Stops at the first
-/// malformed field with a description of it (groups, of proto2, are malformed here).
-pub fn fields(mut message: &[u8]) -> impl Iterator<Item = Result<(u32, Payload<'_>), String>> {
+/// One field: its number, its wire type, and its bytes: the payload of a length-delimited
+/// field (strings, bytes, messages), else the scalar's own bytes (a varint, 8 or 4 bytes).
+pub type Field<'a> = (u32, WireType, &'a [u8]);
+
+/// The fields of `message` in wire order. Stops at the first malformed field with a
+/// description of it (groups, of proto2, are malformed here).
+pub fn fields(mut message: &[u8]) -> impl Iterator<Item = Result<Field<'_>, String>> {
     std::iter::from_fn(move || {
         if message.is_empty() {
             return None;
@@ -23,31 +26,31 @@ pub fn fields(mut message: &[u8]) -> impl Iterator<Item = Result<(u32, Payload<'
     })
 }
 
-fn field<'a>(buf: &mut &'a [u8]) -> Result<(u32, Payload<'a>), String> {
+fn field<'a>(buf: &mut &'a [u8]) -> Result<Field<'a>, String> {
     let (tag, wire_type) = decode_key(buf).map_err(|e| e.to_string())?;
-    let skip = match wire_type {
-        WireType::Varint => return decode_varint(buf).map(|_| (tag, None)).map_err(|e| e.to_string()),
+    let len = match wire_type {
+        WireType::Varint => {
+            let start = *buf;
+            decode_varint(buf).map_err(|e| e.to_string())?;
+            let used = start.len() - buf.len();
+            return Ok((tag, wire_type, &start[..used]));
+        }
         WireType::SixtyFourBit => 8,
         WireType::ThirtyTwoBit => 4,
         WireType::LengthDelimited => {
             let len = decode_varint(buf).map_err(|e| e.to_string())?;
-            let len = usize::try_from(len).unwrap_or(usize::MAX);
-            if len > buf.len() {
-                return Err(format!("field {tag} of {len} bytes, {} left", buf.len()));
-            }
-            let (payload, rest) = buf.split_at(len);
-            *buf = rest;
-            return Ok((tag, Some(payload)));
+            usize::try_from(len).unwrap_or(usize::MAX)
         }
         WireType::StartGroup | WireType::EndGroup => {
             return Err(format!("field {tag} is a group"));
         }
     };
-    if skip > buf.len() {
-        return Err(format!("field {tag} is cut short"));
+    if len > buf.len() {
+        return Err(format!("field {tag} of {len} bytes, {} left", buf.len()));
     }
-    *buf = &buf[skip..];
-    Ok((tag, None))
+    let (bytes, rest) = buf.split_at(len);
+    *buf = rest;
+    Ok((tag, wire_type, bytes))
 }
 
 #[cfg(test)]
@@ -74,16 +77,23 @@ mod tests {
             }),
         };
         let bytes = v.encode_to_vec();
-        let got: Vec<(u32, Payload<'_>)> = fields(&bytes).collect::<Result<_, _>>().unwrap();
-        let tags: Vec<u32> = got.iter().map(|(t, _)| *t).collect();
+        let got: Vec<Field<'_>> = fields(&bytes).collect::<Result<_, _>>().unwrap();
+        let tags: Vec<u32> = got.iter().map(|f| f.0).collect();
         assert_eq!(tags, [1, 1, 2, 2, 3, 4]);
-        assert_eq!(got[1].1, Some(b"b__y".as_slice()));
-        assert_eq!(got[2].1, Some([0x20, 0x07].as_slice()));
-        assert_eq!(got[3].1, Some([].as_slice()));
-        // Scalars are skipped whatever their wire type: varint, fixed64, fixed32.
+        assert_eq!(got[1].2, b"b__y");
+        assert_eq!(got[2].2, [0x20, 0x07]);
+        assert_eq!(got[3], (2, WireType::LengthDelimited, &[][..]));
+        // Scalars come with their own bytes: varint, fixed64, fixed32.
         let scalars = [0x08, 0x96, 0x01, 0x11, 1, 2, 3, 4, 5, 6, 7, 8, 0x1d, 1, 2, 3, 4];
         let got: Vec<_> = fields(&scalars).collect::<Result<_, _>>().unwrap();
-        assert_eq!(got, [(1, None), (2, None), (3, None)]);
+        assert_eq!(
+            got,
+            [
+                (1, WireType::Varint, &[0x96, 0x01][..]),
+                (2, WireType::SixtyFourBit, &[1, 2, 3, 4, 5, 6, 7, 8][..]),
+                (3, WireType::ThirtyTwoBit, &[1, 2, 3, 4][..]),
+            ]
+        );
     }
 
     #[test]
