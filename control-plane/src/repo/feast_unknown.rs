@@ -49,7 +49,9 @@ struct OnDemandSourcesEntry {
 
 /// Per message: Feast's name, the fields of Feast 0.67 Ferry leaves unread on purpose, and the
 /// fields holding messages Ferry reads (checked in turn).
-fn schema(kind: Kind) -> (&'static str, &'static [u32], &'static [(u32, Kind)]) {
+type Schema = (&'static str, &'static [u32], &'static [(u32, Kind)]);
+
+fn schema(kind: Kind) -> Schema {
     use Kind as K;
     match kind {
         K::Registry => (
@@ -98,6 +100,24 @@ fn schema(kind: Kind) -> (&'static str, &'static [u32], &'static [(u32, Kind)]) 
             &[5, 6, 7, 8, 9, 11],
             &[(2, K::FeatureSpec)],
         ),
+        K::VersionHistory => (
+            "feast.core.FeatureViewVersionHistory",
+            &[],
+            &[(1, K::VersionRecord)],
+        ),
+        K::VersionRecord => (
+            "feast.core.FeatureViewVersionRecord",
+            &[6, 7, 8],
+            &[(5, K::FeatureView)],
+        ),
+        other => source_schema(other),
+    }
+}
+
+/// [`schema`] of on-demand views and their sources, of data sources and of stream views.
+fn source_schema(kind: Kind) -> Schema {
+    use Kind as K;
+    match kind {
         K::OnDemandFeatureView => (
             "feast.core.OnDemandFeatureView",
             &[2],
@@ -154,16 +174,8 @@ fn schema(kind: Kind) -> (&'static str, &'static [u32], &'static [(u32, Kind)]) 
             ],
             &[],
         ),
-        K::VersionHistory => (
-            "feast.core.FeatureViewVersionHistory",
-            &[],
-            &[(1, K::VersionRecord)],
-        ),
-        K::VersionRecord => (
-            "feast.core.FeatureViewVersionRecord",
-            &[6, 7, 8],
-            &[(5, K::FeatureView)],
-        ),
+        // The registry's own messages: `schema`.
+        _ => ("", &[], &[]),
     }
 }
 
