@@ -5,6 +5,9 @@
 //! `per_field`: 30 feature fields and 3 `_ts:` fields per entity; `own_layout`: Ferry's own
 //! `StoredVector`s, passed through as they are. `cargo bench -p ferry-reader --bench feast_read`.
 
+// A benchmark, not product code: a setup that fails should stop it loudly.
+#![allow(clippy::unwrap_used)]
+
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use ferry_protos::feast::{feature_field, precomputed_field, timestamp_field};
 use ferry_protos::feast_proto::{self, value::Val, FeatureViewTimestamp, PrecomputedFeatureVector};
@@ -55,9 +58,16 @@ fn layout(precomputed: bool) -> FeastLayout {
                     .iter()
                     .map(|f| feature_field(view, f))
                     .collect(),
-                precomputed_view: if precomputed { (*view).into() } else { String::new() },
+                precomputed_view: if precomputed {
+                    (*view).into()
+                } else {
+                    String::new()
+                },
                 precomputed_names: if precomputed {
-                    features(view).iter().map(|f| format!("{view}__{f}")).collect()
+                    features(view)
+                        .iter()
+                        .map(|f| format!("{view}__{f}"))
+                        .collect()
                 } else {
                     Vec::new()
                 },
@@ -94,7 +104,7 @@ fn precomputed_answer() -> Value {
 
 fn per_field_answer() -> Value {
     let mut fields = Vec::new();
-    for (view, kind) in VIEWS {
+    for (_, kind) in VIEWS {
         fields.extend((0..10).map(|i| Value::BulkString(feast_value(kind, i))));
         fields.push(Value::BulkString(ts().encode_to_vec()));
     }

@@ -178,7 +178,9 @@ fn stored(blob: &[u8]) -> Result<Stored<'_>, ReaderError> {
     for f in fields(blob) {
         let (tag, wire_type, payload) = f.map_err(malformed)?;
         if (1..=4).contains(&tag) && wire_type != WireType::LengthDelimited {
-            return Err(malformed(format!("field {tag} has wire type {wire_type:?}")));
+            return Err(malformed(format!(
+                "field {tag} has wire type {wire_type:?}"
+            )));
         }
         match tag {
             1 => stored.names.push(payload),
@@ -199,7 +201,9 @@ fn view_time(message: &[u8]) -> Result<Option<(&[u8], i64)>, String> {
     for f in fields(message) {
         let (tag, wire_type, payload) = f?;
         if (1..=2).contains(&tag) && wire_type != WireType::LengthDelimited {
-            return Err(format!("fv_timestamps field {tag} has wire type {wire_type:?}"));
+            return Err(format!(
+                "fv_timestamps field {tag} has wire type {wire_type:?}"
+            ));
         }
         match tag {
             1 => name = payload,
@@ -316,7 +320,11 @@ mod tests {
             (feast_order, 4),
         ] {
             let s = stored(schema.vector(&field(&entity(names, x)), 7).unwrap());
-            assert_eq!(s.views[0].values[0].kind, Some(Kind::Int64Val(x)), "{names:?}");
+            assert_eq!(
+                s.views[0].values[0].kind,
+                Some(Kind::Int64Val(x)),
+                "{names:?}"
+            );
         }
         // A vector of another schema after ones that matched: still refused.
         let other = entity(["a__x", "a__y", "b__z"], 5);

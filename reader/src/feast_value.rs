@@ -60,25 +60,28 @@ pub fn value(bytes: &[u8]) -> Result<v1::Value, ReaderError> {
 /// copied: Feast's kinds and Ferry's differ only in their field numbers. Read as prost reads
 /// it (the last field of the oneof wins; fields it does not know are skipped).
 pub fn transcode(bytes: &[u8], out: &mut Vec<u8>) -> Result<(), ReaderError> {
-    let not_a_value = |e: String| ReaderError::Internal(format!("a Feast field is not a Value: {e}"));
+    let not_a_value =
+        |e: String| ReaderError::Internal(format!("a Feast field is not a Value: {e}"));
     let mut last: Option<(u32, WireType, &[u8])> = None;
     for field in fields(bytes) {
         let (tag, wire_type, payload) = field.map_err(not_a_value)?;
         // Feast's field → Ferry's, and the wire type both have.
         let ours = match tag {
-            1 => (7, WireType::LengthDelimited), // bytes
-            2 => (6, WireType::LengthDelimited), // string
-            3 => (1, WireType::Varint),          // int32
-            4 => (2, WireType::Varint),          // int64
-            5 => (4, WireType::SixtyFourBit),    // double
-            6 => (3, WireType::ThirtyTwoBit),    // float
-            7 => (5, WireType::Varint),          // bool
+            1 => (7, WireType::LengthDelimited),  // bytes
+            2 => (6, WireType::LengthDelimited),  // string
+            3 => (1, WireType::Varint),           // int32
+            4 => (2, WireType::Varint),           // int64
+            5 => (4, WireType::SixtyFourBit),     // double
+            6 => (3, WireType::ThirtyTwoBit),     // float
+            7 => (5, WireType::Varint),           // bool
             16 => (8, WireType::LengthDelimited), // float list
-            19 => (0, WireType::Varint),         // null
+            19 => (0, WireType::Varint),          // null
             _ => continue,
         };
         if wire_type != ours.1 {
-            return Err(not_a_value(format!("field {tag} has wire type {wire_type:?}")));
+            return Err(not_a_value(format!(
+                "field {tag} has wire type {wire_type:?}"
+            )));
         }
         last = Some((ours.0, wire_type, payload));
     }
@@ -151,7 +154,9 @@ mod tests {
             feast(Some(Val::FloatListVal(feast_proto::FloatList {
                 val: vec![1.0, -3.5],
             }))),
-            feast(Some(Val::FloatListVal(feast_proto::FloatList { val: vec![] }))),
+            feast(Some(Val::FloatListVal(feast_proto::FloatList {
+                val: vec![],
+            }))),
         ];
         // Two kinds, the last one wins; a field no kind has (99) is skipped.
         let mut two = feast(Some(Val::Int64Val(3)));

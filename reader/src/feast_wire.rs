@@ -84,7 +84,9 @@ mod tests {
         assert_eq!(got[2].2, [0x20, 0x07]);
         assert_eq!(got[3], (2, WireType::LengthDelimited, &[][..]));
         // Scalars come with their own bytes: varint, fixed64, fixed32.
-        let scalars = [0x08, 0x96, 0x01, 0x11, 1, 2, 3, 4, 5, 6, 7, 8, 0x1d, 1, 2, 3, 4];
+        let scalars = [
+            0x08, 0x96, 0x01, 0x11, 1, 2, 3, 4, 5, 6, 7, 8, 0x1d, 1, 2, 3, 4,
+        ];
         let got: Vec<_> = fields(&scalars).collect::<Result<_, _>>().unwrap();
         assert_eq!(
             got,

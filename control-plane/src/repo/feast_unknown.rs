@@ -140,11 +140,7 @@ fn source_schema(kind: Kind) -> Schema {
         K::OnDemandSource => (
             "feast.core.OnDemandSource",
             &[],
-            &[
-                (1, K::FeatureView),
-                (2, K::DataSource),
-                (3, K::Projection),
-            ],
+            &[(1, K::FeatureView), (2, K::DataSource), (3, K::Projection)],
         ),
         K::Aggregation => ("feast.core.Aggregation", &[3, 4, 5], &[]),
         // Options of each kind of source, tags, owner, ...: Ferry reads a source's type, name,
@@ -396,7 +392,11 @@ mod tests {
         // file_options (11) and data_source_class_type (17): Feast 0.67 writes them.
         let mut known = source.encode_to_vec();
         prost::encoding::bytes::encode(11, &b"\x12\x01x".to_vec(), &mut known);
-        string_field(&mut known, 17, "feast.infra.offline_stores.file_source.FileSource");
+        string_field(
+            &mut known,
+            17,
+            "feast.infra.offline_stores.file_source.FileSource",
+        );
         let unknown = with_field(&source, 60, "?");
         // A batch source (7) with what Feast writes; a stream source (9) whose batch source
         // (26) has a field Feast 0.67 has not.
@@ -412,7 +412,10 @@ mod tests {
         let reg = nested(6, &nested(1, &spec));
         let n = notices(&reg);
         assert_eq!(n.len(), 1, "{n:?}");
-        assert!(n[0].contains("feast.core.DataSource has field(s) 60"), "{n:?}");
+        assert!(
+            n[0].contains("feast.core.DataSource has field(s) 60"),
+            "{n:?}"
+        );
     }
 
     #[test]
@@ -458,9 +461,18 @@ mod tests {
         let reg = nested(8, &nested(1, &spec));
         let n = notices(&reg);
         assert_eq!(n.len(), 3, "{n:?}");
-        assert!(n[0].contains("feast.core.FeatureViewSpec has field(s) 33"), "{n:?}");
-        assert!(n[1].contains("feast.core.FeatureSpecV2 has field(s) 9"), "{n:?}");
-        assert!(n[2].contains("feast.core.Aggregation has field(s) 8"), "{n:?}");
+        assert!(
+            n[0].contains("feast.core.FeatureViewSpec has field(s) 33"),
+            "{n:?}"
+        );
+        assert!(
+            n[1].contains("feast.core.FeatureSpecV2 has field(s) 9"),
+            "{n:?}"
+        );
+        assert!(
+            n[2].contains("feast.core.Aggregation has field(s) 8"),
+            "{n:?}"
+        );
     }
 
     #[test]
@@ -472,7 +484,10 @@ mod tests {
         // disabled (23): Feast 0.67 has it; 24: a newer Feast's.
         let mut known = spec.encode_to_vec();
         prost::encoding::bool::encode(23, &true, &mut known);
-        assert_eq!(notices(&nested(14, &nested(1, &known))), Vec::<String>::new());
+        assert_eq!(
+            notices(&nested(14, &nested(1, &known))),
+            Vec::<String>::new()
+        );
         let n = notices(&nested(14, &nested(1, &with_field(&spec, 24, "?"))));
         assert_eq!(n.len(), 1, "{n:?}");
         assert!(

@@ -283,7 +283,14 @@ async fn precomputed_versioned_and_materializing_views_against_feast() {
     // Pinned and precomputed: Feast 0.67's precompute reads the view's current version under
     // the pinned names (`user_profile@v0__age`), and its by-service read serves that vector.
     // Ferry reads the same vector, so it serves the same values: version 1's, not version 0's.
-    compare(&stack, "scoring_v0_pre", &users, Times::Unchecked, &mut counts).await;
+    compare(
+        &stack,
+        "scoring_v0_pre",
+        &users,
+        Times::Unchecked,
+        &mut counts,
+    )
+    .await;
     let pre = stack.rest("scoring_v0_pre", &users).await;
     assert_eq!(
         column(&pre, "user_profile_v0__age")["values"],

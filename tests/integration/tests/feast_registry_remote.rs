@@ -10,7 +10,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use ferry_integration_tests::feast::{feast, feast_venv, FeastSetup, FeastStack};
-use ferry_integration_tests::feast_registry::{blocks, feast_repo, ferry_apply, ferry_repo, ROUTES};
+use ferry_integration_tests::feast_registry::{
+    blocks, feast_repo, ferry_apply, ferry_repo, ROUTES,
+};
 use ferry_integration_tests::process::{free_port, tcp_open};
 use ferry_integration_tests::{ControlPlane, Proc};
 use ferry_test_support::redis::{make_tls_files, TlsFiles};
