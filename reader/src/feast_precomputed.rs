@@ -11,12 +11,11 @@ use std::collections::HashMap;
 
 use ferry_protos::feast_proto::Timestamp;
 use ferry_protos::v1::FeastLayout;
-use prost::encoding::{encode_key, encode_varint};
 use prost::Message;
 
 use crate::error::ReaderError;
 use crate::feast_value::{micros, transcode, Read};
-use crate::feast_wire::{fields, WireType};
+use crate::feast_wire::{fields, put_key, put_varint, WireType};
 
 /// A precomputed lookup's schema, compiled once per request from its layout, and the order of
 /// the names in the vectors it has read. Feast writes every entity's vector with the service's
@@ -83,7 +82,7 @@ impl<'a> Schema<'a> {
         // The `StoredVector`, written as prost would write it, each value's bytes copied.
         let mut out = Vec::with_capacity(16 + blob.len());
         if fingerprint != 0 {
-            encode_key(1, WireType::SixtyFourBit, &mut out);
+            put_key(1, WireType::SixtyFourBit, &mut out);
             out.extend_from_slice(&fingerprint.to_le_bytes());
         }
         let mut found = false;
@@ -96,14 +95,14 @@ impl<'a> Schema<'a> {
             let name = view.precomputed_view.as_bytes();
             if let Some(&(_, event_time_us)) = stored.times.iter().rev().find(|t| t.0 == name) {
                 found = true;
-                encode_key(1, WireType::Varint, &mut self.view);
-                encode_varint(event_time_us as u64, &mut self.view);
+                put_key(1, WireType::Varint, &mut self.view);
+                put_varint(event_time_us as u64, &mut self.view);
                 for &i in at {
                     transcode(stored.values[i], &mut self.view)?;
                 }
             }
-            encode_key(2, WireType::LengthDelimited, &mut out);
-            encode_varint(self.view.len() as u64, &mut out);
+            put_key(2, WireType::LengthDelimited, &mut out);
+            put_varint(self.view.len() as u64, &mut out);
             out.extend_from_slice(&self.view);
         }
         if !found {

@@ -4,11 +4,11 @@
 
 use ferry_protos::feast_proto::{self, value::Val};
 use ferry_protos::v1::{self, value::Kind};
-use prost::encoding::{encode_key, encode_varint, encoded_len_varint};
+use prost::encoding::encoded_len_varint;
 use prost::Message;
 
 use crate::error::ReaderError;
-use crate::feast_wire::{fields, WireType};
+use crate::feast_wire::{fields, put_key, put_varint, WireType};
 
 /// One entity's answer: the bytes of its `StoredVector` (empty: not found), and whether a
 /// vector Feast holds was refused for its schema (counted, and served as not found).
@@ -99,7 +99,7 @@ pub fn transcode(bytes: &[u8], out: &mut Vec<u8>) -> Result<(), ReaderError> {
             Some((ours, wire_type, payload))
         }
     };
-    encode_key(2, WireType::LengthDelimited, out);
+    put_key(2, WireType::LengthDelimited, out);
     let Some((ours, wire_type, payload)) = inner else {
         out.push(0); // null: a Value with no kind
         return Ok(());
@@ -110,10 +110,10 @@ pub fn transcode(bytes: &[u8], out: &mut Vec<u8>) -> Result<(), ReaderError> {
     } else {
         0
     };
-    encode_varint((1 + len_prefix + payload.len()) as u64, out);
-    encode_key(ours, wire_type, out);
+    put_varint((1 + len_prefix + payload.len()) as u64, out);
+    put_key(ours, wire_type, out);
     if delimited {
-        encode_varint(payload.len() as u64, out);
+        put_varint(payload.len() as u64, out);
     }
     out.extend_from_slice(payload);
     Ok(())
