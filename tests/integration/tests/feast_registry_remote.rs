@@ -50,7 +50,7 @@ fn remote_repo(dir: &Path, registry: &str) -> std::path::PathBuf {
 #[test]
 fn ferry_apply_reads_through_feasts_registry_server_as_from_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    // The server re-reads its file on every call (no cache), as a SQL registry would be.
+    // The server re-reads its file when it changes (Feast's sync cache mode; no ttl).
     let registry = "{path: data/registry.db, cache_ttl_seconds: 0}";
     let served = feast_repo(dir.path(), "feast", registry);
     feast(&served, "feast", &["apply"]);
