@@ -176,14 +176,16 @@ impl Batch {
         let mut results = Vec::with_capacity(self.counts.len());
         for &count in &self.counts {
             let mut vectors = Vec::with_capacity(count);
-            let feast = self
+            // Once per lookup: a precomputed service's names are matched once, not per entity.
+            let mut feast = self
                 .feast
                 .as_ref()
-                .and_then(|f| f.lookups.get(results.len()));
+                .and_then(|f| f.lookups.get(results.len()))
+                .map(|(layout, fingerprint)| feast::Reading::new(layout, *fingerprint));
             for value in values.by_ref().take(count) {
-                let value = match feast {
-                    Some((layout, fingerprint)) => {
-                        let read = feast::vector(value, layout, *fingerprint)?;
+                let value = match feast.as_mut() {
+                    Some(reading) => {
+                        let read = reading.vector(value)?;
                         refused += usize::from(read.refused);
                         Value::BulkString(read.vector)
                     }

@@ -52,23 +52,49 @@ pub fn add_lookup(
     Ok(())
 }
 
-/// Turns one entity's `HMGET` answer into the bytes of a `StoredVector`, or empty bytes when
-/// Feast has nothing for the entity (no field of the hash is set).
-pub fn vector(answer: Value, layout: &FeastLayout, fingerprint: u64) -> Result<Read, ReaderError> {
-    let Value::Array(fields) = answer else {
-        return Err(ReaderError::Internal(format!(
-            "redis answered HMGET with {answer:?} instead of an array"
-        )));
-    };
-    if !layout.precomputed_field.is_empty() {
+/// What reading one lookup's answers needs, made once per lookup of a request: its layout,
+/// its fingerprint, and for a precomputed service the schema its vectors are checked against
+/// (with the order of their names, found once and reused for every entity).
+pub struct Reading<'a> {
+    layout: &'a FeastLayout,
+    fingerprint: u64,
+    precomputed: Option<feast_precomputed::Schema<'a>>,
+}
+
+impl<'a> Reading<'a> {
+    pub fn new(layout: &'a FeastLayout, fingerprint: u64) -> Reading<'a> {
+        let precomputed =
+            (!layout.precomputed_field.is_empty()).then(|| feast_precomputed::Schema::new(layout));
+        Reading {
+            layout,
+            fingerprint,
+            precomputed,
+        }
+    }
+
+    /// Turns one entity's `HMGET` answer into the bytes of a `StoredVector`, or empty bytes
+    /// when Feast has nothing for the entity (no field of the hash is set).
+    pub fn vector(&mut self, answer: Value) -> Result<Read, ReaderError> {
+        let Value::Array(fields) = answer else {
+            return Err(ReaderError::Internal(format!(
+                "redis answered HMGET with {answer:?} instead of an array"
+            )));
+        };
+        let Some(schema) = self.precomputed.as_mut() else {
+            return vector(fields, self.layout, self.fingerprint);
+        };
         let [field] = <[Value; 1]>::try_from(fields).map_err(|f| {
             ReaderError::Internal(format!("redis answered HMGET of 1 field with {}", f.len()))
         })?;
-        return match bulk(field)? {
-            Some(bytes) => feast_precomputed::vector(&bytes, layout, fingerprint),
+        match bulk(field)? {
+            Some(bytes) => schema.vector(&bytes, self.fingerprint),
             None => Ok(Read::default()),
-        };
+        }
     }
+}
+
+/// One entity's per-field answer (its views' features and `_ts:` fields) as a `StoredVector`.
+fn vector(fields: Vec<Value>, layout: &FeastLayout, fingerprint: u64) -> Result<Read, ReaderError> {
     let expected: usize = layout
         .views
         .iter()
@@ -146,6 +172,11 @@ mod tests {
     use ferry_protos::feast_proto::value::Val;
     use ferry_protos::v1::value::Kind;
     use ferry_protos::v1::{FeastJoinKey, FeastView};
+
+    /// One entity's answer read on its own.
+    fn vector(answer: Value, layout: &FeastLayout, fingerprint: u64) -> Result<Read, ReaderError> {
+        Reading::new(layout, fingerprint).vector(answer)
+    }
 
     fn layout() -> FeastLayout {
         FeastLayout {

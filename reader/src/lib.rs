@@ -28,6 +28,7 @@ pub mod error;
 pub mod feast;
 mod feast_precomputed;
 mod feast_value;
+mod feast_wire;
 pub mod health;
 pub mod metrics;
 pub mod scan;

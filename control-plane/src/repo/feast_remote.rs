@@ -185,9 +185,13 @@ impl RemoteRegistry {
     pub async fn fetch(&self, project: &str) -> Result<Vec<(u32, Bytes)>, String> {
         let all = async {
             let mut sender = self.connect().await?;
+            // The server's cache, as Feast's own clients read it: `allow_cache: false` makes
+            // the server reload its registry from its store, which discards the objects of a
+            // `feast apply` in progress through it (applied uncommitted, committed at the
+            // end): polling with it lost half of such an apply.
             let request = ListRequest {
                 project: project.to_owned(),
-                allow_cache: false,
+                allow_cache: true,
             }
             .encode_to_vec();
             let mut objects = Vec::new();

@@ -26,13 +26,32 @@ enum Kind {
     Projection,
     OnDemandFeatureView,
     OnDemandFeatureViewSpec,
+    OnDemandSourcesEntry,
+    OnDemandSource,
+    Aggregation,
+    DataSource,
+    RequestDataOptions,
+    StreamFeatureView,
+    StreamFeatureViewSpec,
     VersionHistory,
     VersionRecord,
 }
 
+/// An entry of `OnDemandFeatureViewSpec.sources` (a `map<string, OnDemandSource>`): on the
+/// wire, a message of its own.
+#[derive(Clone, PartialEq, prost::Message)]
+struct OnDemandSourcesEntry {
+    #[prost(string, tag = "1")]
+    key: String,
+    #[prost(message, optional, tag = "2")]
+    value: Option<fp::OnDemandSource>,
+}
+
 /// Per message: Feast's name, the fields of Feast 0.67 Ferry leaves unread on purpose, and the
 /// fields holding messages Ferry reads (checked in turn).
-fn schema(kind: Kind) -> (&'static str, &'static [u32], &'static [(u32, Kind)]) {
+type Schema = (&'static str, &'static [u32], &'static [(u32, Kind)]);
+
+fn schema(kind: Kind) -> Schema {
     use Kind as K;
     match kind {
         K::Registry => (
@@ -43,6 +62,7 @@ fn schema(kind: Kind) -> (&'static str, &'static [u32], &'static [(u32, Kind)]) 
                 (6, K::FeatureView),
                 (7, K::FeatureService),
                 (8, K::OnDemandFeatureView),
+                (14, K::StreamFeatureView),
                 (18, K::VersionHistory),
             ],
         ),
@@ -56,7 +76,12 @@ fn schema(kind: Kind) -> (&'static str, &'static [u32], &'static [(u32, Kind)]) 
         K::FeatureViewSpec => (
             "feast.core.FeatureViewSpec",
             &[5, 10, 11, 13, 14, 15, 16, 17, 19],
-            &[(4, K::FeatureSpec), (12, K::FeatureSpec)],
+            &[
+                (4, K::FeatureSpec),
+                (7, K::DataSource),
+                (9, K::DataSource),
+                (12, K::FeatureSpec),
+            ],
         ),
         K::FeatureViewMeta => ("feast.core.FeatureViewMeta", &[1, 2, 3, 5], &[]),
         K::FeatureSpec => ("feast.core.FeatureSpecV2", &[3, 4, 5, 6, 7], &[]),
@@ -75,16 +100,6 @@ fn schema(kind: Kind) -> (&'static str, &'static [u32], &'static [(u32, Kind)]) 
             &[5, 6, 7, 8, 9, 11],
             &[(2, K::FeatureSpec)],
         ),
-        K::OnDemandFeatureView => (
-            "feast.core.OnDemandFeatureView",
-            &[2],
-            &[(1, K::OnDemandFeatureViewSpec)],
-        ),
-        K::OnDemandFeatureViewSpec => (
-            "feast.core.OnDemandFeatureViewSpec",
-            &[5, 6, 7, 8, 10, 13, 14, 15, 17, 18],
-            &[(3, K::FeatureSpec)],
-        ),
         K::VersionHistory => (
             "feast.core.FeatureViewVersionHistory",
             &[],
@@ -95,6 +110,68 @@ fn schema(kind: Kind) -> (&'static str, &'static [u32], &'static [(u32, Kind)]) 
             &[6, 7, 8],
             &[(5, K::FeatureView)],
         ),
+        other => source_schema(other),
+    }
+}
+
+/// [`schema`] of on-demand views and their sources, of data sources and of stream views.
+fn source_schema(kind: Kind) -> Schema {
+    use Kind as K;
+    match kind {
+        K::OnDemandFeatureView => (
+            "feast.core.OnDemandFeatureView",
+            &[2],
+            &[(1, K::OnDemandFeatureViewSpec)],
+        ),
+        K::OnDemandFeatureViewSpec => (
+            "feast.core.OnDemandFeatureViewSpec",
+            &[5, 6, 7, 8, 10, 13, 14, 15, 17, 18],
+            &[
+                (3, K::FeatureSpec),
+                (4, K::OnDemandSourcesEntry),
+                (16, K::Aggregation),
+            ],
+        ),
+        K::OnDemandSourcesEntry => (
+            "feast.core.OnDemandFeatureViewSpec.SourcesEntry",
+            &[],
+            &[(2, K::OnDemandSource)],
+        ),
+        K::OnDemandSource => (
+            "feast.core.OnDemandSource",
+            &[],
+            &[(1, K::FeatureView), (2, K::DataSource), (3, K::Projection)],
+        ),
+        K::Aggregation => ("feast.core.Aggregation", &[3, 4, 5], &[]),
+        // Options of each kind of source, tags, owner, ...: Ferry reads a source's type, name,
+        // project, timestamp field, field mapping, request schema and batch source.
+        K::DataSource => (
+            "feast.core.DataSource",
+            &[
+                4, 5, 11, 12, 13, 14, 15, 16, 17, 19, 22, 23, 24, 25, 27, 28, 30, 35, 50,
+            ],
+            &[(18, K::RequestDataOptions), (26, K::DataSource)],
+        ),
+        K::RequestDataOptions => (
+            "feast.core.DataSource.RequestDataOptions",
+            &[2],
+            &[(3, K::FeatureSpec)],
+        ),
+        // Ferry reads only a stream view's name and project (it serves none).
+        K::StreamFeatureView => (
+            "feast.core.StreamFeatureView",
+            &[2],
+            &[(1, K::StreamFeatureViewSpec)],
+        ),
+        K::StreamFeatureViewSpec => (
+            "feast.core.StreamFeatureViewSpec",
+            &[
+                3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
+            ],
+            &[],
+        ),
+        // The registry's own messages: `schema`.
+        _ => ("", &[], &[]),
     }
 }
 
@@ -116,6 +193,13 @@ fn reencode(kind: Kind, bytes: &[u8]) -> Option<Vec<u8>> {
         Kind::Projection => re::<fp::FeatureViewProjection>(bytes),
         Kind::OnDemandFeatureView => re::<fp::OnDemandFeatureView>(bytes),
         Kind::OnDemandFeatureViewSpec => re::<fp::OnDemandFeatureViewSpec>(bytes),
+        Kind::OnDemandSourcesEntry => re::<OnDemandSourcesEntry>(bytes),
+        Kind::OnDemandSource => re::<fp::OnDemandSource>(bytes),
+        Kind::Aggregation => re::<fp::Aggregation>(bytes),
+        Kind::DataSource => re::<fp::DataSource>(bytes),
+        Kind::RequestDataOptions => re::<fp::RequestDataOptions>(bytes),
+        Kind::StreamFeatureView => re::<fp::StreamFeatureView>(bytes),
+        Kind::StreamFeatureViewSpec => re::<fp::NamedSpec>(bytes),
         Kind::VersionHistory => re::<fp::FeatureViewVersionHistory>(bytes),
         Kind::VersionRecord => re::<fp::FeatureViewVersionRecord>(bytes),
     }
@@ -283,5 +367,132 @@ mod tests {
         assert_eq!(n.len(), 1, "{n:?}");
         assert!(n[0].contains("FeatureViewSpec has field(s) 30"), "{n:?}");
         assert_eq!(wire_fields(&[0x0b]), None, "a group is not read");
+    }
+
+    /// `message` with `extra` appended as field `number` (a string), as bytes.
+    fn with_field<M: Message>(message: &M, number: u32, extra: &str) -> Vec<u8> {
+        let mut bytes = message.encode_to_vec();
+        string_field(&mut bytes, number, extra);
+        bytes
+    }
+
+    fn nested(number: u32, inner: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        prost::encoding::bytes::encode(number, &inner.to_vec(), &mut out);
+        out
+    }
+
+    #[test]
+    fn a_views_data_sources_are_checked_with_what_feast_067_writes_left_unread() {
+        let source = fp::DataSource {
+            name: "src".into(),
+            timestamp_field: "ts".into(),
+            ..Default::default()
+        };
+        // file_options (11) and data_source_class_type (17): Feast 0.67 writes them.
+        let mut known = source.encode_to_vec();
+        prost::encoding::bytes::encode(11, &b"\x12\x01x".to_vec(), &mut known);
+        string_field(
+            &mut known,
+            17,
+            "feast.infra.offline_stores.file_source.FileSource",
+        );
+        let unknown = with_field(&source, 60, "?");
+        // A batch source (7) with what Feast writes; a stream source (9) whose batch source
+        // (26) has a field Feast 0.67 has not.
+        let mut spec = fp::FeatureViewSpec {
+            name: "v".into(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        spec.extend(nested(7, &known));
+        let mut stream = source.encode_to_vec();
+        stream.extend(nested(26, &unknown));
+        spec.extend(nested(9, &stream));
+        let reg = nested(6, &nested(1, &spec));
+        let n = notices(&reg);
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(
+            n[0].contains("feast.core.DataSource has field(s) 60"),
+            "{n:?}"
+        );
+    }
+
+    #[test]
+    fn an_on_demand_views_sources_and_aggregations_are_checked_at_any_depth() {
+        // sources: {"txn": OnDemandSource{request_data_source: DataSource{request_data_options:
+        // RequestDataOptions{schema: [FeatureSpec + field 9]}}}}
+        let feature = with_field(
+            &fp::FeatureSpec {
+                name: "amount".into(),
+                value_type: 5,
+            },
+            9,
+            "?",
+        );
+        let options = nested(3, &feature);
+        let request = nested(18, &options);
+        let source = nested(2, &request);
+        let mut entry = Vec::new();
+        string_field(&mut entry, 1, "txn");
+        entry.extend(nested(2, &source));
+        // An on-demand view with a view source whose spec has an unknown field, and an
+        // aggregation with one.
+        let view_spec = with_field(
+            &fp::FeatureViewSpec {
+                name: "v".into(),
+                ..Default::default()
+            },
+            33,
+            "?",
+        );
+        let mut view_entry = Vec::new();
+        string_field(&mut view_entry, 1, "v");
+        view_entry.extend(nested(2, &nested(1, &nested(1, &view_spec))));
+        let aggregation = with_field(&fp::Aggregation::default(), 8, "?");
+        let mut spec = fp::OnDemandFeatureViewSpec {
+            name: "risk".into(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        spec.extend(nested(4, &entry));
+        spec.extend(nested(4, &view_entry));
+        spec.extend(nested(16, &aggregation));
+        let reg = nested(8, &nested(1, &spec));
+        let n = notices(&reg);
+        assert_eq!(n.len(), 3, "{n:?}");
+        assert!(
+            n[0].contains("feast.core.FeatureViewSpec has field(s) 33"),
+            "{n:?}"
+        );
+        assert!(
+            n[1].contains("feast.core.FeatureSpecV2 has field(s) 9"),
+            "{n:?}"
+        );
+        assert!(
+            n[2].contains("feast.core.Aggregation has field(s) 8"),
+            "{n:?}"
+        );
+    }
+
+    #[test]
+    fn a_stream_views_spec_is_checked_beyond_what_feast_067_has() {
+        let spec = fp::NamedSpec {
+            name: "s".into(),
+            project: "p".into(),
+        };
+        // disabled (23): Feast 0.67 has it; 24: a newer Feast's.
+        let mut known = spec.encode_to_vec();
+        prost::encoding::bool::encode(23, &true, &mut known);
+        assert_eq!(
+            notices(&nested(14, &nested(1, &known))),
+            Vec::<String>::new()
+        );
+        let n = notices(&nested(14, &nested(1, &with_field(&spec, 24, "?"))));
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(
+            n[0].contains("feast.core.StreamFeatureViewSpec has field(s) 24"),
+            "{n:?}"
+        );
     }
 }

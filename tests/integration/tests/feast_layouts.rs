@@ -2,7 +2,8 @@
 //! `get_online_features` (asked by FeatureService, so Feast takes its own fast paths) on the
 //! same Redis, through a real Envoy: a `precompute_online` service read from its precomputed
 //! vector (one field per entity), a precomputed vector under another schema refused, online
-//! feature view versioning (the latest view stored as `VIEW_vN`, a service pinned to `@v0`), a
+//! feature view versioning (the latest view stored as `VIEW_vN`, a service pinned to `@v0`,
+//! read per field and from its precomputed vector), a
 //! `MATERIALIZING` view (Feast refuses it, Ferry serves what Redis holds) and a disabled one
 //! (refused by `ferry apply`).
 //!
@@ -11,8 +12,9 @@
 //! view without a row (Ferry: NULL_VALUE, NOT_FOUND; a view without a row is even
 //! OUTSIDE_MAX_AGE there, its precompute storing it at the epoch), and fails the whole call
 //! for an entity without a vector (Ferry: that entity NOT_FOUND); a pinned view's columns are
-//! named
-//! `view@v0__feature` by Feast and `view_v0__feature` by Ferry.
+//! named `view@v0__feature` by Feast and `view_v0__feature` by Ferry. A pinned precomputed
+//! service holds, as Feast 0.67 precomputes it, the view's current version's values: Ferry
+//! serves them as Feast does.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -88,22 +90,32 @@ fn same_value(a: &Json, b: &Json) -> bool {
 const PRESENT: i64 = 1;
 const OUTSIDE_MAX_AGE: i64 = 4;
 
+/// How a service's event times are checked: against Feast's per-view read by reference (an
+/// unpinned service, whose by-service answer, precomputed, reports the precompute time), its
+/// by-service answer (pinned, per field), or not at all (pinned and precomputed: Feast reports
+/// the precompute time, and no read by reference names the version its vector was made of).
+#[derive(Clone, Copy, PartialEq)]
+enum Times {
+    PerView,
+    ByService,
+    Unchecked,
+}
+
 /// Compares Ferry's answer for `service` with Feast's own (by service: values and statuses)
-/// and with each view's event time (Feast's per-view read by reference for an unpinned service,
-/// whose by-service answer, precomputed, reports the precompute time instead); counts the
-/// statuses compared and the event times where Feast's by-service answer differs.
+/// and with each view's event time (see [`Times`]); counts the statuses compared and the
+/// event times where Feast's by-service answer differs.
 async fn compare(
     stack: &FeastStack,
     service: &str,
     rows: &Json,
-    pinned: bool,
+    times: Times,
     counts: &mut BTreeMap<String, usize>,
 ) {
     let ferry = stack.rest(service, rows).await;
     let feast = feast_by_service(stack, service, rows);
     assert!(feast.get("error").is_none(), "Feast refused: {feast}");
     // By reference `view:feature` Feast reads each view's latest version: only for unpinned.
-    let per_view = (!pinned).then(|| stack.feast_online(service, rows));
+    let per_view = (times == Times::PerView).then(|| stack.feast_online(service, rows));
     let n = rows.as_array().expect("rows").len();
     let names = feast["names"].as_array().expect("names");
     for (f, name) in names.iter().enumerate() {
@@ -141,10 +153,12 @@ async fn compare(
             if fs != Some(OUTSIDE_MAX_AGE) {
                 assert!(same_value(value, fv), "{at}: Ferry {value} vs Feast {fv}");
             }
-            assert_eq!(
-                event, view_time,
-                "{at}: Ferry reports the view's event time"
-            );
+            if times != Times::Unchecked {
+                assert_eq!(
+                    event, view_time,
+                    "{at}: Ferry reports the view's event time"
+                );
+            }
             let differs = if feast_time != event {
                 "feast time differs"
             } else {
@@ -191,7 +205,7 @@ async fn precomputed_versioned_and_materializing_views_against_feast() {
     let mut counts = BTreeMap::new();
 
     // 1. `scoring` (precompute_online) is read from its precomputed vectors.
-    compare(&stack, "scoring", &users, false, &mut counts).await;
+    compare(&stack, "scoring", &users, Times::PerView, &mut counts).await;
     let merchants = json!([{"merchant_id": 7}, {"merchant_id": 9}]);
     let merchant_before = feast_by_service(&stack, "merchant_risk", &merchants);
     // An unknown entity: Feast's precomputed path fails the whole call, Ferry answers it
@@ -214,7 +228,9 @@ async fn precomputed_versioned_and_materializing_views_against_feast() {
         "Field(name=\"segment\", dtype=String),",
         "Field(name=\"segment\", dtype=String),\n        Field(name=\"tier\", dtype=Int64),",
     )
-        + "scoring_v0 = FeatureService(name=\"scoring_v0\", features=[\"user_profile@v0\"])\n";
+        + "scoring_v0 = FeatureService(name=\"scoring_v0\", features=[\"user_profile@v0\"])\n"
+        + "scoring_v0_pre = FeatureService(name=\"scoring_v0_pre\", \
+           features=[\"user_profile@v0\"], precompute_online=True)\n";
     std::fs::write(&file, v1).expect("features.py");
     feast(
         &stack.feast_repo,
@@ -246,11 +262,14 @@ async fn precomputed_versioned_and_materializing_views_against_feast() {
     let version = stack.control_plane.version();
     let ferry_yaml = stack.repo.join("ferry.yaml");
     let text = std::fs::read_to_string(&ferry_yaml).expect("ferry.yaml");
-    let text = text.replace("[merchant_risk]", "[merchant_risk, scoring_v0]");
+    let text = text.replace(
+        "[merchant_risk]",
+        "[merchant_risk, scoring_v0, scoring_v0_pre]",
+    );
     std::fs::write(&ferry_yaml, text).expect("ferry.yaml");
     wait_new_snapshot(&stack, &version);
-    compare(&stack, "scoring", &users, false, &mut counts).await;
-    compare(&stack, "scoring_v0", &users, true, &mut counts).await;
+    compare(&stack, "scoring", &users, Times::PerView, &mut counts).await;
+    compare(&stack, "scoring_v0", &users, Times::ByService, &mut counts).await;
     let now = stack.rest("scoring", &users).await;
     assert_eq!(
         column(&now, "user_profile__age")["values"],
@@ -260,6 +279,22 @@ async fn precomputed_versioned_and_materializing_views_against_feast() {
     assert_eq!(
         column(&old, "user_profile_v0__age")["values"],
         json!([34, 51, 27])
+    );
+    // Pinned and precomputed: Feast 0.67's precompute reads the view's current version under
+    // the pinned names (`user_profile@v0__age`), and its by-service read serves that vector.
+    // Ferry reads the same vector, so it serves the same values: version 1's, not version 0's.
+    compare(
+        &stack,
+        "scoring_v0_pre",
+        &users,
+        Times::Unchecked,
+        &mut counts,
+    )
+    .await;
+    let pre = stack.rest("scoring_v0_pre", &users).await;
+    assert_eq!(
+        column(&pre, "user_profile_v0__age")["values"],
+        json!([134, 151, 127])
     );
 
     // 4. MATERIALIZING: Feast refuses to serve the view; Ferry serves what Redis holds.

@@ -1,15 +1,18 @@
 //! Feast's registry server (`feast serve_registry`, gRPC, no auth) in front of the fixture's
 //! registry: `ferry apply` over a Feast repo whose registry is `registry_type: remote` reads the
 //! same services and views as over the file itself, in plain text and over TLS (`is_tls`,
-//! `cert`); `ferry serve` notices a `feast apply` behind the server; a server that is down or
-//! whose certificate is not trusted gives an error naming it.
+//! `cert`); `ferry serve` notices a `feast apply` behind the server, and one made through the
+//! server (Feast's own client writing to it) reaches a running Envoy without a restart; a
+//! server that is down or whose certificate is not trusted gives an error naming it.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use ferry_integration_tests::feast::{feast, feast_venv};
-use ferry_integration_tests::feast_registry::{blocks, feast_repo, ferry_apply, ferry_repo};
+use ferry_integration_tests::feast::{feast, feast_venv, FeastSetup, FeastStack};
+use ferry_integration_tests::feast_registry::{
+    blocks, feast_repo, ferry_apply, ferry_repo, ROUTES,
+};
 use ferry_integration_tests::process::{free_port, tcp_open};
 use ferry_integration_tests::{ControlPlane, Proc};
 use ferry_test_support::redis::{make_tls_files, TlsFiles};
@@ -47,7 +50,7 @@ fn remote_repo(dir: &Path, registry: &str) -> std::path::PathBuf {
 #[test]
 fn ferry_apply_reads_through_feasts_registry_server_as_from_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    // The server re-reads its file on every call (no cache), as a SQL registry would be.
+    // The server re-reads its file when it changes (Feast's sync cache mode; no ttl).
     let registry = "{path: data/registry.db, cache_ttl_seconds: 0}";
     let served = feast_repo(dir.path(), "feast", registry);
     feast(&served, "feast", &["apply"]);
@@ -147,4 +150,33 @@ fn ferry_serve_notices_a_feast_apply_behind_the_registry_server() {
     assert!(status.last_refused.is_none(), "{:?}", status.last_refused);
     let report = ferry_apply(&repo).unwrap();
     assert!(report.contains("4 feature(s)"), "the new feature: {report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feast_apply_through_the_registry_server_reaches_envoy_through_ferry_serve() {
+    // The server's own repo holds the registry file (nothing applied yet); the stack's Feast
+    // repo is a client of the server: its `feast apply` and `feast materialize` write through
+    // it, and `ferry serve` reads through it.
+    let dir = tempfile::tempdir().unwrap();
+    let served = feast_repo(
+        dir.path(),
+        "served",
+        "{path: data/registry.db, cache_ttl_seconds: 0}",
+    );
+    let port = free_port();
+    let _server = serve_registry(dir.path(), &served, port, None);
+    let registry = format!("{{registry_type: remote, path: \"127.0.0.1:{port}\"}}");
+    let setup = FeastSetup {
+        registry: &registry,
+        ..FeastSetup::default()
+    };
+    let stack = FeastStack::start_setup(ROUTES, setup);
+    assert!(!stack.feast_repo.join("data/registry.db").exists());
+    assert!(
+        served.join("data/registry.db").exists(),
+        "feast apply did not write through the registry server"
+    );
+    stack
+        .a_feast_apply_adding_a_feature_reaches_envoy("/v1/models/scoring:predict")
+        .await;
 }
