@@ -12,7 +12,7 @@
 //! (`connection_keepalive`) cut such a sink after at most `interval + timeout`, which bounds what
 //! Envoy holds and loses it.
 
-use super::{tls, Discovery, EnvoyConfigError, Upstream, UpstreamTls};
+use super::{tls, EnvoyConfigError, Upstream, UpstreamTls};
 
 /// The cluster of the sink.
 pub const LOG_SINK_CLUSTER: &str = "ferry_log_sink";
@@ -72,28 +72,18 @@ pub fn render(
     } else {
         format!("\n{socket}")
     };
-    let cluster = format!(
-        "  # Served-feature logs (`--log-sink`): `ferry log-sink`'s access-log gRPC service.\n\
-         \x20 - name: {LOG_SINK_CLUSTER}\n\
-         \x20   type: {}\n\
-         \x20   dns_lookup_family: V4_PREFERRED\n\
-         \x20   connect_timeout: 1s\n\
-         \x20   typed_extension_protocol_options:\n\
+    let options = format!(
+        "    typed_extension_protocol_options:\n\
          \x20     envoy.extensions.upstreams.http.v3.HttpProtocolOptions:\n\
          \x20       \"@type\": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions\n\
          \x20       explicit_http_config:\n\
          \x20         http2_protocol_options:\n\
-         \x20           connection_keepalive: {{interval: {KEEPALIVE_INTERVAL}, timeout: {KEEPALIVE_TIMEOUT}}}{socket}\n\
-         \x20   load_assignment:\n\
-         \x20     cluster_name: {LOG_SINK_CLUSTER}\n\
-         \x20     endpoints:\n\
-         \x20     - lb_endpoints:\n\
-         \x20       - endpoint:\n\
-         \x20           address:\n\
-         \x20             socket_address: {{address: {}, port_value: {}}}\n",
-        up.cluster_type(Discovery::Logical),
-        up.yaml_host(),
-        up.port
+         \x20           connection_keepalive: {{interval: {KEEPALIVE_INTERVAL}, timeout: {KEEPALIVE_TIMEOUT}}}{socket}\n"
+    );
+    let cluster = up.cluster(
+        LOG_SINK_CLUSTER,
+        "Served-feature logs (`--log-sink`): `ferry log-sink`'s access-log gRPC service.",
+        &options,
     );
     Ok((hcm.trim_end().to_owned(), cluster.trim_end().to_owned()))
 }

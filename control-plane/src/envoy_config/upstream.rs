@@ -64,6 +64,27 @@ impl Upstream {
         }
     }
 
+    /// A one-endpoint cluster item of `static_resources.clusters` (LOGICAL_DNS for a name, as
+    /// [`Discovery::Logical`] says why), after a `# comment` line; `options` are more lines of
+    /// the cluster (indented by four spaces, each ending in a newline) between its connect
+    /// timeout and its load assignment.
+    pub fn cluster(&self, name: &str, comment: &str, options: &str) -> String {
+        format!(
+            "  # {comment}\n\
+             \x20 - name: {name}\n\
+             \x20   type: {}\n\
+             \x20   dns_lookup_family: V4_PREFERRED\n\
+             \x20   connect_timeout: 1s\n\
+             {options}\
+             \x20   load_assignment:\n\
+             \x20     cluster_name: {name}\n\
+             \x20     endpoints:\n\
+             \x20     - lb_endpoints:\n{}",
+            self.cluster_type(Discovery::Logical),
+            self.lb_endpoint(8)
+        )
+    }
+
     /// One `- endpoint:` list item of a `load_assignment`, indented by `indent` spaces.
     pub fn lb_endpoint(&self, indent: usize) -> String {
         let pad = " ".repeat(indent);

@@ -4,7 +4,7 @@
 //! enrichment route can match a write, and the filter never sees (or forwards) the write
 //! credential, which goes only to the control plane.
 
-use super::{Discovery, Upstream};
+use super::Upstream;
 
 /// The write paths, matched exactly (Envoy normalises the path first).
 pub const WRITE_PATHS: [&str; 2] = ["/push", "/write-to-online-store"];
@@ -28,22 +28,10 @@ pub fn render(write: Option<&Upstream>, filter_name: &str) -> (String, String) {
              \x20                   disabled: true\n"
         ));
     }
-    let cluster = format!(
-        "  # Feature writes (`--write-address`): ferry serve's HTTP API.\n\
-         \x20 - name: {WRITE_CLUSTER}\n\
-         \x20   type: {}\n\
-         \x20   dns_lookup_family: V4_PREFERRED\n\
-         \x20   connect_timeout: 1s\n\
-         \x20   load_assignment:\n\
-         \x20     cluster_name: {WRITE_CLUSTER}\n\
-         \x20     endpoints:\n\
-         \x20     - lb_endpoints:\n\
-         \x20       - endpoint:\n\
-         \x20           address:\n\
-         \x20             socket_address: {{address: {}, port_value: {}}}\n",
-        up.cluster_type(Discovery::Logical),
-        up.yaml_host(),
-        up.port
+    let cluster = up.cluster(
+        WRITE_CLUSTER,
+        "Feature writes (`--write-address`): ferry serve's HTTP API.",
+        "",
     );
     (routes.trim_end().to_owned(), cluster.trim_end().to_owned())
 }

@@ -335,6 +335,16 @@ fn collect(dir: &Path, out: &mut Vec<String>) {
 }
 
 /// The containers of deploy/kubernetes, by Deployment name.
+/// The environment variable `name` of a container (its `value` or `valueFrom`).
+fn env_of<'a>(container: &'a Json, what: &str, name: &str) -> &'a Json {
+    container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("{what} has no {name}"))
+}
+
 fn containers(docs: &[Json]) -> Vec<(String, &Json)> {
     of_kind(docs, "Deployment")
         .into_iter()
@@ -403,15 +413,7 @@ fn network_policies_let_only_envoy_and_operators_in() {
         .find(|(d, _)| d == "ferry-reader")
         .unwrap()
         .1;
-    let env = |name: &str| {
-        reader["env"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["name"] == name)
-            .unwrap_or_else(|| panic!("reader has no {name}"))
-            .clone()
-    };
+    let env = |name: &str| env_of(reader, "reader", name);
     assert!(env("FERRY_REDIS")["value"]
         .as_str()
         .unwrap()
@@ -444,15 +446,7 @@ fn the_control_plane_runs_as_replicas_sharing_state_with_a_disruption_budget() {
     assert!(args.contains("\"--shared-state\""), "{args}");
     assert!(!args.contains("--state-dir"), "{args}");
     assert!(flag(c, "--cluster-name").is_some_and(|n| !n.is_empty()));
-    let env = |name: &str| {
-        c["env"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["name"] == name)
-            .unwrap_or_else(|| panic!("the control plane has no {name}"))
-            .clone()
-    };
+    let env = |name: &str| env_of(c, "the control plane", name);
     assert!(env("FERRY_REDIS")["value"]
         .as_str()
         .unwrap()
