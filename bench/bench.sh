@@ -29,8 +29,8 @@ fi
 BATCHES=${BENCH_BATCHES:-"1 5 10 50 100"}
 SCENARIOS=${BENCH_SCENARIOS:-"envoy_passthrough ferry_redis ferry_cache ferry_mix ferry_od ferry_native ferry_native_cache ferry_native_mix ferry_native_od ferry_native_inproc reader_direct ferry_feast ferry_feast_precomputed feast_precomputed feast_regular feast_odfv feast_sdk"}
 # BENCH_FEAST_LAYOUTS=1: only the Feast-layout comparison (own layout, Feast's per field and
-# precomputed, Feast's server); no criterion, pushes or fleet.
-[ "${BENCH_FEAST_LAYOUTS:-0}" = 1 ] && { SCENARIOS="ferry_redis ferry_feast ferry_feast_precomputed feast_precomputed"; BENCH_CRITERION=0 PUSH=0 FLEET=0; }
+# precomputed, Feast's server); no criterion, pushes, fleet or logs.
+[ "${BENCH_FEAST_LAYOUTS:-0}" = 1 ] && { SCENARIOS="ferry_redis ferry_feast ferry_feast_precomputed feast_precomputed"; BENCH_CRITERION=0 PUSH=0 FLEET=0 LOG=0; }
 HOT_SET=${BENCH_HOT_SET:-1000}   # ids of the near-cache scenario: a warm working set
 FEAST_WORKERS=${BENCH_FEAST_WORKERS:--1}
 # The reader cluster's protocol (http1 | http2); empty = the generator's default, the measured
