@@ -129,6 +129,7 @@ async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
             reply(StatusCode::OK, &status::status(&api.state, api.insecure))
         }
         (&Method::GET, "/healthz") => reply(StatusCode::OK, &serde_json::json!({"ok": true})),
+        (&Method::GET, "/readyz") => readiness(api.state.current().is_some()),
         (&Method::GET, "/metrics") => {
             let mut r = Response::new(Full::new(Bytes::from(api.state.metrics_text())));
             r.headers_mut().insert(
@@ -139,9 +140,9 @@ async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
         }
         (&Method::POST, PUSH_PATH) => push(api, req).await,
         (&Method::GET, PUSH_PATH) => current_snapshot(&api.state, &req),
-        (_, "/status" | "/healthz" | "/metrics" | PUSH_PATH) => error(
+        (_, "/status" | "/healthz" | "/readyz" | "/metrics" | PUSH_PATH) => error(
             ErrorCode::MethodNotAllowed,
-            "GET /status, /metrics, /healthz, /v1/snapshot; POST /v1/snapshot",
+            "GET /status, /metrics, /healthz, /readyz, /v1/snapshot; POST /v1/snapshot",
         ),
         (_, path) => error(ErrorCode::NotFound, format!("no such endpoint: {path}")),
     }
@@ -166,6 +167,20 @@ fn current_snapshot(state: &State, req: &Request<Incoming>) -> Response<Full<Byt
         }),
         &tags,
     )
+}
+
+/// `GET /readyz`: 200 once this control plane serves a snapshot, 503 `no_snapshot` before (a
+/// replica started while the shared state's Redis is away serves none until it returns: a
+/// readiness probe keeps Envoys off it). Open, as `/healthz` is, so it names no version.
+fn readiness(serving: bool) -> Response<Full<Bytes>> {
+    if serving {
+        reply(StatusCode::OK, &serde_json::json!({"ready": true}))
+    } else {
+        error(
+            ErrorCode::NoSnapshot,
+            "this control plane serves no snapshot yet",
+        )
+    }
 }
 
 /// The answer to `GET /v1/snapshot` given the current snapshot (its version, content type and
@@ -411,6 +426,19 @@ mod tests {
 
     async fn body(r: Response<Full<Bytes>>) -> Bytes {
         r.into_body().collect().await.unwrap().to_bytes()
+    }
+
+    #[tokio::test]
+    async fn readiness_waits_for_a_snapshot() {
+        let r = readiness(false);
+        assert_eq!(r.status(), 503);
+        let e: ApiError = serde_json::from_slice(&body(r).await).unwrap();
+        assert_eq!(e.error, ErrorCode::NoSnapshot);
+
+        let r = readiness(true);
+        assert_eq!(r.status(), 200);
+        let ready: serde_json::Value = serde_json::from_slice(&body(r).await).unwrap();
+        assert_eq!(ready, serde_json::json!({"ready": true}));
     }
 
     #[tokio::test]

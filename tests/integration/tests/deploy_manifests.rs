@@ -444,6 +444,9 @@ fn the_control_plane_runs_as_replicas_sharing_state_with_a_disruption_budget() {
         .unwrap();
     let args = c["args"].to_string();
     assert!(args.contains("\"--shared-state\""), "{args}");
+    // Ready only once it serves a snapshot: a replica started while Redis is away serves none.
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz", "{c}");
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz", "{c}");
     assert!(!args.contains("--state-dir"), "{args}");
     assert!(flag(c, "--cluster-name").is_some_and(|n| !n.is_empty()));
     let env = |name: &str| env_of(c, "the control plane", name);

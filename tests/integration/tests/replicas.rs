@@ -289,6 +289,11 @@ fn two_replicas_share_pushes_survive_a_kill_and_refuse_pushes_without_redis() {
     let status = late.status();
     assert!(status.snapshot.is_none(), "{status:?}");
     assert!(!status.shared_state.unwrap().available);
+    // Its readiness keeps a Service's Envoys off it; the replicas serving a snapshot are ready.
+    let (code, body) = late.request("GET", "/readyz", &[], b"");
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("\"no_snapshot\""), "{body}");
+    assert_eq!(other_cp.request("GET", "/readyz", &[], b"").0, 200);
 
     // Redis back (empty: no persistence): a push is stored again, above the last sequence.
     redis.restart();
@@ -308,6 +313,8 @@ fn two_replicas_share_pushes_survive_a_kill_and_refuse_pushes_without_redis() {
     late.wait_status("the late replica caught up", Duration::from_secs(10), |s| {
         s.snapshot.as_ref().is_some_and(|x| x.version == p7.version)
     });
+    let (code, body) = late.request("GET", "/readyz", &[], b"");
+    assert_eq!(code, 200, "{body}");
 
     other_cp.wait_status(
         "the real Envoy on the last push",
