@@ -49,14 +49,7 @@ NATIVE_PORT=$((BASE + 11)); NATIVE_ADMIN_PORT=$((BASE + 12))
 INPROC_PORT=$((BASE + 13)); INPROC_ADMIN_PORT=$((BASE + 14))
 PROCS="feast envoy envoy-feast envoy-native envoy-inproc model reader reader-feast redis"
 
-cleanup() {
-  local rc=$?
-  for p in $PROCS; do stop "$p" >/dev/null || true; done
-  [ $rc -eq 0 ] || echo "bench: failed (exit $rc); logs in $RUN_DIR" >&2
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+stop_at_exit bench $PROCS
 
 say() { echo "== $(date +%H:%M:%S) $*"; }
 

@@ -33,14 +33,7 @@ PROCS="envoy sink model reader redis"
 # The sink's window: short, so that a run's rows are in files soon after it ends.
 WINDOW=1
 
-cleanup() {
-  local rc=$?
-  for p in $PROCS; do stop "$p" >/dev/null || true; done
-  [ $rc -eq 0 ] || echo "log: failed (exit $rc); logs in $RUN_DIR" >&2
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+stop_at_exit log $PROCS
 say() { echo "== $(date +%H:%M:%S) $*" >&2; }
 
 if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then

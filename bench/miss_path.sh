@@ -27,14 +27,7 @@ REDIS_PORT=$((BASE + 1)); READER_PORT=$((BASE + 2)); MODEL_PORT=$((BASE + 3))
 PASS_PORT=$((BASE + 4)); A_PORT=$((BASE + 10)); B_PORT=$((BASE + 20))
 PROCS="envoy-a envoy-b model reader redis"
 
-cleanup() {
-  local rc=$?
-  for p in $PROCS; do stop "$p" >/dev/null || true; done
-  [ $rc -eq 0 ] || echo "miss_path: failed (exit $rc); logs in $RUN_DIR" >&2
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+stop_at_exit miss_path $PROCS
 say() { echo "== $(date +%H:%M:%S) $*"; }
 
 if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then

@@ -33,14 +33,7 @@ XDS_PORT=$((BASE + 7)); CP_PORT=$((BASE + 8))
 TOKEN=bench-write-token
 PROCS="feast envoy cp model reader redis"
 
-cleanup() {
-  local rc=$?
-  for p in $PROCS; do stop "$p" >/dev/null || true; done
-  [ $rc -eq 0 ] || echo "push: failed (exit $rc); logs in $RUN_DIR" >&2
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+stop_at_exit push $PROCS
 say() { echo "== $(date +%H:%M:%S) $*" >&2; }
 
 if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then

@@ -40,14 +40,7 @@ listen_port() { case $1 in http1) echo $((BASE + 10)) ;; http2) echo $((BASE + 2
 admin_port() { echo $(($(listen_port "$1") + 1)); }
 PROTOCOLS="http1 http2"
 
-cleanup() {
-  local rc=$?
-  for p in envoy-http2 envoy-http1 model reader redis; do stop "$p" >/dev/null || true; done
-  [ $rc -eq 0 ] || echo "reader_protocol: failed (exit $rc); logs in $RUN_DIR" >&2
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+stop_at_exit reader_protocol envoy-http2 envoy-http1 model reader redis
 say() { echo "== $(date +%H:%M:%S) $*"; }
 
 if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then

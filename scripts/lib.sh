@@ -32,6 +32,21 @@ stop() {
   rm -f "$f"
 }
 
+# stop_at_exit NAME PROC...: at exit stops every PROC (started by start), and on a failure says
+# where the logs are; an interrupt exits 130 through it. For the bench scripts.
+stop_at_exit() {
+  STOP_AT_EXIT_NAME=$1; shift
+  STOP_AT_EXIT_PROCS="$*"
+  trap _stop_at_exit EXIT
+  trap 'exit 130' INT TERM
+}
+_stop_at_exit() {
+  local rc=$? p
+  for p in $STOP_AT_EXIT_PROCS; do stop "$p" >/dev/null || true; done
+  [ $rc -eq 0 ] || echo "$STOP_AT_EXIT_NAME: failed (exit $rc); logs in $RUN_DIR" >&2
+  exit $rc
+}
+
 # wait_for NAME URL: until URL answers 2xx, or fail showing NAME's log.
 wait_for() {
   for _ in $(seq 100); do
