@@ -45,7 +45,7 @@ for t in $targets; do
   status=0
   started=$SECONDS
   cargo +nightly fuzz run "$t" "fuzz/generated/$t" "fuzz/corpus/$t" -- \
-    "${limits[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    "${limits[@]}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=256 -print_final_stats=1 \
     > "fuzz/logs/$t.log" 2>&1 || status=$?
   took=$((SECONDS - started))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "fuzz/logs/$t.log" | tail -1)
