@@ -11,6 +11,7 @@
 //! `[[bin]]` in Cargo.toml, and a few seeds in corpus/NAME/.
 
 pub mod bypass;
+pub mod config_space;
 pub mod derived;
 pub mod feast_rest;
 pub mod grpc;

@@ -27,6 +27,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("snapshot", snapshot),
     ("reader_response", reader_response),
     ("bypass", bypass),
+    ("config_space", config_space),
 ];
 
 /// KServe v1 bodies: parsed, then rewritten with synthesized features (through the dispatcher).
@@ -265,4 +266,13 @@ pub fn bypass(data: &[u8]) {
     CONFIG.with(|c| {
         super::bypass::run(data, c);
     });
+}
+
+/// The configuration drawn from the input too: any snapshot `ferry apply` could write, a
+/// request and the reader's answers through the whole state machine (`config_space`). This
+/// replay entry skips the inputs that reach a known open bug (`config_space::known_open`, their
+/// inputs in fuzz/found/config_space/) so that the stable replay checks everything else until
+/// the fixes land; the coverage-guided target (`config_space::run`) skips nothing.
+pub fn config_space(data: &[u8]) {
+    super::config_space::replay(data);
 }

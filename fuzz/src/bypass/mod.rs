@@ -23,7 +23,7 @@ mod expected;
 mod grpc;
 mod input;
 mod path;
-mod reader;
+pub(crate) mod reader;
 mod scenario;
 mod verdict;
 
