@@ -122,6 +122,13 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 }
 
+/// Why `body` is not JSON without duplicate keys, if it is not.
+pub(crate) fn strict_problem(body: &[u8]) -> Option<String> {
+    serde_json::from_slice::<Strict>(body)
+        .err()
+        .map(|e| e.to_string())
+}
+
 /// The body the model receives, parsed; it must be JSON without duplicate keys.
 pub fn parse_body(body: &[u8]) -> Json {
     if let Err(e) = serde_json::from_slice::<Strict>(body) {

@@ -18,7 +18,7 @@
 //! - `check`: the owned places of what reached the model; `grpc`, those of a gRPC request.
 //! - `verdict`: the checks of one run, from what the client got or the model received.
 
-mod check;
+pub(crate) mod check;
 mod expected;
 mod grpc;
 mod input;

@@ -9,7 +9,8 @@
 //!   name of the body, `ferry`, a KServe v2 feature tensor or `ferry_*` parameter, over JSON,
 //!   binary-framed JSON or gRPC; a `feast_rest` request with a body and a bodiless method's
 //!   request with a body are never forwarded; an enriched KServe v1 or JSON body holds every
-//!   output name in every entity.
+//!   output name in every entity, and every forwarded JSON body is JSON without duplicate keys
+//!   (the model could read the client's value of a name Ferry also wrote).
 
 use ferry_core::config::{Config, Format, Route};
 use ferry_core::format::kserve_v2::PACKED_TENSOR;
@@ -283,6 +284,14 @@ impl Run {
             .and_then(|n| n.parse::<usize>().ok())
             .filter(|n| *n <= body.len());
         let json = framed.map_or(&body[..], |n| &body[..n]);
+        // A duplicate key is two values under one name: the model may read the client's.
+        if let Some(why) = crate::bypass::check::strict_problem(json) {
+            panic!(
+                "an enriched body that is not strict JSON ({why}): {:?}; {}",
+                String::from_utf8_lossy(body),
+                self.describe()
+            );
+        }
         serde_json::from_slice(json).unwrap_or_else(|e| {
             panic!(
                 "an enriched body that is not JSON ({e}): {:?}; {}",

@@ -113,6 +113,22 @@ pub fn replay(data: &[u8]) {
     }
 }
 
+/// Inputs of a fixed pseudo-random stream (`seed` picks it), 32 to 368 bytes: the stable,
+/// bounded pass over the target (CI's, and the checks of the checks).
+pub fn stream(seed: u64, count: usize) -> impl Iterator<Item = Vec<u8>> {
+    let mut state = seed | 1;
+    (0..count).map(move |k| {
+        (0..32 + (k % 8) * 48)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 24) as u8
+            })
+            .collect()
+    })
+}
+
 /// Runs one input and says what happened.
 pub fn play(data: &[u8]) -> Outcome {
     match draw(data) {

@@ -16,7 +16,7 @@ use ferry_core::config::{Format, OnReaderError, Route};
 
 use super::reader::Plan;
 use super::request::Target;
-use super::{draw, known_open, play_drawn, Drawn, Outcome};
+use super::{draw, known_open, play_drawn, stream, Drawn, Outcome};
 
 /// What an input is, as the cases ask.
 struct Facts {
@@ -200,17 +200,7 @@ pub fn case_holds(name: &str, data: &[u8]) -> bool {
 pub fn find(budget: usize) -> Vec<(String, Vec<u8>)> {
     let names = cases();
     let mut found: Vec<Option<Vec<u8>>> = vec![None; names.len()];
-    let mut state = 0x853c_49e6_748f_ea9bu64;
-    for k in 0..budget {
-        let len = 32 + (k % 8) * 48;
-        let data: Vec<u8> = (0..len)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state >> 24) as u8
-            })
-            .collect();
+    for data in stream(0x853c_49e6_748f_ea9b, budget) {
         let Ok(d) = draw(&data) else { continue };
         if d.req.hostile_size || known_open(&d).is_some() {
             continue;
