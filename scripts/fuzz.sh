@@ -44,13 +44,15 @@ for t in $targets; do
   mkdir -p "fuzz/generated/$t" "fuzz/corpus/$t"
   status=0
   started=$SECONDS
+  touch "fuzz/logs/$t.started"
   cargo +nightly fuzz run "$t" "fuzz/generated/$t" "fuzz/corpus/$t" -- \
     "${limits[@]}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=256 -print_final_stats=1 \
     > "fuzz/logs/$t.log" 2>&1 || status=$?
   took=$((SECONDS - started))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "fuzz/logs/$t.log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "fuzz/logs/$t.log" | tail -1)
-  crashes=$(find "fuzz/artifacts/$t" -type f 2>/dev/null | wc -l)
+  # Only this run's crashes (artifacts/ keeps those of earlier runs).
+  crashes=$(find "fuzz/artifacts/$t" -type f -newer "fuzz/logs/$t.started" 2>/dev/null | wc -l)
   printf '%-18s %12s %10s %8s %8s\n' "$t" "${execs:-?}" "${rate:-?}" "$took" "$crashes" | tee -a fuzz/logs/summary.txt
   if [ "$status" -ne 0 ] || [ "$crashes" -gt 0 ]; then
     failed+=("$t")
