@@ -1,6 +1,7 @@
 //! The fuzz targets (fuzz/src/targets.rs) on stable, as part of `cargo test`: the committed
-//! corpus (fuzz/corpus/TARGET/: seeds; fuzz/regressions/TARGET/: inputs that once crashed) is
-//! replayed, then each seed is mutated a few hundred times (seeded, deterministic). This is
+//! corpus (fuzz/corpus/TARGET/: seeds; fuzz/regressions/TARGET/: inputs that once crashed;
+//! fuzz/kept/TARGET/: the minimized corpus of the coverage-guided campaign) is replayed, then
+//! each seed is mutated a few hundred times (seeded, deterministic). This is
 //! the bounded pass CI runs; coverage-guided fuzzing itself needs nightly (`make fuzz`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -12,10 +13,15 @@ use ferry_fuzz::targets::TARGETS;
 
 const MUTATIONS_PER_SEED: usize = 300;
 
+/// The committed inputs of `target`: seeds and regressions.
 fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    inputs_in(target, &["corpus", "regressions"])
+}
+
+fn inputs_in(target: &str, dirs: &[&str]) -> Vec<(PathBuf, Vec<u8>)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
     let mut out = Vec::new();
-    for dir in ["corpus", "regressions"] {
+    for dir in dirs {
         let Ok(entries) = std::fs::read_dir(root.join(dir).join(target)) else {
             continue;
         };
@@ -45,7 +51,7 @@ fn committed_corpus_replays_without_a_panic() {
     for (name, f) in TARGETS {
         let inputs = inputs(name);
         assert!(!inputs.is_empty(), "fuzz/corpus/{name}/ has no seeds");
-        for (path, data) in inputs {
+        for (path, data) in inputs.into_iter().chain(inputs_in(name, &["kept"])) {
             if let Err(e) = run(*f, &data) {
                 failures.push(format!("{name} {}: {e}", path.display()));
             }
