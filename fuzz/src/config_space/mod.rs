@@ -17,6 +17,7 @@ pub mod request;
 pub mod seeds;
 pub mod snapshot;
 
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use ferry_core::config::{Config, Format};
@@ -189,16 +190,60 @@ pub fn play_drawn(d: Drawn<'_>) -> Outcome {
         plan,
         mut pick,
     } = d;
+    let again = req.clone();
+    let first = one_request(&config, req, plan, &mut pick, HashMap::new());
+    let outcome = first.outcome();
+    // Sometimes a second request through the same shared data (another stream of the same
+    // worker): what the first left in the near cache is read back (ids repeat often). It never
+    // reaches a known open bug: the first request is where those are found (and skipped).
+    if pick.one_in(2) {
+        let shared = first.host().shared.borrow().clone();
+        // The same request again (its keys are in the cache if the first stored them), or
+        // another.
+        let req = if pick.one_in(2) {
+            request::request(&mut pick, &config)
+        } else {
+            again
+        };
+        let plan = reader::plan(&mut pick);
+        let second = Drawn {
+            config: config.clone(),
+            req,
+            plan,
+            pick,
+        };
+        if known_open(&second).is_none() {
+            let Drawn {
+                req,
+                plan,
+                mut pick,
+                ..
+            } = second;
+            one_request(&config, req, plan, &mut pick, shared);
+        }
+    }
+    outcome
+}
+
+/// One request through a fresh filter over `shared` (Envoy's shared data), driven and checked.
+fn one_request(
+    config: &Rc<Config>,
+    req: Request,
+    plan: Plan,
+    pick: &mut Pick<'_>,
+    shared: HashMap<String, (Vec<u8>, u32)>,
+) -> Run {
     let host = FakeHost {
         now_us: crate::NOW_US,
         ..Default::default()
     };
     *host.headers.borrow_mut() = req.headers.clone();
     *host.trailers.borrow_mut() = req.trailers.clone();
+    *host.shared.borrow_mut() = shared;
     let metrics = Rc::new(Metrics::define(|_, _| Some(1)));
     let filter = HttpFilter::new(host, Some(config.clone()), metrics);
     let mut run = Run {
-        config,
+        config: config.clone(),
         req,
         plan,
         filter,
@@ -207,25 +252,29 @@ pub fn play_drawn(d: Drawn<'_>) -> Outcome {
         answered_locally: false,
         call_done: false,
     };
-    run.drive(&mut pick);
+    run.drive(pick);
     run.check();
-    if let Some((status, headers, _)) = &*run.host().sent.borrow() {
-        let code = headers
-            .iter()
-            .find(|(n, _)| n == "x-ferry-error")
-            .map_or(String::new(), |(_, v)| v.clone());
-        return Outcome::Replied(*status, code);
-    }
-    if run.up.released {
-        Outcome::Forwarded
-    } else {
-        Outcome::Held
-    }
+    run
 }
 
 impl Run {
     fn host(&self) -> &FakeHost {
         self.filter.host()
+    }
+
+    fn outcome(&self) -> Outcome {
+        if let Some((status, headers, _)) = &*self.host().sent.borrow() {
+            let code = headers
+                .iter()
+                .find(|(n, _)| n == "x-ferry-error")
+                .map_or(String::new(), |(_, v)| v.clone());
+            return Outcome::Replied(*status, code);
+        }
+        if self.up.released {
+            Outcome::Forwarded
+        } else {
+            Outcome::Held
+        }
     }
 
     fn release(&mut self) {

@@ -34,7 +34,7 @@ pub enum Target {
     Outside,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Request {
     pub target: Target,
     /// The route the body is shaped for (the target's, or any for a path no route takes).

@@ -102,7 +102,7 @@ pub fn snapshot(p: &mut Pick<'_>) -> pb::Snapshot {
         version: "v1".into(),
         reader_cluster: "ferry_reader".into(),
         reader_authority: "ferry-reader".into(),
-        near_cache_max_bytes: p.of(&[0, 1 << 20, 64]),
+        near_cache_max_bytes: p.of(&[1 << 20, 0, 64]),
         protected_paths: if p.one_in(3) {
             vec![]
         } else {
@@ -311,7 +311,7 @@ fn route(p: &mut Pick<'_>, i: usize, services: &[pb::FeatureService]) -> pb::Rou
         // The widest a route may be: 10,000 keys per reader call over its services.
         max_entities: p.of(&[64, 1, 4, 10_000 / parts.len() as u32]),
         reader_timeout_ms: p.of(&[100, 1]),
-        cache_max_age_ms: p.of(&[0, 60_000]),
+        cache_max_age_ms: p.of(&[60_000, 0]),
         ..Default::default()
     };
     if format == pb::Format::FeastRest {
