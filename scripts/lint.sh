@@ -9,5 +9,6 @@ bash scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo clippy -p ferry-filter --target wasm32-wasip1 --quiet -- -D warnings
+cargo clippy -p ferry-filter --target wasm32-wasip1 --features fault-injection --quiet -- -D warnings
 # The native module's test-only fault injection (tests/integration/tests/native_panic.rs).
 cargo clippy -p ferry-native --all-targets --features fault-injection --quiet -- -D warnings

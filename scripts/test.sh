@@ -14,5 +14,7 @@ cargo build --release -p ferry-filter --target wasm32-wasip1 --quiet
 cargo build --profile native -p ferry-native --quiet
 # The same module whose hooks panic on request, for tests/integration/tests/native_panic.rs.
 cargo build --profile native-faults -p ferry-native --features fault-injection --quiet
+# The filter whose VM traps on request, for tests/integration/tests/istio/crash.rs.
+cargo build --profile wasm-faults -p ferry-filter --features fault-injection --target wasm32-wasip1 --quiet
 echo "== cargo test"
 FERRY_ENVOY="$PWD/.venv/bin/envoy" FERRY_FEAST_VENV="$PWD/.venv-feast" cargo test --workspace -- --test-threads 4

@@ -46,6 +46,19 @@ pub enum FerryError {
     NoEntities,
     #[error("request has {count} entities, over this route's limit of {limit}")]
     TooManyEntities { limit: u32, count: usize },
+    /// A size the client declares (a tensor's shape, a list's length) over its limit, or one
+    /// whose buffer could not be reserved: refused before anything is allocated or looped over
+    /// (`format::declared`).
+    #[error("{what} declares {size}, over {limit}")]
+    DeclaredTooLarge {
+        what: String,
+        size: u64,
+        limit: String,
+    },
+    /// A member or tensor Ferry reads (or any member of a JSON body Ferry rewrites) is given
+    /// twice: Ferry and the model could each read a different one.
+    #[error("{place}: '{field}' is given more than once; send it exactly once")]
+    DuplicateField { place: String, field: String },
     /// `on_missing_entity: reject` and some entities have no vector.
     #[error("no features for {}: {}", entities(.ids.len()), list(.ids))]
     EntitiesNotFound { ids: Vec<String> },
@@ -147,12 +160,14 @@ impl FerryError {
             E::InvalidEntityId { .. } => (400, "invalid_entity_id"),
             E::InvalidRequestField { .. } => (400, "invalid_request_field"),
             E::DuplicateEntityId { .. } => (400, "duplicate_entity_id"),
+            E::DuplicateField { .. } => (400, "duplicate_field"),
             E::NoEntities => (400, "no_entities"),
             E::NoRoute { .. } => (404, "no_route"),
             E::EntitiesNotFound { .. } => (404, "entity_not_found"),
             E::UnexpectedBody { .. } => (405, "unexpected_body"),
             E::BodyTooLarge { .. } => (413, "body_too_large"),
             E::TooManyEntities { .. } => (413, "too_many_entities"),
+            E::DeclaredTooLarge { .. } => (413, "declared_size_too_large"),
             E::StaleFeatures { .. } => (422, "stale_features"),
             E::ReaderUnavailable { .. } => (503, "reader_unavailable"),
             E::RedisUnavailable { .. } => (503, "redis_unavailable"),

@@ -12,7 +12,12 @@
 //! nor equal to it with other bytes. Such a refusal keeps the last good snapshot and the last
 //! ETag (the header is not signed: a replay must not decide what is asked for next), and is
 //! logged once while it repeats. Every answer over `snapshot_max_bytes` is refused unread.
-//! The held sequence lives here, in the root context: a new VM starts without one.
+//! The held sequence lives in the root context and, where the host has it, in Envoy's shared
+//! data ([`HeldStore`], keyed by the snapshot URL): a worker VM that crashed and was reloaded
+//! starts with the highest sequence any VM of its plugin loaded, so a replay is refused after a
+//! crash too. Shared data lives in the Envoy process: a restart of Envoy forgets it, and the
+//! first signed snapshot pulled after a restart is taken at any sequence (see
+//! `docs/security.md`, "What a restart forgets").
 
 use std::rc::Rc;
 
@@ -37,13 +42,44 @@ pub struct Puller {
     failing: Option<String>,
     /// The signed snapshot loaded last: nothing older is taken after it.
     held: Option<Held>,
+    /// Where the held sequence outlives this VM (Envoy's shared data), if the host has it.
+    store: Option<Box<dyn HeldStore>>,
 }
+
+/// A store shared by every VM of the plugin and kept across a VM's crash and reload: Envoy's
+/// shared data. `get` gives a value and its compare-and-swap token; `set` with that token fails
+/// when another VM wrote the key in between.
+pub trait HeldStore: std::fmt::Debug + Send {
+    fn get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>);
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool;
+}
+
+/// How many times a compare-and-swap of the shared held sequence is tried before giving up
+/// (another VM writing the same key at each attempt): the local one still holds.
+const CAS_ATTEMPTS: usize = 8;
 
 /// A loaded signed snapshot's sequence, and the digest of its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Held {
     sequence: u64,
     digest: Vec<u8>,
+}
+
+impl Held {
+    /// As the shared store keeps it: the sequence (8 bytes, big-endian), then the digest.
+    fn encode(&self) -> Vec<u8> {
+        let mut out = self.sequence.to_be_bytes().to_vec();
+        out.extend_from_slice(&self.digest);
+        out
+    }
+
+    fn decode(v: &[u8]) -> Option<Held> {
+        let (seq, digest) = v.split_first_chunk::<8>()?;
+        Some(Held {
+            sequence: u64::from_be_bytes(*seq),
+            digest: digest.to_vec(),
+        })
+    }
 }
 
 /// An answer to the GET, without its body: read only once its size is known to fit.
@@ -75,22 +111,72 @@ impl Puller {
             in_flight: false,
             failing: None,
             held: None,
+            store: None,
         }
+    }
+
+    /// Keeps the held sequence in `store` too (Envoy's shared data), so that a reloaded VM
+    /// still refuses what this one would.
+    pub fn with_store(mut self, store: Box<dyn HeldStore>) -> Puller {
+        self.store = Some(store);
+        self
     }
 
     /// A puller for `pull` replacing `previous` (the plugin configuration changed, e.g. a key
     /// was added for rotation): the held sequence carries over when the URL is the same.
     pub fn replacing(pull: Pull, previous: Option<Puller>) -> Puller {
         let mut p = Puller::new(pull);
-        if let Some(prev) = previous.filter(|prev| prev.pull.url == p.pull.url) {
-            p.held = prev.held;
+        if let Some(prev) = previous {
+            if prev.pull.url == p.pull.url {
+                p.held = prev.held;
+            }
+            p.store = prev.store;
         }
         p
     }
 
-    /// The sequence of the signed snapshot held, if any.
+    /// The sequence of the signed snapshot held, if any: this VM's, or a higher one another VM
+    /// of the plugin (or this one before a reload) left in the shared store.
     pub fn held_sequence(&self) -> Option<u64> {
-        self.held.as_ref().map(|h| h.sequence)
+        self.floor().map(|h| h.sequence)
+    }
+
+    /// The key of this URL's held sequence in the shared store.
+    fn store_key(&self) -> String {
+        format!("ferry.snapshot_pull.held.{}", self.pull.url)
+    }
+
+    /// The highest of the local and the shared held snapshots.
+    fn floor(&self) -> Option<Held> {
+        let shared = self
+            .store
+            .as_ref()
+            .and_then(|s| s.get(&self.store_key()).0)
+            .and_then(|v| Held::decode(&v));
+        match (self.held.clone(), shared) {
+            (Some(a), Some(b)) => Some(if b.sequence > a.sequence { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Raises the shared held sequence to `held`, unless a VM already put one as high there.
+    fn share(&self, held: &Held) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        let key = self.store_key();
+        for _ in 0..CAS_ATTEMPTS {
+            let (value, cas) = store.get(&key);
+            if value
+                .and_then(|v| Held::decode(&v))
+                .is_some_and(|h| h.sequence >= held.sequence)
+            {
+                return;
+            }
+            if store.set(&key, &held.encode(), cas) {
+                return;
+            }
+        }
     }
 
     pub fn pull(&self) -> &Pull {
@@ -180,7 +266,7 @@ impl Puller {
             Err(why) => return self.refuse(why),
         };
         let digest = sequence.map(|_| Sha512::digest(&raw).to_vec());
-        if let (Some(seq), Some(held)) = (sequence, &self.held) {
+        if let (Some(seq), Some(held)) = (sequence, &self.floor()) {
             if seq < held.sequence {
                 return self.refuse(format!(
                     "its sequence {seq} is lower than the held snapshot's {}: a replay of an \
@@ -194,9 +280,13 @@ impl Puller {
                         "its sequence {seq} is the held snapshot's, with other bytes"
                     ));
                 }
-                self.recovered();
-                self.etag = answer.etag.clone();
-                return Pulled::Unchanged;
+                // Held by this VM: nothing to load. Held only in the shared store (this VM
+                // was reloaded): the same snapshot, loaded below.
+                if self.held.as_ref() == Some(held) {
+                    self.recovered();
+                    self.etag = answer.etag.clone();
+                    return Pulled::Unchanged;
+                }
             }
         }
         self.recovered();
@@ -204,7 +294,9 @@ impl Puller {
         match self.pull.overrides.apply(&raw) {
             Ok(config) => {
                 if let (Some(sequence), Some(digest)) = (sequence, digest) {
-                    self.held = Some(Held { sequence, digest });
+                    let held = Held { sequence, digest };
+                    self.share(&held);
+                    self.held = Some(held);
                 }
                 Pulled::Loaded(Rc::new(config))
             }

@@ -18,7 +18,7 @@ use ferry_core::host::Host;
 use ferry_core::metrics::{self, Metrics, ViewMetrics};
 use ferry_core::plugin_config::{self, Plugin, Pull};
 use ferry_core::request::{Action, HttpFilter};
-use ferry_core::snapshot_pull::{Answer, Pulled, Puller};
+use ferry_core::snapshot_pull::{Answer, HeldStore, Pulled, Puller};
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
@@ -165,7 +165,8 @@ impl FerryRoot {
             ),
         );
         let _ = hostcalls::set_tick_period(pull.poll);
-        self.puller = Some(Puller::replacing(pull, self.puller.take()));
+        let puller = Puller::replacing(pull, self.puller.take()).with_store(Box::new(SharedData));
+        self.puller = Some(puller);
         self.send_pull();
     }
 
@@ -262,6 +263,8 @@ impl Context for FerryHttp {
 
 impl HttpContext for FerryHttp {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> WasmAction {
+        #[cfg(feature = "fault-injection")]
+        injected_crash();
         to_wasm(self.filter.on_request_headers(end_of_stream))
     }
 
@@ -284,6 +287,32 @@ impl HttpContext for FerryHttp {
 
 fn log(level: LogLevel, message: &str) {
     let _ = hostcalls::log(level, message);
+}
+
+/// Test builds only (`--features fault-injection`, a `.wasm` of its own that is never
+/// shipped): a request carrying `x-wasm-fault: crash` traps the VM, as a failed allocation
+/// would, so a test can show what a reload keeps (the held snapshot sequence).
+#[cfg(feature = "fault-injection")]
+fn injected_crash() {
+    let fault = hostcalls::get_map_value_bytes(MapType::HttpRequestHeaders, "x-wasm-fault");
+    if matches!(fault, Ok(Some(v)) if v == b"crash") {
+        std::process::abort();
+    }
+}
+
+/// The held snapshot sequence in Envoy's shared data: kept by Envoy across this VM's crash
+/// and reload, and seen by every worker's VM of the plugin.
+#[derive(Debug)]
+struct SharedData;
+
+impl HeldStore for SharedData {
+    fn get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
+        hostcalls::get_shared_data(key).unwrap_or((None, None))
+    }
+
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
+        hostcalls::set_shared_data(key, Some(value), cas).is_ok()
+    }
 }
 
 /// The real host: proxy-wasm hostcalls.

@@ -6,7 +6,8 @@
 //! client's spelling of each such number is noted when the body is read ([`Spellings`]) and put
 //! back when the new body is written, so the model receives the number as the client wrote it.
 
-use std::collections::{HashMap, VecDeque};
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use serde_json::Value as Json;
 
@@ -24,9 +25,17 @@ pub struct Document {
 #[derive(Debug, Default)]
 pub struct Spellings(HashMap<String, VecDeque<String>>);
 
+/// The body as JSON. A member name given twice in one object is refused: serde_json keeps the
+/// last, another parser the first, and the rewritten body would silently hold only one.
 pub fn parse_json(body: &[u8]) -> Result<Document, FerryError> {
     let json =
         serde_json::from_slice(body).map_err(|e| FerryError::MalformedJson(e.to_string()))?;
+    if let Some(name) = duplicate_member(body) {
+        return Err(FerryError::DuplicateField {
+            place: "an object of the JSON body".into(),
+            field: name,
+        });
+    }
     Ok(Document {
         json,
         spellings: Spellings::of(body),
@@ -101,6 +110,57 @@ fn as_read(token: &[u8]) -> Option<String> {
     Some(read)
 }
 
+/// The first member name given twice in one object of a valid JSON text (names compared as
+/// decoded: `"a"` and `"\u0061"` are the same member).
+fn duplicate_member(text: &[u8]) -> Option<String> {
+    // One set of names per open object; `None` for an open array.
+    let mut open: Vec<Option<HashSet<Cow<'_, str>>>> = Vec::new();
+    let mut i = 0;
+    while i < text.len() {
+        match text[i] {
+            b'{' => open.push(Some(HashSet::new())),
+            b'[' => open.push(None),
+            b'}' | b']' => {
+                open.pop();
+            }
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < text.len() && text[i] != b'"' {
+                    i += if text[i] == b'\\' { 2 } else { 1 };
+                }
+                let quoted = text.get(start..=i)?;
+                let mut next = i + 1;
+                while text.get(next).is_some_and(u8::is_ascii_whitespace) {
+                    next += 1;
+                }
+                if let (Some(b':'), Some(Some(names))) = (text.get(next), open.last_mut()) {
+                    let name = member_name(quoted)?;
+                    if names.contains(&name) {
+                        return Some(name.into_owned());
+                    }
+                    names.insert(name);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// A quoted JSON string's text, decoded only when it holds an escape.
+fn member_name(quoted: &[u8]) -> Option<Cow<'_, str>> {
+    let inner = quoted.get(1..quoted.len().checked_sub(1)?)?;
+    if inner.contains(&b'\\') {
+        serde_json::from_slice::<String>(quoted)
+            .ok()
+            .map(Cow::Owned)
+    } else {
+        std::str::from_utf8(inner).ok().map(Cow::Borrowed)
+    }
+}
+
 /// The number tokens of a JSON text, in order (strings skipped, escapes honoured).
 fn number_tokens(text: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut i = 0;
@@ -149,6 +209,32 @@ mod tests {
         let doc = parse_json(body).unwrap();
         let out = write_document(&doc.json, doc.spellings).unwrap();
         assert_eq!(out, body.to_vec());
+    }
+
+    #[test]
+    fn a_member_given_twice_in_one_object_is_refused() {
+        for body in [
+            r#"{"user_id":"u1","user_id":"u2"}"#,
+            r#"{"a":{"amount":1, "amount" :5000}}"#,
+            r#"{"users":[{"id":1},{"id":2,"x":[{"k":1}],"id":3}]}"#,
+            r#"{"amount":1,"\u0061mount":2}"#,
+        ] {
+            let e = parse_json(body.as_bytes()).unwrap_err();
+            assert_eq!((e.status(), e.code()), (400, "duplicate_field"), "{body}");
+        }
+        let e = parse_json(br#"{"a":1,"a":2}"#).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "an object of the JSON body: 'a' is given more than once; send it exactly once"
+        );
+        // The same name in sibling or nested objects, in strings and as values is no duplicate.
+        for body in [
+            r#"{"a":{"a":1},"b":{"a":2},"c":["a","a"],"d":"\"a\":1,\"a\":2"}"#,
+            r#"[{"id":1},{"id":2}]"#,
+            r#"{"k\"":1,"k":2}"#,
+        ] {
+            assert!(parse_json(body.as_bytes()).is_ok(), "{body}");
+        }
     }
 
     #[test]

@@ -9,18 +9,10 @@ use serde_json::{Map, Value as Json};
 use crate::config::{KeyKind, Route};
 use crate::error::FerryError;
 
-/// Refuses empty batches and batches over the route's limit.
+/// Refuses empty batches and batches over the route's limit (the one rule,
+/// [`super::declared::entities`]).
 pub fn check_count(n: usize, route: &Route) -> Result<(), FerryError> {
-    if n == 0 {
-        return Err(FerryError::NoEntities);
-    }
-    if n > route.max_entities as usize {
-        return Err(FerryError::TooManyEntities {
-            limit: route.max_entities,
-            count: n,
-        });
-    }
-    Ok(())
+    super::declared::entities(u64::try_from(n).unwrap_or(u64::MAX), route).map(|_| ())
 }
 
 /// The entity keys of one object whose fields hold the join keys (JSON entity objects), one

@@ -4,6 +4,7 @@
 //! batch limits) and `metadata` (the `ferry` field); `raw` reads a JSON body without building
 //! it (KServe v1).
 
+pub mod declared;
 pub mod document;
 pub mod entity;
 pub mod feast_rest;
@@ -181,6 +182,9 @@ pub fn rewrite(
         }
     })
 }
+
+#[cfg(test)]
+mod hostile_tests;
 
 #[cfg(test)]
 mod tests {

@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use ferry_protos::v1::ValueType;
 use serde_json::Value as Json;
 
+use super::declared;
 use super::entity::type_name;
 use crate::config::{Route, RouteField};
 use crate::derive::{cost::MAX_LIST_LEN, Absence, Input, List, Val};
@@ -111,13 +112,15 @@ pub fn typed(
 
 /// A tensor holding a request field, one element (a row of `D` for a float32_list) per
 /// instance: its elements flattened, its shape and datatype. `n`: the instances the entity
-/// tensors hold, if any (the tensor must hold as many).
+/// tensors hold, if any (the tensor must hold as many). The shape is the client's word: its
+/// rows are checked against the route's `max_entities` and a row's width against the list
+/// limit, and both against the elements actually sent, before anything is allocated.
 pub fn of_tensor(
     elements: &[Json],
     dims: &[u64],
     datatype: &str,
     f: &RouteField,
-    n: Option<usize>,
+    (n, route): (Option<usize>, &Route),
 ) -> Result<Vec<Input<'static>>, FerryError> {
     let place = || format!("input tensor '{}'", f.field);
     let ok_type = match f.value_type {
@@ -131,21 +134,26 @@ pub fn of_tensor(
         let reason = format!("expected {}, got datatype '{datatype}'", want(f));
         return Err(invalid(&place, f, reason));
     }
-    let rows = match (f.value_type, dims) {
-        (ValueType::Float32List, [rows, _]) => *rows,
+    let (rows, width) = match (f.value_type, dims) {
+        (ValueType::Float32List, [rows, width]) => (*rows, *width),
         (ValueType::Float32List, _) => {
             let reason = format!("a float32_list tensor has shape [N, D], got {dims:?}");
             return Err(invalid(&place, f, reason));
         }
-        (_, [rows] | [rows, 1]) => *rows,
+        (_, [rows] | [rows, 1]) => (*rows, 1),
         _ => {
             let reason = format!("shape must be [N] or [N, 1], got {dims:?}");
             return Err(invalid(&place, f, reason));
         }
     };
-    let rows = usize::try_from(rows).unwrap_or(usize::MAX);
-    let width = elements.len().checked_div(rows).unwrap_or(0);
-    if n.is_some_and(|n| n != rows) || rows * width != elements.len() {
+    let rows = declared::entities(rows, route)?;
+    let width = declared::within(&place, width, MAX_LIST_LEN as u64, "the list limit")?;
+    if width == 0 {
+        let reason =
+            format!("a float32_list tensor's rows hold at least one element, got {dims:?}");
+        return Err(invalid(&place, f, reason));
+    }
+    if n.is_some_and(|n| n != rows) || rows.checked_mul(width) != Some(elements.len()) {
         let reason = format!(
             "{} elements for shape {dims:?} and {} instances",
             elements.len(),
@@ -153,10 +161,9 @@ pub fn of_tensor(
         );
         return Err(invalid(&place, f, reason));
     }
-    let mut out = Vec::with_capacity(rows);
-    for i in 0..rows {
+    let mut out = declared::vec_with(&place, rows)?;
+    for (i, row) in elements.chunks_exact(width).enumerate() {
         let at = || format!("input tensor '{}' element {i}", f.field);
-        let row = elements.get(i * width..(i + 1) * width).unwrap_or_default();
         out.push(match f.value_type {
             ValueType::Float32List => typed(Some(&Json::Array(row.to_vec())), f, &at)?,
             _ => typed(row.first(), f, &at)?,

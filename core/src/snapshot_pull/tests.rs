@@ -300,3 +300,110 @@ fn without_keys_a_signed_answer_is_taken_unverified() {
     assert_eq!(loaded_project(signed(&mut p, "\"a\"", &body)), "a");
     assert_eq!(p.held_sequence(), Some(3));
 }
+
+/// Envoy's shared data as a test sees it: one map for every VM of the plugin, with a
+/// compare-and-swap token per key; `contended` makes the next sets fail as if another VM wrote.
+#[derive(Debug, Default, Clone)]
+struct Shared(
+    std::sync::Arc<std::sync::Mutex<Entries>>,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+);
+
+/// Each key's value and compare-and-swap token.
+type Entries = std::collections::HashMap<String, (Vec<u8>, u32)>;
+
+impl HeldStore for Shared {
+    fn get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
+        match self.0.lock().unwrap().get(key) {
+            Some((v, cas)) => (Some(v.clone()), Some(*cas)),
+            None => (None, None),
+        }
+    }
+
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.1.load(SeqCst) > 0 {
+            self.1.fetch_sub(1, SeqCst);
+            return false;
+        }
+        let mut map = self.0.lock().unwrap();
+        let now = map.get(key).map(|(_, c)| *c);
+        if cas.is_some() && cas != now {
+            return false;
+        }
+        map.insert(key.into(), (value.to_vec(), now.unwrap_or(0) + 1));
+        true
+    }
+}
+
+#[test]
+fn a_reloaded_vm_still_refuses_a_replay_through_the_shared_store() {
+    let shared = Shared::default();
+    let mut first = signed_puller().with_store(Box::new(shared.clone()));
+    loaded_project(signed(
+        &mut first,
+        "\"b\"",
+        &envelope(&key(1), "k1", 6, "b"),
+    ));
+    drop(first);
+    // The VM crashed and was reloaded: a new root context, a new puller, nothing held locally.
+    let mut reloaded = signed_puller().with_store(Box::new(shared.clone()));
+    assert_eq!(reloaded.held_sequence(), Some(6));
+    let log = refused(signed(
+        &mut reloaded,
+        "\"a\"",
+        &envelope(&key(1), "k1", 5, "a"),
+    ));
+    assert!(
+        log.contains("sequence 5 is lower than the held snapshot's 6"),
+        "{log}"
+    );
+    let log = refused(signed(
+        &mut reloaded,
+        "\"c\"",
+        &envelope(&key(1), "k1", 6, "c"),
+    ));
+    assert!(log.contains("with other bytes"), "{log}");
+    // The held snapshot itself loads in the reloaded VM (which holds no configuration yet),
+    // then is unchanged; a higher one loads.
+    let held = envelope(&key(1), "k1", 6, "b");
+    assert_eq!(loaded_project(signed(&mut reloaded, "\"b\"", &held)), "b");
+    assert!(matches!(
+        signed(&mut reloaded, "\"b\"", &held),
+        Pulled::Unchanged
+    ));
+    loaded_project(signed(
+        &mut reloaded,
+        "\"d\"",
+        &envelope(&key(1), "k1", 8, "d"),
+    ));
+    // Without the store (a puller of another host, or before the fix) the replay was taken.
+    let mut forgetful = signed_puller();
+    loaded_project(signed(
+        &mut forgetful,
+        "\"a\"",
+        &envelope(&key(1), "k1", 5, "a"),
+    ));
+}
+
+#[test]
+fn the_shared_sequence_only_rises_and_survives_contention() {
+    let shared = Shared::default();
+    let mut a = signed_puller().with_store(Box::new(shared.clone()));
+    let mut b = signed_puller().with_store(Box::new(shared.clone()));
+    // Another VM writes between each read and set, three times: the fourth attempt lands.
+    shared.1.store(3, std::sync::atomic::Ordering::SeqCst);
+    loaded_project(signed(&mut a, "\"x\"", &envelope(&key(1), "k1", 9, "x")));
+    assert_eq!(b.held_sequence(), Some(9));
+    // A VM that loaded a lower sequence earlier never lowers the shared one.
+    let mut c = signed_puller();
+    loaded_project(signed(&mut c, "\"w\"", &envelope(&key(1), "k1", 4, "w")));
+    let c = Puller::replacing(c.pull.clone(), Some(c)).with_store(Box::new(shared.clone()));
+    assert_eq!(c.held_sequence(), Some(9));
+    assert!(refused(signed(&mut b, "\"w\"", &envelope(&key(1), "k1", 4, "w"))).contains("lower"));
+    // Another URL's sequence is its own.
+    let mut other = signed_puller().pull.clone();
+    other.url = "https://elsewhere/v1/snapshot".into();
+    let fresh = Puller::new(other).with_store(Box::new(shared));
+    assert_eq!(fresh.held_sequence(), None);
+}

@@ -12,6 +12,7 @@
 //!
 //! `istio/pull.rs`: the same filter pulling its snapshot from `ferry serve` (`snapshot_url`).
 //! `istio/signed.rs`: a signed pull through a man in the middle that replays an older snapshot.
+//! `istio/crash.rs`: the same replay after the VM crashed and was reloaded.
 
 use std::process::Command;
 
@@ -21,6 +22,8 @@ use ferry_integration_tests::http::Conn;
 use ferry_integration_tests::{bin, run, Options, Stack};
 use serde_json::{json, Value as Json};
 
+#[path = "istio/crash.rs"]
+mod crash;
 #[path = "istio/pull.rs"]
 mod pull;
 #[path = "istio/signed.rs"]

@@ -85,30 +85,7 @@ pub fn parse(
         let data = bin.ranges[at].clone().map(|r| &bin.bytes[r]);
         id_column(tensor, data, name, kind, route)
     })?;
-    let (keys, fields) = with_fields(route, keys, |f| {
-        let Some(at) = inputs
-            .iter()
-            .position(|t| t.get("name").and_then(Json::as_str) == Some(f.field.as_str()))
-        else {
-            return Ok(None);
-        };
-        if bin.ranges[at].is_some() {
-            let reason = "sent as binary tensor data, which Ferry does not read for request \
-                          fields; send it as JSON data"
-                .to_string();
-            return Err(request_fields::invalid(
-                &|| format!("input tensor '{}'", f.field),
-                f,
-                reason,
-            ));
-        }
-        let t = &inputs[at];
-        let datatype = t.get("datatype").and_then(Json::as_str).unwrap_or("");
-        let dims = shape_of(t, &f.field)?;
-        let data = t.get("data").and_then(Json::as_array);
-        let flat = flatten(data.map_or(&[][..], Vec::as_slice));
-        Ok(Some((flat, dims, datatype.to_string())))
-    })?;
+    let (keys, fields) = with_fields(route, keys, |f| field_tensor(inputs, &bin, f))?;
     Ok(ParsedRequest {
         doc,
         keys,
@@ -116,6 +93,43 @@ pub fn parse(
         spellings: parsed.spellings,
         binary: bin,
     })
+}
+
+/// The JSON tensor holding the request field `f`, if the request has one: its elements
+/// (flattened), shape and datatype. Given twice, or as binary data, it is refused.
+fn field_tensor(
+    inputs: &[Json],
+    bin: &binary::Part,
+    f: &RouteField,
+) -> Result<Option<Tensor>, FerryError> {
+    let mut named = inputs
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.get("name").and_then(Json::as_str) == Some(f.field.as_str()))
+        .map(|(at, _)| at);
+    let Some(at) = named.next() else {
+        return Ok(None);
+    };
+    // A second tensor of that name could be the one the model reads.
+    if named.next().is_some() {
+        return Err(duplicate_tensor(&f.field));
+    }
+    if bin.ranges.get(at).is_some_and(Option::is_some) {
+        let reason = "sent as binary tensor data, which Ferry does not read for request \
+                      fields; send it as JSON data"
+            .to_string();
+        return Err(request_fields::invalid(
+            &|| format!("input tensor '{}'", f.field),
+            f,
+            reason,
+        ));
+    }
+    let t = &inputs[at];
+    let datatype = t.get("datatype").and_then(Json::as_str).unwrap_or("");
+    let dims = shape_of(t, &f.field)?;
+    let data = t.get("data").and_then(Json::as_array);
+    let flat = flatten(data.map_or(&[][..], Vec::as_slice));
+    Ok(Some((flat, dims, datatype.to_string())))
 }
 
 /// The request fields of a tensor request: `tensor(field)` gives the elements, shape and
@@ -136,7 +150,7 @@ pub(crate) fn with_fields(
     for f in &route.derived.fields {
         let column = match tensor(f)? {
             Some((elements, dims, datatype)) => {
-                let c = request_fields::of_tensor(&elements, &dims, &datatype, f, n)?;
+                let c = request_fields::of_tensor(&elements, &dims, &datatype, f, (n, route))?;
                 n = Some(c.len());
                 c
             }
@@ -150,6 +164,15 @@ pub(crate) fn with_fields(
         keys = vec![String::new(); n * route.keys_per_entity()];
     }
     Ok((keys, request_fields::interleave(columns, n)))
+}
+
+/// A request field's tensor sent twice: Ferry would derive from one, the model might read the
+/// other.
+pub(crate) fn duplicate_tensor(name: &str) -> FerryError {
+    FerryError::DuplicateField {
+        place: "inputs".into(),
+        field: name.into(),
+    }
 }
 
 /// A request field tensor's elements (flattened), shape and datatype.

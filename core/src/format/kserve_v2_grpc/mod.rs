@@ -127,9 +127,13 @@ fn field_tensor(
     request: &ModelInferRequest,
     f: &RouteField,
 ) -> Result<Option<kserve_v2::Tensor>, FerryError> {
-    let Some(t) = request.inputs.iter().find(|t| t.name == f.field) else {
+    let mut named = request.inputs.iter().filter(|t| t.name == f.field);
+    let Some(t) = named.next() else {
         return Ok(None);
     };
+    if named.next().is_some() {
+        return Err(kserve_v2::duplicate_tensor(&f.field));
+    }
     let place = || format!("input tensor '{}'", f.field);
     if !request.raw_input_contents.is_empty() {
         let reason = "sent in raw_input_contents, which Ferry does not read for request \
@@ -156,8 +160,14 @@ fn field_tensor(
     let dims = t
         .shape
         .iter()
-        .map(|d| u64::try_from(*d).unwrap_or(u64::MAX))
-        .collect();
+        .map(|d| u64::try_from(*d).ok())
+        .collect::<Option<_>>()
+        .ok_or_else(|| {
+            shape(&format!(
+                "input tensor '{}': shape must be non-negative integers",
+                f.field
+            ))
+        })?;
     Ok(Some((elements, dims, t.datatype.clone())))
 }
 

@@ -1,0 +1,148 @@
+//! A Wasm VM that crashed and was reloaded still refuses a replayed older signed snapshot
+//! (issue #31): the held sequence is kept in Envoy's shared data, which outlives the VM. The
+//! filter is the test-only build with `--features fault-injection` (a request carrying
+//! `x-wasm-fault: crash` traps its VM, as a failed allocation would), Envoy runs it with
+//! `failure_policy: FAIL_RELOAD`, and a man in the middle answers the pulls.
+
+use std::time::{Duration, Instant};
+
+use ferry_integration_tests::control_plane::ControlPlane;
+use ferry_integration_tests::mitm::{fetch, Answer, Mitm};
+use ferry_integration_tests::{bin, root, run, Options, Stack};
+use std::process::Command;
+
+use super::pull::{enriched, keygen, post_until, with_cp_cluster, CP_CLUSTER, NEW_ROUTE, WAIT};
+use super::support::{as_istio, instances, post, send, ISTIO_CLUSTER};
+
+/// The filter built with its crash switch (`cargo build --profile wasm-faults -p ferry-filter
+/// --features fault-injection --target wasm32-wasip1`, as `scripts/test.sh` does).
+fn faults_wasm() -> String {
+    let p = root().join("target/wasm32-wasip1/wasm-faults/ferry_filter.wasm");
+    assert!(p.exists(), "{} is not built", p.display());
+    p.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reloaded_vm_still_refuses_a_replayed_older_snapshot() {
+    let stack = Stack::start(Options {
+        extra_routes: "",
+        entities: Some(50),
+        ..Options::default()
+    });
+    let key = keygen(stack.dir.path());
+    let key_arg = key.display().to_string();
+    let cp =
+        ControlPlane::start_with_args(stack.dir.path(), &stack.repo, &["--signing-key", &key_arg]);
+    let first = fetch(&cp);
+    let mitm = Mitm::start();
+    mitm.set(first.clone());
+    let url = format!("http://127.0.0.1:{}/v1/snapshot", mitm.port);
+    let plugin_config = run(Command::new(bin("ferry"))
+        .arg("plugin-config")
+        .arg(&stack.repo)
+        .args(["--reader-cluster", ISTIO_CLUSTER])
+        .args(["--snapshot-url", &url, "--snapshot-cluster", CP_CLUSTER])
+        .args(["--snapshot-poll-ms", "200", "--snapshot-key", &key_arg])
+        .arg("--insecure"));
+    let port = mitm.port;
+    let release = root().join("target/wasm32-wasip1/release/ferry_filter.wasm");
+    let faults = faults_wasm();
+    let envoy = stack.static_envoy_edited(|y| {
+        assert!(y.contains(&release.display().to_string()), "{y}");
+        assert!(y.contains("failure_policy: FAIL_RELOAD"), "{y}");
+        let y = y.replace(&release.display().to_string(), &faults);
+        with_cp_cluster(as_istio(y, &plugin_config), port)
+    });
+    let p = envoy.listen_port;
+    post_until(
+        p,
+        "/v1/models/fraud:predict",
+        "the first snapshot",
+        enriched,
+    )
+    .await;
+
+    // A newer snapshot, with a route the first one does not have: taken.
+    let yaml = stack.repo.join("ferry.yaml");
+    let text = std::fs::read_to_string(&yaml).unwrap() + NEW_ROUTE;
+    std::fs::write(&yaml, text).unwrap();
+    cp.apply_push(&stack.repo, &stack.redis.url(), false);
+    let second = fetch(&cp);
+    let (s1, s2) = (first.sequence(), second.sequence());
+    assert!(s2 > s1, "{s2} > {s1}");
+    mitm.set(second.clone());
+    post_until(p, "/t/added-later", "the newer snapshot", enriched).await;
+
+    // The man in the middle replays the older envelope: refused by the running VMs.
+    mitm.set(Answer {
+        etag: "\"replayed\"".into(),
+        ..first
+    });
+    let refusal = format!("sequence {s1} is lower than the held snapshot's {s2}");
+    wait_for_log(&envoy.proc, &refusal, 1).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let before_crash = envoy.proc.log_text().matches(&refusal).count();
+
+    // Crash a worker's VM while the replay is what the pull gets: Envoy reloads it on that
+    // worker's next request, and the reloaded VM's first pull gets the replay. It is refused (logged anew by the new VM),
+    // and no request is ever served by the older snapshot: /t/added-later, which it does not
+    // route, is enriched (a VM holding the newer one) or refused as not loaded (the reloaded
+    // VM, which holds no snapshot yet), never passed through unenriched.
+    let crash = send(
+        p,
+        "POST",
+        "/v1/models/fraud:predict",
+        &[("x-wasm-fault", "crash")],
+        instances(&["u000001"]),
+    )
+    .await;
+    assert_eq!(crash.status, 503, "the VM trapped: {:?}", crash.body);
+    assert!(
+        envoy.proc.log_text().contains("wasm"),
+        "Envoy logged the trap"
+    );
+    // Envoy reloads a crashed VM on the next request of its worker.
+    let mut not_loaded = 0;
+    for _ in 0..20 {
+        let resp = post(p, "/t/added-later", instances(&["u000001"])).await;
+        if resp.status == 503 && resp.header("x-ferry-error") == Some("snapshot_not_loaded") {
+            not_loaded += 1;
+        } else {
+            assert!(enriched(&resp), "{} {:?}", resp.status, resp.body);
+        }
+    }
+    wait_for_log(&envoy.proc, &refusal, before_crash + 1).await;
+    println!("after the crash: {not_loaded} of 20 answered by a VM holding no snapshot yet");
+
+    // The real snapshot back: the reloaded VM loads it at its next poll (the same sequence as
+    // the shared one, the same bytes), and then every VM serves it: 20 in a row enriched.
+    mitm.set(second);
+    let start = Instant::now();
+    let mut in_a_row = 0;
+    while in_a_row < 20 {
+        let resp = post(p, "/t/added-later", instances(&["u000001"])).await;
+        if enriched(&resp) {
+            in_a_row += 1;
+        } else {
+            assert_eq!(resp.header("x-ferry-error"), Some("snapshot_not_loaded"));
+            assert!(
+                start.elapsed() < WAIT,
+                "the reloaded VM never loaded the snapshot"
+            );
+            in_a_row = 0;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+async fn wait_for_log(proc: &ferry_integration_tests::process::Proc, text: &str, count: usize) {
+    let start = Instant::now();
+    while proc.log_text().matches(text).count() < count {
+        assert!(
+            start.elapsed() < WAIT,
+            "{count} x {text}:\n{}",
+            proc.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
