@@ -172,14 +172,6 @@ pub fn known_open(d: &Drawn<'_>) -> Option<(&'static str, &'static str)> {
             "a keyless main service with a keyed extra one: index out of bounds",
         ));
     }
-    // Issue #31: a client-declared tensor size on a keyless route, allocated before it is checked.
-    let keyless = route.parts.iter().all(|p| p.entity_fields.is_empty());
-    if v2 && keyless && d.req.hostile_size {
-        return Some((
-            "31",
-            "#31: a keyless route's declared shape allocated before it is checked",
-        ));
-    }
     None
 }
 
