@@ -9,7 +9,8 @@
 //!   name of the body, `ferry`, a KServe v2 feature tensor or `ferry_*` parameter, over JSON,
 //!   binary-framed JSON or gRPC; a `feast_rest` request with a body and a bodiless method's
 //!   request with a body are never forwarded; an enriched KServe v1 or JSON body holds every
-//!   output name in every entity, and every forwarded JSON body is JSON without duplicate keys
+//!   output name in every entity, an enriched KServe v2 request (JSON or gRPC) each of Ferry's
+//!   tensors once, and every forwarded JSON body is JSON without duplicate keys
 //!   (the model could read the client's value of a name Ferry also wrote).
 
 use ferry_core::config::{Config, Format, Route};
@@ -231,9 +232,22 @@ impl Run {
         let degraded = header(&self.up.headers, "x-ferry-status") == Some("degraded");
         match &route.format {
             Format::KserveV2Grpc { .. } => self.check_grpc(route),
-            Format::KserveV2 { .. } => {
+            Format::KserveV2 { packed } => {
                 let doc = self.upstream_json();
                 check_v2(route, &doc, &ctx);
+                // Enriched: Ferry's tensors, each once (the packed one alone when packed).
+                let count = |name: &str| {
+                    doc["inputs"]
+                        .as_array()
+                        .map_or(0, |i| i.iter().filter(|t| t["name"] == name).count())
+                };
+                if *packed {
+                    assert_eq!(count(PACKED_TENSOR), 1, "{PACKED_TENSOR}: {}", ctx());
+                } else {
+                    for name in &route.output_names {
+                        assert_eq!(count(name), 1, "tensors named {name}: {}", ctx());
+                    }
+                }
             }
             Format::KserveV1 => {
                 let doc = self.upstream_json();
@@ -273,7 +287,22 @@ impl Run {
                     entity_names(route, e, inject_pointer, degraded, &ctx);
                 }
             }
-            Format::Header { .. } | Format::FeastRest => {}
+            Format::Header {
+                features_header, ..
+            } => {
+                let n = self
+                    .up
+                    .headers
+                    .iter()
+                    .filter(|(k, _)| k == features_header)
+                    .count();
+                assert!(
+                    n == 1 || (n == 0 && degraded),
+                    "{n} {features_header} headers on an enriched request: {}",
+                    ctx()
+                );
+            }
+            Format::FeastRest => {}
         }
     }
 
@@ -311,6 +340,14 @@ impl Run {
         );
         let got = ModelInferRequest::decode(&body[5..])
             .unwrap_or_else(|e| panic!("the forwarded message does not decode ({e}): {}", ctx()));
+        let count = |name: &str| got.inputs.iter().filter(|t| t.name == name).count();
+        if matches!(route.format, Format::KserveV2Grpc { packed: true }) {
+            assert_eq!(count(PACKED_TENSOR), 1, "{PACKED_TENSOR}: {}", ctx());
+        } else {
+            for name in &route.output_names {
+                assert_eq!(count(name), 1, "tensors named {name}: {}", ctx());
+            }
+        }
         let owned = |n: &str| n == PACKED_TENSOR || route.output_names.iter().any(|o| o == n);
         for (i, t) in got.inputs.iter().enumerate() {
             if !owned(&t.name) {
