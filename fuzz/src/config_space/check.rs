@@ -124,6 +124,14 @@ impl Run {
                 ctx()
             );
             let message = header(headers, "grpc-message").unwrap_or("");
+            if let Target::Route(i) = self.req.target {
+                assert_ne!(
+                    code,
+                    "no_route",
+                    "route {i}'s request found no route: {}",
+                    ctx()
+                );
+            }
             assert!(
                 message.starts_with(&format!("{code}: ")),
                 "grpc-message {message:?} for {code}: {}",
@@ -172,6 +180,14 @@ impl Run {
         }
         if self.req.target == Target::NoRoute && !self.config.protected_paths.is_empty() {
             assert_eq!((status, code), (404, "no_route"), "{}", ctx());
+        }
+        if let Target::Route(i) = self.req.target {
+            assert_ne!(
+                code,
+                "no_route",
+                "route {i}'s request found no route: {}",
+                ctx()
+            );
         }
     }
 

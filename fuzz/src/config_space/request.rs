@@ -19,7 +19,7 @@ use prost::Message;
 use serde_json::{json, Map, Value as Json};
 
 use super::pick::Pick;
-use super::snapshot::{route_prefix, ROOT};
+use super::snapshot::{route_prefix, ROOT, TENANT};
 
 pub const FORGED: &str = "forged";
 pub const FORGED_NUMBER: i64 = 987_654_321;
@@ -66,13 +66,30 @@ pub fn request(p: &mut Pick<'_>, config: &Config) -> Request {
         Target::Outside => "/open/infer".to_string(),
     };
     let route = &config.routes[shape];
+    // The host and tenant header, and whether the route's conditions hold for them (worked out
+    // here from what was drawn, not by the filter's matcher): when they do not, the route's
+    // path leads nowhere (the drawn routes have distinct prefixes).
+    let (authority, host_ok) = p.of(&[
+        ("models.example", [true, true]),
+        ("MODELS.example:8080", [true, true]),
+        ("other.test", [false, false]),
+        ("example", [false, false]),
+    ]);
+    let tenant = p.of(&[Some("a"), None, Some("b")]);
+    let target = match target {
+        Target::Route(i) if !conditions_hold(&config.routes[i], host_ok, tenant) => Target::NoRoute,
+        t => t,
+    };
     let method = p.of(&["POST", "POST", "PUT", "GET", "HEAD"]);
     let grpc = matches!(route.format, Format::KserveV2Grpc { .. });
     let mut headers: Vec<(String, String)> = vec![
         (":method".into(), method.into()),
         (":path".into(), path),
-        (":authority".into(), "models.example".into()),
+        (":authority".into(), authority.into()),
     ];
+    if let Some(t) = tenant {
+        headers.push((TENANT.into(), t.into()));
+    }
     if grpc && !p.one_in(8) {
         headers.push(("content-type".into(), "application/grpc".into()));
     }
@@ -140,6 +157,27 @@ pub fn request(p: &mut Pick<'_>, config: &Config) -> Request {
         hostile_size: p.hostile_size,
         forged,
     }
+}
+
+/// Whether route `r`'s host and header conditions hold for the drawn authority (whether it is
+/// `models.example` or a subdomain of `example`: [exact, subdomain]) and tenant header.
+fn conditions_hold(r: &Route, host_ok: [bool; 2], tenant: Option<&str>) -> bool {
+    use ferry_core::config::HostMatch;
+    let host = match &r.conditions.host {
+        None => true,
+        Some(HostMatch::Exact(_)) => host_ok[0],
+        Some(HostMatch::Subdomain(_)) => host_ok[1],
+    };
+    let header = r
+        .conditions
+        .headers
+        .iter()
+        .all(|m| match (tenant, &m.exact) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(v), Some(want)) => v == want,
+        });
+    host && header
 }
 
 /// A forged value for a Ferry-owned name.

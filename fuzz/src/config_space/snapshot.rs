@@ -56,6 +56,9 @@ const FORMATS: [pb::Format; 6] = [
     pb::Format::FeastRest,
 ];
 
+/// The header a route may be conditioned on.
+pub const TENANT: &str = "x-tenant";
+
 /// Every route lives under this prefix (protected or not, as drawn).
 pub const ROOT: &str = "/m/";
 
@@ -347,6 +350,18 @@ fn route(p: &mut Pick<'_>, i: usize, services: &[pb::FeatureService]) -> pb::Rou
             r.max_header_bytes = p.of(&[0, 256, 65_536]);
         }
         _ => {}
+    }
+    // Conditions besides the path (every request carries what decides them: `request.rs`).
+    if let Some(m) = r.r#match.as_mut() {
+        if p.one_in(4) {
+            m.host = p.of(&["models.example", "*.example"]).into();
+        }
+        if p.one_in(4) {
+            m.headers = vec![pb::HeaderMatch {
+                name: TENANT.into(),
+                exact: p.of(&["a", ""]).into(),
+            }];
+        }
     }
     if p.one_in(3) {
         let mut statuses = std::collections::HashMap::new();
