@@ -16,6 +16,8 @@
 //! 3. Native: the Wasm EnvoyExtensionPolicy replaced by dynamic-module-policy.yaml (the module
 //!    from the EnvoyProxy's allowlist, its snapshot inline); Envoy Gateway hands Envoy the new
 //!    filter over xDS, same process, and requests come out enriched by the native module.
+//! 4. The native module does not pull its snapshot (not built yet): a new snapshot reaches it in
+//!    a new policy, over Envoy Gateway's xDS, same process.
 //!
 //! Not run by `make test` (ignored there): `make test-gateway` builds Envoy Gateway (cached) and
 //! runs it. Needs root (namespaces).
@@ -234,16 +236,10 @@ async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
     );
 
     // 3. Native: the dynamic module's policy in place of the Wasm one.
-    let plugin = run(Command::new(bin("ferry"))
-        .arg("plugin-config")
-        .arg(&repo)
-        .args(["--reader-cluster", "ferry_reader"]));
-    let plugin: Json = serde_json::from_str(&plugin).expect("plugin-config prints JSON");
-    let inline = plugin["snapshot_base64"].as_str().expect("snapshot_base64");
     gw.apply("extension-policy.yaml", &patch);
     gw.apply(
         "dynamic-module-policy.yaml",
-        &files::dynamic_module_policy(inline),
+        &files::dynamic_module_policy(&inline_snapshot(&repo)),
     );
     let resp = until(&gw, "the native module enriches through the Gateway", |r| {
         r.status == 200 && r.header("x-ferry-status") == Some("ok") && native(r)
@@ -252,7 +248,45 @@ async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
     store.check_instances(Service::RealtimeScoring, &resp.json(), &users);
     assert_eq!(gw.envoy_pid(), Some(envoy), "the same Envoy process");
     println!("gateway: native enriched at {:?}", started.elapsed());
+
+    // 4. A new snapshot for the native module: it does not pull, so the snapshot comes in a new
+    // policy, which Envoy Gateway hands the same Envoy over xDS (the repo back to rejecting an
+    // unknown user).
+    let text = std::fs::read_to_string(&yaml).expect("ferry.yaml");
+    let text = files::replace_once(
+        &text,
+        "    on_missing_entity: \"null\"\n    on_stale:",
+        "    on_missing_entity: reject\n    on_stale:",
+    );
+    std::fs::write(&yaml, text).expect("ferry.yaml");
+    gw.apply(
+        "dynamic-module-policy.yaml",
+        &files::dynamic_module_policy(&inline_snapshot(&repo)),
+    );
+    let resp = until_body(&gw, &["nobody"], "the new policy reaches the module", |r| {
+        r.status == 404
+    })
+    .await;
+    assert_eq!(error_of(&resp), (404, "entity_not_found".into()));
+    assert_eq!(gw.envoy_pid(), Some(envoy), "the same Envoy process");
+    println!(
+        "gateway: a new snapshot reached the native module by policy (no pull: not built) at {:?}",
+        started.elapsed()
+    );
     drop(cp);
+}
+
+/// `ferry plugin-config REPO`'s snapshot (base64), as a user puts it in the native policy.
+fn inline_snapshot(repo: &std::path::Path) -> String {
+    let plugin = run(Command::new(bin("ferry"))
+        .arg("plugin-config")
+        .arg(repo)
+        .args(["--reader-cluster", "ferry_reader"]));
+    let plugin: Json = serde_json::from_str(&plugin).expect("plugin-config prints JSON");
+    plugin["snapshot_base64"]
+        .as_str()
+        .expect("snapshot_base64")
+        .to_owned()
 }
 
 /// Whether the answer went through the native module rather than the Wasm filter: the module
