@@ -7,6 +7,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 bash scripts/setup.sh
+if [ "$(id -u)" -ne 0 ]; then
+  echo "test-gateway: run as root (the test makes network, mount and PID namespaces with unshare)" >&2
+  exit 1
+fi
+# ip (iproute2) brings the namespace's loopback up; unshare and mount are util-linux's.
+if ! command -v ip >/dev/null; then
+  echo "test-gateway: installing iproute2 from Debian"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null
+fi
 t0=$(date +%s)
 egbin=$(bash scripts/envoy-gateway-build.sh)
 built=$(date +%s)
