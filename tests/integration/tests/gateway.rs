@@ -64,18 +64,16 @@ const WAIT: Duration = Duration::from_secs(180);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "make test-gateway: builds Envoy Gateway (cached) and runs it as root in namespaces"]
 async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
+    // Built (make test-gateway) before anything starts.
+    eg::binary();
+    eg::sibling("registry");
     if netns::rerun_inside("a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched") {
         return;
     }
     let started = Instant::now();
-    let dir = tempfile::tempdir().expect("tempdir");
-    // FERRY_GATEWAY_KEEP=1 keeps the logs and files, pass or fail (their directory is printed).
-    let (path, _dir) = match std::env::var_os("FERRY_GATEWAY_KEEP") {
-        Some(_) => (dir.keep(), None),
-        None => (dir.path().to_owned(), Some(dir)),
-    };
+    let dir = KeptOnFailure(Some(tempfile::tempdir().expect("tempdir")));
+    let path = dir.path();
     let d = path.as_path();
-    println!("gateway: logs in {}", d.display());
     netns::set_up(d, HOSTS);
 
     // The stack: Redis, the example repo materialized, the reader, the model, ferry serve.
@@ -274,6 +272,30 @@ async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
         started.elapsed()
     );
     drop(cp);
+}
+
+/// The test's directory (logs, configs, Envoy Gateway's files): removed when the test passes,
+/// kept and named when it fails, or always with FERRY_GATEWAY_KEEP=1. Dropped last: every
+/// process has stopped by then.
+struct KeptOnFailure(Option<tempfile::TempDir>);
+
+impl KeptOnFailure {
+    fn path(&self) -> std::path::PathBuf {
+        self.0
+            .as_ref()
+            .map(|d| d.path().to_owned())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for KeptOnFailure {
+    fn drop(&mut self) {
+        if std::thread::panicking() || std::env::var_os("FERRY_GATEWAY_KEEP").is_some() {
+            if let Some(d) = self.0.take() {
+                eprintln!("gateway: logs and files kept in {}", d.keep().display());
+            }
+        }
+    }
 }
 
 /// `ferry plugin-config REPO`'s snapshot (base64), as a user puts it in the native policy.
