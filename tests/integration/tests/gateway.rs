@@ -28,10 +28,7 @@ use std::time::{Duration, Instant};
 use ferry_integration_tests::control_plane::{READ_TOKEN, TOKEN};
 use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::Response;
-use ferry_integration_tests::{
-    bin, example_repo, free_port, root, run, start_reader, tls, wasm, Options, Proc, RedisServer,
-};
-use ferry_test_support::certs::Ca;
+use ferry_integration_tests::{bin, free_port, root, run, wasm, Proc};
 use serde_json::Value as Json;
 
 #[path = "gateway/eg.rs"]
@@ -40,20 +37,19 @@ mod eg;
 mod files;
 #[path = "gateway/netns.rs"]
 mod netns;
+#[path = "gateway/stack.rs"]
+mod stack;
 #[path = "istio/support.rs"]
 #[allow(dead_code)]
 mod support;
 
+use stack::{CP_NAME, CP_PORT};
 use support::{check_unheld, error_of, instances, post};
 
 /// The names the files use, resolved to loopback inside the test's namespaces.
-const CP_NAME: &str = "ferry-control-plane.ferry.svc.cluster.local";
 const HOSTS: &str = "127.0.0.1 ferry-reader.ferry.svc.cluster.local \
 ferry-control-plane.ferry.svc.cluster.local fraud-predictor.models.svc.cluster.local \
 envoy-gateway.envoy-gateway-system.svc.cluster.local\n";
-/// The Services' ports the files name (kept: nothing else listens in the namespace).
-const READER_PORT: u16 = 8090;
-const CP_PORT: u16 = 8091;
 /// The Gateway's listener (host mode keeps the port as written).
 const GATEWAY_PORT: u16 = 80;
 const PREDICT: &str = "/v1/models/fraud:predict";
@@ -76,86 +72,9 @@ async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
     let d = path.as_path();
     netns::set_up(d, HOSTS);
 
-    // The stack: Redis, the example repo materialized, the reader, the model, ferry serve.
-    let repo = example_repo(
-        d,
-        &Options {
-            entities: Some(50),
-            ..Options::default()
-        },
-        |y| y,
-    );
-    let redis = RedisServer::start();
-    run(Command::new(bin("ferry"))
-        .arg("materialize")
-        .arg(&repo)
-        .args(["--redis", &redis.url()]));
-    let mut reader = start_reader(d, READER_PORT, &["--redis".into(), redis.url()]);
-    let model_port = free_port();
-    let mut cmd = Command::new(bin("ferry-demo-model"));
-    cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-    let _model = Proc::start("model", cmd, d);
-
-    let ca = Ca::new("ferry-gateway-test");
-    let ca_file = ca.write(&d.join("ca.pem"));
-    let leaf = ca.issue(&[CP_NAME], &[]).write(d, "control-plane");
-    let signing = d.join("signing.pem");
-    let key_entry = run(Command::new(bin("ferry"))
-        .arg("keygen")
-        .arg("--out")
-        .arg(&signing));
-    let key_entry = key_entry
-        .lines()
-        .find(|l| l.contains("\"ed25519\""))
-        .unwrap_or_else(|| panic!("no key entry in: {key_entry}"))
-        .trim()
-        .to_owned();
-    let mut cmd = Command::new(bin("ferry"));
-    cmd.arg("serve")
-        .arg(&repo)
-        .arg("--wasm")
-        .arg(wasm())
-        .args(["--xds-listen", &format!("127.0.0.1:{}", free_port())])
-        .args(["--http-listen", &format!("127.0.0.1:{CP_PORT}")])
-        .args(["--token", TOKEN, "--read-token", READ_TOKEN])
-        .arg("--signing-key")
-        .arg(&signing)
-        .arg("--tls-cert")
-        .arg(&leaf.cert)
-        .arg("--tls-key")
-        .arg(&leaf.key)
-        .env_remove("FERRY_PUSH_TOKEN")
-        .env_remove("FERRY_READ_TOKEN");
-    let mut cp = Proc::start("control-plane", cmd, d);
-    cp.wait_ready(
-        || {
-            let ca = &ca;
-            let req = tls::request(
-                CP_PORT,
-                CP_NAME,
-                (ca, None),
-                ("GET", "/healthz", &[]),
-                vec![],
-            );
-            std::thread::scope(|s| {
-                s.spawn(|| {
-                    tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .expect("runtime")
-                        .block_on(req)
-                })
-                .join()
-                .expect("thread")
-            })
-            .is_ok_and(|(code, _)| code == 200)
-        },
-        "ferry serve /healthz over TLS",
-    );
-    reader.wait_ready(
-        || ferry_integration_tests::http::get_ok(READER_PORT, "/healthz"),
-        "reader /healthz",
-    );
+    // Redis, the example repo materialized, the reader, the model, ferry serve.
+    let stack = stack::Stack::start(d);
+    let (repo, redis) = (&stack.repo, &stack.redis);
 
     // The filter's image on a registry on loopback.
     let (image, _registry) = push_image(d);
@@ -169,13 +88,17 @@ async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
     );
     gw.apply(
         "gateway.yaml",
-        &files::gateway(model_port, &module.display().to_string(), eg::ENVOY_VERSION),
+        &files::gateway(
+            stack.model_port,
+            &module.display().to_string(),
+            eg::ENVOY_VERSION,
+        ),
     );
     let (wasm_policy, patch) = files::extension_policy(&files::Wasm {
         image: &image,
         read_token: READ_TOKEN,
-        key: &key_entry,
-        ca: &ca_file.display().to_string(),
+        key: &stack.key_entry,
+        ca: &stack.ca_file.display().to_string(),
     });
     gw.apply(
         "extension-policy.yaml",
@@ -183,7 +106,7 @@ async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
     );
 
     // 1. Wasm: enriched with the store's values.
-    let store = Store::load_repo(&repo);
+    let store = Store::load_repo(repo);
     let users = [
         Entity::User("u000001".into()),
         Entity::User("u000002".into()),
@@ -213,10 +136,10 @@ async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
     std::fs::write(&yaml, text).expect("ferry.yaml");
     run(Command::new(bin("ferry"))
         .arg("apply")
-        .arg(&repo)
+        .arg(repo)
         .args(["--push", &format!("https://{CP_NAME}:{CP_PORT}")])
         .arg("--ca")
-        .arg(&ca_file)
+        .arg(&stack.ca_file)
         .args(["--token", TOKEN, "--redis", &redis.url()])
         .env_remove("FERRY_PUSH_TOKEN"));
     let resp = until_body(
@@ -237,7 +160,7 @@ async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
     gw.apply("extension-policy.yaml", &patch);
     gw.apply(
         "dynamic-module-policy.yaml",
-        &files::dynamic_module_policy(&inline_snapshot(&repo)),
+        &files::dynamic_module_policy(&inline_snapshot(repo)),
     );
     let resp = until(&gw, "the native module enriches through the Gateway", |r| {
         r.status == 200 && r.header("x-ferry-status") == Some("ok") && native(r)
@@ -259,7 +182,7 @@ async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
     std::fs::write(&yaml, text).expect("ferry.yaml");
     gw.apply(
         "dynamic-module-policy.yaml",
-        &files::dynamic_module_policy(&inline_snapshot(&repo)),
+        &files::dynamic_module_policy(&inline_snapshot(repo)),
     );
     let resp = until_body(&gw, &["nobody"], "the new policy reaches the module", |r| {
         r.status == 404
@@ -271,7 +194,7 @@ async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
         "gateway: a new snapshot reached the native module by policy (no pull: not built) at {:?}",
         started.elapsed()
     );
-    drop(cp);
+    drop(stack);
 }
 
 /// The test's directory (logs, configs, Envoy Gateway's files): removed when the test passes,
