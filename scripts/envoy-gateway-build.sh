@@ -4,7 +4,8 @@
 # from, once per version: the binaries land in $FERRY_CACHE/envoy-gateway-$EG_VERSION/bin and a
 # second run finds them and does nothing. Only the Go module proxy is used (`go install
 # MODULE@VERSION`); no prebuilt binary is downloaded. Prints the bin directory on stdout,
-# progress on stderr. First build on this 2-core machine: ~9 min with another build running.
+# progress on stderr. The first build costs ~6.5 CPU-minutes on this 2-core machine (empty
+# module and build caches); its wall time depends on the load (docs/kubernetes.md).
 set -euo pipefail
 EG_VERSION="${EG_VERSION:-v1.9.1}"
 # github.com/google/go-containerregistry's version in Envoy Gateway v1.9.1's go.mod.
