@@ -2,13 +2,15 @@
 //! (scripts/envoy-gateway-build.sh), runs in standalone mode (file resource provider, host
 //! infrastructure: the project's Envoy 1.40 as its child process) on the project's
 //! deploy/envoy-gateway files, with only addresses, paths, secrets and the EnvoyProxy's
-//! provider changed (gateway/files.rs says which). Redis, the reader, `ferry serve` (TLS, signed
-//! snapshots) and the demo model run beside it, all inside namespaces of the test's own
-//! (gateway/netns.rs): the Kubernetes names the files use resolve to loopback there.
+//! provider changed, plus what standalone mode needs (the GatewayClass, a patch of Envoy
+//! Gateway's own `wasm_cluster`; gateway/files.rs says which and why). Redis, the reader,
+//! `ferry serve` (TLS, signed snapshots) and the demo model run beside it, all inside
+//! namespaces of the test's own (gateway/netns.rs): the Kubernetes names the files use resolve
+//! to loopback there.
 //!
 //! 1. Wasm: Envoy Gateway pulls the filter's OCI image from a registry on loopback
 //!    (go-containerregistry's, the image pushed by skopeo from `ferry oci-image`'s layout),
-//!    serves it to its Envoy through its Wasm cache (TLS, port 18002), and the filter pulls its
+//!    serves it to its Envoy through its Wasm cache (mTLS, port 18002), and the filter pulls its
 //!    snapshot from `ferry serve` over TLS through the patched `ferry_control_plane` cluster: a
 //!    KServe v1 request through the Gateway reaches the model enriched with the store's values.
 //! 2. A snapshot pushed to `ferry serve` (`ferry apply --push`) reaches that Envoy by the pull,
