@@ -27,7 +27,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8091")]
     http_listen: std::net::SocketAddr,
     /// The push token: pushes need `Authorization: Bearer TOKEN` (it also reads). Required
-    /// when --http-listen is not a loopback address (or pass --insecure). Empty is an error.
+    /// when --http-listen is not a loopback address (or pass --insecure). Every token must hold
+    /// 128 bits (32 hex or 22 base64 characters, e.g. `openssl rand -hex 32`).
     #[arg(long, env = "FERRY_PUSH_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// The push token, from a file (a Kubernetes secret volume); instead of --token.
@@ -41,7 +42,8 @@ pub struct ServeArgs {
     #[arg(long, env = "FERRY_READ_TOKEN_FILE")]
     read_token_file: Option<PathBuf>,
     /// The write token: feature writes (`POST /push`, `POST /write-to-online-store`) need
-    /// `Authorization: Bearer TOKEN`; it does nothing else. Needs a push token.
+    /// `Authorization: Bearer TOKEN`; it does nothing else. Without a write credential (this,
+    /// or --grant write=IDENTITY) feature writes are refused, on loopback too.
     #[arg(long, env = "FERRY_WRITE_TOKEN", hide_env_values = true)]
     write_token: Option<String>,
     /// The write token, from a file; instead of --write-token.
@@ -62,13 +64,13 @@ pub struct ServeArgs {
     #[arg(long, env = "FERRY_CLIENT_CA", requires = "tls_cert")]
     client_ca: Option<PathBuf>,
     /// IDENTITY=NODE_ID: a client certificate whose URI or DNS SAN matches IDENTITY may use the
-    /// xDS node ids matching NODE_ID (`*` matches any run of characters); repeatable. Always
+    /// xDS node ids matching NODE_ID (`*` matches any run of characters but `/`); repeatable. Always
     /// allowed: a node id equal to one of its names, or such a name followed by `~` and
     /// anything.
     #[arg(long = "node-identity", value_name = "IDENTITY=NODE_ID")]
     node_identities: Vec<ferry::xds::NodeRule>,
     /// ROLE=IDENTITY: grant a role (read, push, write) on the HTTP API to the client
-    /// certificates whose URI or DNS SAN matches IDENTITY (`*` matches any run); repeatable.
+    /// certificates whose URI or DNS SAN matches IDENTITY (`*` matches any run but `/`); repeatable.
     /// push also reads.
     #[arg(long = "grant", value_name = "ROLE=IDENTITY")]
     grants: Vec<ferry::serve::auth::Grant>,

@@ -283,6 +283,12 @@ fn access_rules(opts: &ServeOptions) -> Result<bool> {
         }),
     };
     let xds = exposure::check("xDS", opts.xds_listen, xds_lack, opts.insecure)?;
+    if !opts.access.writes_configured() {
+        tracing::info!(
+            "no write credential (--write-token, --write-token-file or --grant write=IDENTITY): \
+             feature writes (POST /push, /write-to-online-store) are refused with 403"
+        );
+    }
     if api {
         tracing::warn!(
             http = %opts.http_listen,

@@ -21,6 +21,8 @@ mod signed;
 #[path = "istio/support.rs"]
 #[allow(dead_code)]
 mod support;
+#[path = "security/trust.rs"]
+mod trust;
 #[path = "security/xds.rs"]
 mod xds;
 
@@ -96,6 +98,15 @@ const CASES: &[(&str, Run)] = &[
     (
         "start: plaintext on a non-loopback address without --insecure",
         bounds::plaintext_on_a_network_address,
+    ),
+    ("start: a token under 128 bits", trust::short_token_at_start),
+    (
+        "api: a feature write with no write credential configured (loopback too)",
+        trust::write_without_a_write_credential,
+    ),
+    (
+        "identity: a `*` pattern that would have matched across `/` (--grant, --node-identity)",
+        trust::star_across_a_slash,
     ),
 ];
 
