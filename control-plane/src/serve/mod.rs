@@ -14,7 +14,8 @@
 //! - [`persist`]: the state directory, where every accepted snapshot is saved.
 //! - [`signing`]: the signed snapshot `GET /v1/snapshot` serves with `--signing-key`.
 //! - [`startup`]: what is served first (the saved snapshot, or the repo).
-//! - [`shared`], [`replica`]: `--shared-state`, replicas sharing the snapshot through Redis.
+//! - [`shared`], [`replica`]: `--shared-state`, replicas sharing the snapshot through Redis;
+//!   [`record`]: how a shared record's sequence is read.
 
 pub mod api;
 pub mod auth;
@@ -22,6 +23,7 @@ pub mod http;
 mod limits;
 pub mod metrics;
 pub mod persist;
+pub mod record;
 pub mod replica;
 pub mod resources;
 pub mod shared;

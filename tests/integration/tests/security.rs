@@ -16,6 +16,8 @@ mod bounds;
 mod links;
 #[path = "security/pull.rs"]
 mod pull;
+#[path = "security/shared.rs"]
+mod shared;
 #[path = "security/signed.rs"]
 mod signed;
 #[path = "istio/support.rs"]
@@ -82,6 +84,14 @@ const CASES: &[(&str, Run)] = &[
     ("pull: a tampered signature", signed::tampered_signature),
     ("pull: an unknown key", signed::unknown_key),
     ("pull: an oversize snapshot", signed::oversize),
+    (
+        "pull: a validly signed snapshot at sequence 2^60",
+        shared::pull_sequence_over_the_bound,
+    ),
+    (
+        "shared state: a sequence written at 2^60 into the shared record",
+        shared::shared_sequence_at_two_to_the_60,
+    ),
     ("reader: the memory bomb", bounds::reader_memory_bomb),
     (
         "reader: a connection flood over --max-connections",
