@@ -117,6 +117,16 @@ pub struct ServeArgs {
     /// takes over within it.
     #[arg(long, default_value_t = 3000, requires = "shared_state")]
     lease_ms: u64,
+    /// With --shared-state: another public key of the deployment (`[ID=]FILE_OR_BASE64`, as
+    /// `ferry plugin-config --snapshot-key` takes it), repeatable. A replica serves a shared
+    /// record only if it is signed by its own --signing-key or one of these (a rotation, where
+    /// replicas hold different keys for a while); any other is refused.
+    #[arg(
+        long = "shared-state-key",
+        value_name = "[ID=]KEY",
+        requires = "shared_state"
+    )]
+    shared_state_keys: Vec<String>,
     /// An Ed25519 private key (PKCS#8 PEM: `ferry keygen`, `openssl genpkey -algorithm
     /// ed25519`): `GET /v1/snapshot` then serves signed snapshots, which a filter with
     /// `snapshot_keys` verifies (Istio, Envoy Gateway).
@@ -167,6 +177,25 @@ fn tokens(args: &ServeArgs) -> Result<serve::auth::Tokens> {
     })
 }
 
+/// `--shared-state` and its flags; None without it.
+fn shared_options(args: &ServeArgs) -> Result<Option<serve::shared::SharedOptions>> {
+    if !args.shared_state {
+        return Ok(None);
+    }
+    let keys = args
+        .shared_state_keys
+        .iter()
+        .map(|k| serve::signing::public_key(k))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("--shared-state-key {e}"))?;
+    Ok(Some(serve::shared::SharedOptions {
+        cluster: args.cluster_name.clone(),
+        poll: std::time::Duration::from_millis(args.shared_poll_ms.max(10)),
+        lease: std::time::Duration::from_millis(args.lease_ms.max(300)),
+        keys,
+    }))
+}
+
 pub fn run(args: ServeArgs) -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -185,6 +214,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("--signing-key {e}"))?
         .map(std::sync::Arc::new);
     let tokens = tokens(&args)?;
+    let shared = shared_options(&args)?;
     let state_dir = args
         .state_dir
         .unwrap_or_else(|| args.repo.join(serve::persist::DEFAULT_STATE_DIR));
@@ -222,11 +252,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         max_streams_per_node: args.max_streams_per_node,
         signer,
         redis: args.redis,
-        shared: args.shared_state.then(|| serve::shared::SharedOptions {
-            cluster: args.cluster_name,
-            poll: std::time::Duration::from_millis(args.shared_poll_ms.max(10)),
-            lease: std::time::Duration::from_millis(args.lease_ms.max(300)),
-        }),
+        shared,
         #[cfg(feature = "test-switches")]
         allow_invalid: args.allow_invalid,
     };

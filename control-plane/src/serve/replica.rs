@@ -108,8 +108,10 @@ async fn catch_up(state: &Arc<State>, shared: &Arc<Shared>, repo: &Path) {
         }
     }
     match &head {
+        // A deleted record (or a Redis that lost its keys) does not lower the sequence this
+        // replica has served (#35: an older signed record written next is not served again);
+        // the next install goes above it.
         Stored::None => {
-            shared.reset_known(0);
             if state.current().is_none() {
                 offer_repo(state, repo).await;
             }

@@ -2,13 +2,15 @@
 //! reach for feature writes. Under `ferry:cp:{CLUSTER}:` (one hash tag, so a Redis Cluster keeps
 //! every key in one slot and the scripts may touch them together):
 //!
-//! - `current`: a hash with the current snapshot's bytes, version, sequence, source, when it
-//!   was accepted and the `ferry.yaml` hash then. One script ([`INSTALL`]) compares the
-//!   sequence with the one the replica last saw (compare-and-set), computes
-//!   `max(last + 1, now ms)` and stores the snapshot with it, so two pushes to two replicas get
-//!   two distinct, ordered sequences and the later one wins everywhere; then it publishes the
-//!   sequence on `updates`.
-//! - `held_back`: the repo change held back for its new fingerprint (version and bytes), so
+//! - `current`: a hash with the current snapshot's envelope (signed by the writing replica at
+//!   the record's sequence, [`Seal`]), version, sequence, source, when it was accepted and the
+//!   `ferry.yaml` hash then. The replica computes the next sequence (`max(last + 1, now ms)`,
+//!   bounded) and one script ([`INSTALL`]) stores the record if the stored sequence is still
+//!   the one the replica last read (compare-and-set), so two pushes to two replicas get two
+//!   distinct, ordered sequences and the later one wins everywhere; then it publishes the
+//!   sequence on `updates`. A replica serves a record only if its envelope verifies under the
+//!   deployment's keys at that sequence (#35): whoever else writes Redis is refused.
+//! - `held_back`: the repo change held back for its new fingerprint (version and envelope), so
 //!   every replica's feature writes land in its vectors too.
 //! - `lease`: which replica watches the repo files (`SET NX PX`, renewed by its holder).
 //!
@@ -26,6 +28,7 @@ use redis::aio::PubSub;
 
 use super::api::SharedStatus;
 pub use super::record::Stored;
+use super::seal::Seal;
 use super::streams::lock;
 
 /// Every Redis call of the shared state gets this long.
@@ -34,7 +37,8 @@ pub const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
 pub const PREFIX: &str = "ferry:cp:";
 
 /// The compare-and-set install. KEYS: current, held_back. ARGV: the stored sequence as last
-/// read ('' = none), the new sequence, version, snapshot bytes, source, ferry.yaml hash ('' =
+/// read ('' = none), the new sequence, version, the snapshot's envelope signed at the new
+/// sequence ([`Seal`]), source, ferry.yaml hash ('' =
 /// none), the held-back version this snapshot covers ('' = none), the channel, when it was
 /// accepted (ms), '1' to store it even when its version is the stored one (that record was
 /// refused here). Sequences are compared and stored as strings, never as Lua numbers: those are
@@ -49,7 +53,7 @@ if ARGV[10] ~= '1' and redis.call('HGET', KEYS[1], 'version') == ARGV[3] then
   return {2, cur}
 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'sequence', ARGV[2], 'version', ARGV[3], 'snapshot', ARGV[4],
+redis.call('HSET', KEYS[1], 'sequence', ARGV[2], 'version', ARGV[3], 'signed', ARGV[4],
   'source', ARGV[5], 'repo_sha256', ARGV[6], 'accepted_ms', ARGV[9])
 if ARGV[7] ~= '' and redis.call('HGET', KEYS[2], 'version') == ARGV[7] then
   redis.call('DEL', KEYS[2])
@@ -147,6 +151,9 @@ pub struct SharedOptions {
     pub poll: Duration,
     /// How long the watcher's lease lasts without renewal.
     pub lease: Duration,
+    /// The deployment's other public keys (`--shared-state-key`): records signed by them are
+    /// served too (replicas in the middle of a key rotation).
+    pub keys: Vec<serde_json::Value>,
 }
 
 /// One replica's handle on the shared state.
@@ -170,10 +177,14 @@ pub struct Shared {
     repo: Mutex<Option<String>>,
     /// The last record refused here and why (on `/status`): not read again while it stays.
     refused: Mutex<Option<(Stored, String)>>,
+    /// Signs this replica's records and verifies every record read.
+    seal: Seal,
+    /// The held-back version last refused (its signature), so it is logged once.
+    refused_held: Mutex<Option<String>>,
 }
 
 impl Shared {
-    pub fn new(target: Target, conn: Connection, opts: SharedOptions) -> Shared {
+    pub fn new(target: Target, conn: Connection, opts: SharedOptions, seal: Seal) -> Shared {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "replica".to_owned());
         // Random, so that two replicas never hold one id (same host name, same pid 1).
         let mut salt = [0u8; 4];
@@ -194,7 +205,14 @@ impl Shared {
             known: Mutex::new(0),
             repo: Mutex::new(None),
             refused: Mutex::new(None),
+            seal,
+            refused_held: Mutex::new(None),
         }
+    }
+
+    /// The ids of the keys a shared record may be signed with.
+    pub fn seal_ids(&self) -> String {
+        self.seal.ids()
     }
 
     /// Whether this replica holds the lease (watches the repo files).
@@ -213,11 +231,6 @@ impl Shared {
             *known = sequence;
             *lock(&self.repo) = repo;
         }
-    }
-
-    /// Starts over from `sequence` (the shared keys were lost: a Redis without them).
-    pub fn reset_known(&self, sequence: u64) {
-        *lock(&self.known) = sequence;
     }
 
     /// The `ferry.yaml` hash saved with the shared snapshot served, in hex.
@@ -299,7 +312,7 @@ impl Shared {
             .arg(expected.raw())
             .arg(sequence)
             .arg(i.version)
-            .arg(i.encoded)
+            .arg(self.seal.seal(sequence, i.encoded).as_ref())
             .arg(i.source)
             .arg(i.repo_sha256.as_deref().unwrap_or(""))
             .arg(i.releases.as_deref().unwrap_or(""))
@@ -336,7 +349,7 @@ impl Shared {
         let mut cmd = redis::cmd("HMGET");
         cmd.arg(&self.keys.current).arg(&[
             "sequence",
-            "snapshot",
+            "signed",
             "source",
             "accepted_ms",
             "repo_sha256",
@@ -348,37 +361,23 @@ impl Shared {
             Option<u64>,
             Option<String>,
         );
-        let (seq, bytes, source, accepted_ms, repo): Row =
+        let (seq, signed, source, accepted_ms, repo): Row =
             self.call(cmd.query_async(&mut conn)).await?;
         let head = Stored::parse(seq.as_deref());
-        let (sequence, Some(bytes)) = (&head, bytes) else {
-            return Ok(Loaded::Absent);
-        };
-        let sequence = match sequence {
-            Stored::At(n) => *n,
-            Stored::None => return Ok(Loaded::Absent),
-            Stored::OutOfRange(raw) => {
-                let error = format!(
-                    "the shared record's sequence '{raw}' is not one Ferry issues (1 to {})",
-                    ferry_protos::signed::MAX_SEQUENCE
-                );
+        let (sequence, snapshot) = match self.check(&head, signed) {
+            Ok(Some(checked)) => checked,
+            Ok(None) => return Ok(Loaded::Absent),
+            Err((reason, error)) => {
                 return Ok(Loaded::Refused {
                     head,
-                    reason: "sequence_out_of_range",
+                    reason,
                     error,
-                });
-            }
-        };
-        let snapshot = match v1::Snapshot::decode(bytes.as_slice()) {
-            Ok(s) => s,
-            Err(e) => {
-                return Ok(Loaded::Refused {
-                    head,
-                    reason: "undecodable",
-                    error: format!("the shared snapshot does not decode: {e}"),
                 })
             }
         };
+        // The rest is not signed: labels for /status, and the `ferry.yaml` hash, whose only
+        // use is whether the lease holder applies the repo's own file (under the hold-back
+        // rule): nothing it names reaches an Envoy without a signature.
         Ok(Loaded::Record(Box::new(Record {
             sequence,
             snapshot,
@@ -390,6 +389,42 @@ impl Shared {
             accepted_ms: accepted_ms.unwrap_or(0),
             repo_sha256: repo.filter(|r| !r.is_empty()),
         })))
+    }
+
+    /// The record's sequence and snapshot if it is one to serve: a sequence in range and an
+    /// envelope signed at it by one of the deployment's keys. None: no record.
+    fn check(
+        &self,
+        head: &Stored,
+        signed: Option<Vec<u8>>,
+    ) -> Result<Option<(u64, v1::Snapshot)>, (&'static str, String)> {
+        let sequence = match head {
+            Stored::None => return Ok(None),
+            Stored::At(n) => *n,
+            Stored::OutOfRange(raw) => {
+                return Err((
+                    "sequence_out_of_range",
+                    format!(
+                        "the shared record's sequence '{raw}' is not one Ferry issues (1 to {})",
+                        ferry_protos::signed::MAX_SEQUENCE
+                    ),
+                ))
+            }
+        };
+        let Some(signed) = signed else {
+            return Err((
+                "unsigned",
+                format!("the shared record at sequence {sequence} is not signed"),
+            ));
+        };
+        let bytes = self.seal.open(&signed, sequence)?;
+        let snapshot = v1::Snapshot::decode(bytes.as_slice()).map_err(|e| {
+            (
+                "undecodable",
+                format!("the shared snapshot does not decode: {e}"),
+            )
+        })?;
+        Ok(Some((sequence, snapshot)))
     }
 
     /// Whether `head` is the record last refused here (refused, counted and logged once).
@@ -407,25 +442,46 @@ impl Shared {
         true
     }
 
-    /// Records the held-back snapshot for every replica.
+    /// Records the held-back snapshot for every replica, signed (at sequence 0: it is not
+    /// ordered, only replaced).
     pub async fn hold_back(&self, snap: &v1::Snapshot) -> Result<(), Unavailable> {
         let mut conn = self.conn.clone();
-        let mut cmd = redis::cmd("HSET");
-        cmd.arg(&self.keys.held_back)
-            .arg("version")
+        let mut cmd = redis::cmd("EVAL");
+        // Replaced whole, so no field of an earlier writer's survives.
+        cmd.arg("redis.call('DEL', KEYS[1]) return redis.call('HSET', KEYS[1], 'version', ARGV[1], 'signed', ARGV[2])")
+            .arg(1)
+            .arg(&self.keys.held_back)
             .arg(&snap.version)
-            .arg("snapshot")
-            .arg(snap.encode_to_vec());
+            .arg(self.seal.seal(0, &snap.encode_to_vec()).as_ref());
         self.call(cmd.query_async::<()>(&mut conn)).await
     }
 
-    /// The held-back snapshot, if any.
+    /// The held-back snapshot, if any and signed by one of the deployment's keys; one that is
+    /// not is refused (logged once per version) and taken as none.
     pub async fn held_back(&self) -> Result<Option<v1::Snapshot>, Unavailable> {
         let mut conn = self.conn.clone();
-        let mut cmd = redis::cmd("HGET");
-        cmd.arg(&self.keys.held_back).arg("snapshot");
-        let bytes: Option<Vec<u8>> = self.call(cmd.query_async(&mut conn)).await?;
-        Ok(bytes.and_then(|b| v1::Snapshot::decode(b.as_slice()).ok()))
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(&self.keys.held_back).arg(&["version", "signed"]);
+        let (version, signed): (Option<String>, Option<Vec<u8>>) =
+            self.call(cmd.query_async(&mut conn)).await?;
+        let (Some(version), Some(signed)) = (version, signed) else {
+            return Ok(None);
+        };
+        let opened = self.seal.open(&signed, 0).and_then(|b| {
+            v1::Snapshot::decode(b.as_slice())
+                .map_err(|e| ("undecodable", format!("the held-back snapshot: {e}")))
+        });
+        match opened {
+            Ok(snap) => Ok(Some(snap)),
+            Err((reason, error)) => {
+                let mut last = lock(&self.refused_held);
+                if last.as_deref() != Some(version.as_str()) {
+                    tracing::error!(reason, %error, version, "a held-back record is refused");
+                    *last = Some(version);
+                }
+                Ok(None)
+            }
+        }
     }
 
     /// Takes or renews the lease on watching the repo files; whether this replica holds it.

@@ -1,7 +1,22 @@
 //! The shared state's tests, on a real redis-server.
 
 use super::*;
+use ferry_protos::v1::SignedSnapshot;
 use ferry_test_support::redis::RedisServer;
+
+/// The deployment's key: every replica of a test signs with it.
+fn deployment_key() -> std::sync::Arc<super::super::signing::Signer> {
+    static KEY: std::sync::OnceLock<std::sync::Arc<super::super::signing::Signer>> =
+        std::sync::OnceLock::new();
+    KEY.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, pem) = super::super::signing::generate().unwrap();
+        let path = dir.path().join("key.pem");
+        std::fs::write(&path, pem).unwrap();
+        std::sync::Arc::new(super::super::signing::Signer::from_file(&path, None).unwrap())
+    })
+    .clone()
+}
 
 fn replica(redis: &RedisServer, cluster: &str) -> Shared {
     let target = ferry_redis::RedisArgs::with_url(redis.url())
@@ -16,8 +31,14 @@ fn replica(redis: &RedisServer, cluster: &str) -> Shared {
         cluster: cluster.into(),
         poll: Duration::from_secs(1),
         lease: Duration::from_millis(600),
+        keys: vec![],
     };
-    Shared::new(target, conn, opts)
+    Shared::new(
+        target,
+        conn,
+        opts,
+        Seal::new(deployment_key(), vec![]).unwrap(),
+    )
 }
 
 fn install<'a>(encoded: &'a [u8], version: &'a str, now: u64) -> Install<'a> {
@@ -177,4 +198,115 @@ async fn a_sequence_written_at_two_to_the_60_is_refused_and_replaced_by_the_next
     assert_eq!(a.heads().await.unwrap().0, Stored::At(6_000));
     assert!(a.mark_refused(&head, "x") && !a.mark_refused(&head, "x"));
     assert!(a.refused_already(&head) && a.status().refused_record.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_not_signed_by_the_deployment_is_refused_and_replaced_by_the_next_install() {
+    let redis = RedisServer::start();
+    let a = replica(&redis, "t");
+    let snap = v1::Snapshot {
+        version: "v1".into(),
+        ..v1::Snapshot::default()
+    };
+    let encoded = snap.encode_to_vec();
+    assert_eq!(
+        commit(&a, &Stored::None, 5_000, &install(&encoded, "v1", 5_000)).await,
+        Committed::At(5_000)
+    );
+    let Loaded::Record(record) = a.load().await.unwrap() else {
+        panic!("the replica's own record is not served");
+    };
+    assert_eq!(
+        (record.sequence, record.snapshot.version.as_str()),
+        (5_000, "v1")
+    );
+    // Someone with write access to Redis and no key of the deployment's.
+    let mut conn = a.conn.clone();
+    let hset = |fields: Vec<(&'static str, Vec<u8>)>| {
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(&a.keys.current);
+        for (k, v) in fields {
+            cmd.arg(k).arg(v);
+        }
+        cmd
+    };
+    let stranger = ferry_test_support::signed::sign(
+        &ferry_test_support::signed::key(7),
+        &deployment_key().key_id,
+        6_000,
+        &encoded,
+    );
+    let mut moved = SignedSnapshot::decode(a.seal.seal(5_000, &encoded).as_ref()).unwrap();
+    moved.sequence = 6_000;
+    for (what, fields, reason) in [
+        (
+            "a raw snapshot",
+            vec![("signed", Vec::new()), ("snapshot", encoded.clone())],
+            "unsigned",
+        ),
+        (
+            "bytes that are no envelope",
+            vec![("signed", b"\xff\xff".to_vec())],
+            "undecodable",
+        ),
+        (
+            "another key under the deployment's key id",
+            vec![("signed", stranger.encode_to_vec())],
+            "bad_signature",
+        ),
+        (
+            "the replica's envelope moved to another sequence",
+            vec![("signed", moved.encode_to_vec())],
+            "bad_signature",
+        ),
+    ] {
+        let mut fields = fields;
+        fields.push(("sequence", b"6000".to_vec()));
+        hset(fields).exec_async(&mut conn).await.unwrap();
+        match a.load().await.unwrap() {
+            Loaded::Refused { reason: r, .. } => assert_eq!(r, reason, "{what}"),
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    redis::cmd("HDEL")
+        .arg(&a.keys.current)
+        .arg("signed")
+        .exec_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(matches!(
+        a.load().await.unwrap(),
+        Loaded::Refused {
+            reason: "unsigned",
+            ..
+        }
+    ));
+    // The next install compares with what is stored and replaces the whole record.
+    let v2 = install(&encoded, "v2", 7_000);
+    assert_eq!(
+        commit(&a, &Stored::At(6_000), 7_000, &v2).await,
+        Committed::At(7_000)
+    );
+    let Loaded::Record(record) = a.load().await.unwrap() else {
+        panic!("the next install is not served");
+    };
+    assert_eq!(record.sequence, 7_000);
+    let fields: Vec<String> = redis::cmd("HKEYS")
+        .arg(&a.keys.current)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!fields.contains(&"snapshot".to_owned()), "{fields:?}");
+
+    // The held-back record is signed too: a forged one is taken as none.
+    a.hold_back(&snap).await.unwrap();
+    assert_eq!(a.held_back().await.unwrap(), Some(snap.clone()));
+    redis::cmd("HSET")
+        .arg(&a.keys.held_back)
+        .arg("signed")
+        .arg(stranger.encode_to_vec())
+        .exec_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(a.held_back().await.unwrap(), None);
 }

@@ -356,7 +356,7 @@ impl State {
                 Committed::Unchanged(head) => (head, true),
                 Committed::Conflict(head) => (head, false),
             };
-            self.follow_stored(shared, &head)?;
+            self.follow_stored(shared)?;
             if self
                 .current()
                 .is_some_and(|c| c.snapshot.version == current.snapshot.version)
@@ -372,10 +372,11 @@ impl State {
 
     /// After a lost compare-and-set on `head`: serves the stored record if it is one to serve,
     /// refuses it (logged, on /status) if not; the retry goes above it either way.
-    fn follow_stored(&self, shared: &Shared, head: &Stored) -> Result<(), Refused> {
+    fn follow_stored(&self, shared: &Shared) -> Result<(), Refused> {
         match shared.blocking(shared.load())? {
             Loaded::Record(record) => drop(self.follow_locked(shared, *record)),
-            Loaded::Absent if *head == Stored::None => shared.reset_known(0),
+            // A deleted record does not lower what this replica has served: were it to start
+            // over from 0, an older signed record written next would be served again.
             Loaded::Absent => {}
             Loaded::Refused {
                 head,

@@ -92,6 +92,10 @@ const CASES: &[(&str, Run)] = &[
         "shared state: a sequence written at 2^60 into the shared record",
         shared::shared_sequence_at_two_to_the_60,
     ),
+    (
+        "shared state: a record forged by a Redis writer without the deployment's key",
+        shared::forged_shared_record,
+    ),
     ("reader: the memory bomb", bounds::reader_memory_bomb),
     (
         "reader: a connection flood over --max-connections",

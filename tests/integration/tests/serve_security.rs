@@ -75,6 +75,18 @@ fn an_empty_token_or_an_open_network_address_is_refused_at_start_unless_insecure
     );
     assert!(e.contains("empty-token") && e.contains("empty"), "{e}");
 
+    // Replicas sign their shared records (#35): no key, no start.
+    let e = refused(&mut serve(
+        dir.path(),
+        &repo,
+        &loopback,
+        &["--shared-state", "--redis", "redis://127.0.0.1:1"],
+    ));
+    assert!(
+        e.contains("--shared-state needs --signing-key") && e.contains("ferry keygen"),
+        "{e}"
+    );
+
     // Every address, not only loopback, without a token: refused, naming --insecure.
     let port = free_port();
     let network = format!("0.0.0.0:{port}");

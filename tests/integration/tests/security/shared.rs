@@ -167,3 +167,144 @@ pub fn pull_sequence_over_the_bound(c: &mut Ctx) -> Fut<'_> {
         c.pull.refused(&c.stack, envelope.to_vec(), &refusal).await
     })
 }
+
+/// Writes `fields` into the shared record of `cluster` with `redis-cli`, as a Redis writer
+/// without the deployment's key would (binary values through a file: `-x` reads the last one).
+fn hset_binary(
+    c: &Ctx,
+    cluster: &str,
+    text: &[(&str, String)],
+    field: &str,
+    value: &[u8],
+) -> Result<(), String> {
+    let key = current_key(cluster);
+    let mut args: Vec<String> = vec!["HSET".into(), key.clone()];
+    for (k, v) in text {
+        args.push((*k).to_owned());
+        args.push(v.clone());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    redis_cli(c, &args)?;
+    let mut child = Command::new("redis-cli")
+        .args([
+            "-p",
+            &c.stack.redis.port.to_string(),
+            "-x",
+            "HSET",
+            &key,
+            field,
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .ok_or("no stdin")?
+        .write_all(value)
+        .map_err(|e| e.to_string())?;
+    child.wait().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+pub fn forged_shared_record(c: &mut Ctx) -> Fut<'_> {
+    Box::pin(async move {
+        let cluster = "matrix-forged";
+        let cp = replica(c, cluster);
+        let before = until(&cp, "the replica serves", |s| s.snapshot.is_some()).await?;
+        let version = before.snapshot.map(|s| s.version).unwrap_or_default();
+        let sequence = before.shared_state.map_or(0, |s| s.sequence);
+        // What a writer of Redis would want every Envoy to run: the served snapshot without its
+        // protected paths, at a higher sequence, signed by a key of its own, then not at all.
+        let auth = format!("Bearer {TOKEN}");
+        let served = Conn::open(cp.http_port)
+            .await
+            .send(
+                "GET",
+                "/v1/snapshot",
+                &[("authorization", auth.as_str())],
+                Bytes::new(),
+            )
+            .await;
+        let envelope = SignedSnapshot::decode(served.body.as_ref()).map_err(|e| e.to_string())?;
+        let mut snap = Snapshot::decode(envelope.snapshot.as_slice()).map_err(|e| e.to_string())?;
+        snap.protected_paths.clear();
+        snap.version = "forged".into();
+        let bytes = snap.encode_to_vec();
+        let mut outcomes = Vec::new();
+        for (step, (reason, says, value)) in [
+            (
+                "unknown_key",
+                "'k-forger', which is not configured",
+                ferry_test_support::signed::sign(
+                    &ferry_test_support::signed::key(7),
+                    "k-forger",
+                    sequence + 1_000,
+                    &bytes,
+                )
+                .encode_to_vec(),
+            ),
+            ("unsigned", "has no signature", Vec::new()),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let at = sequence + 1_000 * (step as u64 + 1);
+            let text = [
+                ("sequence", at.to_string()),
+                ("version", "forged".to_owned()),
+            ];
+            hset_binary(c, cluster, &text, "signed", &value)?;
+            let status = until(&cp, "the refusal on /status", |s| {
+                s.shared_state
+                    .as_ref()
+                    .and_then(|s| s.refused_record.as_deref())
+                    .is_some_and(|r| r.contains(says))
+            })
+            .await?;
+            let counted = tokio::task::block_in_place(|| refused_total(&cp, reason));
+            let now = status.snapshot.map(|s| s.version).unwrap_or_default();
+            let held = status.shared_state.map_or(0, |s| s.sequence);
+            if counted != 1 || now != version || held != sequence {
+                return Err(format!(
+                    "{reason}: counted {counted}, serving {now} (was {version}) at {held} (was {sequence})"
+                ));
+            }
+            outcomes.push(reason);
+        }
+        // The next push replaces the forged record.
+        let pushed = push_one_more(&cp, "/v9/after-forgery").await?;
+        let stored = redis_cli(c, &["HGET", &current_key(cluster), "sequence"])?;
+        if stored != pushed.sequence.to_string() {
+            return Err(format!("pushed at {}, stored {stored}", pushed.sequence));
+        }
+        // Deleted, then the older record (validly signed, once served) written back: the
+        // replica does not go back to it.
+        redis_cli(c, &["DEL", &current_key(cluster)])?;
+        // Polled (every 100 ms) while deleted, so the replica has seen no record at all.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let text = [
+            ("sequence", envelope.sequence.to_string()),
+            ("version", version.clone()),
+        ];
+        hset_binary(c, cluster, &text, "signed", &served.body)?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let after = tokio::task::block_in_place(|| cp.status());
+        let now = after.snapshot.map(|s| s.version).unwrap_or_default();
+        if now != pushed.version {
+            return Err(format!(
+                "after a deletion and a replay of {version}: serving {now}, not {}",
+                pushed.version
+            ));
+        }
+        Ok(format!(
+            "not served: {version} stays at {sequence}; counted ({}), on /status; the next push \
+             replaces the record at {}; deleted and the older signed record written back: still \
+             serving the pushed one",
+            outcomes.join(", "),
+            pushed.sequence
+        ))
+    })
+}
