@@ -10,6 +10,8 @@
 //! (`serve_security.rs`), the plaintext start rule (`mtls.rs`), the signed pull
 //! (`istio/signed.rs`: the man in the middle).
 
+#[path = "security/acl.rs"]
+mod acl;
 #[path = "security/bounds.rs"]
 mod bounds;
 #[path = "security/links.rs"]
@@ -95,6 +97,10 @@ const CASES: &[(&str, Run)] = &[
     (
         "shared state: a record forged by a Redis writer without the deployment's key",
         shared::forged_shared_record,
+    ),
+    (
+        "redis: the readers' ACL user writing ferry:cp:* or a vector",
+        acl::reader_user_writing_control_plane_keys,
     ),
     ("reader: the memory bomb", bounds::reader_memory_bomb),
     (
