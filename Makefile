@@ -43,3 +43,7 @@ docker-stop:     ## remove the compose stack; stop the engine docker-demo starte
 
 test-docker:     ## the compose stack up, enriched values and a hot push checked, all torn down
 	bash scripts/docker-test.sh
+
+.PHONY: test-gateway
+test-gateway:    ## a real Envoy Gateway (v1.9.1, built from its Go module once, cached) reads deploy/envoy-gateway; Wasm and native enrich through it (root: runs in namespaces)
+	bash scripts/test-gateway.sh

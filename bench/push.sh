@@ -30,7 +30,7 @@ BASE=${PUSH_PORT_BASE:-19400}
 REDIS_PORT=$((BASE + 1)); READER_PORT=$((BASE + 2)); MODEL_PORT=$((BASE + 3))
 LISTEN_PORT=$((BASE + 4)); ADMIN_PORT=$((BASE + 5)); FEAST_PORT=$((BASE + 6))
 XDS_PORT=$((BASE + 7)); CP_PORT=$((BASE + 8))
-TOKEN=bench-write-token
+TOKEN=bench-write-token-0123456789abcdef
 PROCS="feast envoy cp model reader redis"
 
 stop_at_exit push $PROCS
@@ -71,7 +71,7 @@ done
 
 say "starting ferry serve, the reader, the model, Envoy and feast serve"
 start cp "$BIN/ferry" serve "$RUN_DIR/repo" --wasm "$WASM" --xds-listen "127.0.0.1:$XDS_PORT" \
-  --http-listen "127.0.0.1:$CP_PORT" --token bench-push-token --write-token "$TOKEN" --redis "$REDIS"
+  --http-listen "127.0.0.1:$CP_PORT" --token bench-push-token-0123456789abcdef --write-token "$TOKEN" --redis "$REDIS"
 start reader "$BIN/ferry-reader" --listen "127.0.0.1:$READER_PORT" --redis "$REDIS"
 start model "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
 "$BIN/ferry" envoy-config "$RUN_DIR/repo" --wasm "$WASM" --listen-port "$LISTEN_PORT" \

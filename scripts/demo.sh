@@ -79,8 +79,11 @@ if [ "$MODE" = xds ]; then
   # Feast's POST /push and /write-to-online-store to ferry serve.
   PUSH_TOKEN_FILE="$RUN_DIR/push-token"
   WRITE_TOKEN_FILE="$RUN_DIR/write-token"
+  # Each token also as a header file for `curl -H @FILE`: a token never goes into a command's
+  # arguments, which every local user can read in /proc/*/cmdline (#35).
   for f in "$PUSH_TOKEN_FILE" "$WRITE_TOKEN_FILE"; do
-    (umask 077; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$f")
+    (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$f"
+      printf 'authorization: Bearer %s\n' "$(cat "$f")" > "$f.header")
   done
   start control-plane env -u FERRY_PUSH_TOKEN "$BIN/ferry" serve "$REPO" "${RUNTIME_FLAGS[@]}" \
     --state-dir "$RUN_DIR/cp-state" --xds-listen "127.0.0.1:$XDS_PORT" --http-listen "127.0.0.1:$CP_PORT" \
@@ -264,7 +267,7 @@ PY
     $(((t1 - t0) / 1000000)) $(((t2 - t1) / 1000000)) $(((t2 - t0) / 1000000))
   echo "---- control plane /status:"
   # With a push token ferry serve gates /status too: read with it.
-  curl -s -H "authorization: Bearer $(cat "$PUSH_TOKEN_FILE")" "$CP/status" > "$RUN_DIR/status.json"
+  curl -s -H @"$PUSH_TOKEN_FILE.header" "$CP/status" > "$RUN_DIR/status.json"
   python3 - "$RUN_DIR/status.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
@@ -291,7 +294,7 @@ if [ "$MODE" = xds ] && grep -q '^  - {name: profile_push, views: \[user_profile
   body=${PUSH_BODY/TS/$(date +%s.%N | cut -c1-17)}
   echo "---- client sends: POST /push (authorization: Bearer <the demo's write token>)"; echo "$body" | pretty
   curl -sS -D "$RUN_DIR/push.headers" -o /dev/null -w '---- answer: HTTP %{http_code}' \
-    -H "authorization: Bearer $(cat "$WRITE_TOKEN_FILE")" -H 'content-type: application/json' \
+    -H @"$WRITE_TOKEN_FILE.header" -H 'content-type: application/json' \
     --data-binary "$body" "http://127.0.0.1:$LISTEN_PORT/push"
   echo ", $(grep -i '^x-ferry-rows-written:' "$RUN_DIR/push.headers" | tr -d '\r')"
   echo "---- and the next request's profile:"; profile
@@ -317,7 +320,7 @@ if [ "$MODE" = xds ]; then
   PUSH_LINE="Push:  edit a copy of $REPO, then  FERRY_PUSH_TOKEN=\$(cat $PUSH_TOKEN_FILE) target/release/ferry apply COPY --materialize --push http://127.0.0.1:$CP_PORT
 "
   if [ -n "${PUSHED:-}" ]; then
-    PUSH_LINE="${PUSH_LINE}Write: curl -s -H \"authorization: Bearer \$(cat $WRITE_TOKEN_FILE)\" -H 'content-type: application/json' http://127.0.0.1:$LISTEN_PORT/push -d '${PUSH_BODY/TS/$(date +%s)}'
+    PUSH_LINE="${PUSH_LINE}Write: curl -s -H @$WRITE_TOKEN_FILE.header -H 'content-type: application/json' http://127.0.0.1:$LISTEN_PORT/push -d '${PUSH_BODY/TS/$(date +%s)}'
 "
   fi
 fi

@@ -75,7 +75,10 @@ PY
 
 echo
 say "the control plane's /status (http://127.0.0.1:$FERRY_CP_PORT/status):"
-curl -s -H "authorization: Bearer $FERRY_PUSH_TOKEN" "http://127.0.0.1:$FERRY_CP_PORT/status" | python3 -c '
+# The token reaches curl on its standard input (`-K -`, printf being a builtin), never in its
+# arguments, which any local user reads in /proc/*/cmdline.
+printf 'header = "authorization: Bearer %s"\n' "$FERRY_PUSH_TOKEN" |
+  curl -s -K - "http://127.0.0.1:$FERRY_CP_PORT/status" | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
 print("  snapshot %s; nodes: %s" % (s["snapshot"]["version"],

@@ -4,7 +4,7 @@
 
 use base64::Engine;
 use ed25519_dalek::{Signature, VerifyingKey};
-use ferry_protos::signed::{payload, MAX_KEY_ID_BYTES};
+use ferry_protos::signed::{bounded_sequence, payload, MAX_KEY_ID_BYTES, MAX_SEQUENCE};
 use ferry_protos::v1::SignedSnapshot;
 use serde_json::Value;
 
@@ -39,6 +39,8 @@ pub enum SignatureError {
     UnknownKey { id: String, known: String },
     #[error("its signature does not verify under key '{0}'")]
     BadSignature(String),
+    #[error("its sequence {0} is over the highest a signer issues ({MAX_SEQUENCE})")]
+    SequenceOutOfRange(u64),
 }
 
 impl Keys {
@@ -85,6 +87,10 @@ impl Keys {
         key.key
             .verify_strict(&message, &signature)
             .map_err(|_| bad())?;
+        // Checked after the signature, so that only a key holder learns of the bound; a signed
+        // sequence over it is still refused: held, it would keep every later snapshot out.
+        bounded_sequence(signed.sequence)
+            .ok_or(SignatureError::SequenceOutOfRange(signed.sequence))?;
         Ok(Opened {
             snapshot: signed.snapshot,
             sequence: signed.sequence,
@@ -187,6 +193,17 @@ mod tests {
             both.open(b"\xff\xff"),
             Err(SignatureError::Undecodable(_))
         ));
+        // Signed by a configured key, yet over the bound: refused (#35).
+        let high = sign(&k1, "k1", 1 << 60, b"s");
+        assert_eq!(
+            both.open(&high.encode_to_vec()).unwrap_err(),
+            SignatureError::SequenceOutOfRange(1 << 60)
+        );
+        let top = sign(&k1, "k1", MAX_SEQUENCE, b"s");
+        assert_eq!(
+            both.open(&top.encode_to_vec()).unwrap().sequence,
+            MAX_SEQUENCE
+        );
     }
 
     #[test]

@@ -73,10 +73,13 @@ impl Held {
         out
     }
 
+    /// A value of the shared store; one whose sequence no signed envelope may carry (over
+    /// `MAX_SEQUENCE`) is not a sequence any VM loaded, and is ignored.
     fn decode(v: &[u8]) -> Option<Held> {
         let (seq, digest) = v.split_first_chunk::<8>()?;
-        Some(Held {
-            sequence: u64::from_be_bytes(*seq),
+        let sequence = u64::from_be_bytes(*seq);
+        (sequence <= ferry_protos::signed::MAX_SEQUENCE).then(|| Held {
+            sequence,
             digest: digest.to_vec(),
         })
     }

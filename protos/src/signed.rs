@@ -8,6 +8,17 @@ pub const CONTENT_TYPE: &str = "application/x-ferry-signed-snapshot";
 pub const UNSIGNED_CONTENT_TYPE: &str = "application/x-protobuf";
 /// Longest key id: ids are names an operator writes (`k1`, `2026-11`), not payloads.
 pub const MAX_KEY_ID_BYTES: usize = 128;
+/// The highest snapshot sequence any part of Ferry issues or accepts (2^50). Sequences are
+/// `max(last + 1, now in ms)`, so this is some 35,000 years of milliseconds; it stays well
+/// below 2^53, where a double (Lua's numbers, JSON readers) stops telling `n` from `n + 1`,
+/// and a sequence over it (written into Redis, a state file or an envelope by someone else) is
+/// refused rather than adopted: one adopted at 2^60 would lock every later snapshot out (#35).
+pub const MAX_SEQUENCE: u64 = 1 << 50;
+
+/// `sequence` if it is within [`MAX_SEQUENCE`].
+pub fn bounded_sequence(sequence: u64) -> Option<u64> {
+    (sequence <= MAX_SEQUENCE).then_some(sequence)
+}
 
 /// The first bytes of every signed payload: a signature over a snapshot can never verify as
 /// one over any other message a key of the same operator signs (a token, a certificate).
@@ -43,5 +54,15 @@ mod tests {
         // Moving bytes between the key id and the snapshot changes the payload.
         assert_ne!(payload(7, "k1s", b"nap"), p);
         assert_ne!(payload(8, "k1", b"snap"), p);
+    }
+
+    #[test]
+    fn sequences_are_bounded_well_below_two_to_the_53() {
+        const { assert!(MAX_SEQUENCE < (1 << 53) / 4) };
+        assert_eq!(bounded_sequence(MAX_SEQUENCE), Some(MAX_SEQUENCE));
+        assert_eq!(bounded_sequence(1 << 60), None);
+        // A double still tells every bounded sequence from the next one.
+        let top = MAX_SEQUENCE as f64;
+        assert_ne!(top + 1.0, top);
     }
 }

@@ -52,12 +52,26 @@ pub async fn replicas(o: &Options) -> Result<ReplicasRow> {
     let redis = RedisServer::start();
     let url = redis.url();
     let cluster = format!("fleet-{}", std::process::id());
+    // Replicas sign the shared record (#35): one key for the deployment.
+    std::fs::create_dir_all(&o.dir)?;
+    let key = o.dir.join("signing.pem");
+    let made = std::process::Command::new(&o.ferry)
+        .args(["keygen", "--out"])
+        .arg(&key)
+        .stdout(std::process::Stdio::null())
+        .status()?;
+    if !made.success() {
+        bail!("ferry keygen failed: {made}");
+    }
+    let key = key.display().to_string();
     let extra: Vec<String> = [
         "--shared-state",
         "--redis",
         &url,
         "--cluster-name",
         &cluster,
+        "--signing-key",
+        &key,
     ]
     .map(str::to_owned)
     .to_vec();

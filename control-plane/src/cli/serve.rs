@@ -27,7 +27,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8091")]
     http_listen: std::net::SocketAddr,
     /// The push token: pushes need `Authorization: Bearer TOKEN` (it also reads). Required
-    /// when --http-listen is not a loopback address (or pass --insecure). Empty is an error.
+    /// when --http-listen is not a loopback address (or pass --insecure). Every token must hold
+    /// 128 bits (32 hex or 22 base64 characters, e.g. `openssl rand -hex 32`).
     #[arg(long, env = "FERRY_PUSH_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// The push token, from a file (a Kubernetes secret volume); instead of --token.
@@ -41,7 +42,8 @@ pub struct ServeArgs {
     #[arg(long, env = "FERRY_READ_TOKEN_FILE")]
     read_token_file: Option<PathBuf>,
     /// The write token: feature writes (`POST /push`, `POST /write-to-online-store`) need
-    /// `Authorization: Bearer TOKEN`; it does nothing else. Needs a push token.
+    /// `Authorization: Bearer TOKEN`; it does nothing else. Without a write credential (this,
+    /// or --grant write=IDENTITY) feature writes are refused, on loopback too.
     #[arg(long, env = "FERRY_WRITE_TOKEN", hide_env_values = true)]
     write_token: Option<String>,
     /// The write token, from a file; instead of --write-token.
@@ -62,13 +64,13 @@ pub struct ServeArgs {
     #[arg(long, env = "FERRY_CLIENT_CA", requires = "tls_cert")]
     client_ca: Option<PathBuf>,
     /// IDENTITY=NODE_ID: a client certificate whose URI or DNS SAN matches IDENTITY may use the
-    /// xDS node ids matching NODE_ID (`*` matches any run of characters); repeatable. Always
+    /// xDS node ids matching NODE_ID (`*` matches any run of characters but `/`); repeatable. Always
     /// allowed: a node id equal to one of its names, or such a name followed by `~` and
     /// anything.
     #[arg(long = "node-identity", value_name = "IDENTITY=NODE_ID")]
     node_identities: Vec<ferry::xds::NodeRule>,
     /// ROLE=IDENTITY: grant a role (read, push, write) on the HTTP API to the client
-    /// certificates whose URI or DNS SAN matches IDENTITY (`*` matches any run); repeatable.
+    /// certificates whose URI or DNS SAN matches IDENTITY (`*` matches any run but `/`); repeatable.
     /// push also reads.
     #[arg(long = "grant", value_name = "ROLE=IDENTITY")]
     grants: Vec<ferry::serve::auth::Grant>,
@@ -115,6 +117,16 @@ pub struct ServeArgs {
     /// takes over within it.
     #[arg(long, default_value_t = 3000, requires = "shared_state")]
     lease_ms: u64,
+    /// With --shared-state: another public key of the deployment (`[ID=]FILE_OR_BASE64`, as
+    /// `ferry plugin-config --snapshot-key` takes it), repeatable. A replica serves a shared
+    /// record only if it is signed by its own --signing-key or one of these (a rotation, where
+    /// replicas hold different keys for a while); any other is refused.
+    #[arg(
+        long = "shared-state-key",
+        value_name = "[ID=]KEY",
+        requires = "shared_state"
+    )]
+    shared_state_keys: Vec<String>,
     /// An Ed25519 private key (PKCS#8 PEM: `ferry keygen`, `openssl genpkey -algorithm
     /// ed25519`): `GET /v1/snapshot` then serves signed snapshots, which a filter with
     /// `snapshot_keys` verifies (Istio, Envoy Gateway).
@@ -165,6 +177,25 @@ fn tokens(args: &ServeArgs) -> Result<serve::auth::Tokens> {
     })
 }
 
+/// `--shared-state` and its flags; None without it.
+fn shared_options(args: &ServeArgs) -> Result<Option<serve::shared::SharedOptions>> {
+    if !args.shared_state {
+        return Ok(None);
+    }
+    let keys = args
+        .shared_state_keys
+        .iter()
+        .map(|k| serve::signing::public_key(k))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("--shared-state-key {e}"))?;
+    Ok(Some(serve::shared::SharedOptions {
+        cluster: args.cluster_name.clone(),
+        poll: std::time::Duration::from_millis(args.shared_poll_ms.max(10)),
+        lease: std::time::Duration::from_millis(args.lease_ms.max(300)),
+        keys,
+    }))
+}
+
 pub fn run(args: ServeArgs) -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -183,6 +214,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("--signing-key {e}"))?
         .map(std::sync::Arc::new);
     let tokens = tokens(&args)?;
+    let shared = shared_options(&args)?;
     let state_dir = args
         .state_dir
         .unwrap_or_else(|| args.repo.join(serve::persist::DEFAULT_STATE_DIR));
@@ -220,11 +252,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         max_streams_per_node: args.max_streams_per_node,
         signer,
         redis: args.redis,
-        shared: args.shared_state.then(|| serve::shared::SharedOptions {
-            cluster: args.cluster_name,
-            poll: std::time::Duration::from_millis(args.shared_poll_ms.max(10)),
-            lease: std::time::Duration::from_millis(args.lease_ms.max(300)),
-        }),
+        shared,
         #[cfg(feature = "test-switches")]
         allow_invalid: args.allow_invalid,
     };

@@ -50,6 +50,10 @@ pub struct SharedStatus {
     pub sequence: u64,
     /// This replica holds the lease: it applies the repo files' changes.
     pub watches_repo: bool,
+    /// Why the last shared record this replica refused to serve was refused (#35); None
+    /// when none was.
+    #[serde(default)]
+    pub refused_record: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

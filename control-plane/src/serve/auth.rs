@@ -3,13 +3,17 @@
 //! pulls) and `/status` (they hand out fingerprints); `push` pushes snapshots and also reads;
 //! `write` writes features (`POST /push`, `/write-to-online-store`; #23) and nothing else. The
 //! push token holds `push`, the read token `read`, the write token `write`; `--grant ROLE=IDENTITY` grants a role to the client certificates whose
-//! URI or DNS SAN matches IDENTITY (`*` matching any run of characters). A request without a
+//! URI or DNS SAN matches IDENTITY (`*` matching any run of characters but `/`). A request without a
 //! credential is 401, one whose credential lacks the role 403. `/healthz` and `/metrics` stay
-//! open (probes and scrapers hold no credential; neither names a fingerprint). Also the start
-//! rules: an empty token is an error, and a read or write credential needs a push one.
+//! open (probes and scrapers hold no credential; neither names a fingerprint). Writes need a
+//! write credential always, loopback included (#35: once Envoy fronts the API, loopback is
+//! not local); with none configured they are 403 naming the flags. Also the start rules: an
+//! empty or short token is an error, and a read credential needs a push one.
 
 use std::path::Path;
 use std::str::FromStr;
+
+use sha2::{Digest, Sha256};
 
 use ferry_http_serve::exposure::Lack;
 use ferry_http_serve::PeerIdentity;
@@ -60,7 +64,7 @@ impl FromStr for Role {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grant {
     pub role: Role,
-    /// A URI or DNS SAN, `*` matching any run of characters.
+    /// A URI or DNS SAN, `*` matching any run of characters but `/`.
     pub identity: String,
 }
 
@@ -107,7 +111,16 @@ pub enum Decision {
     Unauthenticated,
     /// A known credential without the role: 403.
     Forbidden,
+    /// A write, and no write credential is configured at all: 403 naming the flags.
+    NoWriteCredential,
 }
+
+/// The least a token must hold: 128 bits, as estimated by [`strength_bits`].
+pub const MIN_TOKEN_BITS: u32 = 128;
+
+/// How to make a token that passes, for the start error.
+pub const MAKE_A_TOKEN: &str =
+    "make one with `openssl rand -hex 32 > token` or `head -c 32 /dev/urandom | base64 > token`";
 
 /// Why `ferry serve` refuses to start.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -119,15 +132,15 @@ pub enum TokenError {
     #[error("reading the token file {path}: {reason}")]
     File { path: String, reason: String },
     #[error(
+        "{name} holds at most {bits} bits ({len} characters): a token needs at least \
+         {MIN_TOKEN_BITS} (32 hex or 22 base64 characters); {MAKE_A_TOKEN}"
+    )]
+    Weak { name: String, len: usize, bits: u32 },
+    #[error(
         "a read credential without a push one would leave pushes open: give a push token \
          (--token/FERRY_PUSH_TOKEN or --push-token-file/FERRY_PUSH_TOKEN_FILE) or --grant push=IDENTITY"
     )]
     ReadWithoutPush,
-    #[error(
-        "a write credential without a push one would leave pushes open: give a push token \
-         (--token/FERRY_PUSH_TOKEN or --push-token-file/FERRY_PUSH_TOKEN_FILE) or --grant push=IDENTITY"
-    )]
-    WriteWithoutPush,
 }
 
 /// One token from its value (flag or env, named `value_name`) or its file (named `file_name`).
@@ -142,7 +155,7 @@ pub fn token(
     match (value, file) {
         (Some(_), Some(_)) => Err(TokenError::Both(value_name.into(), file_name.into())),
         (Some(""), None) => Err(TokenError::Empty(value_name.into())),
-        (Some(v), None) => Ok(Some(v.to_owned())),
+        (Some(v), None) => strong(v, value_name).map(|()| Some(v.to_owned())),
         (None, Some(path)) => {
             let text = std::fs::read_to_string(path).map_err(|e| TokenError::File {
                 path: path.display().to_string(),
@@ -155,29 +168,67 @@ pub fn token(
                     path.display()
                 )));
             }
+            strong(t, &format!("the token file {}", path.display()))?;
             Ok(Some(t.to_owned()))
         }
         (None, None) => Ok(None),
     }
 }
 
+/// An upper bound on the bits of entropy in `token`: its length times the bits per character
+/// of the smallest usual alphabet holding all its characters (decimal, hex, base64 or base64url
+/// with padding, printable ASCII, any byte). An upper bound only: `aaaa...` passes a length
+/// check whatever is done; what this refuses is the short token (`s3cret`, `test-token`).
+pub fn strength_bits(token: &str) -> u32 {
+    let all = |f: fn(u8) -> bool| token.bytes().all(f);
+    // Bits per character, times 100 so that the sum stays integral.
+    let per_char_centibits: u64 = if all(|b| b.is_ascii_digit()) {
+        332
+    } else if all(|b| b.is_ascii_hexdigit()) {
+        400
+    } else if all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_' | b'=')) {
+        600
+    } else if all(|b| b.is_ascii_graphic()) {
+        655
+    } else {
+        800
+    };
+    let bits = (token.len() as u64).saturating_mul(per_char_centibits) / 100;
+    u32::try_from(bits).unwrap_or(u32::MAX)
+}
+
+/// `token` (named `name`) holds at least [`MIN_TOKEN_BITS`].
+fn strong(token: &str, name: &str) -> Result<(), TokenError> {
+    let bits = strength_bits(token);
+    if bits < MIN_TOKEN_BITS {
+        return Err(TokenError::Weak {
+            name: name.to_owned(),
+            len: token.chars().count(),
+            bits,
+        });
+    }
+    Ok(())
+}
+
 impl Access {
-    /// Nobody needs a credential.
+    /// Nobody needs a credential to read or push (writes always need one).
     pub fn open(&self) -> bool {
         self.tokens.push.is_none() && self.grants.is_empty()
+    }
+
+    /// Some credential may write: a write token or a write grant.
+    pub fn writes_configured(&self) -> bool {
+        self.tokens.write.is_some() || self.grants.iter().any(|g| g.role == Role::Write)
     }
 
     /// The start rule for credentials.
     pub fn check(&self) -> Result<(), TokenError> {
         let reads = self.tokens.read.is_some() || self.grants.iter().any(|g| g.role == Role::Read);
         let pushes = self.tokens.push.is_some() || self.grants.iter().any(|g| g.role == Role::Push);
-        let writes =
-            self.tokens.write.is_some() || self.grants.iter().any(|g| g.role == Role::Write);
+        // A write credential alone is fine since #35: writes need one whatever else is set, so
+        // it no longer marks "the API is meant to be closed" as a read credential does.
         if reads && !pushes {
             return Err(TokenError::ReadWithoutPush);
-        }
-        if writes && !pushes {
-            return Err(TokenError::WriteWithoutPush);
         }
         Ok(())
     }
@@ -208,15 +259,22 @@ impl Access {
         authorization: Option<&str>,
         identity: Option<&PeerIdentity>,
     ) -> Decision {
-        if self.open() {
+        if role == Role::Write && !self.writes_configured() {
+            return Decision::NoWriteCredential;
+        }
+        if self.open() && role != Role::Write {
             return Decision::Allowed;
         }
         let given = authorization.and_then(|v| v.strip_prefix("Bearer "));
-        // Both compared whatever the first gives, so the time does not tell which one matched.
-        let token_role = given.and_then(|given| {
-            let push = self.tokens.push.as_deref().is_some_and(|t| same(given, t));
-            let read = self.tokens.read.as_deref().is_some_and(|t| same(given, t));
-            let write = self.tokens.write.as_deref().is_some_and(|t| same(given, t));
+        // All compared whatever the first gives, so the time does not tell which one matched.
+        let token_role = given.map(digest).and_then(|given| {
+            let push = self.tokens.push.as_deref().is_some_and(|t| same(&given, t));
+            let read = self.tokens.read.as_deref().is_some_and(|t| same(&given, t));
+            let write = self
+                .tokens
+                .write
+                .as_deref()
+                .is_some_and(|t| same(&given, t));
             match (push, read, write) {
                 (true, _, _) => Some(Role::Push),
                 (_, true, _) => Some(Role::Read),
@@ -244,14 +302,19 @@ impl Access {
     }
 }
 
-/// Equal, in time independent of where they differ.
-fn same(given: &str, token: &str) -> bool {
-    given.len() == token.len()
-        && given
-            .bytes()
-            .zip(token.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
+/// SHA-256 of a token: what is compared, so that the comparison's time depends on neither
+/// token's length nor on where they differ.
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// `given` (a digest) is the digest of `token`, compared over all 32 bytes whatever differs.
+fn same(given: &[u8; 32], token: &str) -> bool {
+    given
+        .iter()
+        .zip(digest(token).iter())
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+        == 0
 }
 
 #[cfg(test)]
@@ -272,7 +335,8 @@ mod tests {
         );
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("token");
-        std::fs::write(&file, "s3cret\n").unwrap();
+        let strong = "0123456789abcdef0123456789abcdef";
+        std::fs::write(&file, format!("{strong}\n")).unwrap();
         let e = token(Some("x"), "--token", Some(&file), "--push-token-file").unwrap_err();
         assert_eq!(
             e,
@@ -280,7 +344,7 @@ mod tests {
         );
         assert_eq!(
             token(None, "v", Some(&file), "f").unwrap().as_deref(),
-            Some("s3cret")
+            Some(strong)
         );
         std::fs::write(&file, "\n").unwrap();
         let e = token(None, "v", Some(&file), "f").unwrap_err().to_string();
@@ -368,7 +432,8 @@ mod tests {
         for (role, who, decision) in [
             (Role::Push, Some(&ci), Decision::Allowed),
             (Role::Read, Some(&ci), Decision::Allowed),
-            (Role::Write, Some(&ci), Decision::Forbidden),
+            // No write credential is configured at all: that is what the answer says.
+            (Role::Write, Some(&ci), Decision::NoWriteCredential),
             (Role::Read, Some(&envoy), Decision::Allowed),
             (Role::Push, Some(&envoy), Decision::Forbidden),
             (Role::Read, Some(&stranger), Decision::Forbidden),
@@ -424,15 +489,108 @@ mod tests {
             t.decide(Role::Write, Some("Bearer read-t"), None),
             Decision::Forbidden
         );
+        let open = Access::default();
+        assert!(open.allows(Role::Push, None) && open.allows(Role::Read, None));
+    }
+
+    #[test]
+    fn writes_need_a_write_credential_even_when_everything_else_is_open() {
+        let open = Access::default();
+        for header in [None, Some("Bearer anything")] {
+            assert_eq!(
+                open.decide(Role::Write, header, None),
+                Decision::NoWriteCredential
+            );
+        }
+        // A write token alone: pushes and reads stay open (loopback's rule), writes need it.
         let write_only = Access {
             tokens: Tokens {
-                write: Some("w".into()),
+                write: Some("write-t".into()),
                 ..Tokens::default()
             },
             grants: vec![],
         };
-        assert_eq!(write_only.check(), Err(TokenError::WriteWithoutPush));
-        let open = Access::default();
-        assert!(open.allows(Role::Push, None) && open.allows(Role::Read, None));
+        assert_eq!(write_only.check(), Ok(()));
+        assert!(write_only.allows(Role::Push, None) && write_only.allows(Role::Read, None));
+        assert!(write_only.allows(Role::Write, Some("Bearer write-t")));
+        assert_eq!(
+            write_only.decide(Role::Write, None, None),
+            Decision::Unauthenticated
+        );
+        assert_eq!(
+            write_only.decide(Role::Write, Some("Bearer write-"), None),
+            Decision::Unauthenticated
+        );
+        // A write grant configures writes too.
+        let granted: Access = Access {
+            grants: vec!["write=spiffe://x/feast".parse().unwrap()],
+            ..Access::default()
+        };
+        assert_eq!(
+            granted.decide(Role::Write, None, None),
+            Decision::Unauthenticated
+        );
+    }
+
+    #[test]
+    fn a_token_under_128_bits_is_refused_saying_how_to_make_one() {
+        for weak in [
+            "s3cret",
+            "test-token",
+            "0123456789abcdef0123456789abcde", // 31 hex: 124 bits
+            "abcdefghijklmnopqrstu",           // 21 base64: 126 bits
+            "12345678901234567890123456789012345678", // 38 digits: 126 bits
+        ] {
+            let e = token(Some(weak), "--token/FERRY_PUSH_TOKEN", None, "f").unwrap_err();
+            let text = e.to_string();
+            assert!(matches!(e, TokenError::Weak { .. }), "{weak}: {text}");
+            assert!(
+                text.contains("--token/FERRY_PUSH_TOKEN")
+                    && text.contains("128")
+                    && text.contains("openssl rand"),
+                "{text}"
+            );
+        }
+        for strong in [
+            "0123456789abcdef0123456789abcdef",
+            "abcdefghijklmnopqrstuv",
+            "Zm9vYmFyYmF6cXV4cXV1eA==",
+            "test-token-0123456789abcdef",
+        ] {
+            assert_eq!(
+                token(Some(strong), "v", None, "f").unwrap().as_deref(),
+                Some(strong)
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("short");
+        std::fs::write(&file, "hunter2\n").unwrap();
+        let e = token(None, "v", Some(&file), "f").unwrap_err().to_string();
+        assert!(e.contains("short") && e.contains("128"), "{e}");
+    }
+
+    #[test]
+    fn tokens_are_compared_as_digests_whatever_their_lengths() {
+        let t = Access {
+            tokens: Tokens {
+                push: Some("push-token-0123456789abcdef".into()),
+                ..Tokens::default()
+            },
+            grants: vec![],
+        };
+        for given in [
+            "",
+            "p",
+            "push-token-0123456789abcde",
+            "push-token-0123456789abcdef0",
+        ] {
+            assert_eq!(
+                t.decide(Role::Push, Some(&format!("Bearer {given}")), None),
+                Decision::Unauthenticated,
+                "{given}"
+            );
+        }
+        assert!(t.allows(Role::Push, Some("Bearer push-token-0123456789abcdef")));
+        assert!(same(&digest("x"), "x") && !same(&digest("x"), "y"));
     }
 }

@@ -270,6 +270,14 @@ fn refusal_for(decision: Decision, role: Role) -> Option<Response<Full<Bytes>>> 
                 role.name()
             ),
         )),
+        // Loopback is no exception: once Envoy routes `POST /push` here (`ferry envoy-config
+        // --write-address`), every client of that Envoy would write.
+        Decision::NoWriteCredential => Some(error(
+            ErrorCode::Forbidden,
+            "writing features is off: this control plane has no write credential; start \
+             ferry serve with --write-token/FERRY_WRITE_TOKEN, --write-token-file/\
+             FERRY_WRITE_TOKEN_FILE or --grant write=IDENTITY",
+        )),
     }
 }
 
@@ -343,10 +351,10 @@ async fn write(api: &Api, endpoint: Endpoint, req: Request<Incoming>) -> Respons
     }
     let decision = authorize(api, &req, Role::Write);
     if let Some(refused) = refusal_for(decision, Role::Write) {
-        let code = if decision == Decision::Forbidden {
-            "forbidden"
-        } else {
-            "unauthorized"
+        let code = match decision {
+            Decision::Forbidden => "forbidden",
+            Decision::NoWriteCredential => "no_write_credential",
+            _ => "unauthorized",
         };
         writer.metrics.refused(code);
         return with_code(refused, code);

@@ -94,6 +94,8 @@ pub struct Metrics {
     pub snapshot_updates_total: Counter,
     pub snapshots_refused_total: Counter,
     push_requests: Family<PushLabels, Counter>,
+    /// `--shared-state` records refused (out-of-range sequence, bad signature), by reason.
+    shared_refused: Family<Vec<(String, String)>, Counter>,
     /// Feature writes (`crate::write`).
     pub write: crate::write::metrics::WriteMetrics,
 }
@@ -111,6 +113,7 @@ impl Default for Metrics {
             snapshot_updates_total: Counter::default(),
             snapshots_refused_total: Counter::default(),
             push_requests,
+            shared_refused: Family::default(),
             write: crate::write::metrics::WriteMetrics::default(),
         };
         // Counter names go without `_total`: the encoder appends it. It also appends a `.` to
@@ -153,22 +156,39 @@ impl Default for Metrics {
         for (name, help, counter) in counters {
             m.registry.register(name, help, counter);
         }
-        m.registry.register(
-            "ferry_xds_refused",
-            "xDS streams refused over a bound (node id, resource names, streams), by reason",
-            m.xds.refused_total.clone(),
-        );
-        m.registry.register(
-            "ferry_push_requests",
-            "Snapshot pushes by outcome",
-            m.push_requests.clone(),
-        );
+        m.register_families();
         m.write.register(&mut m.registry);
         m
     }
 }
 
 impl Metrics {
+    /// The labelled counters.
+    fn register_families(&mut self) {
+        self.registry.register(
+            "ferry_xds_refused",
+            "xDS streams refused over a bound (node id, resource names, streams), by reason",
+            self.xds.refused_total.clone(),
+        );
+        self.registry.register(
+            "ferry_push_requests",
+            "Snapshot pushes by outcome",
+            self.push_requests.clone(),
+        );
+        self.registry.register(
+            "ferry_shared_records_refused",
+            "Shared records (--shared-state) this replica refused to serve, by reason",
+            self.shared_refused.clone(),
+        );
+    }
+
+    /// Counts one shared record refused for `reason`.
+    pub fn shared_refused(&self, reason: &str) {
+        self.shared_refused
+            .get_or_create(&vec![("reason".to_owned(), reason.to_owned())])
+            .inc();
+    }
+
     /// Counts one `POST /v1/snapshot`.
     pub fn push(&self, outcome: PushOutcome) {
         self.push_requests

@@ -14,7 +14,9 @@
 //! - [`persist`]: the state directory, where every accepted snapshot is saved.
 //! - [`signing`]: the signed snapshot `GET /v1/snapshot` serves with `--signing-key`.
 //! - [`startup`]: what is served first (the saved snapshot, or the repo).
-//! - [`shared`], [`replica`]: `--shared-state`, replicas sharing the snapshot through Redis.
+//! - [`shared`], [`replica`]: `--shared-state`, replicas sharing the snapshot through Redis;
+//!   [`record`], [`seal`]: what makes a shared record one to serve (its sequence, its
+//!   signature).
 
 pub mod api;
 pub mod auth;
@@ -22,8 +24,10 @@ pub mod http;
 mod limits;
 pub mod metrics;
 pub mod persist;
+pub mod record;
 pub mod replica;
 pub mod resources;
+pub mod seal;
 pub mod shared;
 pub mod signing;
 pub mod startup;
@@ -216,12 +220,24 @@ fn shared_state(opts: &ServeOptions) -> Result<Option<Arc<shared::Shared>>> {
         connect: Duration::from_secs(2),
         response: Some(shared::REDIS_TIMEOUT),
     };
+    // Whoever can write Redis can write the shared record: a replica serves only what one
+    // of the deployment's keys signed (#35), so a replica needs a key to sign with.
+    let signer = opts.signer.clone().ok_or_else(|| {
+        anyhow::anyhow!(
+            "--shared-state needs --signing-key: the replicas sign the shared record and serve \
+             only what verifies under the deployment's keys, so that whoever can write Redis \
+             cannot choose what every Envoy is configured with (make a key with `ferry keygen`)"
+        )
+    })?;
+    let seal = seal::Seal::new(signer, o.keys.clone())
+        .map_err(|e| anyhow::anyhow!("--shared-state-key: {e}"))?;
     let conn = target.connect_lazy(timeouts)?;
-    let s = shared::Shared::new(target, conn, o.clone());
+    let s = shared::Shared::new(target, conn, o.clone(), seal);
     tracing::info!(
         replica = %s.replica,
         current = %s.keys.current,
-        "--shared-state: the snapshot is shared with the other replicas through Redis"
+        keys = %s.seal_ids(),
+        "--shared-state: the snapshot is shared with the other replicas through Redis, signed"
     );
     Ok(Some(Arc::new(s)))
 }
@@ -283,6 +299,12 @@ fn access_rules(opts: &ServeOptions) -> Result<bool> {
         }),
     };
     let xds = exposure::check("xDS", opts.xds_listen, xds_lack, opts.insecure)?;
+    if !opts.access.writes_configured() {
+        tracing::info!(
+            "no write credential (--write-token, --write-token-file or --grant write=IDENTITY): \
+             feature writes (POST /push, /write-to-online-store) are refused with 403"
+        );
+    }
     if api {
         tracing::warn!(
             http = %opts.http_listen,

@@ -13,7 +13,7 @@ use redis::aio::PubSubStream;
 use tokio::sync::watch;
 use tokio_stream::StreamExt as _;
 
-use super::shared::Shared;
+use super::shared::{Loaded, Shared, Stored};
 use super::state::State;
 use super::watch as repo_watch;
 
@@ -90,7 +90,7 @@ async fn next(updates: &mut Option<PubSubStream>) -> Option<redis::Msg> {
 /// snapshot stored (a fresh Redis, or one that lost its keys) and none served, offers the
 /// repo's.
 async fn catch_up(state: &Arc<State>, shared: &Arc<Shared>, repo: &Path) {
-    let Ok((sequence, held)) = shared.heads().await else {
+    let Ok((head, held)) = shared.heads().await else {
         return;
     };
     let local_held = state
@@ -107,20 +107,32 @@ async fn catch_up(state: &Arc<State>, shared: &Arc<Shared>, repo: &Path) {
             state.set_held_back(snap);
         }
     }
-    if sequence == 0 {
-        shared.reset_known(0);
-        if state.current().is_none() {
-            offer_repo(state, repo).await;
+    match &head {
+        // A deleted record (or a Redis that lost its keys) does not lower the sequence this
+        // replica has served (#35: an older signed record written next is not served again);
+        // the next install goes above it.
+        Stored::None => {
+            if state.current().is_none() {
+                offer_repo(state, repo).await;
+            }
+            return;
         }
-        return;
+        Stored::At(sequence) if *sequence <= shared.known() => return,
+        _ if shared.refused_already(&head) => return,
+        _ => {}
     }
-    if sequence <= shared.known() {
-        return;
-    }
-    if let Ok(Some(record)) = shared.load().await {
-        let state = state.clone();
-        // Installing takes the install lock: off the runtime's threads.
-        let _ = tokio::task::spawn_blocking(move || state.follow(record)).await;
+    match shared.load().await {
+        Ok(Loaded::Record(record)) => {
+            let state = state.clone();
+            // Installing takes the install lock: off the runtime's threads.
+            let _ = tokio::task::spawn_blocking(move || state.follow(*record)).await;
+        }
+        Ok(Loaded::Refused {
+            head,
+            reason,
+            error,
+        }) => state.refuse_shared(&head, reason, error),
+        Ok(Loaded::Absent) | Err(_) => {}
     }
 }
 

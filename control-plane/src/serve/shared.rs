@@ -2,13 +2,15 @@
 //! reach for feature writes. Under `ferry:cp:{CLUSTER}:` (one hash tag, so a Redis Cluster keeps
 //! every key in one slot and the scripts may touch them together):
 //!
-//! - `current`: a hash with the current snapshot's bytes, version, sequence, source, when it
-//!   was accepted and the `ferry.yaml` hash then. One script ([`INSTALL`]) compares the
-//!   sequence with the one the replica last saw (compare-and-set), computes
-//!   `max(last + 1, now ms)` and stores the snapshot with it, so two pushes to two replicas get
-//!   two distinct, ordered sequences and the later one wins everywhere; then it publishes the
-//!   sequence on `updates`.
-//! - `held_back`: the repo change held back for its new fingerprint (version and bytes), so
+//! - `current`: a hash with the current snapshot's envelope (signed by the writing replica at
+//!   the record's sequence, [`Seal`]), version, sequence, source, when it was accepted and the
+//!   `ferry.yaml` hash then. The replica computes the next sequence (`max(last + 1, now ms)`,
+//!   bounded) and one script ([`INSTALL`]) stores the record if the stored sequence is still
+//!   the one the replica last read (compare-and-set), so two pushes to two replicas get two
+//!   distinct, ordered sequences and the later one wins everywhere; then it publishes the
+//!   sequence on `updates`. A replica serves a record only if its envelope verifies under the
+//!   deployment's keys at that sequence (#35): whoever else writes Redis is refused.
+//! - `held_back`: the repo change held back for its new fingerprint (version and envelope), so
 //!   every replica's feature writes land in its vectors too.
 //! - `lease`: which replica watches the repo files (`SET NX PX`, renewed by its holder).
 //!
@@ -25,6 +27,8 @@ use prost::Message as _;
 use redis::aio::PubSub;
 
 use super::api::SharedStatus;
+pub use super::record::Stored;
+use super::seal::Seal;
 use super::streams::lock;
 
 /// Every Redis call of the shared state gets this long.
@@ -32,24 +36,30 @@ pub const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
 /// The prefix of every shared key: `ferry:cp:{CLUSTER}:current` and its siblings.
 pub const PREFIX: &str = "ferry:cp:";
 
-/// The compare-and-set install. KEYS: current, held_back. ARGV: the sequence last seen, now
-/// (ms), version, snapshot bytes, source, ferry.yaml hash ('' = none), the held-back version
-/// this snapshot covers ('' = none), the channel. Returns {1, new} when stored, {0, current}
-/// when another replica stored one since, {2, current} when this version is already current.
+/// The compare-and-set install. KEYS: current, held_back. ARGV: the stored sequence as last
+/// read ('' = none), the new sequence, version, the snapshot's envelope signed at the new
+/// sequence ([`Seal`]), source, ferry.yaml hash ('' =
+/// none), the held-back version this snapshot covers ('' = none), the channel, when it was
+/// accepted (ms), '1' to store it even when its version is the stored one (that record was
+/// refused here). Sequences are compared and stored as strings, never as Lua numbers: those are
+/// doubles, and above 2^53 `n + 1 == n` (#35); the replica computes the next one in u64
+/// ([`super::signing::next_sequence`], bounded). The record is replaced whole, so no field of
+/// an earlier writer's survives. Returns {1, new} when stored, {0, stored} when another
+/// replica stored one since, {2, stored} when this version is already the stored one.
 const INSTALL: &str = r"
-local cur = tonumber(redis.call('HGET', KEYS[1], 'sequence') or '0')
-if cur ~= tonumber(ARGV[1]) then return {0, string.format('%.0f', cur)} end
-if redis.call('HGET', KEYS[1], 'version') == ARGV[3] then
-  return {2, string.format('%.0f', cur)}
+local cur = redis.call('HGET', KEYS[1], 'sequence') or ''
+if cur ~= ARGV[1] then return {0, cur} end
+if ARGV[10] ~= '1' and redis.call('HGET', KEYS[1], 'version') == ARGV[3] then
+  return {2, cur}
 end
-local seq = string.format('%.0f', math.max(cur + 1, tonumber(ARGV[2])))
-redis.call('HSET', KEYS[1], 'sequence', seq, 'version', ARGV[3], 'snapshot', ARGV[4],
-  'source', ARGV[5], 'repo_sha256', ARGV[6], 'accepted_ms', ARGV[2])
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'sequence', ARGV[2], 'version', ARGV[3], 'signed', ARGV[4],
+  'source', ARGV[5], 'repo_sha256', ARGV[6], 'accepted_ms', ARGV[9])
 if ARGV[7] ~= '' and redis.call('HGET', KEYS[2], 'version') == ARGV[7] then
   redis.call('DEL', KEYS[2])
 end
-redis.call('PUBLISH', ARGV[8], seq)
-return {1, seq}
+redis.call('PUBLISH', ARGV[8], ARGV[2])
+return {1, ARGV[2]}
 ";
 
 /// Renews the lease if this replica holds it. KEYS: lease. ARGV: replica id, ms.
@@ -92,14 +102,28 @@ pub struct Record {
 }
 
 /// What an install did in Redis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Committed {
     /// Stored at this sequence.
     At(u64),
-    /// Another replica stored a snapshot since (this is its sequence): catch up, try again.
-    Conflict(u64),
-    /// The version is already the shared one.
-    Unchanged(u64),
+    /// Someone stored a record since (this is its sequence): catch up, try again.
+    Conflict(Stored),
+    /// The version is already the stored one.
+    Unchanged(Stored),
+}
+
+/// What [`Shared::load`] found.
+#[derive(Clone, Debug)]
+pub enum Loaded {
+    /// No record (or one without its snapshot).
+    Absent,
+    Record(Box<Record>),
+    /// A record this replica will not serve: why, and the `reason` label it is counted under.
+    Refused {
+        head: Stored,
+        reason: &'static str,
+        error: String,
+    },
 }
 
 /// The shared state could not be read or written.
@@ -127,6 +151,9 @@ pub struct SharedOptions {
     pub poll: Duration,
     /// How long the watcher's lease lasts without renewal.
     pub lease: Duration,
+    /// The deployment's other public keys (`--shared-state-key`): records signed by them are
+    /// served too (replicas in the middle of a key rotation).
+    pub keys: Vec<serde_json::Value>,
 }
 
 /// One replica's handle on the shared state.
@@ -148,10 +175,16 @@ pub struct Shared {
     /// The `ferry.yaml` hash saved with it: a replica taking the lease applies the file only
     /// when its content differs (the restore rule of one replica's start).
     repo: Mutex<Option<String>>,
+    /// The last record refused here and why (on `/status`): not read again while it stays.
+    refused: Mutex<Option<(Stored, String)>>,
+    /// Signs this replica's records and verifies every record read.
+    seal: Seal,
+    /// The held-back version last refused (its signature), so it is logged once.
+    refused_held: Mutex<Option<String>>,
 }
 
 impl Shared {
-    pub fn new(target: Target, conn: Connection, opts: SharedOptions) -> Shared {
+    pub fn new(target: Target, conn: Connection, opts: SharedOptions, seal: Seal) -> Shared {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "replica".to_owned());
         // Random, so that two replicas never hold one id (same host name, same pid 1).
         let mut salt = [0u8; 4];
@@ -171,7 +204,15 @@ impl Shared {
             down: Mutex::new(None),
             known: Mutex::new(0),
             repo: Mutex::new(None),
+            refused: Mutex::new(None),
+            seal,
+            refused_held: Mutex::new(None),
         }
+    }
+
+    /// The ids of the keys a shared record may be signed with.
+    pub fn seal_ids(&self) -> String {
+        self.seal.ids()
     }
 
     /// Whether this replica holds the lease (watches the repo files).
@@ -190,11 +231,6 @@ impl Shared {
             *known = sequence;
             *lock(&self.repo) = repo;
         }
-    }
-
-    /// Starts over from `sequence` (the shared keys were lost: a Redis without them).
-    pub fn reset_known(&self, sequence: u64) {
-        *lock(&self.known) = sequence;
     }
 
     /// The `ferry.yaml` hash saved with the shared snapshot served, in hex.
@@ -224,6 +260,7 @@ impl Shared {
             error: self.unavailable(),
             sequence: self.known(),
             watches_repo: self.is_leader(),
+            refused_record: lock(&self.refused).as_ref().map(|(_, e)| e.clone()),
         }
     }
 
@@ -257,32 +294,42 @@ impl Shared {
         self.rt.block_on(fut)
     }
 
-    /// Stores a snapshot if the shared sequence is still `expected` ([`INSTALL`]).
-    pub async fn commit(&self, expected: u64, i: &Install<'_>) -> Result<Committed, Unavailable> {
+    /// Stores a snapshot at `sequence` if the stored sequence is still `expected` ([`INSTALL`];
+    /// `force`: even when its version is the stored one).
+    pub async fn commit(
+        &self,
+        expected: &Stored,
+        sequence: u64,
+        force: bool,
+        i: &Install<'_>,
+    ) -> Result<Committed, Unavailable> {
         let mut conn = self.conn.clone();
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(INSTALL)
             .arg(2)
             .arg(&self.keys.current)
             .arg(&self.keys.held_back)
-            .arg(expected)
-            .arg(i.accepted_ms)
+            .arg(expected.raw())
+            .arg(sequence)
             .arg(i.version)
-            .arg(i.encoded)
+            .arg(self.seal.seal(sequence, i.encoded).as_ref())
             .arg(i.source)
             .arg(i.repo_sha256.as_deref().unwrap_or(""))
             .arg(i.releases.as_deref().unwrap_or(""))
-            .arg(&self.keys.channel);
-        let (what, sequence): (u8, u64) = self.call(cmd.query_async(&mut conn)).await?;
-        Ok(match what {
-            1 => Committed::At(sequence),
-            2 => Committed::Unchanged(sequence),
-            _ => Committed::Conflict(sequence),
+            .arg(&self.keys.channel)
+            .arg(i.accepted_ms)
+            .arg(if force { "1" } else { "" });
+        let (what, stored): (u8, String) = self.call(cmd.query_async(&mut conn)).await?;
+        let stored = Stored::parse(Some(&stored));
+        Ok(match (what, stored) {
+            (1, Stored::At(n)) => Committed::At(n),
+            (2, stored) => Committed::Unchanged(stored),
+            (_, stored) => Committed::Conflict(stored),
         })
     }
 
-    /// The current shared sequence (0: none) and the held-back version ("" : none).
-    pub async fn heads(&self) -> Result<(u64, String), Unavailable> {
+    /// The stored sequence and the held-back version ("" : none).
+    pub async fn heads(&self) -> Result<(Stored, String), Unavailable> {
         let mut conn = self.conn.clone();
         let mut pipe = redis::pipe();
         pipe.cmd("HGET")
@@ -291,42 +338,47 @@ impl Shared {
             .cmd("HGET")
             .arg(&self.keys.held_back)
             .arg("version");
-        let (seq, held): (Option<u64>, Option<String>) =
+        let (seq, held): (Option<String>, Option<String>) =
             self.call(pipe.query_async(&mut conn)).await?;
-        Ok((seq.unwrap_or(0), held.unwrap_or_default()))
+        Ok((Stored::parse(seq.as_deref()), held.unwrap_or_default()))
     }
 
-    /// The shared snapshot; None when there is none (or it does not decode: logged).
-    pub async fn load(&self) -> Result<Option<Record>, Unavailable> {
+    /// The shared record, read and checked: absent, one to serve, or one refused.
+    pub async fn load(&self) -> Result<Loaded, Unavailable> {
         let mut conn = self.conn.clone();
         let mut cmd = redis::cmd("HMGET");
         cmd.arg(&self.keys.current).arg(&[
             "sequence",
-            "snapshot",
+            "signed",
             "source",
             "accepted_ms",
             "repo_sha256",
         ]);
         type Row = (
-            Option<u64>,
+            Option<String>,
             Option<Vec<u8>>,
             Option<String>,
             Option<u64>,
             Option<String>,
         );
-        let (seq, bytes, source, accepted_ms, repo): Row =
+        let (seq, signed, source, accepted_ms, repo): Row =
             self.call(cmd.query_async(&mut conn)).await?;
-        let (Some(sequence), Some(bytes)) = (seq, bytes) else {
-            return Ok(None);
-        };
-        let snapshot = match v1::Snapshot::decode(bytes.as_slice()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!(error = %e, key = %self.keys.current, "the shared snapshot does not decode");
-                return Ok(None);
+        let head = Stored::parse(seq.as_deref());
+        let (sequence, snapshot) = match self.check(&head, signed) {
+            Ok(Some(checked)) => checked,
+            Ok(None) => return Ok(Loaded::Absent),
+            Err((reason, error)) => {
+                return Ok(Loaded::Refused {
+                    head,
+                    reason,
+                    error,
+                })
             }
         };
-        Ok(Some(Record {
+        // The rest is not signed: labels for /status, and the `ferry.yaml` hash, whose only
+        // use is whether the lease holder applies the repo's own file (under the hold-back
+        // rule): nothing it names reaches an Envoy without a signature.
+        Ok(Loaded::Record(Box::new(Record {
             sequence,
             snapshot,
             source: if source.as_deref() == Some("push") {
@@ -336,28 +388,100 @@ impl Shared {
             },
             accepted_ms: accepted_ms.unwrap_or(0),
             repo_sha256: repo.filter(|r| !r.is_empty()),
-        }))
+        })))
     }
 
-    /// Records the held-back snapshot for every replica.
+    /// The record's sequence and snapshot if it is one to serve: a sequence in range and an
+    /// envelope signed at it by one of the deployment's keys. None: no record.
+    fn check(
+        &self,
+        head: &Stored,
+        signed: Option<Vec<u8>>,
+    ) -> Result<Option<(u64, v1::Snapshot)>, (&'static str, String)> {
+        let sequence = match head {
+            Stored::None => return Ok(None),
+            Stored::At(n) => *n,
+            Stored::OutOfRange(raw) => {
+                return Err((
+                    "sequence_out_of_range",
+                    format!(
+                        "the shared record's sequence '{raw}' is not one Ferry issues (1 to {})",
+                        ferry_protos::signed::MAX_SEQUENCE
+                    ),
+                ))
+            }
+        };
+        let Some(signed) = signed else {
+            return Err((
+                "unsigned",
+                format!("the shared record at sequence {sequence} is not signed"),
+            ));
+        };
+        let bytes = self.seal.open(&signed, sequence)?;
+        let snapshot = v1::Snapshot::decode(bytes.as_slice()).map_err(|e| {
+            (
+                "undecodable",
+                format!("the shared snapshot does not decode: {e}"),
+            )
+        })?;
+        Ok(Some((sequence, snapshot)))
+    }
+
+    /// Whether `head` is the record last refused here (refused, counted and logged once).
+    pub fn refused_already(&self, head: &Stored) -> bool {
+        lock(&self.refused).as_ref().is_some_and(|(h, _)| h == head)
+    }
+
+    /// Records `head` as refused for `error`; false when it was already.
+    pub fn mark_refused(&self, head: &Stored, error: &str) -> bool {
+        let mut refused = lock(&self.refused);
+        if refused.as_ref().is_some_and(|(h, _)| h == head) {
+            return false;
+        }
+        *refused = Some((head.clone(), error.to_owned()));
+        true
+    }
+
+    /// Records the held-back snapshot for every replica, signed (at sequence 0: it is not
+    /// ordered, only replaced).
     pub async fn hold_back(&self, snap: &v1::Snapshot) -> Result<(), Unavailable> {
         let mut conn = self.conn.clone();
-        let mut cmd = redis::cmd("HSET");
-        cmd.arg(&self.keys.held_back)
-            .arg("version")
+        let mut cmd = redis::cmd("EVAL");
+        // Replaced whole, so no field of an earlier writer's survives.
+        cmd.arg("redis.call('DEL', KEYS[1]) return redis.call('HSET', KEYS[1], 'version', ARGV[1], 'signed', ARGV[2])")
+            .arg(1)
+            .arg(&self.keys.held_back)
             .arg(&snap.version)
-            .arg("snapshot")
-            .arg(snap.encode_to_vec());
+            .arg(self.seal.seal(0, &snap.encode_to_vec()).as_ref());
         self.call(cmd.query_async::<()>(&mut conn)).await
     }
 
-    /// The held-back snapshot, if any.
+    /// The held-back snapshot, if any and signed by one of the deployment's keys; one that is
+    /// not is refused (logged once per version) and taken as none.
     pub async fn held_back(&self) -> Result<Option<v1::Snapshot>, Unavailable> {
         let mut conn = self.conn.clone();
-        let mut cmd = redis::cmd("HGET");
-        cmd.arg(&self.keys.held_back).arg("snapshot");
-        let bytes: Option<Vec<u8>> = self.call(cmd.query_async(&mut conn)).await?;
-        Ok(bytes.and_then(|b| v1::Snapshot::decode(b.as_slice()).ok()))
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(&self.keys.held_back).arg(&["version", "signed"]);
+        let (version, signed): (Option<String>, Option<Vec<u8>>) =
+            self.call(cmd.query_async(&mut conn)).await?;
+        let (Some(version), Some(signed)) = (version, signed) else {
+            return Ok(None);
+        };
+        let opened = self.seal.open(&signed, 0).and_then(|b| {
+            v1::Snapshot::decode(b.as_slice())
+                .map_err(|e| ("undecodable", format!("the held-back snapshot: {e}")))
+        });
+        match opened {
+            Ok(snap) => Ok(Some(snap)),
+            Err((reason, error)) => {
+                let mut last = lock(&self.refused_held);
+                if last.as_deref() != Some(version.as_str()) {
+                    tracing::error!(reason, %error, version, "a held-back record is refused");
+                    *last = Some(version);
+                }
+                Ok(None)
+            }
+        }
     }
 
     /// Takes or renews the lease on watching the repo files; whether this replica holds it.
@@ -423,110 +547,5 @@ impl Shared {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use ferry_test_support::redis::RedisServer;
-
-    fn replica(redis: &RedisServer, cluster: &str) -> Shared {
-        let target = ferry_redis::RedisArgs::with_url(redis.url())
-            .target()
-            .unwrap();
-        let timeouts = ferry_redis::Timeouts {
-            connect: Duration::from_secs(2),
-            response: Some(REDIS_TIMEOUT),
-        };
-        let conn = target.connect_lazy(timeouts).unwrap();
-        let opts = SharedOptions {
-            cluster: cluster.into(),
-            poll: Duration::from_secs(1),
-            lease: Duration::from_millis(600),
-        };
-        Shared::new(target, conn, opts)
-    }
-
-    fn install<'a>(encoded: &'a [u8], version: &'a str, now: u64) -> Install<'a> {
-        Install {
-            encoded,
-            version,
-            source: "push",
-            accepted_ms: now,
-            repo_sha256: None,
-            releases: None,
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn concurrent_installs_get_distinct_ordered_sequences_and_one_lease_holder() {
-        let redis = RedisServer::start();
-        let (a, b) = (replica(&redis, "t"), replica(&redis, "t"));
-        let other = replica(&redis, "another-deployment");
-        assert_eq!(a.heads().await.unwrap(), (0, String::new()));
-        // The clock is the floor; a stale expectation is a conflict naming the current one.
-        let first = a.commit(0, &install(b"x", "v1", 5_000)).await.unwrap();
-        assert_eq!(first, Committed::At(5_000));
-        assert_eq!(
-            b.commit(0, &install(b"y", "v2", 6_000)).await.unwrap(),
-            Committed::Conflict(5_000)
-        );
-        assert_eq!(
-            b.commit(5_000, &install(b"x", "v1", 6_000)).await.unwrap(),
-            Committed::Unchanged(5_000)
-        );
-        // The clock went back: still above.
-        assert_eq!(
-            b.commit(5_000, &install(b"y", "v2", 10)).await.unwrap(),
-            Committed::At(5_001)
-        );
-        assert_eq!(
-            other.heads().await.unwrap().0,
-            0,
-            "another deployment's keys"
-        );
-
-        // Two replicas installing as fast as they can, each catching up on a conflict.
-        let run = |s: Shared, tag: &'static str| {
-            tokio::spawn(async move {
-                let mut expected = 5_001;
-                let mut got = Vec::new();
-                for i in 0..50 {
-                    let version = format!("{tag}{i}");
-                    loop {
-                        match s
-                            .commit(expected, &install(b"", &version, 1))
-                            .await
-                            .unwrap()
-                        {
-                            Committed::At(n) => {
-                                got.push(n);
-                                expected = n;
-                                break;
-                            }
-                            Committed::Conflict(n) | Committed::Unchanged(n) => expected = n,
-                        }
-                    }
-                }
-                got
-            })
-        };
-        let (x, y) = (run(a, "a"), run(b, "b"));
-        let (x, y) = (x.await.unwrap(), y.await.unwrap());
-        let mut all: Vec<u64> = x.iter().chain(&y).copied().collect();
-        all.sort_unstable();
-        all.dedup();
-        assert_eq!(all.len(), 100, "every install its own sequence");
-        assert!(x.windows(2).all(|w| w[0] < w[1]) && y.windows(2).all(|w| w[0] < w[1]));
-        let (a, b) = (replica(&redis, "t"), replica(&redis, "t"));
-        let record = a.load().await.unwrap().unwrap();
-        assert_eq!(record.sequence, *all.last().unwrap());
-
-        // One lease holder; the other takes over once it lapses.
-        assert!(a.lease().await);
-        assert!(!b.lease().await);
-        assert!(a.lease().await, "renewed");
-        tokio::time::sleep(Duration::from_millis(700)).await;
-        assert!(b.lease().await, "taken over after it lapsed");
-        assert!(!a.lease().await, "lost");
-        b.release().await;
-        assert!(a.lease().await, "released at shutdown");
-    }
-}
+#[path = "shared_tests.rs"]
+mod tests;

@@ -81,9 +81,11 @@ impl Signer {
     }
 }
 
-/// The sequence of the next snapshot made current after `last`.
-pub fn next_sequence(last: u64, now_ms: u64) -> u64 {
-    last.saturating_add(1).max(now_ms)
+/// The sequence of the next snapshot made current after `last`; None when it would pass
+/// [`ferry_protos::signed::MAX_SEQUENCE`] (a clock or a stored sequence gone absurd): refused,
+/// never issued.
+pub fn next_sequence(last: u64, now_ms: u64) -> Option<u64> {
+    ferry_protos::signed::bounded_sequence(last.saturating_add(1).max(now_ms))
 }
 
 /// What `GET /v1/snapshot` answers for the current snapshot (its `signed` envelope and its
@@ -319,12 +321,18 @@ mod tests {
 
     #[test]
     fn sequences_rise_with_the_clock_and_never_repeat() {
-        assert_eq!(next_sequence(0, 1_700_000_000_000), 1_700_000_000_000);
+        assert_eq!(next_sequence(0, 1_700_000_000_000), Some(1_700_000_000_000));
         assert_eq!(
             next_sequence(1_700_000_000_000, 1_700_000_000_000),
-            1_700_000_000_001
+            Some(1_700_000_000_001)
         );
         // The clock went back: still above the last one.
-        assert_eq!(next_sequence(1_800_000_000_000, 5), 1_800_000_000_001);
+        assert_eq!(next_sequence(1_800_000_000_000, 5), Some(1_800_000_000_001));
+        // Never past the bound, whatever the last one or the clock says.
+        let max = ferry_protos::signed::MAX_SEQUENCE;
+        assert_eq!(next_sequence(max - 1, 5), Some(max));
+        assert_eq!(next_sequence(max, 5), None);
+        assert_eq!(next_sequence(0, 1 << 60), None);
+        assert_eq!(next_sequence(u64::MAX, 5), None);
     }
 }

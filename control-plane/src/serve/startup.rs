@@ -214,6 +214,23 @@ mod tests {
     }
 
     #[test]
+    fn a_state_file_with_a_sequence_over_the_bound_stops_the_start() {
+        let (repo, _) = load_repo(ORDER_YAML, &ORDER_FILES);
+        let store = StateDir::open(&repo.path().join(".ferry")).unwrap();
+        drop(start(&store, repo.path()));
+        let mut saved = store.load().unwrap().unwrap();
+        saved.sequence = 1 << 60;
+        store.save(&saved).unwrap();
+        let e = first_snapshot(&state(&store), &store, repo.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("1152921504606846976") && e.contains("over the highest"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_snapshot_that_cannot_be_saved_is_not_made_current() {
         let (repo, _) = load_repo(ORDER_YAML, &ORDER_FILES);
         let dir = repo.path().join(".ferry");

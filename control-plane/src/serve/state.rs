@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use super::metrics::{self, inc, Gauges, Metrics, SnapshotLabels};
 use super::persist::{self, Saved, StateDir};
 use super::resources::{self, FilterOptions};
-use super::shared::{Committed, Install, Record, Shared, Unavailable};
+use super::shared::{Committed, Install, Loaded, Record, Shared, Stored, Unavailable};
 use super::signing::{self, Signer};
 use super::streams::{lock, now_ms, Streams};
 use crate::snapshot;
@@ -81,6 +81,17 @@ pub enum Refused {
     /// not learn of it.
     #[error("{0}")]
     SharedUnavailable(#[from] Unavailable),
+}
+
+/// The sequence after `last` ([`signing::next_sequence`]), or the refusal when none is left
+/// under the bound.
+fn next_sequence(last: u64, now_ms: u64) -> Result<u64, Refused> {
+    signing::next_sequence(last, now_ms).ok_or_else(|| {
+        Refused::NotSaved(format!(
+            "no sequence left above {last} (the highest is {}; the clock says {now_ms})",
+            ferry_protos::signed::MAX_SEQUENCE
+        ))
+    })
 }
 
 /// The last refusal, for `/status`.
@@ -176,6 +187,13 @@ impl State {
     /// `ferry` upgrade may have changed what the filter accepts).
     pub fn restore(&self, saved: Saved, from: String) -> Result<String, Refused> {
         let mut snap = saved.snapshot;
+        if ferry_protos::signed::bounded_sequence(saved.sequence).is_none() {
+            return Err(Refused::Invalid(format!(
+                "its sequence {} is over the highest Ferry issues ({})",
+                saved.sequence,
+                ferry_protos::signed::MAX_SEQUENCE
+            )));
+        }
         self.validate(&snap)?;
         snap.version = snapshot::content_version(&snap);
         let version = snap.version.clone();
@@ -301,7 +319,7 @@ impl State {
             // A number is never handed out twice, even when its save fails.
             let sequence = {
                 let mut issued = lock(&self.issued);
-                *issued = signing::next_sequence(*issued, since_ms);
+                *issued = next_sequence(*issued, since_ms)?;
                 *issued
             };
             self.save(&current.snapshot, sequence, source, since_ms)?;
@@ -322,29 +340,65 @@ impl State {
             releases: self.covered_held_back(&current.snapshot),
         };
         // A conflict means another replica installed one since: follow it, then try again
-        // above it (bounded: each round some replica's install succeeded).
+        // above it (bounded: each round some replica's install succeeded). The compare is on
+        // the stored sequence's text, so a record refused here (out of range, forged) is
+        // replaced by the next install rather than blocking it.
+        let mut expected = Stored::known(shared.known());
+        let mut force = false;
         for _ in 0..8 {
-            match shared.blocking(shared.commit(shared.known(), &install))? {
+            let sequence = next_sequence(shared.known(), since_ms)?;
+            let committed = shared.blocking(shared.commit(&expected, sequence, force, &install))?;
+            let (head, unchanged) = match committed {
                 Committed::At(sequence) => {
                     shared.set_known(sequence, install.repo_sha256.clone());
                     return Ok(Some(sequence));
                 }
-                Committed::Unchanged(at) | Committed::Conflict(at) => {
-                    match shared.blocking(shared.load())? {
-                        // Refused here (logged, on /status): the retry goes above it anyway.
-                        Some(record) => drop(self.follow_locked(shared, record)),
-                        None => shared.reset_known(at),
-                    }
-                    if self
-                        .current()
-                        .is_some_and(|c| c.snapshot.version == current.snapshot.version)
-                    {
-                        return Ok(None);
-                    }
-                }
+                Committed::Unchanged(head) => (head, true),
+                Committed::Conflict(head) => (head, false),
+            };
+            self.follow_stored(shared)?;
+            if self
+                .current()
+                .is_some_and(|c| c.snapshot.version == current.snapshot.version)
+            {
+                return Ok(None);
             }
+            // The stored record has this version yet is not served here: replace it.
+            force = unchanged;
+            expected = head;
         }
         Err(Unavailable("the shared snapshot kept changing under this install".into()).into())
+    }
+
+    /// After a lost compare-and-set on `head`: serves the stored record if it is one to serve,
+    /// refuses it (logged, on /status) if not; the retry goes above it either way.
+    fn follow_stored(&self, shared: &Shared) -> Result<(), Refused> {
+        match shared.blocking(shared.load())? {
+            Loaded::Record(record) => drop(self.follow_locked(shared, *record)),
+            // A deleted record does not lower what this replica has served: were it to start
+            // over from 0, an older signed record written next would be served again.
+            Loaded::Absent => {}
+            Loaded::Refused {
+                head,
+                reason,
+                error,
+            } => self.refuse_shared(&head, reason, error),
+        }
+        Ok(())
+    }
+
+    /// Counts, logs and shows on `/status` a shared record this replica will not serve; once
+    /// per record (the replicas poll it).
+    pub fn refuse_shared(&self, head: &Stored, reason: &'static str, error: String) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        if !shared.mark_refused(head, &error) {
+            return;
+        }
+        self.metrics.shared_refused(reason);
+        tracing::error!(reason, %error, "a shared record is refused: the served snapshot stays");
+        self.refuse("shared", error);
     }
 
     /// Serves the shared snapshot `record` when it is newer than the one served: validated

@@ -7,8 +7,8 @@
 //! A node id is allowed when it equals one of the certificate's names, or is such a name
 //! followed by `~` and anything (`spiffe://cluster.local/ns/ml/sa/envoy~pod-7f9c`: replicas
 //! sharing a service account keep node ids of their own), or when a configured rule
-//! (`--node-identity IDENTITY=NODE`, `*` matching any run of characters) matches one of the
-//! names and the node id.
+//! (`--node-identity IDENTITY=NODE`, `*` matching any run of characters but `/`) matches one
+//! of the names and the node id.
 
 use std::fmt;
 use std::str::FromStr;
@@ -32,7 +32,7 @@ impl FromStr for NodeRule {
                 node: node.to_owned(),
             }),
             _ => Err(format!(
-                "'{s}' is not IDENTITY=NODE_ID (patterns, '*' matching anything), e.g. \
+                "'{s}' is not IDENTITY=NODE_ID (patterns, '*' matching anything but '/'), e.g. \
                  'spiffe://cluster.local/ns/ml/sa/envoy=envoy-*'"
             )),
         }
@@ -74,8 +74,25 @@ impl NodePolicy {
     }
 }
 
-/// `pattern` matches `text`, `*` standing for any run of characters (none included).
+/// `pattern` matches `text`, `*` standing for any run of characters other than `/` (none
+/// included). `*` stops at `/` so that `spiffe://cluster.local/ns/*/sa/envoy` names one service
+/// account per namespace and not `spiffe://cluster.local/ns/x/sa/y/ns/a/sa/envoy` (#35), as
+/// path globs and SPIFFE id patterns elsewhere read.
 pub fn glob(pattern: &str, text: &str) -> bool {
+    // A `*` never matches `/` and a `/` only matches itself, so the pattern's `/`-separated
+    // segments match the text's one to one.
+    let (mut patterns, mut texts) = (pattern.split('/'), text.split('/'));
+    loop {
+        match (patterns.next(), texts.next()) {
+            (Some(p), Some(t)) if segment(p, t) => {}
+            (None, None) => return true,
+            _ => return false,
+        }
+    }
+}
+
+/// One segment (no `/`): `*` standing for any run of characters.
+fn segment(pattern: &str, text: &str) -> bool {
     let mut parts = pattern.split('*');
     let first = parts.next().unwrap_or_default();
     let Some(mut rest) = text.strip_prefix(first) else {
@@ -114,6 +131,18 @@ mod tests {
             "spiffe://cluster.local/ns/ml/sa/envoy"
         ));
         assert!(glob("*", "") && glob("a**b", "ab") && !glob("a*b*c", "abd"));
+        assert!(glob("a*b*c", "axbyc") && glob("*.envoy.ml.svc", "a.envoy.ml.svc"));
+    }
+
+    #[test]
+    fn a_star_stops_at_a_slash() {
+        let ns = "spiffe://cluster.local/ns/*/sa/envoy";
+        assert!(glob(ns, "spiffe://cluster.local/ns/ml/sa/envoy"));
+        assert!(!glob(ns, "spiffe://cluster.local/ns/x/sa/y/ns/ml/sa/envoy"));
+        assert!(!glob(ns, "spiffe://cluster.local/ns/a/b/sa/envoy"));
+        assert!(!glob("envoy-*", "envoy-a/b") && glob("envoy-*", "envoy-a~b"));
+        assert!(!glob("*", "a/b") && glob("*/*", "a/b") && !glob("spiffe://*", "spiffe://x/y"));
+        assert!(glob("a*ab/c", "aaab/c") && !glob("a*b", "a/b") && glob("a/*/c", "a//c"));
     }
 
     #[test]
@@ -144,6 +173,8 @@ mod tests {
         assert!(p.allows(Some(&envoy), "envoy-a"));
         assert!(!p.allows(Some(&envoy), "other-a"));
         assert!(!p.allows(Some(&other), "envoy-a"));
+        // `*` in a node-id rule stops at `/` too: a node id with a slash is not `envoy-*`.
+        assert!(!p.allows(Some(&envoy), "envoy-a/other"));
         assert!("no-equals".parse::<NodeRule>().is_err());
         assert!("=x".parse::<NodeRule>().is_err());
     }

@@ -195,3 +195,67 @@ fn a_member_given_twice_on_a_json_route_is_400() {
     let ok = super::parse(br#"{"user_id":"u1","amount":1}"#, &c.routes[0], None).unwrap();
     assert_eq!(ok.keys().len(), 1);
 }
+
+#[test]
+fn a_keyless_main_service_beside_a_keyed_extra_one_counts_by_the_keyed_tensors() {
+    // Found by the config-space fuzz target: the keyless part's key list was empty and the
+    // keyed part's count indexed into it (a panic: a VM crash in the Wasm build).
+    for format in [pb::Format::KserveV2, pb::Format::KserveV2Grpc] {
+        let mut s = with_risk();
+        s.routes[1].format = format as i32;
+        s.routes[1].extra_services = vec![pb::ExtraService {
+            service: "scoring".into(),
+            entity_fields: vec!["user_id".into()],
+        }];
+        let c = Config::from_snapshot(s).unwrap();
+        let route = &c.routes[1];
+        let body = match format {
+            pb::Format::KserveV2 => json!({"inputs": [
+                {"name": "user_id", "datatype": "BYTES", "shape": [2], "data": ["u1", "u2"]},
+                {"name": "amount", "datatype": "FP64", "shape": [2], "data": [1.5, 2.5]}
+            ]})
+            .to_string()
+            .into_bytes(),
+            _ => {
+                let tensor = |name: &str, datatype: &str, contents| InferInputTensor {
+                    name: name.into(),
+                    datatype: datatype.into(),
+                    shape: vec![2],
+                    contents: Some(contents),
+                    ..Default::default()
+                };
+                let m = ModelInferRequest {
+                    model_name: "m".into(),
+                    inputs: vec![
+                        tensor(
+                            "user_id",
+                            "BYTES",
+                            InferTensorContents {
+                                bytes_contents: vec![b"u1".to_vec(), b"u2".to_vec()],
+                                ..Default::default()
+                            },
+                        ),
+                        tensor(
+                            "amount",
+                            "FP64",
+                            InferTensorContents {
+                                fp64_contents: vec![1.5, 2.5],
+                                ..Default::default()
+                            },
+                        ),
+                    ],
+                    ..Default::default()
+                };
+                kserve_v2_grpc::frame(&m.encode_to_vec())
+            }
+        };
+        let parsed = super::parse(&body, route, None).unwrap();
+        // Two entities, two parts each: the keyless part's key empty, the keyed one's the id.
+        assert_eq!(parsed.keys(), ["", "u1", "", "u2"], "{format:?}");
+        assert_eq!(
+            parsed.fields().len(),
+            2 * route.derived.fields.len(),
+            "{format:?}"
+        );
+    }
+}

@@ -12,9 +12,9 @@ use crate::process::{free_port, Proc};
 use crate::{bin, wasm, Runtime};
 
 /// The push token every test control plane requires.
-pub const TOKEN: &str = "test-token";
+pub const TOKEN: &str = "test-push-token-0123456789abcdef";
 /// The read token every test control plane has (reads `/status` and the snapshot).
-pub const READ_TOKEN: &str = "test-read-token";
+pub const READ_TOKEN: &str = "test-read-token-0123456789abcdef";
 
 pub struct ControlPlane {
     pub proc: Proc,

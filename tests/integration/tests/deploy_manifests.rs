@@ -297,6 +297,107 @@ fn the_envoy_gateway_policy_names_the_clusters_its_patch_adds() {
     }
 }
 
+/// The Envoy Gateway files name each other: the Gateway its EnvoyProxy, the HTTPRoute its
+/// Gateway and Backend, both policies the HTTPRoute, the native policy a module the EnvoyProxy
+/// allows, with a config the filter's parser accepts naming a patched cluster. (A real Envoy
+/// Gateway reads them in gateway.rs, `make test-gateway`.)
+#[test]
+fn the_envoy_gateway_files_name_each_other() {
+    let docs = documents("envoy-gateway/gateway.yaml");
+    let [gateway] = of_kind(&docs, "Gateway")[..] else {
+        panic!("one Gateway")
+    };
+    let [proxy] = of_kind(&docs, "EnvoyProxy")[..] else {
+        panic!("one EnvoyProxy")
+    };
+    let [route] = of_kind(&docs, "HTTPRoute")[..] else {
+        panic!("one HTTPRoute")
+    };
+    let [backend] = of_kind(&docs, "Backend")[..] else {
+        panic!("one Backend")
+    };
+    let infra = &gateway["spec"]["infrastructure"]["parametersRef"];
+    assert_eq!(
+        (&infra["kind"], &infra["name"]),
+        (&json!("EnvoyProxy"), &proxy["metadata"]["name"])
+    );
+    assert_eq!(
+        gateway["metadata"]["namespace"],
+        proxy["metadata"]["namespace"]
+    );
+    let parent = &route["spec"]["parentRefs"][0];
+    assert_eq!(parent["name"], gateway["metadata"]["name"]);
+    assert_eq!(parent["namespace"], gateway["metadata"]["namespace"]);
+    let to = &route["spec"]["rules"][0]["backendRefs"][0];
+    assert_eq!(
+        (&to["kind"], &to["name"]),
+        (&json!("Backend"), &backend["metadata"]["name"])
+    );
+    assert_eq!(
+        route["metadata"]["namespace"],
+        backend["metadata"]["namespace"]
+    );
+    // KServe v1's predict path is matched exactly (a PathPrefix matches whole segments only).
+    let paths: Vec<&Json> = route["spec"]["rules"][0]["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["path"]["value"])
+        .collect();
+    assert!(
+        paths.contains(&&json!("/v1/models/fraud:predict")),
+        "{route}"
+    );
+
+    let wasm_docs = documents("envoy-gateway/extension-policy.yaml");
+    let patched: Vec<&Json> = of_kind(&wasm_docs, "EnvoyPatchPolicy")[0]["spec"]["jsonPatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["name"])
+        .collect();
+    let native_docs = documents("envoy-gateway/dynamic-module-policy.yaml");
+    let [native] = of_kind(&native_docs, "EnvoyExtensionPolicy")[..] else {
+        panic!("one EnvoyExtensionPolicy")
+    };
+    for policy in [of_kind(&wasm_docs, "EnvoyExtensionPolicy")[0], native] {
+        let target = &policy["spec"]["targetRefs"][0];
+        assert_eq!(
+            (&target["kind"], &target["name"]),
+            (&json!("HTTPRoute"), &route["metadata"]["name"])
+        );
+        assert_eq!(
+            policy["metadata"]["namespace"],
+            route["metadata"]["namespace"]
+        );
+    }
+    let module = &native["spec"]["dynamicModule"][0];
+    let allowed: Vec<&Json> = proxy["spec"]["dynamicModules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["name"])
+        .collect();
+    assert!(
+        allowed.contains(&&module["name"]),
+        "{module} not in {allowed:?}"
+    );
+    let mut config = module["config"].clone();
+    // The file's placeholder for the snapshot `ferry plugin-config` prints.
+    assert_eq!(config["snapshot_base64"], "REPLACE-WITH-THE-SNAPSHOT");
+    let snapshot = prost::Message::encode_to_vec(&ferry_test_support::snapshot::snapshot());
+    config["snapshot_base64"] = json!(base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        snapshot
+    ));
+    match parse_plugin(config.to_string().as_bytes()) {
+        Ok(Plugin::Snapshot(c)) => {
+            assert!(patched.contains(&&json!(c.reader_cluster)), "{patched:?}");
+        }
+        other => panic!("the native policy's config: {other:?}"),
+    }
+}
+
 /// A manifest's pull is signed and declared TLS: keys, `https://`, never `insecure`.
 fn signed_over_tls(pull: &Pull) {
     assert!(pull.url.starts_with("https://"), "{}", pull.url);
@@ -313,7 +414,9 @@ fn every_deploy_file_is_covered_here() {
     collect(&root().join("deploy"), &mut files);
     files.sort();
     let covered = [
+        "envoy-gateway/dynamic-module-policy.yaml",
         "envoy-gateway/extension-policy.yaml",
+        "envoy-gateway/gateway.yaml",
         "grafana/ferry.json",
         "istio/serviceentry.yaml",
         "istio/wasmplugin.yaml",

@@ -25,6 +25,13 @@ const ROUTES: &str = r#"
     match: {path_prefix: /inference.GRPCInferenceService/ModelInfer}
     service: basket_scoring
     format: kserve_v2_grpc
+  - name: basket-user-v2
+    match: {path_prefix: /t/basket-user-v2}
+    service: basket_scoring
+    format: kserve_v2
+    on_missing_entity: "null"
+    extra_services:
+      - {service: realtime_scoring, entity: {field: user_id}}
   - name: txn-json
     match: {path_prefix: /t/txn-json}
     service: txn_scoring
@@ -205,6 +212,30 @@ async fn hostile_requests_are_4xx_and_envoy_stays_up(runtime: Runtime) {
         enriched_after(&stack, case.name).await;
         println!("ok {}: {} {code}", case.name, status);
     }
+    // A keyless main service beside a keyed extra one (found by the config-space fuzz target:
+    // an index out of bounds, a VM crash in the Wasm build): enriched, the stored features
+    // under the user's id.
+    let body = json!({"inputs": [
+        {"name": "user_id", "datatype": "BYTES", "shape": [2], "data": ["u000001", "u000002"]},
+        {"name": "amount", "datatype": "FP64", "shape": [2], "data": [120.0, 1500.0]},
+        {"name": "items", "datatype": "INT64", "shape": [2], "data": [4, 3]}
+    ]});
+    let resp = post(stack.listen_port, "/t/basket-user-v2", body.to_string()).await;
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    let got = resp.json();
+    let names: Vec<&str> = got["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"basket__avg_item_price"), "{names:?}");
+    assert!(
+        names.iter().any(|n| n.starts_with("user_profile__")),
+        "{names:?}"
+    );
+    assert!(stack.envoy.is_running());
+    println!("ok keyless main service with a keyed extra one: 200 enriched");
 }
 
 each_runtime!(hostile_requests_are_4xx_and_envoy_stays_up);

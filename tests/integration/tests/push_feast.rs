@@ -15,7 +15,7 @@ use ferry_integration_tests::{free_port, root, Graceful, Proc};
 use ferry_protos::v1::FeastJoinKey;
 use serde_json::{json, Value as Json};
 
-const WRITE_TOKEN: &str = "feast-write-token";
+const WRITE_TOKEN: &str = "feast-write-token-0123456789abcdef";
 
 const ROUTES: &str = "  - match: {path_prefix: /v1/models/scoring}
     service: scoring

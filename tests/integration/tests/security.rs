@@ -10,17 +10,23 @@
 //! (`serve_security.rs`), the plaintext start rule (`mtls.rs`), the signed pull
 //! (`istio/signed.rs`: the man in the middle).
 
+#[path = "security/acl.rs"]
+mod acl;
 #[path = "security/bounds.rs"]
 mod bounds;
 #[path = "security/links.rs"]
 mod links;
 #[path = "security/pull.rs"]
 mod pull;
+#[path = "security/shared.rs"]
+mod shared;
 #[path = "security/signed.rs"]
 mod signed;
 #[path = "istio/support.rs"]
 #[allow(dead_code)]
 mod support;
+#[path = "security/trust.rs"]
+mod trust;
 #[path = "security/xds.rs"]
 mod xds;
 
@@ -80,6 +86,22 @@ const CASES: &[(&str, Run)] = &[
     ("pull: a tampered signature", signed::tampered_signature),
     ("pull: an unknown key", signed::unknown_key),
     ("pull: an oversize snapshot", signed::oversize),
+    (
+        "pull: a validly signed snapshot at sequence 2^60",
+        shared::pull_sequence_over_the_bound,
+    ),
+    (
+        "shared state: a sequence written at 2^60 into the shared record",
+        shared::shared_sequence_at_two_to_the_60,
+    ),
+    (
+        "shared state: a record forged by a Redis writer without the deployment's key",
+        shared::forged_shared_record,
+    ),
+    (
+        "redis: the readers' ACL user writing ferry:cp:* or a vector",
+        acl::reader_user_writing_control_plane_keys,
+    ),
     ("reader: the memory bomb", bounds::reader_memory_bomb),
     (
         "reader: a connection flood over --max-connections",
@@ -96,6 +118,15 @@ const CASES: &[(&str, Run)] = &[
     (
         "start: plaintext on a non-loopback address without --insecure",
         bounds::plaintext_on_a_network_address,
+    ),
+    ("start: a token under 128 bits", trust::short_token_at_start),
+    (
+        "api: a feature write with no write credential configured (loopback too)",
+        trust::write_without_a_write_credential,
+    ),
+    (
+        "identity: a `*` pattern that would have matched across `/` (--grant, --node-identity)",
+        trust::star_across_a_slash,
     ),
 ];
 

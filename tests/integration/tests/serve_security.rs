@@ -75,6 +75,18 @@ fn an_empty_token_or_an_open_network_address_is_refused_at_start_unless_insecure
     );
     assert!(e.contains("empty-token") && e.contains("empty"), "{e}");
 
+    // Replicas sign their shared records (#35): no key, no start.
+    let e = refused(&mut serve(
+        dir.path(),
+        &repo,
+        &loopback,
+        &["--shared-state", "--redis", "redis://127.0.0.1:1"],
+    ));
+    assert!(
+        e.contains("--shared-state needs --signing-key") && e.contains("ferry keygen"),
+        "{e}"
+    );
+
     // Every address, not only loopback, without a token: refused, naming --insecure.
     let port = free_port();
     let network = format!("0.0.0.0:{port}");
@@ -98,7 +110,7 @@ fn an_empty_token_or_an_open_network_address_is_refused_at_start_unless_insecure
     assert!(cp.log_text().contains("INSECURE"), "{}", cp.log_text());
 }
 
-const TOKEN: &str = "push-secret";
+const TOKEN: &str = "push-secret-0123456789abcdef";
 
 /// `ferry serve` on a free loopback port with `args`, healthy: the process and its HTTP port.
 fn started(dir: &Path, args: &[&str]) -> (Proc, u16) {
@@ -122,9 +134,17 @@ fn reads_need_the_read_or_push_token_and_pushes_the_push_token() {
     let dir = tempfile::tempdir().unwrap();
     let (_cp, port) = started(
         dir.path(),
-        &["--token", TOKEN, "--read-token", "read-secret"],
+        &[
+            "--token",
+            TOKEN,
+            "--read-token",
+            "read-secret-0123456789abcdef",
+        ],
     );
-    let (push, read) = ("Bearer push-secret", "Bearer read-secret");
+    let (push, read) = (
+        "Bearer push-secret-0123456789abcdef",
+        "Bearer read-secret-0123456789abcdef",
+    );
     for path in ["/status", "/v1/snapshot"] {
         for (auth, code) in [
             (None, 401),

@@ -237,7 +237,9 @@ pub(crate) fn tensor_keys(
     route: &Route,
     mut column: impl FnMut(&str, KeyKind) -> Result<Vec<String>, FerryError>,
 ) -> Result<Vec<String>, FerryError> {
-    let mut part_keys: Vec<Vec<String>> = Vec::with_capacity(route.parts.len());
+    // Every part's id columns first: the count comes from whichever part has a key (a keyless
+    // part, e.g. a service of request fields only beside a keyed one, has no column).
+    let mut part_columns: Vec<Vec<Vec<String>>> = Vec::with_capacity(route.parts.len());
     let mut n = None;
     for p in &route.parts {
         let mut columns: Vec<Vec<String>> = Vec::with_capacity(p.entity_fields.len());
@@ -252,21 +254,17 @@ pub(crate) fn tensor_keys(
             }
             columns.push(column);
         }
-        part_keys.push(
-            (0..n.unwrap_or(0))
-                .map(|i| {
-                    ferry_protos::entity_key(
-                        &columns.iter().map(|c| c[i].as_str()).collect::<Vec<_>>(),
-                    )
-                })
-                .collect(),
-        );
+        part_columns.push(columns);
     }
     let n = n.unwrap_or(0);
-    let mut keys = Vec::with_capacity(n * part_keys.len());
+    let mut keys = Vec::with_capacity(n * part_columns.len());
     for i in 0..n {
-        for pk in &part_keys {
-            keys.push(pk[i].clone());
+        for columns in &part_columns {
+            let parts: Vec<&str> = columns
+                .iter()
+                .filter_map(|c| c.get(i).map(String::as_str))
+                .collect();
+            keys.push(ferry_protos::entity_key(&parts));
         }
     }
     Ok(keys)
