@@ -20,14 +20,14 @@ pub mod snapshot;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use ferry_core::config::{Config, Format};
+use ferry_core::config::Config;
 use ferry_core::host::testing::FakeHost;
 use ferry_core::metrics::Metrics;
 use ferry_core::request::{Action, HttpFilter};
 
 use pick::Pick;
 use reader::Plan;
-use request::{Request, Target};
+use request::Request;
 
 /// The token `FakeHost::dispatch` hands out.
 const TOKEN: u32 = 7;
@@ -151,27 +151,11 @@ fn skipped(key: &str) -> bool {
 /// The known open bug an input reaches, if any: (key, what). Their inputs are in
 /// `found/config_space/`; an entry goes once its bug is fixed and its inputs move to
 /// `regressions/config_space/`.
-pub fn known_open(d: &Drawn<'_>) -> Option<(&'static str, &'static str)> {
-    let Target::Route(i) = d.req.target else {
-        return None;
-    };
-    let route = &d.config.routes[i];
-    let v2 = matches!(
-        route.format,
-        Format::KserveV2 { .. } | Format::KserveV2Grpc { .. }
-    );
-    // `kserve_v2::tensor_keys` indexes the keyless part's empty key list.
-    let keyless_first = route
-        .parts
-        .first()
-        .is_some_and(|p| p.entity_fields.is_empty())
-        && route.parts.iter().any(|p| !p.entity_fields.is_empty());
-    if v2 && keyless_first {
-        return Some((
-            "keyless_first",
-            "a keyless main service with a keyed extra one: index out of bounds",
-        ));
-    }
+pub fn known_open(_d: &Drawn<'_>) -> Option<(&'static str, &'static str)> {
+    // None open. Fixed: `keyless_first` (a keyless main service with a keyed extra one on
+    // KServe v2 JSON or gRPC: an index out of bounds in `kserve_v2::tensor_keys`) and `31`
+    // (a keyless route's tensor shape allocating what it claimed); their inputs are in
+    // `regressions/config_space/`.
     None
 }
 
@@ -414,7 +398,11 @@ mod tests {
     #[test]
     fn found_inputs_reach_their_known_bug() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("found/config_space");
-        for e in std::fs::read_dir(dir).unwrap() {
+        // None is open: git keeps no empty folder.
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries {
             let path = e.unwrap().path();
             let data = std::fs::read(&path).unwrap();
             let d = draw(&data).unwrap();
