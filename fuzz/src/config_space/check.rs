@@ -20,14 +20,9 @@ use ferry_protos::inference::ModelInferRequest;
 use prost::Message;
 use serde_json::Value as Json;
 
-use super::request::{Request, Target, FORGED, FORGED_NUMBER};
-use super::{Plan, Run};
-
-/// Whether these bytes spell a canary (a value only the client's forged fields hold).
-pub fn spells(bytes: &[u8]) -> bool {
-    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
-    has(FORGED.as_bytes()) || has(FORGED_NUMBER.to_string().as_bytes())
-}
+use super::reader::Plan;
+use super::request::{spells, Request, Target, FORGED_NUMBER};
+use super::run::Run;
 
 fn json_spells(v: &Json) -> bool {
     spells(v.to_string().as_bytes())
@@ -78,7 +73,7 @@ pub fn describe(config: &Config, req: &Request, plan: &Plan) -> String {
 }
 
 impl Run {
-    fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         describe(&self.config, &self.req, &self.plan)
     }
 
@@ -103,14 +98,14 @@ impl Run {
         self.check_forward();
     }
 
-    fn route(&self) -> Option<&Route> {
+    pub(super) fn route(&self) -> Option<&Route> {
         match self.req.target {
             Target::Route(i) => Some(&self.config.routes[i]),
             _ => None,
         }
     }
 
-    fn check_reply(&self, status: u16, headers: &[(String, String)], body: &[u8]) {
+    pub(super) fn check_reply(&self, status: u16, headers: &[(String, String)], body: &[u8]) {
         let ctx = || self.describe();
         let code = header(headers, "x-ferry-error").unwrap_or("");
         if header(headers, "content-type") == Some("application/grpc") {
@@ -191,7 +186,7 @@ impl Run {
         }
     }
 
-    fn check_forward(&self) {
+    pub(super) fn check_forward(&self) {
         let ctx = || self.describe();
         for (name, value) in &self.up.headers {
             if self.config.owns_header(name) {
@@ -323,7 +318,7 @@ impl Run {
     }
 
     /// The upstream body as JSON: the body, or the JSON header of a binary-framed body.
-    fn upstream_json(&self) -> Json {
+    pub(super) fn upstream_json(&self) -> Json {
         let body = &self.up.body;
         let framed = header(&self.up.headers, "inference-header-content-length")
             .and_then(|n| n.parse::<usize>().ok())
@@ -346,7 +341,7 @@ impl Run {
         })
     }
 
-    fn check_grpc(&self, route: &Route) {
+    pub(super) fn check_grpc(&self, route: &Route) {
         let ctx = || self.describe();
         let body = &self.up.body;
         assert!(

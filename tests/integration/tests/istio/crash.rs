@@ -2,17 +2,16 @@
 //! (issue #31): the held sequence is kept in Envoy's shared data, which outlives the VM. The
 //! filter is the test-only build with `--features fault-injection` (a request carrying
 //! `x-wasm-fault: crash` traps its VM, as a failed allocation would), Envoy runs it with
-//! `failure_policy: FAIL_RELOAD`, and a man in the middle answers the pulls.
+//! `failure_policy: FAIL_RELOAD`, and a man in the middle answers the pulls (`signed.rs`).
 
 use std::time::{Duration, Instant};
 
-use ferry_integration_tests::control_plane::ControlPlane;
-use ferry_integration_tests::mitm::{fetch, Answer, Mitm};
-use ferry_integration_tests::{bin, root, run, Options, Stack};
-use std::process::Command;
+use ferry_integration_tests::process::Proc;
+use ferry_integration_tests::root;
 
-use super::pull::{enriched, keygen, post_until, with_cp_cluster, CP_CLUSTER, NEW_ROUTE, WAIT};
-use super::support::{as_istio, instances, post, send, ISTIO_CLUSTER};
+use super::pull::{enriched, WAIT};
+use super::signed::SignedPull;
+use super::support::{instances, post, send};
 
 /// The filter built with its crash switch (`cargo build --profile wasm-faults -p ferry-filter
 /// --features fault-injection --target wasm32-wasip1`, as `scripts/test.sh` does).
@@ -24,70 +23,29 @@ fn faults_wasm() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reloaded_vm_still_refuses_a_replayed_older_snapshot() {
-    let stack = Stack::start(Options {
-        extra_routes: "",
-        entities: Some(50),
-        ..Options::default()
-    });
-    let key = keygen(stack.dir.path());
-    let key_arg = key.display().to_string();
-    let cp =
-        ControlPlane::start_with_args(stack.dir.path(), &stack.repo, &["--signing-key", &key_arg]);
-    let first = fetch(&cp);
-    let mitm = Mitm::start();
-    mitm.set(first.clone());
-    let url = format!("http://127.0.0.1:{}/v1/snapshot", mitm.port);
-    let plugin_config = run(Command::new(bin("ferry"))
-        .arg("plugin-config")
-        .arg(&stack.repo)
-        .args(["--reader-cluster", ISTIO_CLUSTER])
-        .args(["--snapshot-url", &url, "--snapshot-cluster", CP_CLUSTER])
-        .args(["--snapshot-poll-ms", "200", "--snapshot-key", &key_arg])
-        .arg("--insecure"));
-    let port = mitm.port;
     let release = root().join("target/wasm32-wasip1/release/ferry_filter.wasm");
     let faults = faults_wasm();
-    let envoy = stack.static_envoy_edited(|y| {
+    let pull = SignedPull::start(|y| {
         assert!(y.contains(&release.display().to_string()), "{y}");
         assert!(y.contains("failure_policy: FAIL_RELOAD"), "{y}");
-        let y = y.replace(&release.display().to_string(), &faults);
-        with_cp_cluster(as_istio(y, &plugin_config), port)
-    });
-    let p = envoy.listen_port;
-    post_until(
-        p,
-        "/v1/models/fraud:predict",
-        "the first snapshot",
-        enriched,
-    )
+        y.replace(&release.display().to_string(), &faults)
+    })
     .await;
-
-    // A newer snapshot, with a route the first one does not have: taken.
-    let yaml = stack.repo.join("ferry.yaml");
-    let text = std::fs::read_to_string(&yaml).unwrap() + NEW_ROUTE;
-    std::fs::write(&yaml, text).unwrap();
-    cp.apply_push(&stack.repo, &stack.redis.url(), false);
-    let second = fetch(&cp);
-    let (s1, s2) = (first.sequence(), second.sequence());
-    assert!(s2 > s1, "{s2} > {s1}");
-    mitm.set(second.clone());
-    post_until(p, "/t/added-later", "the newer snapshot", enriched).await;
+    let (envoy, p) = (&pull.envoy, pull.envoy.listen_port);
 
     // The man in the middle replays the older envelope: refused by the running VMs.
-    mitm.set(Answer {
-        etag: "\"replayed\"".into(),
-        ..first
-    });
-    let refusal = format!("sequence {s1} is lower than the held snapshot's {s2}");
+    pull.replay_first();
+    let refusal = pull.replay_refusal();
     wait_for_log(&envoy.proc, &refusal, 1).await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let before_crash = envoy.proc.log_text().matches(&refusal).count();
 
     // Crash a worker's VM while the replay is what the pull gets: Envoy reloads it on that
-    // worker's next request, and the reloaded VM's first pull gets the replay. It is refused (logged anew by the new VM),
-    // and no request is ever served by the older snapshot: /t/added-later, which it does not
-    // route, is enriched (a VM holding the newer one) or refused as not loaded (the reloaded
-    // VM, which holds no snapshot yet), never passed through unenriched.
+    // worker's next request, and the reloaded VM's first pull gets the replay. It is refused
+    // (logged anew by the new VM), and no request is ever served by the older snapshot:
+    // /t/added-later, which it does not route, is enriched (a VM holding the newer one) or
+    // refused as not loaded (the reloaded VM, which holds no snapshot yet), never passed
+    // through unenriched.
     let crash = send(
         p,
         "POST",
@@ -101,7 +59,6 @@ async fn a_reloaded_vm_still_refuses_a_replayed_older_snapshot() {
         envoy.proc.log_text().contains("wasm"),
         "Envoy logged the trap"
     );
-    // Envoy reloads a crashed VM on the next request of its worker.
     let mut not_loaded = 0;
     for _ in 0..20 {
         let resp = post(p, "/t/added-later", instances(&["u000001"])).await;
@@ -116,7 +73,7 @@ async fn a_reloaded_vm_still_refuses_a_replayed_older_snapshot() {
 
     // The real snapshot back: the reloaded VM loads it at its next poll (the same sequence as
     // the shared one, the same bytes), and then every VM serves it: 20 in a row enriched.
-    mitm.set(second);
+    pull.mitm.set(pull.second.clone());
     let start = Instant::now();
     let mut in_a_row = 0;
     while in_a_row < 20 {
@@ -135,7 +92,7 @@ async fn a_reloaded_vm_still_refuses_a_replayed_older_snapshot() {
     }
 }
 
-async fn wait_for_log(proc: &ferry_integration_tests::process::Proc, text: &str, count: usize) {
+async fn wait_for_log(proc: &Proc, text: &str, count: usize) {
     let start = Instant::now();
     while proc.log_text().matches(text).count() < count {
         assert!(

@@ -1,0 +1,219 @@
+//! One request of the `config_space` target through `HttpFilter` on `FakeHost`, driven as Envoy
+//! drives a stream (headers, data frames, trailers, the reader's answer at a drawn point, the
+//! model's response headers); `check` judges what it did.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use ferry_core::config::Config;
+use ferry_core::host::testing::FakeHost;
+use ferry_core::metrics::Metrics;
+use ferry_core::request::{Action, HttpFilter};
+
+use super::pick::Pick;
+use super::reader::{self, Plan};
+use super::request::Request;
+
+/// The token `FakeHost::dispatch` hands out.
+const TOKEN: u32 = 7;
+
+/// What reached the model: the request headers when the stream first went on, and every body
+/// byte released since.
+#[derive(Default)]
+pub(crate) struct Upstream {
+    pub(super) released: bool,
+    pub(super) headers: Vec<(String, String)>,
+    pub(super) body: Vec<u8>,
+}
+
+pub(crate) struct Run {
+    pub(super) config: Rc<Config>,
+    pub(super) req: Request,
+    pub(super) plan: Plan,
+    pub(super) filter: HttpFilter<FakeHost>,
+    pub(super) up: Upstream,
+    pub(super) paused: bool,
+    pub(super) answered_locally: bool,
+    pub(super) call_done: bool,
+}
+
+/// What one input did, for the seed tools and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The drawn snapshot was refused by the filter's validation (the reason).
+    Refused(String),
+    /// A local reply: its status and `x-ferry-error`.
+    Replied(u16, String),
+    Forwarded,
+    /// Reaches a known open bug and `FERRY_FUZZ_SKIP_KNOWN=1` (see `known_open`).
+    Skipped,
+    /// Still waiting for a reader call that never comes back.
+    Held,
+}
+
+/// One request through a fresh filter over `shared` (Envoy's shared data), driven and checked.
+pub(super) fn one_request(
+    config: &Rc<Config>,
+    req: Request,
+    plan: Plan,
+    pick: &mut Pick<'_>,
+    shared: HashMap<String, (Vec<u8>, u32)>,
+) -> Run {
+    let host = FakeHost {
+        now_us: crate::NOW_US,
+        ..Default::default()
+    };
+    *host.headers.borrow_mut() = req.headers.clone();
+    *host.trailers.borrow_mut() = req.trailers.clone();
+    *host.shared.borrow_mut() = shared;
+    let metrics = Rc::new(Metrics::define(|_, _| Some(1)));
+    let filter = HttpFilter::new(host, Some(config.clone()), metrics);
+    let mut run = Run {
+        config: config.clone(),
+        req,
+        plan,
+        filter,
+        up: Upstream::default(),
+        paused: false,
+        answered_locally: false,
+        call_done: false,
+    };
+    run.drive(pick);
+    run.check();
+    run
+}
+
+impl Run {
+    pub(super) fn host(&self) -> &FakeHost {
+        self.filter.host()
+    }
+
+    pub(super) fn outcome(&self) -> Outcome {
+        if let Some((status, headers, _)) = &*self.host().sent.borrow() {
+            let code = headers
+                .iter()
+                .find(|(n, _)| n == "x-ferry-error")
+                .map_or(String::new(), |(_, v)| v.clone());
+            return Outcome::Replied(*status, code);
+        }
+        if self.up.released {
+            Outcome::Forwarded
+        } else {
+            Outcome::Held
+        }
+    }
+
+    pub(super) fn release(&mut self) {
+        if !self.up.released {
+            let headers = self.host().headers.borrow().clone();
+            self.up.released = true;
+            self.up.headers = headers;
+        }
+        let buffered = std::mem::take(&mut *self.host().body.borrow_mut());
+        self.up.body.extend(buffered);
+        self.paused = false;
+    }
+
+    pub(super) fn after_callback(&mut self, what: &str, action: Action) {
+        if self.host().sent.borrow().is_some() {
+            assert!(
+                action == Action::Pause,
+                "{what} replied and returned Continue"
+            );
+            assert!(
+                !self.up.released,
+                "{what} replied after the request went upstream"
+            );
+            self.answered_locally = true;
+            return;
+        }
+        match action {
+            Action::Continue => self.release(),
+            Action::Pause => self.paused = true,
+        }
+    }
+
+    pub(super) fn call_out(&self) -> bool {
+        !self.call_done && !self.host().dispatched.borrow().is_empty()
+    }
+
+    pub(super) fn deliver(&mut self, p: &mut Pick<'_>) {
+        self.call_done = true;
+        let (status, body) = match &self.plan {
+            Plan::Never | Plan::DispatchFails => return,
+            Plan::Vectors | Plan::Short => {
+                let asked = self.host().dispatched.borrow()[0].2.clone();
+                let short = self.plan == Plan::Short;
+                (Some(200), reader::vectors(p, &self.config, &asked, short))
+            }
+            Plan::Status(s, json) => {
+                let body = if *json {
+                    br#"{"error":"redis_unavailable","message":"refused"}"#.to_vec()
+                } else {
+                    b"upstream connect error".to_vec()
+                };
+                (Some(*s), body)
+            }
+            Plan::NoResponse => (None, Vec::new()),
+            Plan::Garbage => (Some(200), b"\xff\xff\xff".to_vec()),
+        };
+        let headers = if status.is_some() { 2 } else { 0 };
+        let len = body.len();
+        *self.host().call_status.borrow_mut() = status;
+        *self.host().call_body.borrow_mut() = body;
+        self.filter.on_call_response(TOKEN, headers, len);
+        let resumed = std::mem::take(&mut *self.host().resumed.borrow_mut());
+        if self.host().sent.borrow().is_some() {
+            assert!(!resumed, "the request was answered and resumed");
+            assert!(
+                !self.up.released,
+                "a local reply after the request went upstream"
+            );
+            self.answered_locally = true;
+        } else if resumed {
+            assert!(self.paused, "resumed a stream that was not paused");
+            self.release();
+        }
+    }
+
+    /// Headers, data frames, trailers as Envoy delivers them; the reader answers at a drawn
+    /// point once its call is out (or at the end); then the model's response headers.
+    pub(super) fn drive(&mut self, p: &mut Pick<'_>) {
+        if self.plan == Plan::DispatchFails {
+            *self.host().dispatch_error.borrow_mut() = Some("unknown cluster".into());
+        }
+        let frames = self.req.chunks.len();
+        let trailers = !self.req.trailers.is_empty();
+        let answer_after = p.below(frames + 2);
+        let action = self.filter.on_request_headers(frames == 0 && !trailers);
+        self.after_callback("on_request_headers", action);
+        for i in 0..frames {
+            if self.answered_locally {
+                return;
+            }
+            if answer_after == i && self.call_out() {
+                self.deliver(p);
+                if self.answered_locally {
+                    return;
+                }
+            }
+            let chunk = self.req.chunks[i].clone();
+            self.host().body.borrow_mut().extend_from_slice(&chunk);
+            let size = self.host().body.borrow().len();
+            let end = i + 1 == frames && !trailers;
+            let action = self.filter.on_request_body(size, end);
+            self.after_callback("on_request_body", action);
+        }
+        if trailers && !self.answered_locally {
+            let action = self.filter.on_request_trailers();
+            self.after_callback("on_request_trailers", action);
+        }
+        if !self.answered_locally && self.call_out() {
+            self.deliver(p);
+        }
+        if self.up.released && !self.answered_locally {
+            *self.host().response_headers.borrow_mut() = vec![(":status".into(), "200".into())];
+            self.filter.on_response_headers();
+        }
+    }
+}
