@@ -17,6 +17,7 @@ pub mod feast_rest;
 pub mod grpc;
 pub mod kserve_binary;
 pub mod targets;
+pub mod upstream;
 
 use ferry_core::config::{Config, Route};
 use ferry_core::error::FerryError;

@@ -34,7 +34,8 @@ use ferry_core::host::testing::FakeHost;
 use ferry_core::metrics::Metrics;
 use ferry_core::request::{Action, HttpFilter};
 
-use check::Headers;
+use crate::upstream::{Next, Upstream};
+
 use input::Bytes;
 use reader::Answer;
 use scenario::{ReaderPlan, Scenario};
@@ -50,15 +51,6 @@ const READER_FAILURES: [&str; 6] = [
     "reader_error",
     "dispatch_failed",
 ];
-
-/// What went upstream, as Envoy would have sent it: the request headers as they were when the
-/// stream first continued, and every body byte released since.
-#[derive(Default)]
-struct Upstream {
-    released: bool,
-    headers: Headers,
-    body: Vec<u8>,
-}
 
 /// The reader's answer as delivered.
 enum Delivered {
@@ -93,33 +85,16 @@ impl<'a> Run<'a> {
 
     /// Envoy sends the headers (if not yet) and the buffered body on.
     fn release(&mut self) {
-        if !self.up.released {
-            let headers = self.host().headers.borrow().clone();
-            self.up.released = true;
-            self.up.headers = headers;
-        }
-        let buffered = std::mem::take(&mut *self.host().body.borrow_mut());
-        self.up.body.extend(buffered);
+        self.up.release(self.filter.host());
         self.paused = false;
     }
 
     /// After a stream callback returned `action`.
     fn after_callback(&mut self, what: &str, action: Action) {
-        if self.host().sent.borrow().is_some() {
-            assert!(
-                action == Action::Pause,
-                "{what} sent a local reply and returned Continue"
-            );
-            assert!(
-                !self.up.released,
-                "{what} sent a local reply after the request went upstream"
-            );
-            self.answered_locally = true;
-            return;
-        }
-        match action {
-            Action::Continue => self.release(),
-            Action::Pause => self.paused = true,
+        match self.up.after_callback(self.filter.host(), what, action) {
+            Next::AnsweredLocally => self.answered_locally = true,
+            Next::Released => self.paused = false,
+            Next::Paused => self.paused = true,
         }
     }
 

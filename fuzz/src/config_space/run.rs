@@ -10,21 +10,14 @@ use ferry_core::host::testing::FakeHost;
 use ferry_core::metrics::Metrics;
 use ferry_core::request::{Action, HttpFilter};
 
+use crate::upstream::{Next, Upstream};
+
 use super::pick::Pick;
 use super::reader::{self, Plan};
 use super::request::Request;
 
 /// The token `FakeHost::dispatch` hands out.
 const TOKEN: u32 = 7;
-
-/// What reached the model: the request headers when the stream first went on, and every body
-/// byte released since.
-#[derive(Default)]
-pub(crate) struct Upstream {
-    pub(super) released: bool,
-    pub(super) headers: Vec<(String, String)>,
-    pub(super) body: Vec<u8>,
-}
 
 pub(crate) struct Run {
     pub(super) config: Rc<Config>,
@@ -103,33 +96,18 @@ impl Run {
         }
     }
 
+    /// Envoy sends the headers (if not yet) and the buffered body on.
     pub(super) fn release(&mut self) {
-        if !self.up.released {
-            let headers = self.host().headers.borrow().clone();
-            self.up.released = true;
-            self.up.headers = headers;
-        }
-        let buffered = std::mem::take(&mut *self.host().body.borrow_mut());
-        self.up.body.extend(buffered);
+        self.up.release(self.filter.host());
         self.paused = false;
     }
 
+    /// After a stream callback returned `action`.
     pub(super) fn after_callback(&mut self, what: &str, action: Action) {
-        if self.host().sent.borrow().is_some() {
-            assert!(
-                action == Action::Pause,
-                "{what} replied and returned Continue"
-            );
-            assert!(
-                !self.up.released,
-                "{what} replied after the request went upstream"
-            );
-            self.answered_locally = true;
-            return;
-        }
-        match action {
-            Action::Continue => self.release(),
-            Action::Pause => self.paused = true,
+        match self.up.after_callback(self.filter.host(), what, action) {
+            Next::AnsweredLocally => self.answered_locally = true,
+            Next::Released => self.paused = false,
+            Next::Paused => self.paused = true,
         }
     }
 
