@@ -58,4 +58,25 @@ impl Upstream {
             Action::Pause => Next::Paused,
         }
     }
+
+    /// After the filter handled the reader's answer on a stream that was `paused`: it
+    /// answered (never also resumed, and only before anything went upstream), resumed (only a
+    /// paused stream: released), or neither (`None`).
+    pub fn after_call(&mut self, host: &FakeHost, paused: bool) -> Option<Next> {
+        let resumed = std::mem::take(&mut *host.resumed.borrow_mut());
+        if host.sent.borrow().is_some() {
+            assert!(!resumed, "the request was answered and resumed");
+            assert!(
+                !self.released,
+                "a local reply after the request went upstream"
+            );
+            return Some(Next::AnsweredLocally);
+        }
+        if !resumed {
+            return None;
+        }
+        assert!(paused, "resumed a stream that was not paused");
+        self.release(host);
+        Some(Next::Released)
+    }
 }

@@ -24,7 +24,7 @@ mod grpc;
 mod input;
 mod path;
 pub(crate) mod reader;
-mod scenario;
+pub(crate) mod scenario;
 mod verdict;
 
 use std::rc::Rc;
@@ -83,12 +83,6 @@ impl<'a> Run<'a> {
         context(&self.sc)
     }
 
-    /// Envoy sends the headers (if not yet) and the buffered body on.
-    fn release(&mut self) {
-        self.up.release(self.filter.host());
-        self.paused = false;
-    }
-
     /// After a stream callback returned `action`.
     fn after_callback(&mut self, what: &str, action: Action) {
         match self.up.after_callback(self.filter.host(), what, action) {
@@ -100,17 +94,10 @@ impl<'a> Run<'a> {
 
     /// After the filter handled the reader's answer: it answered, resumed, or neither.
     fn after_call(&mut self) {
-        let resumed = std::mem::take(&mut *self.host().resumed.borrow_mut());
-        if self.host().sent.borrow().is_some() {
-            assert!(!resumed, "the request was answered and resumed");
-            assert!(
-                !self.up.released,
-                "a local reply after the request went upstream"
-            );
-            self.answered_locally = true;
-        } else if resumed {
-            assert!(self.paused, "resumed a stream that was not paused");
-            self.release();
+        match self.up.after_call(self.filter.host(), self.paused) {
+            Some(Next::AnsweredLocally) => self.answered_locally = true,
+            Some(_) => self.paused = false,
+            None => {}
         }
     }
 

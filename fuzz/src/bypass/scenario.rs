@@ -197,7 +197,7 @@ fn request_field(b: &mut Bytes<'_>) -> Option<Json> {
 }
 
 /// The join keys a route reads, per entity: (field, is an int64 key).
-fn id_fields(route: &Route) -> Vec<(String, bool)> {
+pub(crate) fn id_fields(route: &Route) -> Vec<(String, bool)> {
     let mut out: Vec<(String, bool)> = Vec::new();
     for p in &route.parts {
         for (f, k) in p.entity_fields.iter().zip(&p.service.entity_keys) {

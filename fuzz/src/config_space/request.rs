@@ -18,6 +18,8 @@ use ferry_protos::v1::ValueType as T;
 use prost::Message;
 use serde_json::{json, Map, Value as Json};
 
+use crate::bypass::scenario::id_fields;
+
 use super::pick::Pick;
 use super::snapshot::{route_prefix, ROOT, TENANT};
 
@@ -185,19 +187,6 @@ fn forged(p: &mut Pick<'_>) -> Json {
         json!({ "v": FORGED }),
         json!([FORGED_NUMBER]),
     ])
-}
-
-/// The join key fields a route reads per entity: (field, int64).
-fn id_fields(route: &Route) -> Vec<(String, bool)> {
-    let mut out: Vec<(String, bool)> = Vec::new();
-    for part in &route.parts {
-        for (f, k) in part.entity_fields.iter().zip(&part.service.entity_keys) {
-            if !out.iter().any(|(x, _)| x == f) {
-                out.push((f.clone(), k.kind == KeyKind::Int64));
-            }
-        }
-    }
-    out
 }
 
 fn id(p: &mut Pick<'_>, int: bool) -> Json {

@@ -96,12 +96,6 @@ impl Run {
         }
     }
 
-    /// Envoy sends the headers (if not yet) and the buffered body on.
-    pub(super) fn release(&mut self) {
-        self.up.release(self.filter.host());
-        self.paused = false;
-    }
-
     /// After a stream callback returned `action`.
     pub(super) fn after_callback(&mut self, what: &str, action: Action) {
         match self.up.after_callback(self.filter.host(), what, action) {
@@ -140,17 +134,10 @@ impl Run {
         *self.host().call_status.borrow_mut() = status;
         *self.host().call_body.borrow_mut() = body;
         self.filter.on_call_response(TOKEN, headers, len);
-        let resumed = std::mem::take(&mut *self.host().resumed.borrow_mut());
-        if self.host().sent.borrow().is_some() {
-            assert!(!resumed, "the request was answered and resumed");
-            assert!(
-                !self.up.released,
-                "a local reply after the request went upstream"
-            );
-            self.answered_locally = true;
-        } else if resumed {
-            assert!(self.paused, "resumed a stream that was not paused");
-            self.release();
+        match self.up.after_call(self.filter.host(), self.paused) {
+            Some(Next::AnsweredLocally) => self.answered_locally = true,
+            Some(_) => self.paused = false,
+            None => {}
         }
     }
 
