@@ -357,6 +357,21 @@ pub fn example_repo(dir: &Path, opts: &Options, edit: impl FnOnce(String) -> Str
     repo
 }
 
+/// The example repo with `entities` users in `dir`, materialized into a Redis of its own.
+pub fn materialized_example(dir: &Path, entities: usize) -> (PathBuf, RedisServer) {
+    let opts = Options {
+        entities: Some(entities),
+        ..Options::default()
+    };
+    let repo = example_repo(dir, &opts, |y| y);
+    let redis = RedisServer::start();
+    run(Command::new(bin("ferry"))
+        .arg("materialize")
+        .arg(&repo)
+        .args(["--redis", &redis.url()]));
+    (repo, redis)
+}
+
 /// Adds a test's on-demand views and services to the example's ferry.yaml: `block` is an
 /// `on_demand_views:` list then a `feature_services:` list; each goes first in the example's own
 /// list of that name (the example has both).

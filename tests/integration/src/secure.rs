@@ -16,7 +16,7 @@ use crate::control_plane::{READ_TOKEN, TOKEN};
 use crate::data::Source;
 use crate::http::{get_ok, post};
 use crate::RedisServer;
-use crate::{bin, example_repo, free_port, run, start_envoy, tls, wasm, Options, Proc};
+use crate::{bin, free_port, materialized_example, run, start_envoy, tls, wasm, Proc};
 
 /// The control plane's DNS name (its certificate's SAN, Envoy's SNI toward it).
 pub const CP_NAME: &str = "ferry-control-plane.test";
@@ -193,20 +193,7 @@ impl SecureStack {
     pub fn start(opts: SecureOptions) -> SecureStack {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
-        let entities = Some(opts.entities.unwrap_or(200));
-        let repo = example_repo(
-            d,
-            &Options {
-                entities,
-                ..Options::default()
-            },
-            |y| y,
-        );
-        let redis = RedisServer::start();
-        run(Command::new(bin("ferry"))
-            .arg("materialize")
-            .arg(&repo)
-            .args(["--redis", &redis.url()]));
+        let (repo, redis) = materialized_example(d, opts.entities.unwrap_or(200));
 
         let ca = Ca::new("ferry test CA");
         let volume = |name: &str, leaf: Leaf| {

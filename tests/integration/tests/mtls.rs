@@ -15,7 +15,8 @@ use ferry_integration_tests::secure::{
     plaintext_on_a_network_address_is_refused, tls_flags, CI, CP_NAME, ENVOY, READER_NAME, WEB,
 };
 use ferry_integration_tests::{
-    bin, example_repo, free_port, run, secure, start_envoy, tls, Options, Proc, RedisServer,
+    bin, example_repo, free_port, materialized_example, run, secure, start_envoy, tls, Options,
+    Proc,
 };
 use ferry_test_support::certs::{Ca, LeafFiles};
 use serde_json::json;
@@ -100,19 +101,7 @@ async fn refused(http: u16, ca: &Ca, reason: &str) -> u64 {
 async fn envoy_over_mtls_gets_its_config_and_enriches_and_every_link_refuses_strangers() {
     let dir = tempfile::tempdir().unwrap();
     let c = certs(dir.path());
-    let repo = example_repo(
-        dir.path(),
-        &Options {
-            entities: Some(200),
-            ..Options::default()
-        },
-        |y| y,
-    );
-    let redis = RedisServer::start();
-    run(Command::new(bin("ferry"))
-        .arg("materialize")
-        .arg(&repo)
-        .args(["--redis", &redis.url()]));
+    let (repo, redis) = materialized_example(dir.path(), 200);
 
     let reader_port = free_port();
     let mut cmd = Command::new(bin("ferry-reader"));

@@ -11,7 +11,7 @@ use ferry_integration_tests::http::get_ok;
 use ferry_integration_tests::process::tcp_open;
 use ferry_integration_tests::secure::block_on;
 use ferry_integration_tests::{
-    bin, example_repo, free_port, run, start_reader, tls, wasm, Options, Proc, RedisServer,
+    bin, free_port, materialized_example, run, start_reader, tls, wasm, Proc, RedisServer,
 };
 use ferry_test_support::certs::Ca;
 
@@ -36,19 +36,7 @@ pub struct Stack {
 
 impl Stack {
     pub fn start(d: &Path) -> Stack {
-        let repo = example_repo(
-            d,
-            &Options {
-                entities: Some(50),
-                ..Options::default()
-            },
-            |y| y,
-        );
-        let redis = RedisServer::start();
-        run(Command::new(bin("ferry"))
-            .arg("materialize")
-            .arg(&repo)
-            .args(["--redis", &redis.url()]));
+        let (repo, redis) = materialized_example(d, 50);
         let mut reader = start_reader(d, READER_PORT, &["--redis".into(), redis.url()]);
         let model_port = free_port();
         let mut cmd = Command::new(bin("ferry-demo-model"));
