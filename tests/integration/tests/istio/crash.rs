@@ -59,17 +59,32 @@ async fn a_reloaded_vm_still_refuses_a_replayed_older_snapshot() {
         envoy.proc.log_text().contains("wasm"),
         "Envoy logged the trap"
     );
-    let mut not_loaded = 0;
-    for _ in 0..20 {
+    // Envoy reloads a failed VM at most once per its reload backoff (1 s by default,
+    // `ReloadConfig`): a request landing on the crashed worker before that is refused 503
+    // `wasm_fail_stream`, closed too. Requests go on until the reloaded VM has logged its refusal.
+    let (mut not_loaded, mut failed_vm, mut sent) = (0, 0, 0);
+    let start = Instant::now();
+    while envoy.proc.log_text().matches(&refusal).count() <= before_crash || sent < 20 {
+        assert!(
+            start.elapsed() < WAIT,
+            "the reloaded VM never logged the refusal:\n{}",
+            envoy.proc.log_text()
+        );
         let resp = post(p, "/t/added-later", instances(&["u000001"])).await;
+        sent += 1;
         if resp.status == 503 && resp.header("x-ferry-error") == Some("snapshot_not_loaded") {
             not_loaded += 1;
+        } else if resp.status == 503 && resp.body.starts_with(b"{\"error\":\"wasm_fail_stream\"") {
+            failed_vm += 1;
         } else {
             assert!(enriched(&resp), "{} {:?}", resp.status, resp.body);
         }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    wait_for_log(&envoy.proc, &refusal, before_crash + 1).await;
-    println!("after the crash: {not_loaded} of 20 answered by a VM holding no snapshot yet");
+    println!(
+        "after the crash, of {sent}: {not_loaded} answered by a VM holding no snapshot yet, \
+         {failed_vm} refused inside the reload backoff"
+    );
 
     // The real snapshot back: the reloaded VM loads it at its next poll (the same sequence as
     // the shared one, the same bytes), and then every VM serves it: 20 in a row enriched.
