@@ -15,6 +15,10 @@
 #                                         # the earlier ones (and earlier sittings) generated
 #   FUZZ_KEEP=1 make fuzz                 # then minimize corpus + generated into fuzz/kept/TARGET
 #                                         # (committed; the stable replay runs every input)
+#   FUZZ_LEDGER=0 make fuzz               # leave fuzz/campaign.tsv alone (CI's short run)
+# Each run starts from the committed seeds (fuzz/corpus/TARGET), the kept corpus
+# (fuzz/kept/TARGET) and what earlier runs on this machine generated; it writes only to
+# fuzz/generated/TARGET.
 # Every slice of every target adds a row to fuzz/campaign.tsv (committed): the campaign's ledger
 # across sittings (date, commit, target, seconds, executions, coverage, corpus units, crashes).
 # FERRY_FUZZ_SKIP_KNOWN=all makes config_space skip the inputs of its known open bugs.
@@ -41,8 +45,8 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 
 targets=${FUZZ_TARGETS:-$(cargo +nightly fuzz list)}
-echo "== building fuzz targets (nightly, release, ASan)"
-cargo +nightly fuzz build
+echo "== building fuzz targets (nightly, release, ASan): $targets"
+for t in $targets; do cargo +nightly fuzz build "$t"; done
 
 mkdir -p fuzz/logs
 failed=()
@@ -55,10 +59,12 @@ for slice in $(seq 1 "$slices"); do
 for t in $targets; do
   echo "== fuzzing $t for $budget (slice $slice of $slices)"
   mkdir -p "fuzz/generated/$t" "fuzz/corpus/$t"
+  seeds=("fuzz/corpus/$t")
+  [ -d "fuzz/kept/$t" ] && seeds+=("fuzz/kept/$t")
   status=0
   started=$SECONDS
   touch "fuzz/logs/$t.started"
-  cargo +nightly fuzz run "$t" "fuzz/generated/$t" "fuzz/corpus/$t" -- \
+  cargo +nightly fuzz run "$t" "fuzz/generated/$t" "${seeds[@]}" -- \
     "${limits[@]}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=256 -print_final_stats=1 \
     > "fuzz/logs/$t.log" 2>&1 || status=$?
   took=$((SECONDS - started))
@@ -69,7 +75,7 @@ for t in $targets; do
   printf '%-18s %12s %10s %8s %8s\n' "$t" "${execs:-?}" "${rate:-?}" "$took" "$crashes" | tee -a fuzz/logs/summary.txt
   cov=$(grep -oE 'cov: [0-9]+' "fuzz/logs/$t.log" | tail -1 | cut -d' ' -f2)
   units=$(grep -oE 'corp: [0-9]+' "fuzz/logs/$t.log" | tail -1 | cut -d' ' -f2)
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$commit" "$t" "$took" \
+  [ "${FUZZ_LEDGER:-1}" = 0 ] || printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$commit" "$t" "$took" \
     "${execs:-?}" "${cov:-?}" "${units:-?}" "$crashes" "${FERRY_FUZZ_SKIP_KNOWN:-}" >> "$ledger"
   if [ "$status" -ne 0 ] || [ "$crashes" -gt 0 ]; then
     failed+=("$t")
