@@ -45,6 +45,16 @@ pub const MAX_SNAPSHOT_BYTES: usize = 8 << 20;
 /// Largest signed snapshot: the snapshot plus the envelope (a signature, a key id, framing).
 pub const MAX_SIGNED_SNAPSHOT_BYTES: usize = MAX_SNAPSHOT_BYTES + 4096;
 
+/// Most rows one feature write (`POST /push`, `/write-to-online-store`) holds.
+pub const MAX_WRITE_ROWS: usize = 100_000;
+/// Longest string or bytes cell of a feature write, as JSON text (bytes arrive as base64).
+pub const MAX_WRITE_CELL_BYTES: usize = 64 * 1024;
+/// Most items of a list cell (`float32_list`) of a feature write.
+pub const MAX_WRITE_LIST_ITEMS: usize = 4096;
+/// Largest stored vector (one entity's features of one service, every view) a write produces:
+/// the reader sends it whole on every lookup of that entity.
+pub const MAX_VECTOR_BYTES: usize = 256 * 1024;
+
 /// A count over its limit, named as the reader's JSON error names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Exceeded {

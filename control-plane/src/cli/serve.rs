@@ -136,6 +136,12 @@ pub struct ServeArgs {
     /// the public key, as `ferry keygen` and `ferry plugin-config --snapshot-key` derive it).
     #[arg(long, value_name = "ID", requires = "signing_key")]
     signing_key_id: Option<String>,
+    /// Feature writes (`POST /push`, `/write-to-online-store`) answered at once; one more is
+    /// refused 429 with `Retry-After` before its body is read.
+    #[arg(long, env = "FERRY_MAX_CONCURRENT_WRITES", default_value_t = ferry::write::DEFAULT_MAX_WRITES,
+          value_parser = clap::builder::TypedValueParser::map(
+              clap::value_parser!(u16).range(1..), usize::from))]
+    max_concurrent_writes: usize,
     /// The HTTP filter's name in the bootstrap (the ECDS resource name).
     #[arg(long, default_value = "ferry")]
     filter_name: String,
@@ -252,6 +258,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         max_streams_per_node: args.max_streams_per_node,
         signer,
         redis: args.redis,
+        max_writes: args.max_concurrent_writes,
         shared,
         #[cfg(feature = "test-switches")]
         allow_invalid: args.allow_invalid,

@@ -359,6 +359,11 @@ async fn write(api: &Api, endpoint: Endpoint, req: Request<Incoming>) -> Respons
         writer.metrics.refused(code);
         return with_code(refused, code);
     }
+    // The slot before the body: a refused write holds no body in memory.
+    let _slot = match writer.slot() {
+        Ok(slot) => slot,
+        Err(busy) => return busy.response(),
+    };
     let limit = crate::write::MAX_BODY_BYTES;
     let body = Limited::new(req.into_body(), limit);
     let bytes = match tokio::time::timeout(READ_TIMEOUT, body.collect()).await {
@@ -381,7 +386,7 @@ async fn write(api: &Api, endpoint: Endpoint, req: Request<Incoming>) -> Respons
     writer
         .handle(
             endpoint,
-            &bytes,
+            bytes,
             current.as_ref().map(|c| &c.snapshot),
             held.as_deref(),
         )

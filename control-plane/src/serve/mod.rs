@@ -84,6 +84,8 @@ pub struct ServeOptions {
     pub signer: Option<Arc<signing::Signer>>,
     /// The Redis feature writes go to (connected on first use).
     pub redis: ferry_redis::RedisArgs,
+    /// Write requests answered at once (`--max-concurrent-writes`); more: 429.
+    pub max_writes: usize,
     /// `--shared-state`: the snapshot is shared with the other replicas through that Redis
     /// (the state directory is not used); None: this process alone.
     pub shared: Option<shared::SharedOptions>,
@@ -94,7 +96,7 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
     let (insecure, (http_tls, xds_tls)) = (access_rules(&opts)?, load_tls(opts.tls.as_ref())?);
     limits::raise_open_files(opts.max_http_connections + opts.max_streams);
     let (state, shared, hash) = start_state(&opts).await?;
-    let writer = Arc::new(writer(&opts.redis, &state)?);
+    let writer = Arc::new(writer(&opts, &state)?);
 
     let xds_listener = bind(opts.xds_listen)
         .with_context(|| format!("binding the xDS port {}", opts.xds_listen))?;
@@ -244,7 +246,8 @@ fn shared_state(opts: &ServeOptions) -> Result<Option<Arc<shared::Shared>>> {
 
 /// The feature writer: Redis connected lazily, so the control plane starts (and serves xDS)
 /// while Redis is away; a write then answers 503.
-fn writer(redis: &ferry_redis::RedisArgs, state: &State) -> Result<crate::write::Writer> {
+fn writer(opts: &ServeOptions, state: &State) -> Result<crate::write::Writer> {
+    let redis = &opts.redis;
     let target = redis.target()?;
     let timeouts = ferry_redis::Timeouts {
         connect: Duration::from_secs(2),
@@ -252,7 +255,11 @@ fn writer(redis: &ferry_redis::RedisArgs, state: &State) -> Result<crate::write:
     };
     let conn = target.connect_lazy(timeouts)?;
     tracing::info!(redis = %target, "feature writes go to this Redis");
-    Ok(crate::write::Writer::new(conn, state.metrics.write.clone()))
+    Ok(crate::write::Writer::new(
+        conn,
+        state.metrics.write.clone(),
+        opts.max_writes,
+    ))
 }
 
 /// The xDS server over `state`, with the stream caps and node-id rules of `opts`.

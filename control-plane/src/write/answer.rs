@@ -10,7 +10,11 @@ use http_body_util::Full;
 use hyper::{Response, StatusCode};
 use serde_json::json;
 
+use super::bounded::Exceeded;
 use super::rows::Problems;
+
+/// What a refused write is told to wait before retrying when every write slot is taken.
+pub const RETRY_AFTER_SECONDS: &str = "1";
 
 /// The header naming Ferry's error code.
 pub const ERROR_HEADER: &str = "x-ferry-error";
@@ -31,12 +35,26 @@ pub enum WriteError {
     UnknownMode(String),
     Rows(Problems),
     TooLarge(usize),
+    /// Over a bound of the write's content (rows, a cell, a list, a vector).
+    Exceeds(Exceeded),
+    /// Every write slot is taken (`--max-concurrent-writes`).
+    Busy(usize),
     NoSnapshot,
     Redis(String),
     Contended(String),
+    /// The check of a body did not finish (a task failed): a bug, nothing was written.
+    Internal(String),
 }
 
 impl WriteError {
+    /// A refused set of rows: too large when a row went over a bound, else invalid.
+    pub fn rows(mut p: Problems) -> WriteError {
+        match p.too_large.take() {
+            Some(e) => Self::Exceeds(e),
+            None => Self::Rows(p),
+        }
+    }
+
     /// (status, Ferry's code, Feast's class) of each refusal: the one table.
     fn row(&self) -> (StatusCode, &'static str, &'static str) {
         match self {
@@ -71,6 +89,12 @@ impl WriteError {
                 "body_too_large",
                 "BodyTooLarge",
             ),
+            Self::Exceeds(e) => (StatusCode::PAYLOAD_TOO_LARGE, e.code(), "WriteTooLarge"),
+            Self::Busy(_) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_writes",
+                "TooManyWrites",
+            ),
             Self::NoSnapshot => (StatusCode::SERVICE_UNAVAILABLE, "no_snapshot", "NoSnapshot"),
             Self::Redis(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -81,6 +105,11 @@ impl WriteError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 "write_contended",
                 "WriteContended",
+            ),
+            Self::Internal(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "InternalError",
             ),
         }
     }
@@ -116,8 +145,14 @@ impl WriteError {
                 p.summary()
             ),
             Self::TooLarge(max) => format!("write requests are limited to {max} bytes"),
+            Self::Exceeds(e) => format!("nothing was written: {e}"),
+            Self::Busy(max) => format!(
+                "{max} write requests are being answered, the most this control plane takes at \
+                 once (--max-concurrent-writes); retry after the Retry-After seconds"
+            ),
             Self::NoSnapshot => "this control plane has no valid snapshot yet".to_owned(),
             Self::Redis(e) | Self::Contended(e) => e.clone(),
+            Self::Internal(e) => format!("the write's check failed, nothing was written: {e}"),
         }
     }
 
@@ -148,6 +183,12 @@ impl WriteError {
             hyper::header::HeaderValue::from_static("application/json"),
         );
         h.insert(ERROR_HEADER, hyper::header::HeaderValue::from_static(code));
+        if let Self::Busy(_) = self {
+            h.insert(
+                hyper::header::RETRY_AFTER,
+                hyper::header::HeaderValue::from_static(RETRY_AFTER_SECONDS),
+            );
+        }
         r
     }
 }

@@ -260,7 +260,7 @@ fn absorb_one(problems: &mut Problems, p: String) {
         problems,
         Problems {
             list: vec![p],
-            more: 0,
+            ..Problems::default()
         },
     );
 }
@@ -279,7 +279,7 @@ fn absorb(problems: &mut Problems, p: Problems) {
 /// Writes checked rows, [`BATCH_ROWS`] at a time, through the write path of `/push`. Rows
 /// superseded by a later row of the same entity in the file count as skipped as older.
 pub async fn write(conn: Connection, checked: &Checked) -> Result<Counts, BackfillError> {
-    let writer = Writer::new(conn, super::metrics::WriteMetrics::default());
+    let writer = Writer::new(conn, super::metrics::WriteMetrics::default(), 1);
     let mut total = Counts {
         skipped_older: checked.rows.superseded,
         ..Counts::default()

@@ -7,6 +7,7 @@
 
 use ferry_protos::v1::StoredVector;
 
+use super::bounded::MAX_VECTOR_BYTES;
 use super::model::Target;
 use super::rows::Row;
 use crate::materialize::vector::{self, Part};
@@ -37,13 +38,17 @@ pub enum Refusal {
     Undecodable,
     /// The layout (a held-back snapshot's) holds features the served schema lacks.
     SchemaMismatch,
+    /// The merged vector would be over `MAX_VECTOR_BYTES` (each row is within it alone; the
+    /// views of one vector together are not).
+    VectorTooLarge,
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 3] = [
+    pub const ALL: [Refusal; 4] = [
         Refusal::FingerprintMismatch,
         Refusal::Undecodable,
         Refusal::SchemaMismatch,
+        Refusal::VectorTooLarge,
     ];
 
     /// The `reason` label of `ferry_write_refusals_total`.
@@ -52,6 +57,7 @@ impl Refusal {
             Refusal::FingerprintMismatch => "fingerprint_mismatch",
             Refusal::Undecodable => "undecodable_vector",
             Refusal::SchemaMismatch => "schema_mismatch",
+            Refusal::VectorTooLarge => "vector_too_large",
         }
     }
 }
@@ -129,6 +135,16 @@ pub fn merge(
         .collect();
     let mut out = Vec::new();
     vector::encode_into(fingerprint, &encoded, &mut out);
+    if out.len() > MAX_VECTOR_BYTES {
+        let refused = |o: Outcome| match o {
+            Outcome::Written => Outcome::Refused(Refusal::VectorTooLarge),
+            other => other,
+        };
+        return Merged {
+            bytes: None,
+            outcomes: outcomes.into_iter().map(refused).collect(),
+        };
+    }
     Merged {
         bytes: Some(out),
         outcomes,

@@ -169,3 +169,67 @@ fn another_fingerprint_layout_or_garbage_is_refused_never_merged() {
     assert_eq!(m.outcomes, [Outcome::Refused(Refusal::SchemaMismatch)]);
     assert_eq!(m.bytes, None);
 }
+
+#[test]
+fn a_merged_vector_over_the_bound_is_refused_each_part_alone_within_it() {
+    use ferry_protos::v1::FloatList;
+    // Two views' lists, each under the bound alone, over it together.
+    let half = Value {
+        kind: Some(Kind::FloatListVal(FloatList {
+            values: vec![0.5; MAX_VECTOR_BYTES / 4 / 2 + 64],
+        })),
+    };
+    let (a, b) = (target(0, vec![0]), target(1, vec![0]));
+    let r = row(1, vec![half]);
+    let one = merge(
+        None,
+        7,
+        2,
+        &[Update {
+            target: &a,
+            row: &r,
+        }],
+    );
+    let stored = one.bytes.expect("one part alone is within the bound");
+    assert!(stored.len() <= MAX_VECTOR_BYTES);
+    let both = merge(
+        Some(&stored),
+        7,
+        2,
+        &[Update {
+            target: &b,
+            row: &r,
+        }],
+    );
+    assert_eq!(
+        both,
+        Merged {
+            bytes: None,
+            outcomes: vec![Outcome::Refused(Refusal::VectorTooLarge)]
+        }
+    );
+    // What the stored part skips as older stays skipped, not refused.
+    let older = row(0, vec![v(1)]);
+    let m = merge(
+        Some(&stored),
+        7,
+        2,
+        &[
+            Update {
+                target: &a,
+                row: &older,
+            },
+            Update {
+                target: &b,
+                row: &r,
+            },
+        ],
+    );
+    assert_eq!(
+        m.outcomes,
+        [
+            Outcome::SkippedOlder,
+            Outcome::Refused(Refusal::VectorTooLarge)
+        ]
+    );
+}

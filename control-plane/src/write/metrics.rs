@@ -16,13 +16,18 @@ pub const SKIPPED_OLDER: &str = "skipped_older";
 pub const REFUSED: &str = "refused";
 
 /// Request refusals (nothing written) beside the per-vector ones of [`Refusal`].
-pub const REQUEST_REASONS: [&str; 8] = [
+pub const REQUEST_REASONS: [&str; 13] = [
     "invalid_request",
     "invalid_rows",
     "unknown_push_source",
     "unknown_view",
     "offline_write_refused",
     "body_too_large",
+    "too_many_rows",
+    "cell_too_large",
+    "list_too_long",
+    "vector_too_large",
+    "too_many_writes",
     "unauthorized",
     "forbidden",
 ];

@@ -4,6 +4,7 @@
 //!
 //! - [`request`]: the request bodies; [`answer`]: the answers and the error table.
 //! - [`model`]: what a write touches, compiled from the snapshots.
+//! - [`bounded`]: the body read with its bounds (rows, cells, lists) checked as it is read.
 //! - [`rows`]: `df` checked against the views' schemas (every problem, nothing written).
 //! - [`merge`]: the merge rule of one vector; [`store`]: the atomic compare-and-set per key.
 //! - [`feast`]: a Feast-backed repo's writes, in Feast's layout and with Feast's skip rule.
@@ -12,6 +13,7 @@
 
 pub mod answer;
 pub mod backfill;
+pub mod bounded;
 pub mod feast;
 pub mod merge;
 pub mod metrics;
@@ -41,6 +43,12 @@ use crate::sources::TimestampRules;
 
 /// Largest write request body: 8 MiB (about 50,000 rows of a few features as JSON columns).
 pub const MAX_BODY_BYTES: usize = 8 << 20;
+/// Write requests answered at once by default (`ferry serve --max-concurrent-writes`): each
+/// holds its body (up to [`MAX_BODY_BYTES`]) and its parsed rows.
+pub const DEFAULT_MAX_WRITES: usize = 4;
+/// Bodies parsed and checked at once, off the async runtime: what a write flood may take of
+/// the machine's CPU (the readers and Envoy share it).
+const PARSE_SLOTS: usize = 1;
 
 /// The write service of `ferry serve`.
 pub struct Writer {
@@ -49,15 +57,40 @@ pub struct Writer {
     pub metrics: metrics::WriteMetrics,
     /// The model of the last (current, held-back) pair, rebuilt when either changes.
     model: Mutex<Option<Arc<WriteModel>>>,
+    /// One permit per write request being answered; none left: 429.
+    slots: Arc<tokio::sync::Semaphore>,
+    max_writes: usize,
+    /// Permits to parse a body (CPU work, on the blocking pool).
+    parsing: tokio::sync::Semaphore,
+    /// Permits for Redis commands in flight, shared by every write: the readers' Redis sees
+    /// at most [`store::IN_FLIGHT`] write commands at once, however many writes run.
+    redis: Arc<tokio::sync::Semaphore>,
 }
 
+/// A taken write slot, released when the answer is sent.
+pub type Slot = tokio::sync::OwnedSemaphorePermit;
+
 impl Writer {
-    pub fn new(conn: Connection, metrics: metrics::WriteMetrics) -> Writer {
+    /// A writer answering at most `max_writes` write requests at once.
+    pub fn new(conn: Connection, metrics: metrics::WriteMetrics, max_writes: usize) -> Writer {
         Writer {
             conn,
             metrics,
             model: Mutex::new(None),
+            slots: Arc::new(tokio::sync::Semaphore::new(max_writes)),
+            max_writes,
+            parsing: tokio::sync::Semaphore::new(PARSE_SLOTS),
+            redis: Arc::new(tokio::sync::Semaphore::new(store::IN_FLIGHT)),
         }
+    }
+
+    /// A write slot, taken before the body is read; or the 429 refusal (counted).
+    pub fn slot(&self) -> Result<Slot, WriteError> {
+        self.slots.clone().try_acquire_owned().map_err(|_| {
+            let e = WriteError::Busy(self.max_writes);
+            self.refused(&e);
+            e
+        })
     }
 
     fn model(&self, current: &v1::Snapshot, held: Option<&v1::Snapshot>) -> Arc<WriteModel> {
@@ -72,11 +105,11 @@ impl Writer {
         cached.clone().unwrap_or_default()
     }
 
-    /// Answers one authorized write request whose body was read.
+    /// Answers one authorized write request whose body was read (under a [`Slot`]).
     pub async fn handle(
         &self,
         endpoint: Endpoint,
-        body: &[u8],
+        body: Bytes,
         current: Option<&v1::Snapshot>,
         held_back: Option<&v1::Snapshot>,
     ) -> Response<Full<Bytes>> {
@@ -105,16 +138,20 @@ impl Writer {
     async fn write(
         &self,
         endpoint: Endpoint,
-        body: &[u8],
+        body: Bytes,
         current: Option<&v1::Snapshot>,
         held_back: Option<&v1::Snapshot>,
     ) -> Result<Counts, WriteError> {
-        let req = request::parse(endpoint, body)?;
-        let current = current.ok_or(WriteError::NoSnapshot)?;
-        let model = self.model(current, held_back);
-        let views = resolve(&model, &req.target)?;
-        let rules = TimestampRules::now(None);
-        let rows = rows::rows(&req.df, &views, &rules).map_err(WriteError::Rows)?;
+        let model = current.map(|c| self.model(c, held_back));
+        let checked = {
+            let _parsing = self.parsing.acquire().await.map_err(internal)?;
+            let model = model.clone();
+            tokio::task::spawn_blocking(move || check(endpoint, &body, model.as_deref()))
+                .await
+                .map_err(internal)?
+        };
+        let rows = checked?;
+        let model = model.ok_or(WriteError::NoSnapshot)?;
         self.store(&model, &rows).await
     }
 
@@ -126,7 +163,7 @@ impl Writer {
             return self.write_feast(&model.project, rows).await;
         }
         let (work, ids) = key_work(&model.project, rows);
-        let (applied, error) = store::apply(&self.conn, work).await;
+        let (applied, error) = store::apply(&self.conn, &self.redis, work).await;
         self.metrics.conflicts_total.inc_by(applied.conflicts);
         let counts = count(&ids, &applied.outcomes, rows);
         self.metrics.rows(metrics::WRITTEN, counts.written);
@@ -180,6 +217,23 @@ impl Writer {
             ))),
         }
     }
+}
+
+/// Parses and checks a body (CPU work, run on the blocking pool): its rows, or why not.
+fn check(
+    endpoint: Endpoint,
+    body: &[u8],
+    model: Option<&WriteModel>,
+) -> Result<Vec<ViewRows>, WriteError> {
+    let req = request::parse(endpoint, body)?;
+    let model = model.ok_or(WriteError::NoSnapshot)?;
+    let views = resolve(model, &req.target)?;
+    let rules = TimestampRules::now(None);
+    rows::rows(&req.df, &views, &rules).map_err(WriteError::rows)
+}
+
+fn internal(e: impl std::fmt::Display) -> WriteError {
+    WriteError::Internal(e.to_string())
 }
 
 /// The views a request writes.

@@ -7,6 +7,7 @@
 use serde_json::{json, Map, Value as Json};
 
 use super::answer::WriteError;
+use super::bounded::{self, Unread};
 
 /// The write endpoints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,15 +49,17 @@ fn detail(kind: &str, field: &str, msg: &str) -> Json {
     json!({"type": kind, "loc": ["body", field], "msg": msg})
 }
 
-/// The body as a JSON object, or FastAPI's description of why not.
+/// The body as a JSON object (its `df` read under the write bounds, [`super::bounded`]), or
+/// FastAPI's description of why not.
 fn object(body: &[u8]) -> Result<Map<String, Json>, WriteError> {
-    match serde_json::from_slice::<Json>(body) {
+    match bounded::read(body) {
         Ok(Json::Object(m)) => Ok(m),
         Ok(_) => Err(WriteError::Invalid(vec![json!({
             "type": "model_attributes_type", "loc": ["body"],
             "msg": "Input should be a valid dictionary or object to extract fields from"
         })])),
-        Err(e) => Err(WriteError::Invalid(vec![json!({
+        Err(Unread::Exceeded(e)) => Err(WriteError::Exceeds(e)),
+        Err(Unread::Json(e)) => Err(WriteError::Invalid(vec![json!({
             "type": "json_invalid", "loc": ["body", e.column()],
             "msg": format!("JSON decode error: {e}")
         })])),

@@ -9,6 +9,7 @@ use base64::Engine as _;
 use ferry_protos::v1::{self, value::Kind, FloatList, Value, ValueType};
 use serde_json::Value as Json;
 
+use super::bounded::{Exceeded, MAX_VECTOR_BYTES};
 use super::model::ViewModel;
 use crate::sources::cell::parse_timestamp;
 use crate::sources::timestamp::{EventTime, TimeUnit, TimestampRules};
@@ -16,7 +17,7 @@ use crate::sources::timestamp::{EventTime, TimeUnit, TimestampRules};
 /// Problems reported at most; more are counted.
 pub const MAX_PROBLEMS: usize = 100;
 /// Rows a request may hold.
-pub const MAX_ROWS: usize = 100_000;
+pub const MAX_ROWS: usize = ferry_protos::limits::MAX_WRITE_ROWS;
 
 /// One entity's row of one view: its canonical entity key, event time and every feature of
 /// the view in declared order.
@@ -42,6 +43,8 @@ pub struct Problems {
     pub list: Vec<String>,
     /// Problems beyond [`MAX_PROBLEMS`], not listed.
     pub more: usize,
+    /// The first bound a row went over (also listed): the request is refused as too large.
+    pub too_large: Option<Exceeded>,
 }
 
 impl Problems {
@@ -196,6 +199,17 @@ fn view_rows(
             continue;
         };
         if values.len() != s.features.len() {
+            continue;
+        }
+        let bytes: usize = values.iter().map(prost::Message::encoded_len).sum();
+        if bytes > MAX_VECTOR_BYTES {
+            let e = Exceeded::Vector {
+                view: s.name.clone(),
+                row: first_row + i,
+                bytes,
+            };
+            problems.add(e.to_string());
+            problems.too_large.get_or_insert(e);
             continue;
         }
         let row = Row {

@@ -101,3 +101,56 @@ fn every_problem_is_reported_at_once() {
     assert!(event_time(&json!(true), &rules()).is_err());
     assert_eq!(event_time(&json!("1767225600"), &rules()), Ok(JAN_1_US));
 }
+
+/// A view of five string features: five cells within their bound, a row over the vector's.
+const WIDE_YAML: &str = r#"
+project: shop
+entities:
+  - {name: user, join_key: user_id, type: string}
+feature_views:
+  - name: wide
+    entities: [user]
+    source: {path: data/wide.csv, timestamp_field: ts}
+    features:
+      - {name: s1, type: string}
+      - {name: s2, type: string}
+      - {name: s3, type: string}
+      - {name: s4, type: string}
+      - {name: s5, type: string}
+feature_services:
+  - name: all
+    features: [wide]
+"#;
+
+#[test]
+fn a_row_whose_features_encode_over_the_vector_bound_is_too_large() {
+    let files = [(
+        "data/wide.csv",
+        "user_id,ts,s1,s2,s3,s4,s5\nu1,2026-01-01T00:00:00Z,a,b,c,d,e\n",
+    )];
+    let (_dir, reg) = load_repo(WIDE_YAML, &files);
+    let m = WriteModel::build(&snapshot::build(&reg.unwrap()), None);
+    let cell = "x".repeat(60_000);
+    let wide = |n: usize| {
+        let mut d = json!({"user_id": ["u1", "u2"], "ts": [1767225600, 1767225600]});
+        for i in 1..=5 {
+            let second = if i <= n { cell.clone() } else { "y".into() };
+            d[format!("s{i}")] = json!(["short", second]);
+        }
+        df(d)
+    };
+    // Four long cells: 240 kB, within the bound.
+    assert!(rows(&wide(4), &[m.views["wide"].clone()], &rules()).is_ok());
+    // Five: 300 kB, over it; the row is named and the request is too large, not invalid.
+    let p = rows(&wide(5), &[m.views["wide"].clone()], &rules()).unwrap_err();
+    let Some(Exceeded::Vector { view, row, bytes }) = &p.too_large else {
+        panic!("{p:?}");
+    };
+    assert_eq!((view.as_str(), *row), ("wide", 1));
+    assert!(*bytes > MAX_VECTOR_BYTES, "{bytes}");
+    assert_eq!(p.list.len(), 1, "{:?}", p.list);
+    assert_eq!(
+        crate::write::answer::WriteError::rows(p).code(),
+        "vector_too_large"
+    );
+}

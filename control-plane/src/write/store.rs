@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use ferry_redis::Connection;
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::merge::{merge, Outcome, Update};
@@ -16,8 +17,11 @@ use super::rows::Row;
 
 /// Attempts per key before a write is given up as contended.
 pub const MAX_ATTEMPTS: u32 = 16;
-/// Keys written at once.
-const WORKERS: usize = 32;
+/// Keys one write works on at once.
+const WORKERS: usize = 8;
+/// Keys worked on at once over every write (a permit each, `Writer`'s): a write flood keeps
+/// at most this many compare-and-sets in flight on the Redis the readers use.
+pub const IN_FLIGHT: usize = 8;
 
 /// Writes `ARGV[3]` if the key holds `ARGV[2]` (`ARGV[1]` = 1), or does not exist (`ARGV[1]` =
 /// 0). An existing key keeps its expiry (KEEPTTL: materialize may have set one).
@@ -67,16 +71,24 @@ pub enum StoreError {
     Task(String),
 }
 
-/// Applies every key's updates, `WORKERS` keys at once; stops at the first error.
-pub async fn apply(conn: &Connection, work: Vec<KeyWork>) -> (Applied, Option<StoreError>) {
+/// Applies every key's updates, `WORKERS` keys at once, each holding one of `in_flight`'s
+/// permits while it talks to Redis; stops at the first error.
+pub async fn apply(
+    conn: &Connection,
+    in_flight: &Arc<Semaphore>,
+    work: Vec<KeyWork>,
+) -> (Applied, Option<StoreError>) {
     let work = Arc::new(work);
     let workers = WORKERS.min(work.len()).max(1);
     let mut set = JoinSet::new();
     for w in 0..workers {
-        let (conn, work) = (conn.clone(), work.clone());
+        let (conn, work, in_flight) = (conn.clone(), work.clone(), in_flight.clone());
         set.spawn(async move {
             let mut done = Applied::default();
             for item in work.iter().skip(w).step_by(workers) {
+                let Ok(_permit) = in_flight.acquire().await else {
+                    return (done, Some(StoreError::Task("the writer closed".into())));
+                };
                 if let Err(e) = apply_key(&conn, item, &mut done).await {
                     return (done, Some(e));
                 }

@@ -13,6 +13,8 @@ use crate::{bin, wasm, Runtime};
 
 /// The push token every test control plane requires.
 pub const TOKEN: &str = "test-push-token-0123456789abcdef";
+/// The write token (`ferry serve --write-token`) of the tests that write features.
+pub const WRITE_TOKEN: &str = "test-write-token-0123456789abcdef";
 /// The read token every test control plane has (reads `/status` and the snapshot).
 pub const READ_TOKEN: &str = "test-read-token-0123456789abcdef";
 

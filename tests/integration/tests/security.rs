@@ -27,6 +27,8 @@ mod signed;
 mod support;
 #[path = "security/trust.rs"]
 mod trust;
+#[path = "security/writes.rs"]
+mod writes;
 #[path = "security/xds.rs"]
 mod xds;
 
@@ -127,6 +129,14 @@ const CASES: &[(&str, Run)] = &[
     (
         "identity: a `*` pattern that would have matched across `/` (--grant, --node-identity)",
         trust::star_across_a_slash,
+    ),
+    (
+        "api: a write over a bound of its content (a cell, a list, the rows)",
+        writes::oversize_content,
+    ),
+    (
+        "api: a write flood over --max-concurrent-writes",
+        writes::write_flood,
     ),
 ];
 

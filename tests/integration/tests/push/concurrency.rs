@@ -189,14 +189,18 @@ pub async fn run(w: &WriteStack, sizes: Sizes) -> Report {
                 // Distinct across writers (the low digits are the writer's), random in order.
                 let t = base + 1 + ((next() % 2_000_000) * sizes.writers as u64 + wi as u64) as i64;
                 id += 1;
-                let r = conn
-                    .send(
-                        "POST",
-                        "/write-to-online-store",
-                        &headers,
-                        row(VIEWS[v], &user(e), t, id).to_string(),
-                    )
+                let body = row(VIEWS[v], &user(e), t, id).to_string();
+                let mut r = conn
+                    .send("POST", "/write-to-online-store", &headers, body.clone())
                     .await;
+                // More writers than the control plane's write slots: a refused write is
+                // retried, as a client honouring 429 would (the same row: idempotent).
+                while r.status == 429 {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    r = conn
+                        .send("POST", "/write-to-online-store", &headers, body.clone())
+                        .await;
+                }
                 assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
                 let slot = seen.entry((e, v)).or_insert((t, id));
                 if t >= slot.0 {

@@ -13,7 +13,7 @@ use ferry_integration_tests::{
 use ferry_protos::v1::StoredVector;
 use prost::Message as _;
 
-pub const WRITE_TOKEN: &str = "test-write-token-0123456789abcdef";
+pub use ferry_integration_tests::control_plane::WRITE_TOKEN;
 /// The example's push sources, which the tests push to.
 pub const PUSH_SOURCES: &str = "\npush_sources:\n  - {name: profile_push, views: [user_profile]}\n  - {name: activity_push, views: [transactions, user_embedding]}\n";
 

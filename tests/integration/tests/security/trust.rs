@@ -15,7 +15,7 @@ use super::xds::ads_once;
 use super::{Ctx, Fut};
 
 /// `ferry serve` of the stack's repo on loopback, plaintext, its own state: the command.
-fn plain_serve(c: &Ctx, name: &str, http: u16) -> Command {
+pub fn plain_serve(c: &Ctx, name: &str, http: u16) -> Command {
     let dir = c.stack.dir.path().join(name);
     let mut cmd = Command::new(bin("ferry"));
     cmd.arg("serve")
