@@ -105,6 +105,8 @@ pub struct StaticOptions {
     pub reader_tls: Option<UpstreamTls>,
     /// `ferry serve`'s HTTP API, where Feast's write endpoints are routed (`--write-address`).
     pub write: Option<Upstream>,
+    /// mTLS toward it (`--write-server-san`), if wanted.
+    pub write_tls: Option<UpstreamTls>,
     /// `ferry log-sink`'s access-log gRPC service (`--log-sink`), and mTLS toward it.
     pub log_sink: Option<Upstream>,
     pub log_sink_tls: Option<UpstreamTls>,
@@ -118,7 +120,8 @@ impl StaticOptions {
             Some(r) => redis_proxy::render(r)?,
             None => (String::new(), String::new()),
         };
-        let (write_routes, write_cluster) = write_routes::render(self.write.as_ref(), "ferry");
+        let (write_routes, write_cluster) =
+            write_routes::render(self.write.as_ref(), self.write_tls.as_ref(), "ferry")?;
         let (access_log, log_cluster) =
             log_sink::render(self.log_sink.as_ref(), self.log_sink_tls.as_ref())?;
         Ok(vec![

@@ -105,6 +105,10 @@ pub struct EnvoyConfigArgs {
     /// ferry filter disabled on them; e.g. 127.0.0.1:8091.
     #[arg(long, value_name = "HOST:PORT")]
     write_address: Option<Upstream>,
+    /// Speak mTLS to the write address (`ferry serve` with --tls-cert), whose certificate must
+    /// carry this SAN: off loopback the write credential must not cross the network in clear.
+    #[arg(long, requires_all = ["tls_cert", "write_address"])]
+    write_server_san: Option<String>,
     /// Send served-feature logs (routes with `log:`) to `ferry log-sink` at HOST:PORT over
     /// Envoy's gRPC access-log service; also makes Envoy replace any client `x-request-id`.
     #[arg(long, value_name = "HOST:PORT")]
@@ -157,6 +161,7 @@ pub fn run(args: EnvoyConfigArgs) -> Result<()> {
         }),
         reader_tls: upstream(args.reader_server_san),
         write: args.write_address,
+        write_tls: upstream(args.write_server_san),
         log_sink: args.log_sink,
         log_sink_tls: upstream(args.log_sink_server_san),
     };

@@ -19,6 +19,7 @@ pub(crate) fn opts() -> StaticOptions {
         redis_proxy: None,
         reader_tls: None,
         write: None,
+        write_tls: None,
         log_sink: None,
         log_sink_tls: None,
     }
@@ -328,5 +329,42 @@ fn mtls_to_the_reader_takes_its_files_through_sds_and_gives_envoy_a_node() {
     assert!(
         reader.contains("path: \"/etc/envoy/ferry_server_ca.sds.yaml\""),
         "{reader}"
+    );
+}
+
+#[test]
+fn mtls_to_the_write_address_checks_the_apis_san_and_speaks_http1() {
+    let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
+    let reg = reg.unwrap();
+    let mut o = opts();
+    o.write = Some(Upstream::loopback(8091));
+    let plain = render_static(&reg, &o).unwrap();
+    assert!(!cluster_block(&plain, "ferry_write").contains("transport_socket"));
+    o.write_tls = Some(UpstreamTls {
+        client: ClientTls {
+            cert: "/certs/tls.crt".into(),
+            key: "/certs/tls.key".into(),
+            ca: "/certs/ca.crt".into(),
+            sds_dir: "/etc/envoy".into(),
+        },
+        server_san: "ferry-control-plane.ferry.svc".into(),
+    });
+    let text = render_static(&reg, &o).unwrap();
+    let write = cluster_block(&text, "ferry_write");
+    for want in [
+        "transport_socket:",
+        "tls_certificate_sds_secret_configs:",
+        "sni: \"ferry-control-plane.ferry.svc\"",
+        "exact: \"ferry-control-plane.ferry.svc\"",
+    ] {
+        assert!(write.contains(want), "{want}: {write}");
+    }
+    assert!(
+        !write.contains("alpn_protocols"),
+        "the API is HTTP/1.1: {write}"
+    );
+    assert!(
+        write.find("transport_socket:").unwrap() < write.find("load_assignment:").unwrap(),
+        "{write}"
     );
 }

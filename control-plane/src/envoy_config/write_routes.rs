@@ -2,9 +2,12 @@
 //! /write-to-online-store`) to `ferry serve`'s HTTP API, beside the enrichment routes, so a
 //! Feast client pointed at Envoy writes unchanged. The ferry filter is disabled on them: no
 //! enrichment route can match a write, and the filter never sees (or forwards) the write
-//! credential, which goes only to the control plane.
+//! credential, which goes only to the control plane. With `--write-server-san` the cluster
+//! speaks mTLS (Envoy's client certificate, the API's certificate checked for that SAN), so
+//! the write credential never crosses a network in clear; `ferry serve` then grants Envoy's
+//! identity the `write` role (`--grant write=IDENTITY`) or checks the client's token over TLS.
 
-use super::Upstream;
+use super::{tls, EnvoyConfigError, Upstream, UpstreamTls};
 
 /// The write paths, matched exactly (Envoy normalises the path first).
 pub const WRITE_PATHS: [&str; 2] = ["/push", "/write-to-online-store"];
@@ -13,9 +16,13 @@ pub const WRITE_PATHS: [&str; 2] = ["/push", "/write-to-online-store"];
 pub const WRITE_CLUSTER: &str = "ferry_write";
 
 /// The routes (indented for the template's route list) and the cluster, or two empty blocks.
-pub fn render(write: Option<&Upstream>, filter_name: &str) -> (String, String) {
+pub fn render(
+    write: Option<&Upstream>,
+    tls: Option<&UpstreamTls>,
+    filter_name: &str,
+) -> Result<(String, String), EnvoyConfigError> {
     let Some(up) = write else {
-        return (String::new(), String::new());
+        return Ok((String::new(), String::new()));
     };
     let mut routes = String::new();
     for path in WRITE_PATHS {
@@ -28,10 +35,16 @@ pub fn render(write: Option<&Upstream>, filter_name: &str) -> (String, String) {
              \x20                   disabled: true\n"
         ));
     }
+    let socket = tls::transport_socket(tls, false)?;
+    let options = if socket.is_empty() {
+        String::new()
+    } else {
+        format!("{socket}\n")
+    };
     let cluster = up.cluster(
         WRITE_CLUSTER,
         "Feature writes (`--write-address`): ferry serve's HTTP API.",
-        "",
+        &options,
     );
-    (routes.trim_end().to_owned(), cluster.trim_end().to_owned())
+    Ok((routes.trim_end().to_owned(), cluster.trim_end().to_owned()))
 }

@@ -135,19 +135,25 @@ pub fn merge(
         .collect();
     let mut out = Vec::new();
     vector::encode_into(fingerprint, &encoded, &mut out);
-    if out.len() > MAX_VECTOR_BYTES {
-        let refused = |o: Outcome| match o {
-            Outcome::Written => Outcome::Refused(Refusal::VectorTooLarge),
-            other => other,
-        };
+    within_bound(out, outcomes)
+}
+
+/// The merged bytes, or, over [`MAX_VECTOR_BYTES`], nothing written and every row the vector
+/// would have taken refused.
+fn within_bound(bytes: Vec<u8>, outcomes: Vec<Outcome>) -> Merged {
+    if bytes.len() <= MAX_VECTOR_BYTES {
         return Merged {
-            bytes: None,
-            outcomes: outcomes.into_iter().map(refused).collect(),
+            bytes: Some(bytes),
+            outcomes,
         };
     }
+    let refused = |o: Outcome| match o {
+        Outcome::Written => Outcome::Refused(Refusal::VectorTooLarge),
+        other => other,
+    };
     Merged {
-        bytes: Some(out),
-        outcomes,
+        bytes: None,
+        outcomes: outcomes.into_iter().map(refused).collect(),
     }
 }
 

@@ -3,6 +3,7 @@
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -38,6 +39,8 @@ pub struct WriteMetrics {
     refusals: Family<Labels, Counter>,
     pub conflicts_total: Counter,
     pub latency: Histogram,
+    /// Write requests holding a slot (`--max-concurrent-writes`) now.
+    pub in_flight: Gauge,
 }
 
 impl Default for WriteMetrics {
@@ -48,6 +51,7 @@ impl Default for WriteMetrics {
             conflicts_total: Counter::default(),
             // 100 µs .. ~6.5 s.
             latency: Histogram::new(exponential_buckets(0.0001, 2.0, 17)),
+            in_flight: Gauge::default(),
         };
         for result in [WRITTEN, SKIPPED_OLDER, REFUSED] {
             drop(m.rows.get_or_create(&label("result", result)));
@@ -83,6 +87,11 @@ impl WriteMetrics {
             "ferry_write_conflicts",
             "Compare-and-set attempts that found the vector changed and read it again",
             self.conflicts_total.clone(),
+        );
+        registry.register(
+            "ferry_writes_in_flight",
+            "Write requests being answered now (each holds one of --max-concurrent-writes)",
+            self.in_flight.clone(),
         );
         registry.register(
             "ferry_write_duration_seconds",

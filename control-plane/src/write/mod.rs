@@ -67,8 +67,17 @@ pub struct Writer {
     redis: Arc<tokio::sync::Semaphore>,
 }
 
-/// A taken write slot, released when the answer is sent.
-pub type Slot = tokio::sync::OwnedSemaphorePermit;
+/// A taken write slot, released (and uncounted) when the answer is sent.
+pub struct Slot {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    in_flight: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.in_flight.dec();
+    }
+}
 
 impl Writer {
     /// A writer answering at most `max_writes` write requests at once.
@@ -86,11 +95,20 @@ impl Writer {
 
     /// A write slot, taken before the body is read; or the 429 refusal (counted).
     pub fn slot(&self) -> Result<Slot, WriteError> {
-        self.slots.clone().try_acquire_owned().map_err(|_| {
-            let e = WriteError::Busy(self.max_writes);
-            self.refused(&e);
-            e
-        })
+        match self.slots.clone().try_acquire_owned() {
+            Ok(permit) => {
+                self.metrics.in_flight.inc();
+                Ok(Slot {
+                    _permit: permit,
+                    in_flight: self.metrics.in_flight.clone(),
+                })
+            }
+            Err(_) => {
+                let e = WriteError::Busy(self.max_writes);
+                self.refused(&e);
+                Err(e)
+            }
+        }
     }
 
     fn model(&self, current: &v1::Snapshot, held: Option<&v1::Snapshot>) -> Arc<WriteModel> {

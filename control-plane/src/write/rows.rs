@@ -201,13 +201,7 @@ fn view_rows(
         if values.len() != s.features.len() {
             continue;
         }
-        let bytes: usize = values.iter().map(prost::Message::encoded_len).sum();
-        if bytes > MAX_VECTOR_BYTES {
-            let e = Exceeded::Vector {
-                view: s.name.clone(),
-                row: first_row + i,
-                bytes,
-            };
+        if let Some(e) = over_vector_bound(&values, &s.name, first_row + i) {
             problems.add(e.to_string());
             problems.too_large.get_or_insert(e);
             continue;
@@ -236,6 +230,16 @@ fn view_rows(
         rows,
         superseded,
     }
+}
+
+/// A row's features of one view encoding to more than a stored vector may hold.
+fn over_vector_bound(values: &[Value], view: &str, row: usize) -> Option<Exceeded> {
+    let bytes: usize = values.iter().map(prost::Message::encoded_len).sum();
+    (bytes > MAX_VECTOR_BYTES).then(|| Exceeded::Vector {
+        view: view.to_owned(),
+        row,
+        bytes,
+    })
 }
 
 fn key_part(k: &v1::EntityKey, cell: &Json) -> Result<String, String> {

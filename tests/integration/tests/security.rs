@@ -138,6 +138,10 @@ const CASES: &[(&str, Run)] = &[
         "api: a write flood over --max-concurrent-writes",
         writes::write_flood,
     ),
+    (
+        "api: the write route over mTLS (--write-server-san)",
+        writes::write_route_over_mtls,
+    ),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -168,8 +168,10 @@ pub fn pull_sequence_over_the_bound(c: &mut Ctx) -> Fut<'_> {
     })
 }
 
-/// Writes `fields` into the shared record of `cluster` with `redis-cli`, as a Redis writer
-/// without the deployment's key would (binary values through a file: `-x` reads the last one).
+/// Writes `text` and the binary `field` into the shared record of `cluster` with one
+/// `redis-cli -x HSET` (it reads the last value from stdin), as a Redis writer without the
+/// deployment's key would: one command, so a replica polling in between never reads the new
+/// sequence beside the old signature.
 fn hset_binary(
     c: &Ctx,
     cluster: &str,
@@ -178,22 +180,15 @@ fn hset_binary(
     value: &[u8],
 ) -> Result<(), String> {
     let key = current_key(cluster);
-    let mut args: Vec<String> = vec!["HSET".into(), key.clone()];
+    let port = c.stack.redis.port.to_string();
+    let mut args: Vec<&str> = vec!["-p", &port, "-x", "HSET", &key];
     for (k, v) in text {
-        args.push((*k).to_owned());
-        args.push(v.clone());
+        args.push(k);
+        args.push(v);
     }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    redis_cli(c, &args)?;
+    args.push(field);
     let mut child = Command::new("redis-cli")
-        .args([
-            "-p",
-            &c.stack.redis.port.to_string(),
-            "-x",
-            "HSET",
-            &key,
-            field,
-        ])
+        .args(&args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -205,7 +200,10 @@ fn hset_binary(
         .ok_or("no stdin")?
         .write_all(value)
         .map_err(|e| e.to_string())?;
-    child.wait().map_err(|e| e.to_string())?;
+    let status = child.wait().map_err(|e| e.to_string())?;
+    if !status.success() {
+        return Err(format!("redis-cli -x HSET {key}: {status}"));
+    }
     Ok(())
 }
 

@@ -1,12 +1,16 @@
 //! The matrix's cases of #37 on feature writes: bodies over a bound of their content (a cell, a
 //! list, the row count) refused 413 where the bound is crossed, and a write flood over
-//! `--max-concurrent-writes` answered 429 with `Retry-After` before any body is read.
+//! `--max-concurrent-writes` answered 429 with `Retry-After` before any body is read, and the
+//! write route over mTLS (`ferry envoy-config --write-server-san`).
 
 use std::time::Duration;
 
+use std::process::Command;
+
 use ferry_integration_tests::control_plane::WRITE_TOKEN;
 use ferry_integration_tests::http::{get_ok, Conn};
-use ferry_integration_tests::{free_port, Proc};
+use ferry_integration_tests::secure::{control_plane, CP_NAME, ENVOY, READER_NAME};
+use ferry_integration_tests::{bin, free_port, run, start_envoy, tls, wasm, Proc};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -125,6 +129,20 @@ async fn held_write(port: u16) -> Result<TcpStream, String> {
     Ok(s)
 }
 
+/// `ferry serve`'s `/metrics` (no slot needed).
+async fn metrics(port: u16) -> String {
+    let r = Conn::open(port)
+        .await
+        .send("GET", "/metrics", &[], String::new())
+        .await;
+    String::from_utf8_lossy(&r.body).into_owned()
+}
+
+fn metric<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+}
+
 pub fn write_flood(c: &mut Ctx) -> Fut<'_> {
     Box::pin(async move {
         let (mut cp, port) = writer(c, "write-flood")?;
@@ -132,12 +150,23 @@ pub fn write_flood(c: &mut Ctx) -> Fut<'_> {
         for _ in 0..SLOTS {
             held.push(held_write(port).await?);
         }
-        // The held writes reach the server's handler in their own time: wait for the slots
-        // to be taken (a bounded number of tries), then every further write is refused at once.
+        // The held writes reach their handlers in their own time: wait until both hold a slot
+        // (the gauge needs none), so that no probe below can overtake one.
+        let mut holding = false;
+        for _ in 0..100 {
+            if metric(&metrics(port).await, "ferry_writes_in_flight") == Some(&SLOTS.to_string()) {
+                holding = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if !holding {
+            cp.kill();
+            return Err(format!("the {SLOTS} held writes never held the slots"));
+        }
         let body = profile("1", "}}");
-        let mut refused = 0;
-        for _ in 0..50 {
-            let auth = format!("Bearer {WRITE_TOKEN}");
+        let auth = format!("Bearer {WRITE_TOKEN}");
+        for _ in 0..20 {
             let r = Conn::open(port)
                 .await
                 .send(
@@ -147,28 +176,20 @@ pub fn write_flood(c: &mut Ctx) -> Fut<'_> {
                     body.clone(),
                 )
                 .await;
-            if r.status == 429 {
-                if r.header("retry-after") != Some("1")
-                    || r.header("x-ferry-error") != Some("too_many_writes")
-                {
-                    cp.kill();
-                    return Err(format!(
-                        "429 without Retry-After 1 / too_many_writes: {:?}",
-                        r.body
-                    ));
-                }
-                refused += 1;
-                if refused == 20 {
-                    break;
-                }
-            } else if refused > 0 {
+            if r.status != 429
+                || r.header("retry-after") != Some("1")
+                || r.header("x-ferry-error") != Some("too_many_writes")
+            {
                 cp.kill();
-                return Err(format!("slots held, yet a write was answered {}", r.status));
-            } else {
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                return Err(format!(
+                    "slots held, a write answered {} {:?} {:?}",
+                    r.status,
+                    r.header("retry-after"),
+                    r.header("x-ferry-error")
+                ));
             }
         }
-        // The held writes go away: the slots are free again.
+        // The held writes go away: their slots are released, the next write is served.
         drop(held);
         let mut freed = None;
         for _ in 0..50 {
@@ -179,23 +200,142 @@ pub fn write_flood(c: &mut Ctx) -> Fut<'_> {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let metrics = Conn::open(port)
-            .await
-            .send("GET", "/metrics", &[], String::new())
-            .await;
-        let metrics = String::from_utf8_lossy(&metrics.body).into_owned();
+        let text = metrics(port).await;
         cp.kill();
-        let counted = metrics
-            .lines()
-            .find(|l| l.starts_with("ferry_write_refusals_total{reason=\"too_many_writes\"}"))
-            .unwrap_or("no too_many_writes refusal counter");
-        match (refused, freed) {
-            (20, Some(status)) => Ok(format!(
-                "{SLOTS} writes holding --max-concurrent-writes {SLOTS}: 20 more answered 429 \
-                 Retry-After: 1 too_many_writes before their bodies were read; freed, the next \
-                 write was answered {status}; {counted}"
+        let counted = metric(
+            &text,
+            "ferry_write_refusals_total{reason=\"too_many_writes\"}",
+        );
+        match (freed, counted) {
+            (Some(status), Some("20")) => Ok(format!(
+                "{SLOTS} writes whose bodies never come hold --max-concurrent-writes {SLOTS} \
+                 (ferry_writes_in_flight {SLOTS}): 20 more answered 429 Retry-After: 1 \
+                 too_many_writes before their bodies were read, counted; freed, the next write \
+                 was answered {status}"
             )),
-            _ => Err(format!("refused {refused} of 20, then {freed:?}")),
+            _ => Err(format!("then {freed:?}, counted {counted:?}")),
+        }
+    })
+}
+
+/// A valid `profile_push` row for `user` (event time now), as a body.
+fn profile_row(user: &str, age: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    serde_json::json!({
+        "push_source_name": "profile_push",
+        "df": {
+            "user_id": [user], "event_timestamp": [now], "age": [age],
+            "credit_score": [600.0], "account_tier": ["t"], "is_verified": [true],
+            "signup_days": [age],
+        },
+    })
+    .to_string()
+}
+
+pub fn write_route_over_mtls(c: &mut Ctx) -> Fut<'_> {
+    Box::pin(async move {
+        let dir = c.stack.dir.path().join("write-mtls");
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let http = free_port();
+        let (cp_leaf, cp_ca) = (c.stack.cp_tls.0.files(), c.stack.cp_tls.0.ca());
+        let (envoy_leaf, envoy_ca) = (c.stack.envoy_tls.0.files(), c.stack.envoy_tls.0.ca());
+        let grant: Vec<std::ffi::OsString> = vec![
+            "--grant".into(),
+            format!("write={ENVOY}").into(),
+            "--redis".into(),
+            c.stack.redis.url().into(),
+            "--state-dir".into(),
+            dir.join("state").into(),
+        ];
+        let config = dir.join("envoy.yaml");
+        let (mut cp, mut envoy, listen) = tokio::task::block_in_place(|| {
+            let cp = control_plane(
+                &dir,
+                &c.stack.repo,
+                (&cp_leaf, &cp_ca, &c.stack.ca),
+                (free_port(), http),
+                &grant,
+            );
+            let (listen, admin) = (free_port(), free_port());
+            run(Command::new(bin("ferry"))
+                .arg("envoy-config")
+                .arg(&c.stack.repo)
+                .arg("--wasm")
+                .arg(wasm())
+                .args(["--listen-port", &listen.to_string()])
+                .args(["--admin-port", &admin.to_string()])
+                .args(["--reader-port", &c.stack.reader_port.to_string()])
+                .args(["--model-port", &c.stack.model_port.to_string()])
+                .args(["--write-address", &format!("127.0.0.1:{http}")])
+                .args([
+                    "--write-server-san",
+                    CP_NAME,
+                    "--reader-server-san",
+                    READER_NAME,
+                ])
+                .arg("--tls-cert")
+                .arg(&envoy_leaf.cert)
+                .arg("--tls-key")
+                .arg(&envoy_leaf.key)
+                .arg("--tls-ca")
+                .arg(&envoy_ca)
+                .arg("-o")
+                .arg(&config));
+            let mut envoy = start_envoy(&dir, &config, "envoy-write-mtls");
+            envoy.wait_ready(|| get_ok(admin, "/ready"), "the write Envoy /ready");
+            (cp, envoy, listen)
+        });
+        let close = |cp: &mut Proc, envoy: &mut Proc| {
+            envoy.kill();
+            cp.kill();
+        };
+        // Through Envoy, no token: Envoy's certificate (granted write) carries the write.
+        let json = [("content-type", "application/json")];
+        let r = Conn::open(listen)
+            .await
+            .send("POST", "/push", &json, profile_row("u000002", 41))
+            .await;
+        if r.status != 200 || r.header("x-ferry-rows-written") != Some("1") {
+            close(&mut cp, &mut envoy);
+            return Err(format!(
+                "through Envoy: {} {:?}",
+                r.status,
+                String::from_utf8_lossy(&r.body)
+            ));
+        }
+        // At the API itself: plaintext gets no HTTP answer, TLS without a certificate no write.
+        let plain = ferry_integration_tests::http::raw(
+            http,
+            b"POST /push HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}",
+        );
+        let anonymous = tls::request(
+            http,
+            CP_NAME,
+            (&c.stack.ca, None),
+            ("POST", "/push", &json),
+            profile_row("u000002", 42).into_bytes(),
+        )
+        .await;
+        close(&mut cp, &mut envoy);
+        if plain
+            .as_deref()
+            .is_ok_and(|t| t.starts_with("HTTP/1.1 200"))
+        {
+            return Err(format!("plaintext write answered: {plain:?}"));
+        }
+        match anonymous {
+            Ok((401, _)) => Ok(format!(
+                "a push through Envoy (no token): 200, 1 row written, over mTLS (Envoy's \
+                 certificate checked for {CP_NAME}'s SAN, Envoy's identity granted write); at the \
+                 API plaintext gets no answer ({}), TLS without a certificate 401",
+                plain.map_or_else(
+                    |e| e.to_string(),
+                    |t| t.lines().next().unwrap_or("").to_owned()
+                )
+            )),
+            other => Err(format!("TLS without a certificate: {other:?}")),
         }
     })
 }
