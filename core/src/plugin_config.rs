@@ -119,13 +119,15 @@ pub fn parse_plugin(bytes: &[u8]) -> Result<Plugin, ConfigError> {
     }
 }
 
-/// The snapshot the plugin configuration carries, for hosts that do not pull one (e.g. the
-/// control plane checking what it renders): a `snapshot_url` form is refused by name.
+/// The snapshot the plugin configuration carries, for readers that do not pull one (the control
+/// plane checking what it renders): a `snapshot_url` form is refused by name. The filters
+/// (Wasm and native) take either form through [`parse_plugin`].
 pub fn parse(bytes: &[u8]) -> Result<Config, ConfigError> {
     match parse_plugin(bytes)? {
         Plugin::Snapshot(c) => Ok(c),
         Plugin::Pull(p) => Err(bad(format!(
-            "names 'snapshot_url' {}, which only the wasm filter pulls",
+            "names 'snapshot_url' {}: the filter pulls that snapshot, the configuration does \
+             not carry one",
             p.url
         ))),
     }
@@ -481,9 +483,9 @@ mod tests {
         // The pulled bytes get the same overrides as an inline snapshot.
         let c = p.overrides.apply(&snapshot().encode_to_vec()).unwrap();
         assert_eq!(c.reader_cluster, "r");
-        // A host that cannot pull refuses it by name.
+        // A reader that wants the snapshot itself (the control plane) refuses it by name.
         let err = parse(json.as_bytes()).unwrap_err().to_string();
-        assert!(err.contains("only the wasm filter pulls"), "{err}");
+        assert!(err.contains("the filter pulls that snapshot"), "{err}");
 
         // `insecure`: plain http and unsigned snapshots; keys may still be required.
         let bare = r#"{"snapshot_url":"http://cp","snapshot_cluster":"c","insecure":true,

@@ -98,8 +98,10 @@ pub struct Answer {
 /// What an answer to the GET changed.
 #[derive(Debug)]
 pub enum Pulled {
-    /// A new snapshot validated: serve it from now on.
-    Loaded(Rc<Config>),
+    /// A new snapshot validated: serve it from now on. `raw` is its protobuf, for a host
+    /// that parses it again where the config is used (the native module, once per worker
+    /// thread, with the pull's `overrides`).
+    Loaded { config: Rc<Config>, raw: Vec<u8> },
     /// 304: the same version as before.
     Unchanged,
     /// Nothing to swap; `log` says why when it should be logged (warning level).
@@ -301,7 +303,10 @@ impl Puller {
                     self.share(&held);
                     self.held = Some(held);
                 }
-                Pulled::Loaded(Rc::new(config))
+                Pulled::Loaded {
+                    config: Rc::new(config),
+                    raw,
+                }
             }
             Err(e) => Pulled::Kept {
                 log: Some(format!(

@@ -67,7 +67,7 @@ impl Context for FerryRoot {
                 .unwrap_or_default()
         };
         match puller.answered(&answer, read) {
-            Pulled::Loaded(c) => {
+            Pulled::Loaded { config: c, .. } => {
                 log_loaded(&c, &puller.pull().url);
                 self.use_config(c);
             }

@@ -375,6 +375,31 @@ callbacks! {
     ) = ();
     fn envoy_dynamic_module_callback_http_filter_scheduler_delete(scheduler: *mut c_void) = ();
 
+    /// The filter config's own callout (Envoy 1.40's abi.h): the same arguments as a stream's,
+    /// on the config's Envoy object, from the main thread; the answer comes to
+    /// `on_http_filter_config_http_callout_done`. Returns a `CalloutInit` code.
+    fn envoy_dynamic_module_callback_http_filter_config_http_callout(
+        config: EnvoyPtr,
+        callout_id_out: *mut u64,
+        cluster_name: ModuleBuffer<'_>,
+        headers: *mut ModuleHeader<'_>,
+        headers_size: usize,
+        body: ModuleBuffer<'_>,
+        timeout_milliseconds: u64,
+    ) -> u32 = 1;
+
+    /// A scheduler for the filter config: events committed to it (from any thread) run
+    /// `on_http_filter_config_scheduled` on Envoy's main thread, while the config lives (Envoy
+    /// holds it weakly: a commit after the config is gone does nothing).
+    fn envoy_dynamic_module_callback_http_filter_config_scheduler_new(config: EnvoyPtr)
+        -> *mut c_void = std::ptr::null_mut();
+    fn envoy_dynamic_module_callback_http_filter_config_scheduler_commit(
+        scheduler: *mut c_void,
+        event_id: u64,
+    ) = ();
+    fn envoy_dynamic_module_callback_http_filter_config_scheduler_delete(scheduler: *mut c_void)
+        = ();
+
     /// Stores `value` as the stream's filter state `key` (a read-only string accessor, which
     /// Envoy's access loggers serialize as a `google.protobuf.StringValue`); false without a
     /// stream (abi.h, Envoy 1.40).

@@ -50,6 +50,65 @@ pub trait Envoy {
     }
 }
 
+/// What a filter config can ask of Envoy, on the main thread: the GET of a pulled snapshot
+/// (`pull`). Tests use `testing::FakeEnvoy` here too.
+pub trait ConfigEnvoy {
+    /// Starts an HTTP call; its id comes back with the answer
+    /// (`on_http_filter_config_http_callout_done`).
+    fn callout(
+        &self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        timeout: Duration,
+    ) -> Result<u64, CalloutInit>;
+    fn log(&self, level: LogLevel, message: &str) {
+        log(level, message);
+    }
+}
+
+/// Envoy's object of one filter config, as a hook of that config hands it over.
+#[derive(Clone, Copy)]
+pub struct EnvoyConfig(EnvoyPtr);
+
+impl EnvoyConfig {
+    /// # Safety
+    /// `ptr` is the config pointer Envoy passed to the running config hook, used only during
+    /// it, on the main thread.
+    pub unsafe fn new(ptr: EnvoyPtr) -> Self {
+        EnvoyConfig(ptr)
+    }
+}
+
+impl ConfigEnvoy for EnvoyConfig {
+    fn callout(
+        &self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        timeout: Duration,
+    ) -> Result<u64, CalloutInit> {
+        let mut h = module_headers(headers);
+        let mut id: u64 = 0;
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        // SAFETY: the config object is live during the hook (`new`'s contract); Envoy copies
+        // the cluster name and headers into the request it sends.
+        let code = unsafe {
+            abi::envoy_dynamic_module_callback_http_filter_config_http_callout(
+                self.0,
+                &mut id,
+                ModuleBuffer::of(cluster.as_bytes()),
+                h.as_mut_ptr(),
+                h.len(),
+                ModuleBuffer::of(&[]),
+                ms,
+            )
+        };
+        match CalloutInit::from_raw(code) {
+            CalloutInit::Success => Ok(id),
+            refused => Err(refused),
+        }
+    }
+}
+
 /// Writes to Envoy's log (any thread).
 pub fn log(level: LogLevel, message: &str) {
     // SAFETY: the message outlives the call.

@@ -8,16 +8,19 @@
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use ferry_core::config::Config;
 use ferry_core::metrics;
+use ferry_core::snapshot_pull::Answer;
 
 use crate::abi::{
     self, BodyStatus, CalloutResult, EnvoyBuffer, EnvoyHeader, EnvoyPtr, HeadersStatus,
     LocalReplyStatus, LogLevel, ModuleBuffer, TrailersStatus,
 };
 use crate::config::FilterConfig;
-use crate::envoy::{log, EnvoyFilter};
+use crate::envoy::{log, EnvoyConfig, EnvoyFilter};
 use crate::slot::CallResponse;
 use crate::stream::{panic_message, Stream};
+use crate::ticker::Ticker;
 
 /// The ABI version this module was written against (Envoy 1.40's `abi.h`).
 static ABI_VERSION: &[u8] = b"v0.2.0\0";
@@ -65,21 +68,42 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_new<'call>(
         // SAFETY: Envoy's buffer is valid for this call.
         let bytes = unsafe { config.as_slice() }.to_vec();
         let define = |kind: metrics::Kind, name: &str| define_metric(config_envoy, kind, name);
-        match FilterConfig::new(bytes, define) {
-            Ok((fc, c)) => {
-                let (version, project, routes) = (c.version, c.project, c.routes.len());
-                let line = format!(
-                    "ferry: snapshot {version} of project '{project}' with {routes} route(s)"
-                );
-                log(LogLevel::Info, &line);
-                Box::into_raw(Box::new(fc)) as *const c_void
-            }
+        // SAFETY: Envoy's config object, during its hook.
+        match FilterConfig::new(bytes, define)
+            .and_then(|(fc, c)| unsafe { started(fc, c, config_envoy) })
+        {
+            Ok(fc) => Box::into_raw(Box::new(fc)) as *const c_void,
             Err(e) => {
                 log(LogLevel::Error, &format!("ferry: {e}"));
                 std::ptr::null()
             }
         }
     })
+}
+
+/// Logs what the new config runs on; a pulled one starts its clock (`ticker`), whose first tick
+/// sends the first GET.
+///
+/// # Safety
+/// `config_envoy` is Envoy's config object of the running `config_new`.
+unsafe fn started(
+    fc: FilterConfig,
+    c: Option<Config>,
+    config_envoy: EnvoyPtr,
+) -> Result<FilterConfig, String> {
+    if let Some(c) = c {
+        let (version, project, routes) = (c.version, c.project, c.routes.len());
+        let line =
+            format!("ferry: snapshot {version} of project '{project}' with {routes} route(s)");
+        log(LogLevel::Info, &line);
+    }
+    if let Some(pulling) = fc.pull() {
+        log(LogLevel::Info, &pulling.describe());
+        // SAFETY: per the function's contract.
+        let ticker = unsafe { Ticker::start(config_envoy, pulling.poll()) }?;
+        pulling.keep_ticking(ticker);
+    }
+    Ok(fc)
 }
 
 fn define_metric(config_envoy: EnvoyPtr, kind: metrics::Kind, name: &str) -> Option<u32> {
@@ -248,6 +272,114 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(
     }
 }
 
+/// The filter config's object behind Envoy's module pointer.
+///
+/// # Safety
+/// `config` is null or a live pointer from `on_http_filter_config_new`.
+unsafe fn filter_config<'a>(config: *const c_void) -> Option<&'a FilterConfig> {
+    // SAFETY: per the function's contract; only shared references are ever made.
+    unsafe { (config as *const FilterConfig).as_ref() }
+}
+
+/// A tick of a pulling config's clock (`ticker`): Envoy runs this on the main thread.
+///
+/// # Safety
+/// Called by Envoy with its config object and a live module config pointer.
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_scheduled(
+    config_envoy: EnvoyPtr,
+    config: *const c_void,
+    _event_id: u64,
+) {
+    // SAFETY: Envoy passes the pointer from config_new, and its own object, during this hook.
+    if let (Some(fc), envoy) = unsafe { (filter_config(config), EnvoyConfig::new(config_envoy)) } {
+        or_on_panic((), || fc.on_pull_tick(&envoy));
+    }
+}
+
+/// The answer to a pulling config's GET, on the main thread.
+///
+/// # Safety
+/// Called by Envoy with its config object and a live module config pointer; headers and body
+/// chunks are valid for the call (or null when the callout failed).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // Envoy's signature
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout_done<'call>(
+    config_envoy: EnvoyPtr,
+    config: *const c_void,
+    _callout_id: u64,
+    result: u32,
+    headers: *const EnvoyHeader<'call>,
+    headers_size: usize,
+    body_chunks: *const EnvoyBuffer<'call>,
+    body_chunks_size: usize,
+) {
+    // SAFETY: Envoy passes the pointer from config_new, and its own object, during this hook.
+    let Some(fc) = (unsafe { filter_config(config) }) else {
+        return;
+    };
+    // SAFETY: as above.
+    let envoy = unsafe { EnvoyConfig::new(config_envoy) };
+    // SAFETY: arrays of the given sizes, valid for this call (or null).
+    let (headers, chunks) = unsafe {
+        let headers = envoy_array(headers, headers_size);
+        (headers, envoy_array(body_chunks, body_chunks_size))
+    };
+    or_on_panic((), || {
+        let answer = match CalloutResult::from_raw(result) {
+            // SAFETY: Envoy's buffers, valid for this call.
+            CalloutResult::Success => unsafe { read_answer(headers, chunks) },
+            // A reset or an oversized answer: no headers, as in proxy-wasm.
+            CalloutResult::Failed(_) => Answer::default(),
+        };
+        // SAFETY: as above; the puller reads the body only once its size is acceptable.
+        fc.on_pulled(&envoy, &answer, |n| unsafe { read_prefix(chunks, n) });
+    });
+}
+
+/// The pull's answer without its body: status, ETag, content type, size.
+///
+/// # Safety
+/// The headers' and chunks' buffers are Envoy's, valid for `'call`.
+unsafe fn read_answer<'call>(
+    headers: &[EnvoyHeader<'call>],
+    chunks: &[EnvoyBuffer<'call>],
+) -> Answer {
+    let text = |b: &EnvoyBuffer<'call>| {
+        // SAFETY: per the function's contract.
+        String::from_utf8_lossy(unsafe { b.as_slice() }).into_owned()
+    };
+    let mut answer = Answer {
+        body_size: chunks.iter().map(EnvoyBuffer::len).sum(),
+        ..Answer::default()
+    };
+    for h in headers {
+        // SAFETY: per the function's contract.
+        match unsafe { h.key.as_slice() } {
+            b":status" => answer.status = text(&h.value).parse().ok(),
+            b"etag" => answer.etag = Some(text(&h.value)),
+            b"content-type" => answer.content_type = Some(text(&h.value)),
+            _ => {}
+        }
+    }
+    answer
+}
+
+/// The first `n` bytes of Envoy's body chunks.
+///
+/// # Safety
+/// The chunks' buffers are Envoy's, valid for `'call`.
+unsafe fn read_prefix(chunks: &[EnvoyBuffer<'_>], n: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for c in chunks {
+        let left = n.saturating_sub(out.len());
+        // SAFETY: per the function's contract.
+        let bytes = unsafe { c.as_slice() };
+        out.extend_from_slice(&bytes[..left.min(bytes.len())]);
+    }
+    out
+}
+
 /// An array Envoy lends for one call, as a slice of that call's lifetime.
 ///
 /// # Safety
@@ -309,8 +441,6 @@ unused_hooks! {
     envoy_dynamic_module_on_http_filter_http_stream_trailers -> () = ();
     envoy_dynamic_module_on_http_filter_http_stream_complete -> () = ();
     envoy_dynamic_module_on_http_filter_http_stream_reset -> () = ();
-    envoy_dynamic_module_on_http_filter_config_scheduled -> () = ();
-    envoy_dynamic_module_on_http_filter_config_http_callout_done -> () = ();
     envoy_dynamic_module_on_http_filter_config_http_stream_headers -> () = ();
     envoy_dynamic_module_on_http_filter_config_http_stream_data -> () = ();
     envoy_dynamic_module_on_http_filter_config_http_stream_trailers -> () = ();

@@ -10,10 +10,11 @@ use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use ferry_core::error::FerryError;
 use ferry_core::request::{Action, HttpFilter};
 
 use crate::abi::{BodyStatus, HeadersStatus, LogLevel, TrailersStatus};
-use crate::config::FilterConfig;
+use crate::config::{FilterConfig, ForStream};
 use crate::envoy::Envoy;
 use crate::host::EnvoyHost;
 use crate::reentry::Hook;
@@ -31,8 +32,39 @@ pub struct Stream<E: Envoy + Clone> {
     direct: Slot,
     /// Envoy is processing the response: failing now means a reset, no longer a reply.
     responding: Cell<bool>,
-    /// Made without a filter: its first hook fails it closed.
-    doomed: Cell<bool>,
+    /// Made without a filter: its first hook answers with this reply.
+    refusal: RefCell<Option<Reply>>,
+}
+
+/// A local reply the stream answers with instead of running the filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Reply {
+    status: u16,
+    headers: Vec<(&'static str, &'static str)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    /// The filter failed (a panic): a 500, the request closed.
+    fn internal() -> Reply {
+        Reply {
+            status: 500,
+            headers: vec![
+                ("content-type", "application/json"),
+                ("x-ferry-error", "internal"),
+            ],
+            body: br#"{"error":"internal","message":"the filter failed on this request"}"#.to_vec(),
+        }
+    }
+
+    /// The core's error, as the Wasm build answers it.
+    fn of(e: &FerryError) -> Reply {
+        Reply {
+            status: e.status(),
+            headers: e.reply_headers(),
+            body: e.body(""),
+        }
+    }
 }
 
 /// The core's verdict as each hook's status.
@@ -58,21 +90,31 @@ status_of_action! {
 
 impl<E: Envoy + Clone> Stream<E> {
     /// A stream on this thread's copy of `config`; one that failed to be made fails its
-    /// request closed.
+    /// request closed, and while a pulled snapshot has not arrived every request is answered
+    /// 503 `snapshot_not_loaded`.
     pub fn new(envoy: E, config: &FilterConfig) -> Self {
         let direct = Slot::default();
-        let made = catch_unwind(AssertUnwindSafe(|| {
-            let (snapshot, metrics) = config.for_this_thread();
-            let host = EnvoyHost::new(envoy.clone(), direct.clone());
-            HttpFilter::new(host, snapshot, metrics)
+        let made = catch_unwind(AssertUnwindSafe(|| match config.for_this_thread() {
+            ForStream::Ready(snapshot, metrics) => {
+                let host = EnvoyHost::new(envoy.clone(), direct.clone());
+                Ok(HttpFilter::new(host, snapshot, metrics))
+            }
+            ForStream::NotLoaded(e) => Err(Reply::of(&e)),
         }));
-        Self::of(envoy, direct, made)
+        let made = made.map_err(|p| {
+            log_panic(&envoy, &*p);
+            Reply::internal()
+        });
+        Self::of(envoy, direct, made.and_then(|m| m))
     }
 
-    fn of(envoy: E, direct: Slot, made: std::thread::Result<Filter<E>>) -> Self {
-        let filter = made.map_err(|p| log_panic(&envoy, &*p)).ok();
+    fn of(envoy: E, direct: Slot, made: Result<Filter<E>, Reply>) -> Self {
+        let (filter, refusal) = match made {
+            Ok(f) => (Some(f), None),
+            Err(reply) => (None, Some(reply)),
+        };
         Stream {
-            doomed: Cell::new(filter.is_none()),
+            refusal: RefCell::new(refusal),
             envoy,
             filter: RefCell::new(filter),
             pending: RefCell::new(None),
@@ -140,7 +182,7 @@ impl<E: Envoy + Clone> Stream<E> {
             };
             let Some(filter) = slot.as_mut() else {
                 drop(slot);
-                return self.fail_if_doomed();
+                return self.refuse_once();
             };
             filter.host().reentry.enter(hook);
             let mut action = f(filter);
@@ -183,11 +225,13 @@ impl<E: Envoy + Clone> Stream<E> {
         }
     }
 
-    fn fail_if_doomed(&self) -> Action {
-        if !self.doomed.replace(false) {
+    /// A stream made without a filter answers its first hook with its reply (later hooks let
+    /// Envoy go on with it).
+    fn refuse_once(&self) -> Action {
+        let Some(reply) = self.refusal.borrow_mut().take() else {
             return Action::Continue;
-        }
-        self.fail();
+        };
+        self.answer(&reply);
         Action::Pause
     }
 
@@ -196,15 +240,16 @@ impl<E: Envoy + Clone> Stream<E> {
         if let Ok(mut slot) = self.filter.try_borrow_mut() {
             slot.take();
         }
+        self.answer(&Reply::internal());
+    }
+
+    /// A local reply while the request is processed, a reset once the response is.
+    fn answer(&self, reply: &Reply) {
         if self.responding.get() {
             self.envoy.reset_stream();
         } else {
-            let body = br#"{"error":"internal","message":"the filter failed on this request"}"#;
-            let headers = [
-                ("content-type", "application/json"),
-                ("x-ferry-error", "internal"),
-            ];
-            self.envoy.send_response(500, &headers, body);
+            self.envoy
+                .send_response(reply.status, &reply.headers, &reply.body);
         }
     }
 }

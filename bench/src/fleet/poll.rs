@@ -90,7 +90,7 @@ impl PollFleet {
         };
         let loaded = matches!(
             fresh.answered(answer, |n| body.slice(..n.min(body.len())).to_vec()),
-            Pulled::Loaded(_)
+            Pulled::Loaded { .. }
         );
         if let Ok(mut seen) = self.verdicts.lock() {
             seen.entry(etag).or_insert_with(|| (body.clone(), loaded));

@@ -79,7 +79,7 @@ fn refused(pulled: Pulled) -> String {
 
 fn loaded_project(pulled: Pulled) -> String {
     match pulled {
-        Pulled::Loaded(c) => c.project.clone(),
+        Pulled::Loaded { config: c, .. } => c.project.clone(),
         other => panic!("not loaded: {other:?}"),
     }
 }
@@ -96,7 +96,8 @@ fn a_snapshot_loads_then_its_version_is_asked_for_again() {
     assert!(p.next_request().is_none(), "one GET at a time");
 
     let bytes = snapshot().encode_to_vec();
-    let Pulled::Loaded(c) = got(&mut p, "\"v1\"", UNSIGNED_CONTENT_TYPE, &bytes) else {
+    let Pulled::Loaded { config: c, .. } = got(&mut p, "\"v1\"", UNSIGNED_CONTENT_TYPE, &bytes)
+    else {
         panic!("loaded")
     };
     assert_eq!(

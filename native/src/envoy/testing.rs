@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::Envoy;
+use super::{ConfigEnvoy, Envoy};
 use crate::abi::{BodyKind, CalloutInit, HeaderKind, LogLevel};
 use crate::slot::Scheduler;
 
@@ -74,6 +74,31 @@ impl FakeEnvoy {
             .get(&kind)
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// A callout as Envoy starts one (a stream's or the config's): recorded, or refused.
+    fn start_callout(
+        &self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<u64, CalloutInit> {
+        if let Some(refused) = self.0.refuse_callouts.get() {
+            return Err(refused);
+        }
+        let h = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let id = {
+            let mut calls = self.0.callouts.borrow_mut();
+            calls.push((cluster.to_string(), h, body.to_vec()));
+            calls.len() as u64
+        };
+        if let Some(answer) = self.0.answer_inline.borrow().as_ref() {
+            answer(id);
+        }
+        Ok(id)
     }
 
     fn trip(&self, name: &str) {
@@ -155,22 +180,7 @@ impl Envoy for FakeEnvoy {
         body: &[u8],
         _timeout: Duration,
     ) -> Result<u64, CalloutInit> {
-        if let Some(refused) = self.0.refuse_callouts.get() {
-            return Err(refused);
-        }
-        let h = headers
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let id = {
-            let mut calls = self.0.callouts.borrow_mut();
-            calls.push((cluster.to_string(), h, body.to_vec()));
-            calls.len() as u64
-        };
-        if let Some(answer) = self.0.answer_inline.borrow().as_ref() {
-            answer(id);
-        }
-        Ok(id)
+        self.start_callout(cluster, headers, body)
     }
 
     fn scheduler(&self) -> Option<Scheduler> {
@@ -192,6 +202,22 @@ impl Envoy for FakeEnvoy {
         let mut m = self.0.filter_state.borrow_mut();
         m.insert(key.to_string(), value.to_vec());
         true
+    }
+
+    fn log(&self, level: LogLevel, message: &str) {
+        self.0.logs.borrow_mut().push((level, message.to_string()));
+    }
+}
+
+/// The same fake as the config's Envoy object: its callouts and logs are recorded alike.
+impl ConfigEnvoy for FakeEnvoy {
+    fn callout(
+        &self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        _timeout: Duration,
+    ) -> Result<u64, CalloutInit> {
+        self.start_callout(cluster, headers, b"")
     }
 
     fn log(&self, level: LogLevel, message: &str) {

@@ -382,19 +382,18 @@ fn the_envoy_gateway_files_name_each_other() {
         allowed.contains(&&module["name"]),
         "{module} not in {allowed:?}"
     );
-    let mut config = module["config"].clone();
-    // The file's placeholder for the snapshot `ferry plugin-config` prints.
-    assert_eq!(config["snapshot_base64"], "REPLACE-WITH-THE-SNAPSHOT");
-    let snapshot = prost::Message::encode_to_vec(&ferry_test_support::snapshot::snapshot());
-    config["snapshot_base64"] = json!(base64::Engine::encode(
-        &base64::engine::general_purpose::STANDARD,
-        snapshot
-    ));
-    match parse_plugin(config.to_string().as_bytes()) {
-        Ok(Plugin::Snapshot(c)) => {
-            assert!(patched.contains(&&json!(c.reader_cluster)), "{patched:?}");
-        }
-        other => panic!("the native policy's config: {other:?}"),
+    // The module pulls as the Wasm filter does, through the same patched clusters.
+    let native_pull = pull_of(&module["config"]);
+    signed_over_tls(&native_pull);
+    for named in [
+        native_pull
+            .overrides
+            .reader_cluster
+            .as_deref()
+            .unwrap_or_default(),
+        &native_pull.cluster,
+    ] {
+        assert!(patched.contains(&&json!(named)), "{named}: {patched:?}");
     }
 }
 

@@ -16,10 +16,11 @@
 //! 2. A snapshot pushed to `ferry serve` (`ferry apply --push`) reaches that Envoy by the pull,
 //!    without a restart (same Envoy process).
 //! 3. Native: the Wasm EnvoyExtensionPolicy replaced by dynamic-module-policy.yaml (the module
-//!    from the EnvoyProxy's allowlist, its snapshot inline); Envoy Gateway hands Envoy the new
-//!    filter over xDS, same process, and requests come out enriched by the native module.
-//! 4. The native module does not pull its snapshot (not built yet): a new snapshot reaches it in
-//!    a new policy, over Envoy Gateway's xDS, same process.
+//!    from the EnvoyProxy's allowlist, pulling its signed snapshot from `ferry serve` over TLS
+//!    through the same patched cluster); Envoy Gateway hands Envoy the new filter over xDS, same
+//!    process, and requests come out enriched by the native module.
+//! 4. Push reached both: a snapshot pushed to `ferry serve` reaches the native module by its
+//!    pull too, same policy, same Envoy process (the Wasm filter's in step 2).
 //!
 //! Not run by `make test` (ignored there): `make test-gateway` builds Envoy Gateway (cached) and
 //! runs it. Needs root (namespaces).
@@ -96,12 +97,14 @@ async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
             eg::ENVOY_VERSION,
         ),
     );
-    let (wasm_policy, patch) = files::extension_policy(&files::Wasm {
+    let ca = stack.ca_file.display().to_string();
+    let secrets = files::Wasm {
         image: &image,
         read_token: READ_TOKEN,
         key: &stack.key_entry,
-        ca: &stack.ca_file.display().to_string(),
-    });
+        ca: &ca,
+    };
+    let (wasm_policy, patch) = files::extension_policy(&secrets);
     gw.apply(
         "extension-policy.yaml",
         &format!("{wasm_policy}---\n{patch}"),
@@ -136,14 +139,7 @@ async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
         "    on_missing_entity: \"null\"\n",
     );
     std::fs::write(&yaml, text).expect("ferry.yaml");
-    run(Command::new(bin("ferry"))
-        .arg("apply")
-        .arg(repo)
-        .args(["--push", &format!("https://{CP_NAME}:{CP_PORT}")])
-        .arg("--ca")
-        .arg(&stack.ca_file)
-        .args(["--token", TOKEN, "--redis", &redis.url()])
-        .env_remove("FERRY_PUSH_TOKEN"));
+    push(repo, &stack, &redis.url());
     let resp = until_body(
         &gw,
         &["nobody"],
@@ -158,11 +154,12 @@ async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
         started.elapsed()
     );
 
-    // 3. Native: the dynamic module's policy in place of the Wasm one.
+    // 3. Native: the dynamic module's policy in place of the Wasm one; the module pulls the
+    // snapshot the Wasm filter was last given.
     gw.apply("extension-policy.yaml", &patch);
     gw.apply(
         "dynamic-module-policy.yaml",
-        &files::dynamic_module_policy(&inline_snapshot(repo)),
+        &files::dynamic_module_policy(&secrets),
     );
     let resp = until(&gw, "the native module enriches through the Gateway", |r| {
         r.status == 200 && r.header("x-ferry-status") == Some("ok") && native(r)
@@ -170,11 +167,13 @@ async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
     .await;
     store.check_instances(Service::RealtimeScoring, &resp.json(), &users);
     assert_eq!(gw.envoy_pid(), Some(envoy), "the same Envoy process");
-    println!("gateway: native enriched at {:?}", started.elapsed());
+    println!(
+        "gateway: native enriched (the module's snapshot pulled over TLS, signed) at {:?}",
+        started.elapsed()
+    );
 
-    // 4. A new snapshot for the native module: it does not pull, so the snapshot comes in a new
-    // policy, which Envoy Gateway hands the same Envoy over xDS (the repo back to rejecting an
-    // unknown user).
+    // 4. A push reaches the native module by its pull too, same policy, same Envoy process (the
+    // repo back to rejecting an unknown user).
     let text = std::fs::read_to_string(&yaml).expect("ferry.yaml");
     let text = files::replace_once(
         &text,
@@ -182,18 +181,18 @@ async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
         "    on_missing_entity: reject\n    on_stale:",
     );
     std::fs::write(&yaml, text).expect("ferry.yaml");
-    gw.apply(
-        "dynamic-module-policy.yaml",
-        &files::dynamic_module_policy(&inline_snapshot(repo)),
-    );
-    let resp = until_body(&gw, &["nobody"], "the new policy reaches the module", |r| {
-        r.status == 404
-    })
+    push(repo, &stack, &redis.url());
+    let resp = until_body(
+        &gw,
+        &["nobody"],
+        "the pushed snapshot reaches the module",
+        |r| r.status == 404,
+    )
     .await;
     assert_eq!(error_of(&resp), (404, "entity_not_found".into()));
     assert_eq!(gw.envoy_pid(), Some(envoy), "the same Envoy process");
     println!(
-        "gateway: a new snapshot reached the native module by policy (no pull: not built) at {:?}",
+        "gateway: push reached both (the Wasm filter in step 2, the native module now) at {:?}",
         started.elapsed()
     );
     drop(stack);
@@ -223,17 +222,16 @@ impl Drop for KeptOnFailure {
     }
 }
 
-/// `ferry plugin-config REPO`'s snapshot (base64), as a user puts it in the native policy.
-fn inline_snapshot(repo: &std::path::Path) -> String {
-    let plugin = run(Command::new(bin("ferry"))
-        .arg("plugin-config")
+/// `ferry apply --push` of the repo to `ferry serve` over TLS, as an operator runs it.
+fn push(repo: &std::path::Path, stack: &stack::Stack, redis_url: &str) {
+    run(Command::new(bin("ferry"))
+        .arg("apply")
         .arg(repo)
-        .args(["--reader-cluster", "ferry_reader"]));
-    let plugin: Json = serde_json::from_str(&plugin).expect("plugin-config prints JSON");
-    plugin["snapshot_base64"]
-        .as_str()
-        .expect("snapshot_base64")
-        .to_owned()
+        .args(["--push", &format!("https://{CP_NAME}:{CP_PORT}")])
+        .arg("--ca")
+        .arg(&stack.ca_file)
+        .args(["--token", TOKEN, "--redis", redis_url])
+        .env_remove("FERRY_PUSH_TOKEN"));
 }
 
 /// Whether the answer went through the native module rather than the Wasm filter: the module

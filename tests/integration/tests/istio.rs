@@ -13,6 +13,7 @@
 //! `istio/pull.rs`: the same filter pulling its snapshot from `ferry serve` (`snapshot_url`).
 //! `istio/signed.rs`: a signed pull through a man in the middle that replays an older snapshot.
 //! `istio/crash.rs`: the same replay after the VM crashed and was reloaded.
+//! `istio/native_pull.rs`: the native module (Envoy Gateway's `dynamicModule`) pulling too.
 
 use std::process::Command;
 
@@ -24,6 +25,8 @@ use serde_json::{json, Value as Json};
 
 #[path = "istio/crash.rs"]
 mod crash;
+#[path = "istio/native_pull.rs"]
+mod native_pull;
 #[path = "istio/pull.rs"]
 mod pull;
 #[path = "istio/signed.rs"]

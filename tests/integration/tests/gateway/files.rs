@@ -145,11 +145,17 @@ pub fn extension_policy(w: &Wasm) -> (String, String) {
     (format!("{wasm}\n"), patch.to_owned())
 }
 
-/// dynamic-module-policy.yaml with the snapshot inline.
-pub fn dynamic_module_policy(snapshot_base64: &str) -> String {
+/// dynamic-module-policy.yaml with the test's read token and key (the secrets a user writes).
+pub fn dynamic_module_policy(w: &Wasm) -> String {
+    let text = read("dynamic-module-policy.yaml");
+    let text = replace_once(
+        &text,
+        "snapshot_token: REPLACE-WITH-THE-READ-TOKEN",
+        &format!("snapshot_token: {}", w.read_token),
+    );
     replace_once(
-        &read("dynamic-module-policy.yaml"),
-        "snapshot_base64: REPLACE-WITH-THE-SNAPSHOT",
-        &format!("snapshot_base64: {snapshot_base64}"),
+        &text,
+        "- {id: k-1fdff1d53376, ed25519: +GIKu+fhF8h2hy43tWAVs2fYv84JPDfavnXwpbzTwW4=}",
+        &format!("- {}", w.key),
     )
 }
