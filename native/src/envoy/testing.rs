@@ -1,6 +1,7 @@
 //! An in-memory Envoy for one stream: tests set the request (headers, buffered and received
 //! body), script callouts, and read what the adapter did (replies, resets, continues, logs).
-//! Clones share one state, as the stream and its host share Envoy's filter object.
+//! Clones share one state, as the stream and its host share Envoy's filter object. Other
+//! crates' tests reach it through the `testing` feature.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -30,8 +31,8 @@ pub struct State {
     pub resets: Cell<u32>,
     pub continued_decoding: Cell<u32>,
     pub continued_encoding: Cell<u32>,
-    /// (cluster, headers, body) of each callout started.
-    pub callouts: RefCell<Vec<(String, Headers, Vec<u8>)>>,
+    /// (cluster, headers, body, timeout) of each callout started.
+    pub callouts: RefCell<Vec<(String, Headers, Vec<u8>, Duration)>>,
     /// Set: Envoy refuses to start callouts, with this reason.
     pub refuse_callouts: Cell<Option<CalloutInit>>,
     /// Runs inside `callout` with the new id, as Envoy may answer before the call returns.
@@ -43,6 +44,8 @@ pub struct State {
     /// A test's way to make the code inside a hook panic: the header read (or write) of this
     /// name panics.
     pub panic_on_header: RefCell<Option<String>>,
+    /// The clock (microseconds since the Unix epoch); unset, the system's.
+    pub now_us: Cell<Option<i64>>,
 }
 
 impl FakeEnvoy {
@@ -76,6 +79,8 @@ impl FakeEnvoy {
             .unwrap_or_default()
     }
 
+    // A scripted panic is this fake's purpose (the stream's fail-closed tests).
+    #[allow(clippy::panic)]
     fn trip(&self, name: &str) {
         if self.0.panic_on_header.borrow().as_deref() == Some(name) {
             panic!("scripted panic on header {name}");
@@ -153,7 +158,7 @@ impl Envoy for FakeEnvoy {
         cluster: &str,
         headers: &[(&str, &str)],
         body: &[u8],
-        _timeout: Duration,
+        timeout: Duration,
     ) -> Result<u64, CalloutInit> {
         if let Some(refused) = self.0.refuse_callouts.get() {
             return Err(refused);
@@ -164,7 +169,7 @@ impl Envoy for FakeEnvoy {
             .collect();
         let id = {
             let mut calls = self.0.callouts.borrow_mut();
-            calls.push((cluster.to_string(), h, body.to_vec()));
+            calls.push((cluster.to_string(), h, body.to_vec(), timeout));
             calls.len() as u64
         };
         if let Some(answer) = self.0.answer_inline.borrow().as_ref() {
@@ -196,5 +201,9 @@ impl Envoy for FakeEnvoy {
 
     fn log(&self, level: LogLevel, message: &str) {
         self.0.logs.borrow_mut().push((level, message.to_string()));
+    }
+
+    fn now_us(&self) -> i64 {
+        self.0.now_us.get().unwrap_or_else(super::system_now_us)
     }
 }
