@@ -17,6 +17,9 @@ pub type Headers = Vec<(String, String)>;
 /// (status, headers, body) of a local reply.
 pub type Reply = (u16, Headers, Vec<u8>);
 
+/// (cluster, headers, body, timeout) of a callout started.
+pub type Callout = (String, Headers, Vec<u8>, Duration);
+
 /// What Envoy does with a callout id before `callout` returns.
 pub type InlineAnswer = Box<dyn Fn(u64)>;
 
@@ -31,8 +34,8 @@ pub struct State {
     pub resets: Cell<u32>,
     pub continued_decoding: Cell<u32>,
     pub continued_encoding: Cell<u32>,
-    /// (cluster, headers, body, timeout) of each callout started.
-    pub callouts: RefCell<Vec<(String, Headers, Vec<u8>, Duration)>>,
+    /// Each callout started.
+    pub callouts: RefCell<Vec<Callout>>,
     /// Set: Envoy refuses to start callouts, with this reason.
     pub refuse_callouts: Cell<Option<CalloutInit>>,
     /// Runs inside `callout` with the new id, as Envoy may answer before the call returns.

@@ -106,7 +106,10 @@ pub fn without_host_refusal(
             (n, v)
         })
         .collect();
-    let body = cut(&String::from_utf8_lossy(&body), '"').into_bytes();
+    let body = match std::str::from_utf8(&body) {
+        Ok(text) if text.contains(SAID) => cut(text, '"').into_bytes(),
+        _ => body,
+    };
     (status, headers, body)
 }
 
@@ -128,11 +131,13 @@ fn http_to_grpc(status: u32) -> u32 {
 }
 
 /// Envoy's `Http::Utility::PercentEncoding::encode` (gRPC's rule for `grpc-message`): `%`
-/// and bytes outside printable ASCII as `%XX`.
-pub fn percent_encode(text: &str) -> String {
+/// and bytes outside printable ASCII as `%XX`. Written here rather than taken from ferry-core
+/// (`error::grpc::percent_encode`): this is Envoy's side, and the native build's own encoding
+/// is what it is compared with.
+fn percent_encode(text: &str) -> String {
     let mut out = String::new();
     for b in text.bytes() {
-        if b < b' ' || b > b'~' || b == b'%' {
+        if !(b' '..=b'~').contains(&b) || b == b'%' {
             out += &format!("%{b:02X}");
         } else {
             out.push(char::from(b));
