@@ -26,7 +26,7 @@ use std::sync::Mutex;
 use case::Agreed;
 
 /// Inputs of the seeded stream.
-const STREAM_CASES: usize = 3000;
+const STREAM_CASES: usize = 5000;
 
 /// The native module's near cache is one store per process: its cases run one at a time.
 static NATIVE: Mutex<()> = Mutex::new(());
