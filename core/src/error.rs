@@ -45,7 +45,7 @@ pub enum FerryError {
     #[error("the request has no entities to enrich")]
     NoEntities,
     #[error("request has {count} entities, over this route's limit of {limit}")]
-    TooManyEntities { limit: u32, count: usize },
+    TooManyEntities { limit: u32, count: u64 },
     /// A size the client declares (a tensor's shape, a list's length) over its limit, or one
     /// whose buffer could not be reserved: refused before anything is allocated or looped over
     /// (`format::declared`).
@@ -268,6 +268,22 @@ pub mod grpc {
     pub const FAILED_PRECONDITION: u32 = 9;
     pub const INTERNAL: u32 = 13;
     pub const UNAVAILABLE: u32 = 14;
+
+    /// `grpc-message` as gRPC writes it: the UTF-8 bytes outside printable ASCII, and `%`
+    /// itself, as `%XX`. Envoy encodes a proxy-wasm gRPC reply's message so; a host that writes
+    /// the header itself (the native module) must, or an entity id with a control byte or
+    /// non-ASCII text goes raw into a header.
+    pub fn percent_encode(message: &str) -> String {
+        let mut out = String::with_capacity(message.len());
+        for b in message.bytes() {
+            if (b' '..=b'~').contains(&b) && b != b'%' {
+                out.push(char::from(b));
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        out
+    }
 }
 
 /// "1 entity", "2 entities".
@@ -305,6 +321,25 @@ fn list(ids: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grpc_message_is_percent_encoded_as_grpc_writes_it() {
+        let said = "bad_vector: entity '0\u{1f}0' ü 100% sure";
+        assert_eq!(
+            grpc::percent_encode(said),
+            "bad_vector: entity '0%1F0' %C3%BC 100%25 sure"
+        );
+        // The native build's gRPC reply (the host's default) sends it so.
+        use crate::host::{testing::FakeHost, Host};
+        let host = FakeHost::default();
+        host.send_grpc_error(grpc::INTERNAL, said, vec![]);
+        let (_, headers, _) = host.sent.borrow().clone().unwrap_or_default();
+        let message = headers.iter().find(|(n, _)| n == "grpc-message");
+        assert_eq!(
+            message.map(|(_, v)| v.as_str()),
+            Some(grpc::percent_encode(said).as_str())
+        );
+    }
 
     #[test]
     fn error_body_names_code_message_and_route() {

@@ -28,15 +28,16 @@ pub trait Host {
     fn now_us(&self) -> i64;
     fn send_response(&self, status: u16, headers: Vec<(&str, &str)>, body: &[u8]);
     /// Answers a gRPC request with a gRPC error: HTTP 200, `content-type: application/grpc`,
-    /// `grpc-status` and `grpc-message`, no message. The default writes those headers through
-    /// `send_response`; a host that has its own gRPC local reply (proxy-wasm's takes the
-    /// status) overrides it.
+    /// `grpc-status` and `grpc-message` (percent-encoded, as gRPC and Envoy write it), no
+    /// message. The default writes those headers through `send_response`; a host that has its
+    /// own gRPC local reply (proxy-wasm's takes the status and encodes the message) overrides it.
     fn send_grpc_error(&self, grpc_status: u32, message: &str, headers: Vec<(&str, &str)>) {
         let status = grpc_status.to_string();
+        let message = crate::error::grpc::percent_encode(message);
         let mut all = vec![
             ("content-type", "application/grpc"),
             ("grpc-status", status.as_str()),
-            ("grpc-message", message),
+            ("grpc-message", message.as_str()),
         ];
         all.extend(headers);
         self.send_response(200, all, b"");

@@ -256,9 +256,11 @@ pub fn metrics_ok(code: u32) -> bool {
     code == 0
 }
 
-/// Declares Envoy's callbacks; in unit tests (which do not run inside Envoy) it also defines
-/// each one as a stub returning `$default`, so the adapter links there too. Tests drive the
-/// adapter through the in-memory `Envoy` instead (`envoy::testing`), never through these.
+/// Declares Envoy's callbacks; in unit tests and other crates' tests (the `testing` feature),
+/// which do not run inside Envoy, it also defines each one as a stub returning `$default`, so
+/// the adapter links there too. Tests drive the adapter through the in-memory `Envoy` instead
+/// (`envoy::testing`), never through these. (A module built with `testing` would bind its own
+/// stubs instead of Envoy's callbacks: the feature is for test binaries only.)
 macro_rules! callbacks {
     ($(
         $(#[$doc:meta])*
@@ -267,7 +269,7 @@ macro_rules! callbacks {
         extern "C" {
             $($(#[$doc])* pub fn $name($($arg: $ty),*) $(-> $ret)?;)*
         }
-        #[cfg(test)]
+        #[cfg(any(test, feature = "testing"))]
         mod stubs {
             #[allow(unused_imports)]
             use super::*;

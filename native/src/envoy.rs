@@ -3,7 +3,7 @@
 //! the in-memory `testing::FakeEnvoy`. Everything Envoy lends (header values, body chunks) is
 //! copied before a method returns, so nothing borrowed outlives the hook it came from.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::abi::{
     self, BodyKind, CalloutInit, EnvoyBuffer, EnvoyHeader, EnvoyPtr, HeaderKind, LogLevel,
@@ -48,6 +48,18 @@ pub trait Envoy {
     fn log(&self, level: LogLevel, message: &str) {
         log(level, message);
     }
+    /// Wall-clock time, microseconds since the Unix epoch: Envoy's ABI has no clock callback,
+    /// so the real side reads the system's; a test's Envoy sets its own (TTLs are judged by it).
+    fn now_us(&self) -> i64 {
+        system_now_us()
+    }
+}
+
+/// The system clock, for the real Envoy (and a fake one whose clock is unset).
+pub fn system_now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
 /// What a filter config can ask of Envoy, on the main thread: the GET of a pulled snapshot
@@ -291,5 +303,5 @@ impl Envoy for EnvoyFilter {
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -4,7 +4,7 @@
 //! chunk, which is also where a rewritten body goes.
 
 use std::cell::RefCell;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use ferry_core::host::Host;
 
@@ -169,9 +169,7 @@ impl<E: Envoy> Host for EnvoyHost<E> {
     }
 
     fn now_us(&self) -> i64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+        self.envoy.now_us()
     }
 
     fn send_response(&self, status: u16, headers: Vec<(&str, &str)>, body: &[u8]) {

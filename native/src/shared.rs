@@ -55,6 +55,17 @@ impl SharedStore {
         map.insert(key.to_owned(), (value.to_vec(), next));
         true
     }
+
+    /// Forgets every key: a test driving many unrelated cases through the one process-wide
+    /// store starts each from an empty near cache, as each case's Wasm VM does.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn clear(&self) {
+        for shard in &self.shards {
+            if let Ok(mut map) = shard.lock() {
+                map.clear();
+            }
+        }
+    }
 }
 
 /// The one store of this Envoy process.

@@ -34,12 +34,12 @@ pub fn entities(size: u64, route: &Route) -> Result<usize, FerryError> {
     if size > u64::from(route.max_entities) {
         return Err(FerryError::TooManyEntities {
             limit: route.max_entities,
-            count: usize::try_from(size).unwrap_or(usize::MAX),
+            count: size,
         });
     }
     usize::try_from(size).map_err(|_| FerryError::TooManyEntities {
         limit: route.max_entities,
-        count: usize::MAX,
+        count: size,
     })
 }
 

@@ -15,6 +15,7 @@ pub mod pick;
 pub mod reader;
 pub mod request;
 mod run;
+pub mod schedule;
 pub mod seeds;
 pub mod snapshot;
 
@@ -36,6 +37,12 @@ pub struct Drawn<'a> {
     pub req: Request,
     pub plan: Plan,
     pick: Pick<'a>,
+}
+
+/// The snapshot `draw` makes of an input (its first choices), for a host that is configured
+/// with the snapshot's bytes rather than a `Config`.
+pub fn drawn_snapshot(data: &[u8]) -> ferry_protos::v1::Snapshot {
+    snapshot::snapshot(&mut Pick::new(data))
 }
 
 /// Decodes an input; `Err` is the filter's refusal of the drawn snapshot.
@@ -123,6 +130,22 @@ pub fn known_open(_d: &Drawn<'_>) -> Option<(&'static str, &'static str)> {
 }
 
 pub fn play_drawn(d: Drawn<'_>) -> Outcome {
+    let mut shared = HashMap::new();
+    let mut first = None;
+    requests(d, |config, req, plan, pick| {
+        let run = one_request(config, req, plan, pick, std::mem::take(&mut shared));
+        shared = run.host().shared.borrow().clone();
+        first.get_or_insert(run.outcome());
+    });
+    first.unwrap_or(Outcome::Held)
+}
+
+/// The requests an input makes, each through `one` (the configuration, the request, its
+/// reader plan, the rest of the input): the first, and sometimes a second through the same
+/// shared data (another stream of the same worker), so that what the first left in the near
+/// cache is read back (ids repeat often). The second never reaches a known open bug: the first
+/// request is where those are found (and skipped).
+pub fn requests(d: Drawn<'_>, mut one: impl FnMut(&Rc<Config>, Request, Plan, &mut Pick<'_>)) {
     let Drawn {
         config,
         req,
@@ -130,38 +153,32 @@ pub fn play_drawn(d: Drawn<'_>) -> Outcome {
         mut pick,
     } = d;
     let again = req.clone();
-    let first = one_request(&config, req, plan, &mut pick, HashMap::new());
-    let outcome = first.outcome();
-    // Sometimes a second request through the same shared data (another stream of the same
-    // worker): what the first left in the near cache is read back (ids repeat often). It never
-    // reaches a known open bug: the first request is where those are found (and skipped).
-    if pick.one_in(2) {
-        let shared = first.host().shared.borrow().clone();
-        // The same request again (its keys are in the cache if the first stored them), or
-        // another.
-        let req = if pick.one_in(2) {
-            request::request(&mut pick, &config)
-        } else {
-            again
-        };
-        let plan = reader::plan(&mut pick);
-        let second = Drawn {
-            config: config.clone(),
+    one(&config, req, plan, &mut pick);
+    if !pick.one_in(2) {
+        return;
+    }
+    // The same request again (its keys are in the cache if the first stored them), or another.
+    let req = if pick.one_in(2) {
+        request::request(&mut pick, &config)
+    } else {
+        again
+    };
+    let plan = reader::plan(&mut pick);
+    let second = Drawn {
+        config: config.clone(),
+        req,
+        plan,
+        pick,
+    };
+    if known_open(&second).is_none() {
+        let Drawn {
             req,
             plan,
-            pick,
-        };
-        if known_open(&second).is_none() {
-            let Drawn {
-                req,
-                plan,
-                mut pick,
-                ..
-            } = second;
-            one_request(&config, req, plan, &mut pick, shared);
-        }
+            mut pick,
+            ..
+        } = second;
+        one(&config, req, plan, &mut pick);
     }
-    outcome
 }
 
 #[cfg(test)]

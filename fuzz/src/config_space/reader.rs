@@ -56,6 +56,35 @@ fn service<'c>(config: &'c Config, name: &str) -> Option<&'c Service> {
         .find(|s| s.name == name)
 }
 
+/// The reader's answer to the one call, which asked `asked` (a VectorRequest), as `plan`
+/// says: `None` when none comes (never, or the call was never sent); else the `:status`
+/// (`None`: a reset or timeout, no headers) and the body. Every driver of the target's inputs
+/// (the `FakeHost` run, tests/wasm-host's differential test) answers through this.
+pub fn answer(
+    plan: &Plan,
+    p: &mut Pick<'_>,
+    config: &Config,
+    asked: &[u8],
+) -> Option<(Option<u16>, Vec<u8>)> {
+    Some(match plan {
+        Plan::Never | Plan::DispatchFails => return None,
+        Plan::Vectors | Plan::Short => {
+            let short = *plan == Plan::Short;
+            (Some(200), vectors(p, config, asked, short))
+        }
+        Plan::Status(s, json) => {
+            let body = if *json {
+                br#"{"error":"redis_unavailable","message":"refused"}"#.to_vec()
+            } else {
+                b"upstream connect error".to_vec()
+            };
+            (Some(*s), body)
+        }
+        Plan::NoResponse => (None, Vec::new()),
+        Plan::Garbage => (Some(200), b"\xff\xff\xff".to_vec()),
+    })
+}
+
 /// One key's stored vector.
 fn vector(p: &mut Pick<'_>, s: &Service) -> Vec<u8> {
     let choice = p.below(12);

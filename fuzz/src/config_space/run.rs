@@ -1,6 +1,5 @@
 //! One request of the `config_space` target through `HttpFilter` on `FakeHost`, driven as Envoy
-//! drives a stream (headers, data frames, trailers, the reader's answer at a drawn point, the
-//! model's response headers); `check` judges what it did.
+//! drives a stream (`schedule`); `check` judges what it did.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -13,8 +12,9 @@ use ferry_core::request::{Action, HttpFilter};
 use crate::upstream::{Next, Upstream};
 
 use super::pick::Pick;
-use super::reader::{self, Plan};
+use super::reader::Plan;
 use super::request::Request;
+use super::schedule::{self, Stream};
 
 /// The token `FakeHost::dispatch` hands out.
 const TOKEN: u32 = 7;
@@ -71,7 +71,11 @@ pub(super) fn one_request(
         answered_locally: false,
         call_done: false,
     };
-    run.drive(pick);
+    if run.plan == Plan::DispatchFails {
+        *run.host().dispatch_error.borrow_mut() = Some("unknown cluster".into());
+    }
+    let (req, plan, config) = (run.req.clone(), run.plan.clone(), run.config.clone());
+    schedule::drive(&mut run, &req, &plan, &config, pick);
     run.check();
     run
 }
@@ -104,30 +108,40 @@ impl Run {
             Next::Paused => self.paused = true,
         }
     }
+}
 
-    pub(super) fn call_out(&self) -> bool {
-        !self.call_done && !self.host().dispatched.borrow().is_empty()
+impl Stream for Run {
+    fn headers(&mut self, end_of_stream: bool) {
+        let action = self.filter.on_request_headers(end_of_stream);
+        self.after_callback("on_request_headers", action);
     }
 
-    pub(super) fn deliver(&mut self, p: &mut Pick<'_>) {
+    fn data(&mut self, chunk: &[u8], end_of_stream: bool) {
+        self.host().body.borrow_mut().extend_from_slice(chunk);
+        let size = self.host().body.borrow().len();
+        let action = self.filter.on_request_body(size, end_of_stream);
+        self.after_callback("on_request_body", action);
+    }
+
+    fn trailers(&mut self) {
+        let action = self.filter.on_request_trailers();
+        self.after_callback("on_request_trailers", action);
+    }
+
+    fn answered(&self) -> bool {
+        self.answered_locally
+    }
+
+    fn call_out(&self) -> Option<Vec<u8>> {
+        let dispatched = self.host().dispatched.borrow();
+        let call = dispatched.first().filter(|_| !self.call_done)?;
+        Some(call.2.clone())
+    }
+
+    fn deliver(&mut self, answer: Option<(Option<u16>, Vec<u8>)>) {
         self.call_done = true;
-        let (status, body) = match &self.plan {
-            Plan::Never | Plan::DispatchFails => return,
-            Plan::Vectors | Plan::Short => {
-                let asked = self.host().dispatched.borrow()[0].2.clone();
-                let short = self.plan == Plan::Short;
-                (Some(200), reader::vectors(p, &self.config, &asked, short))
-            }
-            Plan::Status(s, json) => {
-                let body = if *json {
-                    br#"{"error":"redis_unavailable","message":"refused"}"#.to_vec()
-                } else {
-                    b"upstream connect error".to_vec()
-                };
-                (Some(*s), body)
-            }
-            Plan::NoResponse => (None, Vec::new()),
-            Plan::Garbage => (Some(200), b"\xff\xff\xff".to_vec()),
+        let Some((status, body)) = answer else {
+            return;
         };
         let headers = if status.is_some() { 2 } else { 0 };
         let len = body.len();
@@ -141,44 +155,12 @@ impl Run {
         }
     }
 
-    /// Headers, data frames, trailers as Envoy delivers them; the reader answers at a drawn
-    /// point once its call is out (or at the end); then the model's response headers.
-    pub(super) fn drive(&mut self, p: &mut Pick<'_>) {
-        if self.plan == Plan::DispatchFails {
-            *self.host().dispatch_error.borrow_mut() = Some("unknown cluster".into());
-        }
-        let frames = self.req.chunks.len();
-        let trailers = !self.req.trailers.is_empty();
-        let answer_after = p.below(frames + 2);
-        let action = self.filter.on_request_headers(frames == 0 && !trailers);
-        self.after_callback("on_request_headers", action);
-        for i in 0..frames {
-            if self.answered_locally {
-                return;
-            }
-            if answer_after == i && self.call_out() {
-                self.deliver(p);
-                if self.answered_locally {
-                    return;
-                }
-            }
-            let chunk = self.req.chunks[i].clone();
-            self.host().body.borrow_mut().extend_from_slice(&chunk);
-            let size = self.host().body.borrow().len();
-            let end = i + 1 == frames && !trailers;
-            let action = self.filter.on_request_body(size, end);
-            self.after_callback("on_request_body", action);
-        }
-        if trailers && !self.answered_locally {
-            let action = self.filter.on_request_trailers();
-            self.after_callback("on_request_trailers", action);
-        }
-        if !self.answered_locally && self.call_out() {
-            self.deliver(p);
-        }
-        if self.up.released && !self.answered_locally {
-            *self.host().response_headers.borrow_mut() = vec![(":status".into(), "200".into())];
-            self.filter.on_response_headers();
-        }
+    fn forwarded(&self) -> bool {
+        self.up.released
+    }
+
+    fn response_headers(&mut self) {
+        *self.host().response_headers.borrow_mut() = vec![(":status".into(), "200".into())];
+        self.filter.on_response_headers();
     }
 }

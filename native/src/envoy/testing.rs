@@ -1,6 +1,7 @@
 //! An in-memory Envoy for one stream: tests set the request (headers, buffered and received
 //! body), script callouts, and read what the adapter did (replies, resets, continues, logs).
-//! Clones share one state, as the stream and its host share Envoy's filter object.
+//! Clones share one state, as the stream and its host share Envoy's filter object. Other
+//! crates' tests reach it through the `testing` feature.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -16,6 +17,9 @@ pub type Headers = Vec<(String, String)>;
 /// (status, headers, body) of a local reply.
 pub type Reply = (u16, Headers, Vec<u8>);
 
+/// (cluster, headers, body, timeout) of a callout started.
+pub type Callout = (String, Headers, Vec<u8>, Duration);
+
 /// What Envoy does with a callout id before `callout` returns.
 pub type InlineAnswer = Box<dyn Fn(u64)>;
 
@@ -30,8 +34,8 @@ pub struct State {
     pub resets: Cell<u32>,
     pub continued_decoding: Cell<u32>,
     pub continued_encoding: Cell<u32>,
-    /// (cluster, headers, body) of each callout started.
-    pub callouts: RefCell<Vec<(String, Headers, Vec<u8>)>>,
+    /// Each callout started.
+    pub callouts: RefCell<Vec<Callout>>,
     /// Set: Envoy refuses to start callouts, with this reason.
     pub refuse_callouts: Cell<Option<CalloutInit>>,
     /// Runs inside `callout` with the new id, as Envoy may answer before the call returns.
@@ -43,6 +47,8 @@ pub struct State {
     /// A test's way to make the code inside a hook panic: the header read (or write) of this
     /// name panics.
     pub panic_on_header: RefCell<Option<String>>,
+    /// The clock (microseconds since the Unix epoch); unset, the system's.
+    pub now_us: Cell<Option<i64>>,
 }
 
 impl FakeEnvoy {
@@ -82,6 +88,7 @@ impl FakeEnvoy {
         cluster: &str,
         headers: &[(&str, &str)],
         body: &[u8],
+        timeout: Duration,
     ) -> Result<u64, CalloutInit> {
         if let Some(refused) = self.0.refuse_callouts.get() {
             return Err(refused);
@@ -92,7 +99,7 @@ impl FakeEnvoy {
             .collect();
         let id = {
             let mut calls = self.0.callouts.borrow_mut();
-            calls.push((cluster.to_string(), h, body.to_vec()));
+            calls.push((cluster.to_string(), h, body.to_vec(), timeout));
             calls.len() as u64
         };
         if let Some(answer) = self.0.answer_inline.borrow().as_ref() {
@@ -101,6 +108,8 @@ impl FakeEnvoy {
         Ok(id)
     }
 
+    // A scripted panic is this fake's purpose (the stream's fail-closed tests).
+    #[allow(clippy::panic)]
     fn trip(&self, name: &str) {
         if self.0.panic_on_header.borrow().as_deref() == Some(name) {
             panic!("scripted panic on header {name}");
@@ -178,9 +187,9 @@ impl Envoy for FakeEnvoy {
         cluster: &str,
         headers: &[(&str, &str)],
         body: &[u8],
-        _timeout: Duration,
+        timeout: Duration,
     ) -> Result<u64, CalloutInit> {
-        self.start_callout(cluster, headers, body)
+        self.start_callout(cluster, headers, body, timeout)
     }
 
     fn scheduler(&self) -> Option<Scheduler> {
@@ -207,6 +216,10 @@ impl Envoy for FakeEnvoy {
     fn log(&self, level: LogLevel, message: &str) {
         self.0.logs.borrow_mut().push((level, message.to_string()));
     }
+
+    fn now_us(&self) -> i64 {
+        self.0.now_us.get().unwrap_or_else(super::system_now_us)
+    }
 }
 
 /// The same fake as the config's Envoy object: its callouts and logs are recorded alike.
@@ -215,9 +228,9 @@ impl ConfigEnvoy for FakeEnvoy {
         &self,
         cluster: &str,
         headers: &[(&str, &str)],
-        _timeout: Duration,
+        timeout: Duration,
     ) -> Result<u64, CalloutInit> {
-        self.start_callout(cluster, headers, b"")
+        self.start_callout(cluster, headers, b"", timeout)
     }
 
     fn log(&self, level: LogLevel, message: &str) {

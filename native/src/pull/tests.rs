@@ -113,7 +113,7 @@ fn the_first_tick_sends_the_get_and_its_answer_loads() {
     {
         let calls = envoy.0.callouts.borrow();
         assert_eq!(calls.len(), 1, "one GET at a time");
-        let (cluster, headers, _) = &calls[0];
+        let (cluster, headers, _, _) = &calls[0];
         assert_eq!(cluster, "cp");
         let h = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
         assert_eq!(h(":path").as_deref(), Some("/v1/snapshot/first"));

@@ -457,6 +457,13 @@ impl Host {
         self.state_mut(|s| s.properties.insert(key, value.to_vec()));
     }
 
+    /// Reads and forgets a property the guest set: a stream's filter state (e.g. `ferry.log`,
+    /// the served-feature record), which Envoy keeps per stream but this host keeps per VM.
+    pub fn take_property(&self, path: &[&str]) -> Option<Vec<u8>> {
+        let key = path.join("\0").into_bytes();
+        self.state_mut(|s| s.properties.remove(&key))
+    }
+
     /// Hostcalls the guest made that Envoy would refuse (e.g. a header change after the headers
     /// went on). Tests assert this is empty.
     pub fn abi_errors(&self) -> Vec<String> {
@@ -763,6 +770,17 @@ impl Stream {
         })
     }
 
+    /// The response headers as the filter left them.
+    pub fn response_header_map(&self) -> Vec<(String, String)> {
+        self.with(|s| {
+            s.response
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), String::from_utf8_lossy(v).into_owned()))
+                .collect()
+        })
+    }
+
     pub fn response_body_bytes(&self) -> Vec<u8> {
         self.with(|s| s.response.body.clone())
     }
@@ -796,6 +814,11 @@ impl Stream {
     /// resumed the stream) rather than being answered locally.
     pub fn forwarded(&self) -> bool {
         self.with(|s| !s.request.headers_open && !s.request.paused && s.local_replies.is_empty())
+    }
+
+    /// Whether the request headers went upstream (even if the body is paused since).
+    pub fn request_headers_sent(&self) -> bool {
+        self.with(|s| !s.request.headers.is_empty() && !s.request.headers_open)
     }
 
     pub fn closed(&self) -> bool {

@@ -39,8 +39,10 @@ pub fn split<'a>(body: &'a [u8], header: Option<&str>) -> Result<(&'a [u8], &'a 
     };
     let text = value.trim();
     // Digits only: `+5`, `0x10` or `5 ` mean something else to another parser.
+    // A u64, not a usize: a length past 2^32 is the same "longer than the body" in the 32-bit
+    // Wasm build as in the 64-bit native one.
     let len = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        text.parse::<usize>().ok()
+        text.parse::<u64>().ok()
     } else {
         None
     };
@@ -50,12 +52,12 @@ pub fn split<'a>(body: &'a [u8], header: Option<&str>) -> Result<(&'a [u8], &'a 
             value.escape_default()
         )));
     };
-    if len > body.len() {
+    let Some(len) = usize::try_from(len).ok().filter(|l| *l <= body.len()) else {
         return Err(bad(format!(
             "Inference-Header-Content-Length is {len}, but the body has only {} bytes",
             body.len()
         )));
-    }
+    };
     Ok(body.split_at(len))
 }
 
@@ -63,20 +65,18 @@ fn tensor_name(t: &Json) -> &str {
     t.get("name").and_then(Json::as_str).unwrap_or("")
 }
 
-/// The binary data size an input declares, if any.
-fn declared_size(t: &Json) -> Result<Option<usize>, FerryError> {
+/// The binary data size an input declares, if any (a u64: whether it fits the body is
+/// `locate`'s question, answered alike in 32 and 64 bits).
+fn declared_size(t: &Json) -> Result<Option<u64>, FerryError> {
     let Some(v) = t.get("parameters").and_then(|p| p.get("binary_data_size")) else {
         return Ok(None);
     };
     let name = tensor_name(t);
-    let size = v
-        .as_u64()
-        .and_then(|s| usize::try_from(s).ok())
-        .ok_or_else(|| {
-            bad(format!(
-                "input tensor '{name}': parameters.binary_data_size must be a byte count, got {v}"
-            ))
-        })?;
+    let size = v.as_u64().ok_or_else(|| {
+        bad(format!(
+            "input tensor '{name}': parameters.binary_data_size must be a byte count, got {v}"
+        ))
+    })?;
     // Two sources of data: Ferry and the model could each read a different one.
     if t.get("data").is_some() {
         return Err(bad(format!(
@@ -97,12 +97,12 @@ pub fn locate(inputs: &[Json], binary: &[u8], framed: bool) -> Result<Part, Ferr
             continue;
         };
         let name = tensor_name(t);
-        if size > binary.len() - at {
+        let left = binary.len() - at;
+        let Some(size) = usize::try_from(size).ok().filter(|s| *s <= left) else {
             return Err(bad(if framed {
                 format!(
                     "input tensor '{name}': binary_data_size {size} runs past the end of the \
-                     body ({} bytes of binary data left)",
-                    binary.len() - at
+                     body ({left} bytes of binary data left)"
                 )
             } else {
                 format!(
@@ -110,7 +110,7 @@ pub fn locate(inputs: &[Json], binary: &[u8], framed: bool) -> Result<Part, Ferr
                      no Inference-Header-Content-Length header"
                 )
             }));
-        }
+        };
         let range = at..at + size;
         if t.get("datatype").and_then(Json::as_str) == Some("BYTES") {
             bytes_elements(&binary[range.clone()])
@@ -237,6 +237,11 @@ mod tests {
             split(body, Some("6")).unwrap_err().message(),
             "Inference-Header-Content-Length is 6, but the body has only 5 bytes"
         );
+        // Past 2^32: longer than the body, not "not a byte count", in the 32-bit build too.
+        assert_eq!(
+            split(body, Some("4294967296")).unwrap_err().message(),
+            "Inference-Header-Content-Length is 4294967296, but the body has only 5 bytes"
+        );
     }
 
     #[test]
@@ -261,6 +266,12 @@ mod tests {
         assert_eq!(
             msg(&longer),
             "the inputs' binary_data_size add up to 10 bytes, but 11 bytes follow the JSON header"
+        );
+        let past = [json!({"name": "c", "parameters": {"binary_data_size": 1u64 << 40}})];
+        assert_eq!(
+            locate(&past, &bin, true).unwrap_err().message(),
+            "input tensor 'c': binary_data_size 1099511627776 runs past the end of the body \
+             (10 bytes of binary data left)"
         );
         let unframed = locate(&inputs, b"", false).unwrap_err().message();
         assert!(

@@ -16,6 +16,7 @@ mod tests;
 
 use serde_json::{Map, Value as Json};
 
+use super::declared;
 use super::document::{self, shape};
 use super::entity;
 use super::metadata;
@@ -292,12 +293,12 @@ pub(crate) fn id_count(
         };
         return Err(bad(format!("datatype must be {want}, got '{datatype}'")));
     }
-    let n = match dims {
-        [n] | [n, 1] => usize::try_from(*n).unwrap_or(usize::MAX),
-        _ => return Err(bad(format!("shape must be [N] or [N, 1], got {dims:?}"))),
-    };
-    entity::check_count(n, route)?;
-    Ok(n)
+    match dims {
+        // The declared u64 itself: saturated to a 32-bit usize first, the Wasm build would
+        // name another count in its refusal than the native one.
+        [n] | [n, 1] => declared::entities(*n, route),
+        _ => Err(bad(format!("shape must be [N] or [N, 1], got {dims:?}"))),
+    }
 }
 
 /// The canonical form of each id of the tensor `name` (`None`: not UTF-8), by the id rules.

@@ -65,6 +65,12 @@ fn bad_tensors_are_named() {
     )
     .unwrap_err();
     assert_eq!(e.code(), "too_many_entities");
+    // The declared count as sent, in 32 bits as in 64 (the Wasm build once named u32::MAX).
+    let huge = br#"{"inputs":[{"name":"user_id","shape":[4294967296],"datatype":"BYTES"}]}"#;
+    assert_eq!(
+        msg(huge),
+        "request has 4294967296 entities, over this route's limit of 10"
+    );
 }
 
 /// The body `req` is rewritten to on route `r` (packed or not, as the route says).
