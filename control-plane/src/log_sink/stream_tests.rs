@@ -74,11 +74,15 @@ async fn streams_beyond_the_cap_are_refused_and_counted() {
             max_rows: 1000,
             max_buffered_rows: 1000,
             error_log_interval: Duration::from_secs(60),
+            retention: Default::default(),
         },
         grpc,
         http,
         tls: None,
+        allowed: Default::default(),
         max_streams: 2,
+        max_connections: 16,
+        max_http_connections: 16,
     };
     let sink = tokio::spawn(run(opts, stop));
     let tcp = TcpStream::connect(grpc_addr).await.unwrap();
