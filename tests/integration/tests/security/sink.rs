@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferry_integration_tests::secure::{block_on, tls_flags, ENVOY};
+use ferry_integration_tests::secure::{block_on, refused_start, tls_flags, ENVOY};
 use ferry_integration_tests::{bin, free_port, tls, Proc};
 use ferry_protos::v1::{
     value::Kind, FeatureStatus, ServedInstance, ServedLog, ServedService, Value, ValueType,
@@ -392,10 +392,14 @@ pub fn another_identity(c: &mut Ctx) -> Fut<'_> {
                 "written {written} before Envoy's; Envoy's call: {envoy:?}"
             ));
         }
+        let start = mtls_without_allow_list_off_loopback(c);
+        if !start.contains("--allow-identity") || !start.contains("--insecure") {
+            return Err(format!("mTLS without --allow-identity on 0.0.0.0: {start}"));
+        }
         Ok(format!(
             "a certificate of the client CA for web: closed after the handshake ({}), \
              counted (ferry_log_sink_connections_refused_identity_total 1), nothing written; \
-             Envoy's identity written",
+             Envoy's identity written; mTLS without --allow-identity on 0.0.0.0 refused at start",
             refused.err().unwrap_or_default()
         ))
     })
@@ -408,6 +412,23 @@ fn parquet_names(dir: &Path) -> Vec<String> {
         .filter(|p| p.ends_with(".parquet"))
         .filter_map(|p| Some(Path::new(&p).file_name()?.to_str()?.to_owned()))
         .collect()
+}
+
+/// `ferry log-sink` on 0.0.0.0 with mTLS but no `--allow-identity`: its refusal (stderr).
+fn mtls_without_allow_list_off_loopback(c: &Ctx) -> String {
+    let d = c.stack.dir.path();
+    let leaf = c.stack.ca.issue(&[SINK_NAME], &[]).write(d, "sink-open");
+    let mut cmd = Command::new(bin("ferry"));
+    cmd.arg("log-sink")
+        .arg("--dir")
+        .arg(d.join("sink-open"))
+        .args(["--listen", &format!("0.0.0.0:{}", free_port())])
+        .args(["--http-listen", &format!("127.0.0.1:{}", free_port())])
+        .args(tls_flags(&leaf, &c.stack.envoy_tls.0.ca()))
+        .env_remove("FERRY_TLS_CERT")
+        .env_remove("FERRY_TLS_KEY")
+        .env_remove("FERRY_CLIENT_CA");
+    tokio::task::block_in_place(|| refused_start(&mut cmd))
 }
 
 pub fn retention_past_max_bytes(c: &mut Ctx) -> Fut<'_> {
