@@ -61,8 +61,9 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = DEFAULT_MAX_STREAMS;
 pub const DEFAULT_MAX_HTTP_CONNECTIONS: usize = 64;
 /// Time a `/metrics` client has to send its request headers.
 pub const HTTP_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// A `/metrics` connection with no request for this long is closed: above any scrape interval
-/// a keep-alive scraper uses (Prometheus' default is 60 s), below what lets silent clients pile up.
+/// A `/metrics` connection with no request for this long is closed: longer than a keep-alive
+/// scraper's interval (Prometheus' default is 60 s), so a scraper keeps its connection while one
+/// that went quiet gives its slot back.
 pub const HTTP_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 pub struct SinkOptions {
