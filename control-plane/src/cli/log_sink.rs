@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use ferry::log_sink::{self, FileOptions, SinkOptions};
+use ferry::log_sink::{self, Allowed, FileOptions, RetentionOptions, SinkOptions};
 use ferry_http_serve::exposure::{self, Lack};
 use ferry_http_serve::{ClientAuth, Tls, TlsFiles};
 
@@ -19,9 +19,18 @@ pub struct LogSinkArgs {
     /// non-loopback address needs mTLS (--tls-cert, --tls-key, --client-ca) or --insecure.
     #[arg(long, default_value = "127.0.0.1:18090")]
     listen: SocketAddr,
-    /// `/metrics` (records written and dropped, files, errors).
+    /// `/metrics` (records written and dropped, files, errors, retention).
     #[arg(long, default_value = "127.0.0.1:8093")]
     http_listen: SocketAddr,
+    /// Access-log connections served at once (Envoy opens one per worker thread); a connection
+    /// beyond it waits in the kernel's accept queue until a served one closes. A plaintext
+    /// client must send within 10 s, a TLS one finish its handshake, or it is closed.
+    #[arg(long, default_value_t = log_sink::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// `/metrics` connections served at once; beyond it a connection waits in the accept
+    /// queue. Headers must arrive within 10 s; a connection idle for 90 s is closed.
+    #[arg(long, default_value_t = log_sink::DEFAULT_MAX_HTTP_CONNECTIONS)]
+    max_http_connections: usize,
     /// A file is written at most this many seconds after its first row.
     #[arg(long, default_value_t = 60)]
     window_secs: u64,
@@ -31,6 +40,13 @@ pub struct LogSinkArgs {
     /// Rows held in memory over all open files; beyond it rows are dropped and counted.
     #[arg(long, default_value_t = 1_000_000)]
     max_buffered_rows: usize,
+    /// Complete files older than this many seconds are removed (0: kept however old).
+    #[arg(long, default_value_t = 30 * 86_400)]
+    retain_secs: u64,
+    /// The files under --dir hold at most this many bytes: past it, the oldest files are
+    /// removed first (0: no bound).
+    #[arg(long, default_value_t = 10 << 30)]
+    max_bytes: u64,
     /// Access-log streams open at once (Envoy opens one per worker thread); one more is
     /// refused with RESOURCE_EXHAUSTED and counted in ferry_log_sink_streams_refused.
     #[arg(long, default_value_t = log_sink::DEFAULT_MAX_STREAMS)]
@@ -44,6 +60,15 @@ pub struct LogSinkArgs {
     /// Envoy's client certificates must chain to these CAs (PEM bundle): mTLS.
     #[arg(long, env = "FERRY_CLIENT_CA", requires = "tls_cert")]
     client_ca: Option<PathBuf>,
+    /// IDENTITY: only client certificates with a URI or DNS SAN matching it may send logs (`*`
+    /// matches any run of characters but `/`); repeatable. Others of the client CA are closed
+    /// after the handshake and counted. Required with mTLS on a non-loopback --listen.
+    #[arg(
+        long = "allow-identity",
+        value_name = "IDENTITY",
+        requires = "client_ca"
+    )]
+    allow_identities: Vec<String>,
     /// Listen on a network address without mTLS: anyone who reaches it can write log files.
     #[arg(long)]
     insecure: bool,
@@ -63,16 +88,9 @@ pub fn run(args: LogSinkArgs) -> Result<()> {
         key,
         client_ca: args.client_ca.clone(),
     });
-    let lack = match &args.client_ca {
-        Some(_) => None,
-        None => Some(Lack {
-            missing: "without mTLS".to_owned(),
-            risk: "let anyone who reaches it write served-feature log files".to_owned(),
-            remedy: "--tls-cert, --tls-key and --client-ca".to_owned(),
-        }),
-    };
+    let lack = lack(args.client_ca.is_some(), !args.allow_identities.is_empty());
     if exposure::check("the log sink", args.listen, lack, args.insecure)? {
-        tracing::warn!(listen = %args.listen, "INSECURE: the log sink listens on a network address without mTLS (--insecure)");
+        tracing::warn!(listen = %args.listen, "INSECURE: the log sink listens on a network address without mTLS or without --allow-identity (--insecure)");
     }
     let tls = files
         .map(|f| Tls::load(f, ClientAuth::Required, &[b"h2"]))
@@ -83,7 +101,16 @@ pub fn run(args: LogSinkArgs) -> Result<()> {
         max_rows: args.max_rows.max(1),
         max_buffered_rows: args.max_buffered_rows.max(1),
         error_log_interval: Duration::from_secs(30),
+        retention: RetentionOptions {
+            max_age: (args.retain_secs > 0).then(|| Duration::from_secs(args.retain_secs)),
+            max_bytes: (args.max_bytes > 0).then_some(args.max_bytes),
+        },
     };
+    let (max_connections, max_http_connections) = (
+        args.max_connections.max(1),
+        args.max_http_connections.max(1),
+    );
+    ferry::serve::limits::raise_open_files(max_connections.saturating_add(max_http_connections));
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -107,10 +134,33 @@ pub fn run(args: LogSinkArgs) -> Result<()> {
                 grpc,
                 http,
                 tls,
+                allowed: Allowed::new(args.allow_identities),
                 max_streams: args.max_streams,
+                max_connections,
+                max_http_connections,
             };
             log_sink::run(opts, stop).await
         })
+}
+
+/// What the gRPC listener lacks to know its clients: mTLS, or with it an identity allow-list
+/// (every certificate of a mesh's CA would otherwise write log files).
+fn lack(mtls: bool, allow_list: bool) -> Option<Lack> {
+    match (mtls, allow_list) {
+        (true, true) => None,
+        (true, false) => Some(Lack {
+            missing: "with mTLS but no --allow-identity".to_owned(),
+            risk: "write served-feature log files with any certificate of the client CA (in a \
+                   mesh, every workload holds one)"
+                .to_owned(),
+            remedy: "--allow-identity (Envoy's SPIFFE id or DNS name)".to_owned(),
+        }),
+        (false, _) => Some(Lack {
+            missing: "without mTLS".to_owned(),
+            risk: "let anyone who reaches it write served-feature log files".to_owned(),
+            remedy: "--tls-cert, --tls-key, --client-ca and --allow-identity".to_owned(),
+        }),
+    }
 }
 
 async fn shutdown_signal() {

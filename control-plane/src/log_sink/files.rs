@@ -2,18 +2,26 @@
 //! Parquet file when its window closes or it reaches its row bound, to a temporary name then
 //! renamed, so a reader never sees half a file. Memory is bounded: rows beyond
 //! `max_buffered_rows` are dropped and counted; a file that cannot be written drops its rows,
-//! counts an error, and says so in the log at most once per `error_log_interval`.
+//! counts an error, and says so in the log at most once per `error_log_interval`. Files are
+//! created 0640 and folders 0750 (a umask can only narrow them): the rows hold entity ids and
+//! feature values, which other users of the host have no reason to read. What stays on disk is
+//! [`retention`](super::retention)'s.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use ferry_protos::v1::ServedLog;
 
 use super::decode;
 use super::metrics::{SinkMetrics, BUFFER_FULL, WRITE_ERROR};
 use super::parquet_file::{self, day_of, Layout, Row};
+use super::retention::{Retention, RetentionOptions};
+
+/// Modes of what the sink creates.
+pub const FILE_MODE: u32 = 0o640;
+pub const DIR_MODE: u32 = 0o750;
 
 #[derive(Debug, Clone)]
 pub struct FileOptions {
@@ -25,6 +33,8 @@ pub struct FileOptions {
     /// Rows held over all groups; more are dropped.
     pub max_buffered_rows: usize,
     pub error_log_interval: Duration,
+    /// What stays on disk (`--retain-secs`, `--max-bytes`).
+    pub retention: RetentionOptions,
 }
 
 struct Group {
@@ -41,11 +51,15 @@ pub struct Files {
     seq: u64,
     last_error_log: Option<Instant>,
     errors_unlogged: u64,
+    retention: Retention,
 }
 
 impl Files {
+    /// The writer of `opts.dir`; indexes (and trims to its retention) what the folder holds.
     pub fn new(opts: FileOptions, metrics: SinkMetrics) -> Files {
+        let retention = Retention::new(&opts.dir, opts.retention, metrics.clone());
         Files {
+            retention,
             opts,
             metrics,
             groups: HashMap::new(),
@@ -67,6 +81,7 @@ impl Files {
                 Err(RecvTimeoutError::Disconnected) => break,
             }
             self.write_due(Instant::now());
+            self.retention.tick(Instant::now());
         }
         let keys: Vec<_> = self.groups.keys().cloned().collect();
         for key in keys {
@@ -77,6 +92,10 @@ impl Files {
     pub fn add(&mut self, log: ServedLog) {
         let day = day_of(log.time_us);
         for (layout, rows) in decode::rows(log) {
+            // A service with no instance has nothing to write: no group, no file, no folder.
+            if rows.is_empty() {
+                continue;
+            }
             if self.buffered + rows.len() > self.opts.max_buffered_rows {
                 self.metrics.drop_rows(BUFFER_FULL, rows.len());
                 continue;
@@ -116,9 +135,10 @@ impl Files {
         self.metrics.buffered.set(self.buffered as i64);
         self.seq += 1;
         match write_file(&self.opts.dir, &key.0, key.1, &group.rows, self.seq) {
-            Ok(_) => {
+            Ok((path, bytes)) => {
                 self.metrics.written.inc_by(group.rows.len() as u64);
                 self.metrics.files.inc();
+                self.retention.added(path, bytes, SystemTime::now());
             }
             Err(e) => {
                 self.metrics.errors.inc();
@@ -176,33 +196,50 @@ pub fn partition(dir: &Path, service: &str, day: i32) -> PathBuf {
         .join(format!("log_date={y:04}-{m:02}-{d:02}"))
 }
 
-/// Writes one file: `<fingerprint>-<first log time>-<seq>.parquet`, via a hidden temporary name.
+/// Creates `folder` and what is missing above it, each [`DIR_MODE`].
+pub fn create_folder(folder: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(folder)
+}
+
+/// Writes one file, [`FILE_MODE`]: `<fingerprint>-<first log time>-<seq>.parquet`, via a hidden
+/// temporary name; its path and size.
 fn write_file(
     dir: &Path,
     layout: &Layout,
     day: i32,
     rows: &[Row],
     seq: u64,
-) -> anyhow::Result<PathBuf> {
+) -> anyhow::Result<(PathBuf, u64)> {
     use anyhow::Context as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
     let folder = partition(dir, &layout.service, day);
-    std::fs::create_dir_all(&folder).with_context(|| format!("creating {}", folder.display()))?;
+    create_folder(&folder).with_context(|| format!("creating {}", folder.display()))?;
     let first = rows.iter().map(|r| r.log_time_us).min().unwrap_or_default();
     let name = format!("{:016x}-{first}-{seq}.parquet", layout.fingerprint);
     let tmp = folder.join(format!(".{name}.tmp"));
     let done = folder.join(&name);
-    let written = (|| -> anyhow::Result<()> {
-        let file =
-            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let written = (|| -> anyhow::Result<u64> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(FILE_MODE)
+            .open(&tmp)
+            .with_context(|| format!("creating {}", tmp.display()))?;
         let mut out = std::io::BufWriter::new(file);
         parquet_file::write(&mut out, layout, rows).context("writing Parquet")?;
         let file = out.into_inner().context("flushing")?;
         file.sync_all().context("syncing")?;
+        let bytes = file.metadata().context("its size")?.len();
         std::fs::rename(&tmp, &done).context("renaming into place")?;
-        Ok(())
+        Ok(bytes)
     })();
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    written.map(|()| done)
+    written.map(|bytes| (done, bytes))
 }

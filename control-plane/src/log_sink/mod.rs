@@ -11,36 +11,38 @@
 //! Memory per stream is one message (at most [`MAX_MESSAGE_BYTES`]) and HTTP/2's windows; the
 //! streams open at once are capped (`max_streams`): one more is refused with
 //! `RESOURCE_EXHAUSTED` and counted, so a crowd of Envoys cannot grow the sink without bound.
+//! Both listeners cap their connections as the other servers do (`max_connections`: the
+//! access-log side, through the shared accept path; `max_http_connections`: `/metrics`, with
+//! header and idle timeouts); `allowed` narrows mTLS to the certificates that may send logs
+//! ([`identity`]); what stays on disk is bounded by age and bytes ([`retention`]).
 
 pub mod decode;
 pub mod files;
+pub mod identity;
 pub mod metrics;
 pub mod parquet_file;
+pub mod retention;
+mod service;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::atomic::AtomicUsize;
+use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
-use envoy_types::pb::envoy::service::accesslog::v3::access_log_service_server::{
-    AccessLogService, AccessLogServiceServer,
-};
-use envoy_types::pb::envoy::service::accesslog::v3::stream_access_logs_message::LogEntries;
-use envoy_types::pb::envoy::service::accesslog::v3::{
-    StreamAccessLogsMessage, StreamAccessLogsResponse,
-};
+use envoy_types::pb::envoy::service::accesslog::v3::access_log_service_server::AccessLogServiceServer;
 use ferry_http_serve::{Options, Tls};
-use ferry_protos::v1::ServedLog;
 use http_body_util::Full;
 use tokio::net::TcpListener;
-use tonic::{Request, Response, Status, Streaming};
 
 use crate::xds::grpc::XdsConn;
 pub use files::FileOptions;
+pub use identity::Allowed;
 pub use metrics::SinkMetrics;
+pub use retention::RetentionOptions;
+use service::Sink;
 
 /// Records in flight between the gRPC handler and the writer thread.
 pub const CHANNEL_RECORDS: usize = 4096;
@@ -51,6 +53,18 @@ pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 pub const STREAMS_PER_CONNECTION: u32 = 64;
 /// The default of `--max-streams`: streams open at once over all connections.
 pub const DEFAULT_MAX_STREAMS: usize = 1024;
+/// The default of `--max-connections`: access-log connections served at once. Each Envoy
+/// opens one per worker thread, each carrying at least one stream, so as many as streams.
+pub const DEFAULT_MAX_CONNECTIONS: usize = DEFAULT_MAX_STREAMS;
+/// The default of `--max-http-connections`: `/metrics` connections served at once (scrapers
+/// and probes, a handful).
+pub const DEFAULT_MAX_HTTP_CONNECTIONS: usize = 64;
+/// Time a `/metrics` client has to send its request headers.
+pub const HTTP_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// A `/metrics` connection with no request for this long is closed: longer than a keep-alive
+/// scraper's interval (Prometheus' default is 60 s), so a scraper keeps its connection while one
+/// that went quiet gives its slot back.
+pub const HTTP_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 pub struct SinkOptions {
     pub files: FileOptions,
@@ -58,105 +72,20 @@ pub struct SinkOptions {
     pub http: TcpListener,
     /// TLS of the gRPC listener (mTLS when it has a client CA).
     pub tls: Option<Tls>,
+    /// Which client certificates may send logs (none: every one the TLS setup admits).
+    pub allowed: Allowed,
     /// Access-log streams open at once; one more is refused (`RESOURCE_EXHAUSTED`).
     pub max_streams: usize,
-}
-
-/// The access-log service: decodes each entry's record and hands it to the writer.
-#[derive(Clone)]
-struct Sink {
-    records: SyncSender<ServedLog>,
-    metrics: SinkMetrics,
-    /// Streams open now, against `max_streams`.
-    open: Arc<AtomicUsize>,
-    max_streams: usize,
-}
-
-/// One open stream: counted while it lives.
-struct StreamSlot {
-    open: Arc<AtomicUsize>,
-    metrics: SinkMetrics,
-}
-
-impl Drop for StreamSlot {
-    fn drop(&mut self) {
-        let now = self.open.fetch_sub(1, Ordering::SeqCst) - 1;
-        self.metrics.streams.set(now as i64);
-    }
-}
-
-impl Sink {
-    /// A slot for one more stream, or the status refusing it.
-    fn open_stream(&self) -> Result<StreamSlot, Status> {
-        let taken = self
-            .open
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < self.max_streams).then_some(n + 1)
-            });
-        match taken {
-            Ok(n) => {
-                self.metrics.streams.set(n as i64 + 1);
-                Ok(StreamSlot {
-                    open: self.open.clone(),
-                    metrics: self.metrics.clone(),
-                })
-            }
-            Err(_) => {
-                self.metrics.streams_refused.inc();
-                Err(Status::resource_exhausted(format!(
-                    "the log sink has {} access-log streams open, its --max-streams",
-                    self.max_streams
-                )))
-            }
-        }
-    }
-
-    fn take(&self, message: StreamAccessLogsMessage) {
-        let Some(LogEntries::HttpLogs(logs)) = message.log_entries else {
-            return;
-        };
-        for entry in &logs.log_entry {
-            match decode::record(entry) {
-                None => {}
-                Some(Ok(log)) => self.hand_over(log),
-                Some(Err(e)) => {
-                    self.metrics.drop_rows(metrics::UNDECODABLE, 1);
-                    tracing::debug!(error = %e, "undecodable served-feature record");
-                }
-            }
-        }
-    }
-
-    fn hand_over(&self, log: ServedLog) {
-        let rows = log.services.iter().map(|s| s.instances.len()).sum();
-        match self.records.try_send(log) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.metrics.drop_rows(metrics::BUFFER_FULL, rows);
-            }
-        }
-    }
-}
-
-#[tonic::async_trait]
-impl AccessLogService for Sink {
-    async fn stream_access_logs(
-        &self,
-        request: Request<Streaming<StreamAccessLogsMessage>>,
-    ) -> Result<Response<StreamAccessLogsResponse>, Status> {
-        let _slot = self.open_stream()?;
-        let mut stream = request.into_inner();
-        while let Some(message) = stream.message().await? {
-            self.take(message);
-        }
-        Ok(Response::new(StreamAccessLogsResponse {}))
-    }
+    /// Access-log connections served at once; more wait in the accept queue.
+    pub max_connections: usize,
+    /// `/metrics` connections served at once; more wait in the accept queue.
+    pub max_http_connections: usize,
 }
 
 /// Runs the sink until `stop` fires; then writes every group still open.
 pub async fn run(opts: SinkOptions, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<()> {
     let metrics = SinkMetrics::new();
-    std::fs::create_dir_all(&opts.files.dir)
+    files::create_folder(&opts.files.dir)
         .with_context(|| format!("creating {}", opts.files.dir.display()))?;
     let (tx, rx) = sync_channel(CHANNEL_RECORDS);
     let writer = files::Files::new(opts.files.clone(), metrics.clone());
@@ -170,12 +99,23 @@ pub async fn run(opts: SinkOptions, mut stop: tokio::sync::watch::Receiver<bool>
         open: Arc::new(AtomicUsize::new(0)),
         max_streams: opts.max_streams.max(1),
     };
-    let http_stop = stop.clone();
-    let http = tokio::spawn(serve_metrics(opts.http, metrics, http_stop));
-    let incoming = ferry_http_serve::stream::incoming(opts.grpc, opts.tls);
-    let incoming = tokio_stream::StreamExt::map(
+    let http = tokio::spawn(serve_metrics(
+        opts.http,
+        opts.max_http_connections.max(1),
+        metrics.clone(),
+        stop.clone(),
+    ));
+    let incoming =
+        ferry_http_serve::stream::incoming_capped(opts.grpc, opts.tls, opts.max_connections.max(1));
+    let allowed = opts.allowed;
+    // A connection whose certificate is not allowed is dropped here: closed, its slot free.
+    let incoming = tokio_stream::StreamExt::filter_map(
         tokio_stream::wrappers::ReceiverStream::new(incoming),
-        |(io, peer)| Ok::<_, std::io::Error>(XdsConn { io, peer }),
+        move |(io, peer)| {
+            allowed
+                .admit(&peer, &metrics)
+                .then_some(Ok::<_, std::io::Error>(XdsConn { io, peer }))
+        },
     );
     let served = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
@@ -191,8 +131,11 @@ pub async fn run(opts: SinkOptions, mut stop: tokio::sync::watch::Receiver<bool>
     served.context("access-log service")
 }
 
+/// `/metrics` over HTTP/1.1, bounded as `ferry serve`'s API is: `max_connections` at once, the
+/// headers within [`HTTP_HEADER_TIMEOUT`], idle connections closed after [`HTTP_IDLE_TIMEOUT`].
 async fn serve_metrics(
     listener: TcpListener,
+    max_connections: usize,
     metrics: SinkMetrics,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -218,7 +161,14 @@ async fn serve_metrics(
     let shutdown = async move {
         let _ = stop.changed().await;
     };
-    ferry_http_serve::serve(listener, &Options::default(), handler, shutdown).await;
+    let options = Options {
+        h2c: false,
+        max_connections: Some(max_connections),
+        header_read_timeout: Some(HTTP_HEADER_TIMEOUT),
+        idle_timeout: Some(HTTP_IDLE_TIMEOUT),
+        ..Options::default()
+    };
+    ferry_http_serve::serve(listener, &options, handler, shutdown).await;
 }
 
 /// Where the sink listens, for its start line.

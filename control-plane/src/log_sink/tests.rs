@@ -12,6 +12,7 @@ use parquet::record::Field;
 
 use super::files::{partition, FileOptions, Files};
 use super::metrics::{SinkMetrics, BUFFER_FULL, WRITE_ERROR};
+use super::retention::RetentionOptions;
 
 /// 2026-11-26T10:00:00Z.
 const T: i64 = 1_795_687_200_000_000;
@@ -70,6 +71,7 @@ fn options(dir: &std::path::Path) -> FileOptions {
         max_rows: 1000,
         max_buffered_rows: 1000,
         error_log_interval: Duration::from_secs(60),
+        retention: RetentionOptions::default(),
     }
 }
 
@@ -227,4 +229,96 @@ fn an_unwritable_directory_is_an_error_counted_not_a_crash() {
         text.contains(r#"ferry_log_sink_records_dropped_total{reason="write_error"} 3"#),
         "{text}"
     );
+}
+
+#[test]
+fn files_and_folders_are_not_world_readable() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Files::new(options(dir.path()), SinkMetrics::new());
+    files.add(log("r1", &["u1"]));
+    files.write_due(Instant::now() + Duration::from_secs(3601));
+    let written = parquet_files(dir.path());
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    // 0640 and 0750 at most: a umask may narrow them, never widen them.
+    assert_eq!(mode(&written[0]) & !0o640, 0, "{:o}", mode(&written[0]));
+    assert_eq!(mode(&written[0]) & 0o600, 0o600);
+    for folder in [
+        written[0].parent().unwrap(),
+        written[0].parent().unwrap().parent().unwrap(),
+    ] {
+        assert_eq!(
+            mode(folder) & !0o750,
+            0,
+            "{}: {:o}",
+            folder.display(),
+            mode(folder)
+        );
+    }
+}
+
+#[test]
+fn services_without_instances_make_no_group_file_or_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = SinkMetrics::new();
+    let mut files = Files::new(options(dir.path()), metrics.clone());
+    let mut empty = log("r1", &[]);
+    // Many services, none with an instance: once counted against no row budget.
+    empty.services = (0..100)
+        .map(|i| pb::ServedService {
+            name: format!("svc{i}"),
+            ..empty.services[0].clone()
+        })
+        .collect();
+    files.add(empty);
+    files.write_due(Instant::now() + Duration::from_secs(3601));
+    assert!(walk(dir.path()).is_empty() && std::fs::read_dir(dir.path()).unwrap().count() == 0);
+    assert_eq!((metrics.files.get(), metrics.buffered.get()), (0, 0));
+}
+
+#[test]
+fn a_record_naming_no_instance_is_rejected_before_the_writer_and_counted() {
+    use envoy_types::pb::envoy::data::accesslog::v3::{AccessLogCommon, HttpAccessLogEntry};
+    use envoy_types::pb::envoy::service::accesslog::v3::stream_access_logs_message::{
+        HttpAccessLogEntries, LogEntries,
+    };
+    use envoy_types::pb::envoy::service::accesslog::v3::StreamAccessLogsMessage;
+    use envoy_types::pb::google::protobuf::Any;
+    use prost::Message as _;
+    let entry = |record: ServedLog| {
+        let mut common = AccessLogCommon::default();
+        common.filter_state_objects.insert(
+            "wasm.ferry.log".into(),
+            Any {
+                type_url: "type.googleapis.com/google.protobuf.BytesValue".into(),
+                value: record.encode_to_vec().encode_to_vec(),
+            },
+        );
+        HttpAccessLogEntry {
+            common_properties: Some(common),
+            ..Default::default()
+        }
+    };
+    let (tx, rx) = std::sync::mpsc::sync_channel(8);
+    let metrics = SinkMetrics::new();
+    let sink = super::service::Sink {
+        records: tx,
+        metrics: metrics.clone(),
+        open: Default::default(),
+        max_streams: 1,
+    };
+    let message = StreamAccessLogsMessage {
+        log_entries: Some(LogEntries::HttpLogs(HttpAccessLogEntries {
+            log_entry: vec![entry(log("empty", &[])), entry(log("full", &["u1"]))],
+        })),
+        ..Default::default()
+    };
+    sink.take(message);
+    let handed: Vec<ServedLog> = rx.try_iter().collect();
+    assert_eq!(handed.len(), 1);
+    assert_eq!(handed[0].request_id, "full");
+    assert_eq!(metrics.rejected(super::metrics::NO_INSTANCES), 1);
+    assert!(metrics
+        .text()
+        .contains(r#"ferry_log_sink_requests_rejected_total{reason="no_instances"} 1"#));
 }

@@ -1,6 +1,6 @@
-//! The process limits `ferry serve` needs: one file descriptor per HTTP connection and per xDS
-//! stream's connection, so caps of thousands need more than the usual soft limit of 1,024
-//! open files.
+//! The process limits `ferry serve` (and `ferry log-sink`) need: one file descriptor per HTTP
+//! connection and per gRPC connection, so caps of thousands need more than the usual soft
+//! limit of 1,024 open files.
 
 /// Descriptors beside the connections: the listeners, the state directory, logs, Redis.
 const SPARE_FILES: u64 = 64;
@@ -27,8 +27,9 @@ pub fn raise_open_files(max_connections: usize) {
         tracing::warn!(
             limit = ?raised,
             want,
-            "the open-file limit is below what --max-http-connections and --max-streams need; \
-             raise the hard limit (ulimit -Hn, or the container's nofile)"
+            "the open-file limit is below what the connection caps (--max-http-connections, \
+             --max-streams, --max-connections) need; raise the hard limit (ulimit -Hn, or the \
+             container's nofile)"
         );
     }
 }

@@ -21,7 +21,7 @@
 pub mod api;
 pub mod auth;
 pub mod http;
-mod limits;
+pub mod limits;
 pub mod metrics;
 pub mod persist;
 pub mod record;

@@ -6,6 +6,8 @@
 //! (the cases that load the services check during as well). One stack serves the whole
 //! matrix; one line per case (`ok <case>: <outcome>`) is printed for the docs' list.
 //!
+//! The log sink's cases (issue #37) each run a sink of their own beside the stack.
+//!
 //! Where another test proves a case in depth it calls the same helper: the idle pollers
 //! (`serve_security.rs`), the plaintext start rule (`mtls.rs`), the signed pull
 //! (`istio/signed.rs`: the man in the middle).
@@ -22,6 +24,8 @@ mod pull;
 mod shared;
 #[path = "security/signed.rs"]
 mod signed;
+#[path = "security/sink.rs"]
+mod sink;
 #[path = "istio/support.rs"]
 #[allow(dead_code)]
 mod support;
@@ -141,6 +145,22 @@ const CASES: &[(&str, Run)] = &[
     (
         "api: the write route over mTLS (--write-server-san)",
         writes::write_route_over_mtls,
+    ),
+    (
+        "log sink: a connection flood over --max-connections and --max-http-connections",
+        sink::connection_flood,
+    ),
+    (
+        "log sink: a record naming services with no instances",
+        sink::zero_instance_record,
+    ),
+    (
+        "log sink: a certificate of the client CA with another identity (SAN)",
+        sink::another_identity,
+    ),
+    (
+        "log sink: retention past --max-bytes",
+        sink::retention_past_max_bytes,
     ),
 ];
 

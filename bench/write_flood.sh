@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# bench/write_flood.sh: what a write flood does to enrichment (issue #37), in one run.
+# One Redis, `ferry serve` with a write token behind Envoy (`envoy-config --write-address`, the
+# Wasm filter), the reader and the demo model, release builds; the benchmark repo with a push
+# source for user_stats. Enriched requests (KServe v1, batch 1, closed loop, 1 connection,
+# `ferry-bench`) for FLOOD_SECONDS with no writes, then for FLOOD_SECONDS while FLOOD_CLIENTS
+# clients push bodies of about 8 MiB (FLOOD_ROWS rows of user_stats, 10 float32 each) through
+# Envoy as fast as they can (a 429 is sent again at once), then once more with no writes.
+# Prints JSON lines (the enrichment rows of ferry-bench, the writers' counts); logs in
+# bench/.run/write_flood/.
+# Knobs: FLOOD_SECONDS (20), FLOOD_CLIENTS (8), FLOOD_ROWS (60000), FLOOD_ENTITIES (100000),
+# FLOOD_PORT_BASE (19500), FLOOD_MAX_WRITES (ferry serve's default), BENCH_NO_BUILD=1,
+# FEAST_VENV (default .venv-feast: Python for the data generator and the writers), FERRY_ENVOY.
+set -euo pipefail
+source "$(dirname "$0")/../scripts/lib.sh"
+cd "$ROOT"
+BIN=${FLOOD_BIN:-$BIN}; WASM=${FLOOD_WASM:-$WASM}; ENVOY=${FERRY_ENVOY:-$ENVOY}
+RUN_DIR="$ROOT/bench/.run/write_flood"
+BENCH="$ROOT/bench"
+PY="${FEAST_VENV:-$ROOT/.venv-feast}/bin/python"
+SECONDS_EACH=${FLOOD_SECONDS:-20}
+CLIENTS=${FLOOD_CLIENTS:-8}
+ROWS=${FLOOD_ROWS:-60000}
+ENTITIES=${FLOOD_ENTITIES:-100000}
+BASE=${FLOOD_PORT_BASE:-19500}
+REDIS_PORT=$((BASE + 1)); READER_PORT=$((BASE + 2)); MODEL_PORT=$((BASE + 3))
+LISTEN_PORT=$((BASE + 4)); ADMIN_PORT=$((BASE + 5)); XDS_PORT=$((BASE + 7)); CP_PORT=$((BASE + 8))
+TOKEN=bench-write-token-0123456789abcdef
+PROCS="envoy cp model reader redis"
+
+stop_at_exit write_flood $PROCS
+say() { echo "== $(date +%H:%M:%S) $*" >&2; }
+
+if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
+  say "building (release)"
+  cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model -p bench
+  cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
+fi
+for p in $PROCS; do stop "$p" >/dev/null || true; done
+for p in $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT $XDS_PORT $CP_PORT; do
+  port_free "$p" || { echo "write_flood: port $p is in use; set FLOOD_PORT_BASE" >&2; exit 1; }
+done
+rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR/repo"
+
+"$PY" "$BENCH/repo/generate_data.py" --entities "$ENTITIES" --out "$RUN_DIR/repo/data" >/dev/null
+{ cat "$BENCH/repo/ferry.yaml"; printf '\npush_sources:\n  - {name: stats_push, views: [user_stats]}\n'; } \
+  > "$RUN_DIR/repo/ferry.yaml"
+start redis redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no
+for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+REDIS="redis://127.0.0.1:$REDIS_PORT/0"
+"$BIN/ferry" materialize "$RUN_DIR/repo" --redis "$REDIS" >/dev/null 2>"$RUN_DIR/materialize.err"
+
+max_writes=()
+[ -n "${FLOOD_MAX_WRITES:-}" ] && max_writes=(--max-concurrent-writes "$FLOOD_MAX_WRITES")
+start cp "$BIN/ferry" serve "$RUN_DIR/repo" --wasm "$WASM" --xds-listen "127.0.0.1:$XDS_PORT" \
+  --http-listen "127.0.0.1:$CP_PORT" --token bench-push-token-0123456789abcdef \
+  --write-token "$TOKEN" --redis "$REDIS" "${max_writes[@]}"
+start reader "$BIN/ferry-reader" --listen "127.0.0.1:$READER_PORT" --redis "$REDIS"
+start model "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
+"$BIN/ferry" envoy-config "$RUN_DIR/repo" --wasm "$WASM" --listen-port "$LISTEN_PORT" \
+  --admin-port "$ADMIN_PORT" --reader-port "$READER_PORT" --model-port "$MODEL_PORT" \
+  --write-address "127.0.0.1:$CP_PORT" -o "$RUN_DIR/envoy.yaml"
+start envoy "$ENVOY" -c "$RUN_DIR/envoy.yaml" --disable-hot-restart --log-level warn \
+  --concurrency 2 --base-id 402
+wait_for cp "http://127.0.0.1:$CP_PORT/healthz"
+wait_for reader "http://127.0.0.1:$READER_PORT/healthz"
+wait_for envoy "http://127.0.0.1:$ADMIN_PORT/ready"
+
+bytes=$("$PY" - "$ROWS" <<'EOF'
+import sys
+sys.path.insert(0, "bench/push")
+from load import body
+users = [f"u{j % 100000 + 1:06d}" for j in range(int(sys.argv[1]))]
+print(len(body("stats_push", users, 1.8e9, 12345.0)))
+EOF
+)
+say "load average: $(cut -d' ' -f1-3 /proc/loadavg); write bodies of $ROWS rows: $bytes bytes"
+
+enrich() {
+  "$BIN/ferry-bench" --url "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring:predict" \
+    --protocol kserve --scenario "$1" --batch 1 --connections 1 --duration "$SECONDS_EACH" \
+    --warmup 2 --id-space "$ENTITIES"
+}
+
+say "1. enrichment, no writes, ${SECONDS_EACH}s"
+enrich "flood_none_before"
+say "2. enrichment while $CLIENTS clients push ~8 MiB bodies through Envoy"
+"$PY" "$BENCH/push/load.py" throughput "http://127.0.0.1:$LISTEN_PORT/push" stats_push \
+  "$CLIENTS" "$((SECONDS_EACH + 4))" "$ROWS" "$ENTITIES" "$TOKEN" > "$RUN_DIR/writers.json" &
+writers=$!
+sleep 2
+enrich "flood_${CLIENTS}_writers"
+wait "$writers"
+cat "$RUN_DIR/writers.json"
+curl -fsS "http://127.0.0.1:$CP_PORT/metrics" | grep -E '^ferry_write_(refusals_total\{reason="(too_many_writes|body_too_large)"\}|rows_total\{result="written"\})' \
+  | sed 's/^/# /'
+say "3. enrichment, no writes again, ${SECONDS_EACH}s"
+enrich "flood_none_after"
+say "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
