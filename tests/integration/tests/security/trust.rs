@@ -16,10 +16,15 @@ use super::{Ctx, Fut};
 
 /// `ferry serve` of the stack's repo on loopback, plaintext, its own state: the command.
 pub fn plain_serve(c: &Ctx, name: &str, http: u16) -> Command {
+    plain_serve_repo(c, &c.stack.repo, name, http)
+}
+
+/// [`plain_serve`] of another repo.
+pub fn plain_serve_repo(c: &Ctx, repo: &std::path::Path, name: &str, http: u16) -> Command {
     let dir = c.stack.dir.path().join(name);
     let mut cmd = Command::new(bin("ferry"));
     cmd.arg("serve")
-        .arg(&c.stack.repo)
+        .arg(repo)
         .arg("--wasm")
         .arg(wasm())
         .args(["--xds-listen", &format!("127.0.0.1:{}", free_port())])

@@ -14,7 +14,7 @@ use ferry_integration_tests::{bin, free_port, run, start_envoy, tls, wasm, Proc}
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use super::trust::plain_serve;
+use super::trust::{plain_serve, plain_serve_repo};
 use super::{Ctx, Fut};
 
 /// Write slots of the case's control plane.
@@ -107,11 +107,94 @@ pub fn oversize_content(c: &mut Ctx) -> Fut<'_> {
         if status != 422 || got.as_deref() != Some("invalid_rows") {
             return Err(format!("a body within the bounds: {status} {got:?}"));
         }
+        seen.push(oversize_vector(c).await?);
         Ok(format!(
             "{} (each body cut right after: refused where the bound is crossed); within them: 422 invalid_rows",
             seen.join(", ")
         ))
     })
+}
+
+/// A view of five string features (every cell within its bound, a row of five long ones over
+/// the vector's), added to a copy of the stack's repo with a push source.
+const WIDE_VIEW: &str = "  - name: notes
+    entities: [user]
+    source: {path: data/notes.csv, timestamp_field: event_timestamp}
+    features:
+      - {name: n1, type: string}
+      - {name: n2, type: string}
+      - {name: n3, type: string}
+      - {name: n4, type: string}
+      - {name: n5, type: string}
+";
+
+/// A row whose features of one view encode over the stored vector's 256 KiB: 413
+/// `vector_too_large`, from a `ferry serve` of a repo with such a view.
+async fn oversize_vector(c: &Ctx) -> Result<String, String> {
+    let repo = c.stack.dir.path().join("wide-repo");
+    let copy = Command::new("cp")
+        .arg("-r")
+        .arg(&c.stack.repo)
+        .arg(&repo)
+        .status()
+        .map_err(|e| e.to_string())?;
+    if !copy.success() {
+        return Err("copying the repo failed".into());
+    }
+    let yaml_path = repo.join("ferry.yaml");
+    let yaml = std::fs::read_to_string(&yaml_path).map_err(|e| e.to_string())?;
+    let yaml = yaml
+        .replacen(
+            "feature_views:\n",
+            &format!("feature_views:\n{WIDE_VIEW}"),
+            1,
+        )
+        .replacen(
+            "push_sources:\n",
+            "push_sources:\n  - {name: notes_push, views: [notes]}\n",
+            1,
+        );
+    std::fs::write(&yaml_path, yaml).map_err(|e| e.to_string())?;
+    std::fs::write(
+        repo.join("data/notes.csv"),
+        "user_id,event_timestamp,n1,n2,n3,n4,n5\nu000001,2026-01-01T00:00:00Z,a,b,c,d,e\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let port = free_port();
+    let mut cmd = plain_serve_repo(c, &repo, "wide-writes", port);
+    cmd.arg("--write-token")
+        .arg(WRITE_TOKEN)
+        .args(["--redis", &c.stack.redis.url()]);
+    let dir = c.stack.dir.path().join("wide-writes");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let mut cp = tokio::task::block_in_place(|| {
+        let mut cp = Proc::start("wide-writes", cmd, &dir);
+        cp.wait_ready(|| get_ok(port, "/healthz"), "wide-writes");
+        cp
+    });
+    let long = "x".repeat(60_000);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let body = serde_json::json!({
+        "push_source_name": "notes_push",
+        "df": {
+            "user_id": ["u000001", "u000002"], "event_timestamp": [now, now],
+            "n1": ["a", long], "n2": ["b", long], "n3": ["c", long], "n4": ["d", long],
+            "n5": ["e", long],
+        },
+    })
+    .to_string();
+    let (status, got, text) = push(port, body).await;
+    cp.kill();
+    if status != 413 || got.as_deref() != Some("vector_too_large") || !text.contains("view 'notes'")
+    {
+        return Err(format!(
+            "a 300 kB row: {status} {got:?} {}",
+            &text[..text.len().min(300)]
+        ));
+    }
+    Ok("a row of five 60 kB strings of one view (each cell within its bound): 413 vector_too_large naming row 1 and the view".into())
 }
 
 /// Opens a write whose body never comes: it holds a slot until the server's read timeout.
