@@ -95,7 +95,13 @@ pub fn request(p: &mut Pick<'_>, config: &Config) -> Request {
     // Envoy's connection manager gives every request an `x-request-id` before any filter runs
     // (the served-feature log picks requests by it): without one no log record is ever written.
     // Not drawn, so the kept corpus decodes as before.
-    headers.push(("x-request-id".into(), format!("{authority}-{method}-{n_routes}", n_routes = config.routes.len())));
+    headers.push((
+        "x-request-id".into(),
+        format!(
+            "{authority}-{method}-{n_routes}",
+            n_routes = config.routes.len()
+        ),
+    ));
     if grpc && !p.one_in(8) {
         headers.push(("content-type".into(), "application/grpc".into()));
     }
