@@ -255,3 +255,55 @@ fn the_plain_manifest_is_the_charts_rendering() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
 }
+
+/// The filter's own parser on the chart's attachments: each pull config is accepted, pulls
+/// over `https://` with the given key, never `insecure`; the Envoy Gateway clusters present a
+/// client certificate (mTLS to the reader and the control plane).
+#[test]
+fn the_charts_attachments_configure_the_filter_closed() {
+    let (_, args) = renderings().remove(2);
+    let mut all = vec![
+        "template",
+        "ferry",
+        "deploy/helm/ferry",
+        "--namespace",
+        "ferry",
+    ];
+    all.extend(args);
+    all.extend(["--set", "attach.istio.enabled=true"]);
+    let out = helm(&all);
+    assert!(out.status.success(), "{}", text(&out));
+    let rendered = String::from_utf8(out.stdout).unwrap();
+    let mut configs = Vec::new();
+    for doc in serde_norway::Deserializer::from_str(&rendered) {
+        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
+        match v["kind"].as_str() {
+            Some("EnvoyExtensionPolicy") => configs.push(v["spec"]["wasm"][0]["config"].clone()),
+            Some("WasmPlugin") => configs.push(v["spec"]["pluginConfig"].clone()),
+            Some("EnvoyPatchPolicy") => {
+                for patch in v["spec"]["jsonPatches"].as_array().unwrap() {
+                    let tls = &patch["operation"]["value"]["transport_socket"]["typed_config"];
+                    let ctx = &tls["common_tls_context"];
+                    assert!(ctx["tls_certificates"][0].is_object(), "{patch}");
+                    assert!(
+                        ctx["validation_context"]["trusted_ca"].is_object(),
+                        "{patch}"
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(configs.len(), 2, "{rendered}");
+    for config in configs {
+        match ferry_core::plugin_config::parse_plugin(config.to_string().as_bytes()) {
+            Ok(ferry_core::plugin_config::Plugin::Pull(p)) => {
+                assert!(p.url.starts_with("https://"), "{}", p.url);
+                assert!(!p.insecure, "{p:?}");
+                assert!(p.keys.is_some_and(|k| !k.ids().is_empty()));
+            }
+            Ok(_) => panic!("the chart's attachments pull the snapshot: {config}"),
+            Err(e) => panic!("the filter refuses {config}: {e}"),
+        }
+    }
+}
