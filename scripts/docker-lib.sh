@@ -17,6 +17,16 @@ if [ -z "${FERRY_PUSH_TOKEN:-}" ]; then
   FERRY_PUSH_TOKEN=$(cat "$DOCKER_STATE/push-token")
 fi
 export FERRY_PUSH_TOKEN
+# Redis's password in the stack (requirepass; the reader, the init job and the control plane
+# AUTH with it), made and kept the same way.
+if [ -z "${FERRY_REDIS_PASSWORD:-}" ]; then
+  if [ ! -s "$DOCKER_STATE/redis-password" ]; then
+    mkdir -p "$DOCKER_STATE"
+    (umask 077; python3 -c 'import secrets; print(secrets.token_hex(16))' > "$DOCKER_STATE/redis-password")
+  fi
+  FERRY_REDIS_PASSWORD=$(cat "$DOCKER_STATE/redis-password")
+fi
+export FERRY_REDIS_PASSWORD
 # say MESSAGE: a progress line with the seconds since the calling make target started.
 say() { echo "== [$(( $(date +%s) - DOCKER_T0 )) s] $*"; }
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
