@@ -142,12 +142,15 @@ net_restore() {
   say "network state restored and checked: ip_forward, bridge sysctls, links, nftables ruleset as before"
 }
 
-# docker_wait_ready ADMIN_PORT SECONDS: until the compose Envoy reports ready (its listener is up
-# once the control plane's snapshot arrived), or fail showing the stack's recent logs.
+# docker_wait_ready LISTEN_PORT SECONDS: until the compose Envoy answers on its published
+# listener (it listens once its initialization, the control plane's snapshot included, is done;
+# before that the published port's connections are reset), or fail showing the stack's recent
+# logs. (Its admin /ready is on the container's loopback, not published.)
 docker_wait_ready() {
-  local i
+  local i code
   for i in $(seq $(($2 * 5))); do
-    curl -fsS -o /dev/null "http://127.0.0.1:$1/ready" 2>/dev/null && return 0
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/" 2>/dev/null || true)
+    [ -n "$code" ] && [ "$code" != 000 ] && return 0
     sleep 0.2
   done
   echo "the compose Envoy was not ready within $2 s; the stack's logs:" >&2

@@ -17,7 +17,7 @@ source "$(dirname "$0")/docker-lib.sh"
 cd "$ROOT"
 export PROJECT=ferry-test
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-export FERRY_LISTEN_PORT=$(free_port) FERRY_ADMIN_PORT=$(free_port) FERRY_CP_PORT=$(free_port)
+export FERRY_LISTEN_PORT=$(free_port) FERRY_CP_PORT=$(free_port)
 TMP=$(mktemp -d)
 
 teardown() {
@@ -44,7 +44,7 @@ FERRY_DOCKER_PROFILE=debug bash scripts/docker-images.sh > "$DOCKER_STATE/test-b
 grep '^==' "$DOCKER_STATE/test-build.log"
 say "the stack up (project $PROJECT; Envoy 127.0.0.1:$FERRY_LISTEN_PORT, control plane 127.0.0.1:$FERRY_CP_PORT)"
 compose up -d --no-build > "$TMP/up.log" 2>&1 || { cat "$TMP/up.log" >&2; exit 1; }
-docker_wait_ready "$FERRY_ADMIN_PORT" 180
+docker_wait_ready "$FERRY_LISTEN_PORT" 180
 
 # The sources as the init container generated them (anchored at its start), for the checks.
 mkdir -p "$TMP/repo"

@@ -122,13 +122,17 @@ fn the_compose_file_agrees_with_the_bootstrap() {
             "compose: {host} does not listen on 0.0.0.0:{port}"
         );
     }
-    for port in [10000, 9901] {
-        assert!(envoy.contains(&addr("0.0.0.0", port)));
-        assert!(
-            compose.contains(&format!(":{port}\"")),
-            "compose does not publish {port}"
-        );
-    }
+    assert!(envoy.contains(&addr("0.0.0.0", 10000)));
+    assert!(
+        compose.contains(":10000\""),
+        "compose does not publish 10000"
+    );
+    // The admin interface: the container's loopback only, never published.
+    assert!(envoy.contains(&addr("127.0.0.1", 9901)));
+    assert!(
+        !compose.contains(":9901"),
+        "compose publishes Envoy's admin"
+    );
     assert!(compose.contains("./envoy.yaml:/etc/envoy/envoy.yaml:ro"));
     assert!(compose.contains("command: [\"envoy\", \"-c\", \"/etc/envoy/envoy.yaml\""));
     let wasm = "/opt/ferry/ferry_filter.wasm";
@@ -241,7 +245,7 @@ async fn the_docker_bootstrap_enriches_a_request() {
     // The model twice: its HTTP/1.1 cluster and its gRPC (h2c) one.
     for (old, new, times) in [
         (addr("0.0.0.0", 10000), listen_port, 1),
-        (addr("0.0.0.0", 9901), admin_port, 1),
+        (addr("127.0.0.1", 9901), admin_port, 1),
         (addr("control-plane", 18000), cp.xds_port, 1),
         (addr("reader", 8090), reader_port, 1),
         (addr("model", 8080), model_port, 2),
