@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # Regenerates docker/envoy.yaml, the bootstrap of the compose demo's Envoy, from our own
 # generator (`ferry envoy-config --xds`, i.e. envoy/xds.yaml.tmpl) and prints it (`-o FILE`
-# writes it instead). tests/integration/tests/docker_config.rs runs this script and fails when
-# the committed file differs from what it prints.
+# writes it instead, and the two SDS files it names into docker/sds/; SDS_OUT=DIR copies those
+# there when printing). tests/integration/tests/docker_config.rs runs this script and fails when
+# the committed files differ from what it renders.
+#
+# mTLS to the control plane (xDS) and the reader: Envoy presents the `envoy` certificate of the
+# stack (docker/certs.sh; mounted at /etc/ferry/tls) and checks the servers' names,
+# control-plane and reader, against the stack's CA, through file-based SDS (the SDS files are
+# mounted at /etc/envoy/sds).
 #
 # The generator names the compose services itself (--xds-address control-plane:18000,
 # --reader-address reader:8090, --model-address model:8080: Envoy resolves them, see the
@@ -37,9 +43,11 @@ python3 "$ROOT/examples/banking/generate_data.py" --entities 1 --anchor 2026-01-
 
 "$FERRY" envoy-config "$TMP" --xds --xds-address control-plane:18000 --node-id ferry-docker \
   --listen-port 10000 --admin-port 9901 --reader-address reader:8090 --model-address model:8080 \
+  --tls-cert /etc/ferry/tls/tls.crt --tls-key /etc/ferry/tls/tls.key --tls-ca /etc/ferry/tls/ca.crt \
+  --xds-server-san control-plane --reader-server-san reader --sds-dir "$TMP/sds" \
   -o "$TMP/generated.yaml"
 
-python3 - "$TMP/generated.yaml" "$TMP/envoy.yaml" <<'PY'
+python3 - "$TMP/generated.yaml" "$TMP/envoy.yaml" "$TMP/sds" <<'PY'
 import sys
 
 text = open(sys.argv[1]).read()
@@ -56,6 +64,8 @@ def addr(host, port):
     return "socket_address: {address: %s, port_value: %d}" % (host, port)
 
 edit(addr("127.0.0.1", 10000), addr("0.0.0.0", 10000))
+# The SDS files where compose mounts them (two references each: the xDS and reader clusters).
+edit('"%s/' % sys.argv[3], '"/etc/envoy/sds/', 4)
 if text.count("127.0.0.1") != 1 or addr("127.0.0.1", 9901) not in text:
     sys.exit("docker/envoy-config.sh: the generated bootstrap has an address this script "
              "does not map to a compose service (only the admin stays on 127.0.0.1); update it")
@@ -67,4 +77,11 @@ header = (
 open(sys.argv[2], "w").write(header + text)
 PY
 
-if [ -n "$OUT" ]; then cp "$TMP/envoy.yaml" "$OUT"; else cat "$TMP/envoy.yaml"; fi
+if [ -n "$OUT" ]; then
+  cp "$TMP/envoy.yaml" "$OUT"
+  mkdir -p "$(dirname "$OUT")/sds"
+  cp "$TMP"/sds/*.sds.yaml "$(dirname "$OUT")/sds/"
+else
+  cat "$TMP/envoy.yaml"
+  if [ -n "${SDS_OUT:-}" ]; then cp "$TMP"/sds/*.sds.yaml "$SDS_OUT/"; fi
+fi

@@ -73,11 +73,14 @@ send("Header mode: a GET whose body is untouched; features arrive in x-ferry-fea
 PY
 
 echo
-say "the control plane's /status (http://127.0.0.1:$FERRY_CP_PORT/status):"
+# The stack's CA (docker/certs.sh made it in the certs volumes): the control plane's API is
+# HTTPS, its certificate naming 127.0.0.1 and localhost.
+"$(docker_cli)" cp "$(compose ps -q control-plane)":/etc/ferry/tls/ca.crt "$DOCKER_STATE/ca.crt"
+say "the control plane's /status (https://127.0.0.1:$FERRY_CP_PORT/status, CA $DOCKER_STATE/ca.crt):"
 # The token reaches curl on its standard input (`-K -`, printf being a builtin), never in its
 # arguments, which any local user reads in /proc/*/cmdline.
 printf 'header = "authorization: Bearer %s"\n' "$FERRY_PUSH_TOKEN" |
-  curl -s -K - "http://127.0.0.1:$FERRY_CP_PORT/status" | python3 -c '
+  curl -s -K - --cacert "$DOCKER_STATE/ca.crt" "https://127.0.0.1:$FERRY_CP_PORT/status" | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
 print("  snapshot %s; nodes: %s" % (s["snapshot"]["version"],

@@ -50,8 +50,10 @@ docker_wait_ready "$FERRY_LISTEN_PORT" 180
 mkdir -p "$TMP/repo"
 cp examples/banking/ferry.yaml "$TMP/repo/"
 "$(docker_cli)" cp "$(compose ps -q control-plane)":/opt/ferry/examples/banking/data "$TMP/repo/data"
+# The stack's CA (docker/certs.sh), which the control plane's certificate chains to.
+"$(docker_cli)" cp "$(compose ps -q control-plane)":/etc/ferry/tls/ca.crt "$TMP/ca.crt"
 
 say "tests/integration/tests/docker_stack.rs against the stack"
 cargo build --quiet --workspace --bins
-FERRY_DOCKER_REPO="$TMP/repo" FERRY_DOCKER_LISTEN_PORT=$FERRY_LISTEN_PORT FERRY_DOCKER_CP_PORT=$FERRY_CP_PORT \
+FERRY_DOCKER_REPO="$TMP/repo" FERRY_DOCKER_CA="$TMP/ca.crt" FERRY_DOCKER_LISTEN_PORT=$FERRY_LISTEN_PORT FERRY_DOCKER_CP_PORT=$FERRY_CP_PORT \
   cargo test --quiet -p ferry-integration-tests --test docker_stack -- --ignored
