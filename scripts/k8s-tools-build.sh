@@ -14,7 +14,8 @@
 # from istio.io/api, cert-manager's from github.com/cert-manager/cert-manager (all fetched with
 # `go mod download`). Only the Go module proxy is used; no prebuilt binary is downloaded.
 # Prints the k8s-tools directory on stdout, progress on stderr; a second run finds everything
-# and does nothing. The first build costs minutes of CPU (docs/kubernetes.md, "Schemas").
+# and does nothing. The first build, from empty Go caches, costs ~6 CPU-minutes (10 min wall on
+# this busy 2-core machine; docs/kubernetes.md, "Schemas").
 set -euo pipefail
 KV_VERSION="${KV_VERSION:-v0.0.5-0.20250915070809-d2f2d68fba09}"
 HELM_VERSION="${HELM_VERSION:-v3.21.4}"
