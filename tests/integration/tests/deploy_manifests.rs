@@ -278,20 +278,51 @@ fn the_envoy_gateway_policy_names_the_clusters_its_patch_adds() {
             "{named} is not among the patched clusters {names:?}"
         );
     }
-    // The control plane's cluster verifies ferry serve's certificate for its Service name.
-    let cp = clusters
-        .iter()
-        .find(|c| c["name"] == pull.cluster.as_str())
-        .unwrap();
-    let tls = &cp["transport_socket"]["typed_config"];
-    assert!(
-        str_at(tls, "/@type").ends_with("UpstreamTlsContext"),
-        "{cp}"
+    // Both clusters speak mTLS: each verifies its server's certificate for its Service name
+    // and presents the Gateway's Envoy's client certificate (the reader requires one).
+    for (name, host) in [
+        (
+            pull.cluster.as_str(),
+            pull.authority.split(':').next().unwrap(),
+        ),
+        (
+            pull.overrides.reader_cluster.as_deref().unwrap(),
+            "ferry-reader.ferry.svc.cluster.local",
+        ),
+    ] {
+        let cluster = clusters.iter().find(|c| c["name"] == name).unwrap();
+        let tls = &cluster["transport_socket"]["typed_config"];
+        assert!(
+            str_at(tls, "/@type").ends_with("UpstreamTlsContext"),
+            "{cluster}"
+        );
+        assert_eq!(str_at(tls, "/sni"), host);
+        let ctx = &tls["common_tls_context"];
+        assert!(
+            ctx["tls_certificates"][0]["private_key"].is_object(),
+            "{cluster}"
+        );
+        assert_eq!(
+            ctx["validation_context"]["match_typed_subject_alt_names"][0]["matcher"]["exact"],
+            host
+        );
+    }
+    // The files the clusters name (the ferry-envoy-tls secret, mounted through the
+    // EnvoyProxy) made here, so that Envoy loads them.
+    let secret = tempfile::tempdir().unwrap();
+    let ca = ferry_test_support::certs::Ca::new("deploy manifests");
+    ca.write(&secret.path().join("ca.crt"));
+    let leaf = ca.issue(
+        &[],
+        &["spiffe://cluster.local/ns/envoy-gateway-system/sa/envoy"],
     );
-    assert_eq!(
-        str_at(tls, "/sni"),
-        pull.authority.split(':').next().unwrap()
-    );
+    let files = leaf.write(secret.path(), "envoy");
+    std::fs::rename(&files.cert, secret.path().join("tls.crt")).unwrap();
+    std::fs::rename(&files.key, secret.path().join("tls.key")).unwrap();
+    let moved = serde_json::to_string(&clusters)
+        .unwrap()
+        .replace("/etc/ferry/tls/", &format!("{}/", secret.path().display()));
+    let clusters: Vec<Json> = serde_json::from_str(&moved).unwrap();
     if let Err(log) = envoy_validate("envoy-gateway", config, clusters) {
         panic!("envoy --mode validate refused the Envoy Gateway config:\n{log}");
     }
