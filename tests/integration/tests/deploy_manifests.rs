@@ -182,11 +182,29 @@ fn the_istio_wasmplugin_names_what_the_kubernetes_services_make() {
     let pull = pull_of(config);
     assert!(!pull.overrides.headers_held);
     signed_over_tls(&pull);
-    // The link is the mesh's mutual TLS, to the control plane's host.
-    let [rule] = of_kind(&docs, "DestinationRule")[..] else {
-        panic!("one DestinationRule")
+    // Ferry's own mTLS, originated by the model pods' sidecars to both hosts: a client
+    // certificate from a secret, the server's Service name checked.
+    let rules = of_kind(&docs, "DestinationRule");
+    assert_eq!(rules.len(), 2, "a DestinationRule per host");
+    let rule_for = |host: &str| -> &Json {
+        rules
+            .iter()
+            .find(|r| r["spec"]["host"] == host)
+            .unwrap_or_else(|| panic!("no DestinationRule for {host}"))
     };
-    assert_eq!(rule["spec"]["trafficPolicy"]["tls"]["mode"], "ISTIO_MUTUAL");
+    for rule in &rules {
+        let tls = &rule["spec"]["trafficPolicy"]["tls"];
+        assert_eq!(tls["mode"], "MUTUAL", "{rule}");
+        assert!(tls["credentialName"].is_string(), "{rule}");
+        assert_eq!(tls["sni"], rule["spec"]["host"], "{rule}");
+        assert_eq!(tls["subjectAltNames"][0], rule["spec"]["host"], "{rule}");
+        // credentialName applies at sidecars only with a workloadSelector.
+        assert_eq!(
+            rule["spec"]["workloadSelector"]["matchLabels"],
+            plugin["spec"]["selector"]["matchLabels"],
+            "{rule}"
+        );
+    }
 
     // Each cluster named is one Istio makes for a Service, and the URL goes to that Service.
     let reader = istio_cluster(pull.overrides.reader_cluster.as_deref().unwrap());
@@ -199,7 +217,8 @@ fn the_istio_wasmplugin_names_what_the_kubernetes_services_make() {
     }
     assert_eq!(pull.authority, format!("{}:{}", cp.0, cp.1));
     assert_eq!(pull.path, "/v1/snapshot");
-    assert_eq!(str_at(rule, "/spec/host"), cp.0);
+    rule_for(&cp.0);
+    rule_for(&reader.0);
 
     let clusters = vec![
         dns_cluster(

@@ -258,7 +258,8 @@ fn the_plain_manifest_is_the_charts_rendering() {
 
 /// The filter's own parser on the chart's attachments: each pull config is accepted, pulls
 /// over `https://` with the given key, never `insecure`; the Envoy Gateway clusters present a
-/// client certificate (mTLS to the reader and the control plane).
+/// client certificate, and Istio's DestinationRules originate mTLS with one (to the reader and
+/// the control plane).
 #[test]
 fn the_charts_attachments_configure_the_filter_closed() {
     let (_, args) = renderings().remove(2);
@@ -275,6 +276,7 @@ fn the_charts_attachments_configure_the_filter_closed() {
     assert!(out.status.success(), "{}", text(&out));
     let rendered = String::from_utf8(out.stdout).unwrap();
     let mut configs = Vec::new();
+    let mut mutual = Vec::new();
     for doc in serde_norway::Deserializer::from_str(&rendered) {
         let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
         match v["kind"].as_str() {
@@ -291,10 +293,25 @@ fn the_charts_attachments_configure_the_filter_closed() {
                     );
                 }
             }
+            Some("DestinationRule") => {
+                let tls = &v["spec"]["trafficPolicy"]["tls"];
+                assert_eq!(tls["mode"], "MUTUAL", "{v}");
+                assert!(tls["credentialName"].is_string(), "{v}");
+                assert!(v["spec"]["workloadSelector"].is_object(), "{v}");
+                mutual.push(v["spec"]["host"].as_str().unwrap().to_owned());
+            }
             _ => {}
         }
     }
     assert_eq!(configs.len(), 2, "{rendered}");
+    mutual.sort();
+    assert_eq!(
+        mutual,
+        [
+            "ferry-control-plane.ferry.svc.cluster.local",
+            "ferry-reader.ferry.svc.cluster.local"
+        ]
+    );
     for config in configs {
         match ferry_core::plugin_config::parse_plugin(config.to_string().as_bytes()) {
             Ok(ferry_core::plugin_config::Plugin::Pull(p)) => {
