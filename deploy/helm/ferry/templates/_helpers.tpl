@@ -58,3 +58,9 @@ allow_on_headers_stop_iteration: false
 {{- range $k, $v := . }}{{ $out = append $out (printf "%s=%s" $k $v) }}{{ end -}}
 {{ join ", " $out }}
 {{- end }}
+
+{{/* With the Istio attachment, Ferry's pods run without sidecars: their servers' own mTLS is
+     end to end (the DestinationRules make the model pods' sidecars originate it). */}}
+{{- define "ferry.meshLabel" -}}
+{{- if .Values.attach.istio.enabled }}, sidecar.istio.io/inject: "false"{{ end }}
+{{- end }}
