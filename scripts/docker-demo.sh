@@ -10,7 +10,6 @@ source "$(dirname "$0")/docker-lib.sh"
 cd "$ROOT"
 export PROJECT=${FERRY_DOCKER_PROJECT:-ferry}
 export FERRY_LISTEN_PORT=${FERRY_LISTEN_PORT:-10000}
-export FERRY_ADMIN_PORT=${FERRY_ADMIN_PORT:-9901}
 export FERRY_CP_PORT=${FERRY_CP_PORT:-8091}
 
 bash scripts/setup.sh
@@ -20,8 +19,8 @@ if [ -n "$(compose ps -q 2>/dev/null)" ]; then
   say "stopping the previous run of the stack"
   compose down -v --remove-orphans >/dev/null 2>&1
 fi
-for p in "$FERRY_LISTEN_PORT" "$FERRY_ADMIN_PORT" "$FERRY_CP_PORT"; do
-  port_free "$p" || { echo "port $p is in use; free it or set FERRY_LISTEN_PORT, FERRY_ADMIN_PORT, FERRY_CP_PORT" >&2; exit 1; }
+for p in "$FERRY_LISTEN_PORT" "$FERRY_CP_PORT"; do
+  port_free "$p" || { echo "port $p is in use; free it or set FERRY_LISTEN_PORT, FERRY_CP_PORT" >&2; exit 1; }
 done
 mkdir -p "$DOCKER_STATE"
 bash scripts/docker-images.sh > "$DOCKER_STATE/build.log" 2>&1 \
@@ -30,7 +29,7 @@ grep '^==' "$DOCKER_STATE/build.log"
 
 say "starting the compose stack (project $PROJECT)"
 compose up -d --no-build 2>&1 | grep -v '^$' || true
-docker_wait_ready "$FERRY_ADMIN_PORT" 180
+docker_wait_ready "$FERRY_LISTEN_PORT" 180
 compose ps
 
 # Each request: what the client sends, then what the model received (it echoes it) or Ferry's
@@ -74,16 +73,19 @@ send("Header mode: a GET whose body is untouched; features arrive in x-ferry-fea
 PY
 
 echo
-say "the control plane's /status (http://127.0.0.1:$FERRY_CP_PORT/status):"
+# The stack's CA (docker/certs.sh made it in the certs volumes): the control plane's API is
+# HTTPS, its certificate naming 127.0.0.1 and localhost.
+"$(docker_cli)" cp "$(compose ps -q control-plane)":/etc/ferry/tls/ca.crt "$DOCKER_STATE/ca.crt"
+say "the control plane's /status (https://127.0.0.1:$FERRY_CP_PORT/status, CA $DOCKER_STATE/ca.crt):"
 # The token reaches curl on its standard input (`-K -`, printf being a builtin), never in its
 # arguments, which any local user reads in /proc/*/cmdline.
 printf 'header = "authorization: Bearer %s"\n' "$FERRY_PUSH_TOKEN" |
-  curl -s -K - "http://127.0.0.1:$FERRY_CP_PORT/status" | python3 -c '
+  curl -s -K - --cacert "$DOCKER_STATE/ca.crt" "https://127.0.0.1:$FERRY_CP_PORT/status" | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
 print("  snapshot %s; nodes: %s" % (s["snapshot"]["version"],
       ", ".join("%s converged=%s" % (n["node"], n["converged"]) for n in s["nodes"])))'
 echo
 echo "The stack is running (docker compose project '$PROJECT'): Envoy on 127.0.0.1:$FERRY_LISTEN_PORT,"
-echo "admin 127.0.0.1:$FERRY_ADMIN_PORT, control plane 127.0.0.1:$FERRY_CP_PORT. Stop it with: make docker-stop"
+echo "control plane 127.0.0.1:$FERRY_CP_PORT (Envoy's admin: the container's loopback only). Stop it with: make docker-stop"
 echo "docker-demo: ready in $(( $(date +%s) - DOCKER_T0 )) s"

@@ -17,6 +17,16 @@ if [ -z "${FERRY_PUSH_TOKEN:-}" ]; then
   FERRY_PUSH_TOKEN=$(cat "$DOCKER_STATE/push-token")
 fi
 export FERRY_PUSH_TOKEN
+# Redis's password in the stack (requirepass; the reader, the init job and the control plane
+# AUTH with it), made and kept the same way.
+if [ -z "${FERRY_REDIS_PASSWORD:-}" ]; then
+  if [ ! -s "$DOCKER_STATE/redis-password" ]; then
+    mkdir -p "$DOCKER_STATE"
+    (umask 077; python3 -c 'import secrets; print(secrets.token_hex(16))' > "$DOCKER_STATE/redis-password")
+  fi
+  FERRY_REDIS_PASSWORD=$(cat "$DOCKER_STATE/redis-password")
+fi
+export FERRY_REDIS_PASSWORD
 # say MESSAGE: a progress line with the seconds since the calling make target started.
 say() { echo "== [$(( $(date +%s) - DOCKER_T0 )) s] $*"; }
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -132,12 +142,15 @@ net_restore() {
   say "network state restored and checked: ip_forward, bridge sysctls, links, nftables ruleset as before"
 }
 
-# docker_wait_ready ADMIN_PORT SECONDS: until the compose Envoy reports ready (its listener is up
-# once the control plane's snapshot arrived), or fail showing the stack's recent logs.
+# docker_wait_ready LISTEN_PORT SECONDS: until the compose Envoy answers on its published
+# listener (it listens once its initialization, the control plane's snapshot included, is done;
+# before that the published port's connections are reset), or fail showing the stack's recent
+# logs. (Its admin /ready is on the container's loopback, not published.)
 docker_wait_ready() {
-  local i
+  local i code
   for i in $(seq $(($2 * 5))); do
-    curl -fsS -o /dev/null "http://127.0.0.1:$1/ready" 2>/dev/null && return 0
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/" 2>/dev/null || true)
+    [ -n "$code" ] && [ "$code" != 000 ] && return 0
     sleep 0.2
   done
   echo "the compose Envoy was not ready within $2 s; the stack's logs:" >&2

@@ -17,7 +17,7 @@ source "$(dirname "$0")/docker-lib.sh"
 cd "$ROOT"
 export PROJECT=ferry-test
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-export FERRY_LISTEN_PORT=$(free_port) FERRY_ADMIN_PORT=$(free_port) FERRY_CP_PORT=$(free_port)
+export FERRY_LISTEN_PORT=$(free_port) FERRY_CP_PORT=$(free_port)
 TMP=$(mktemp -d)
 
 teardown() {
@@ -44,14 +44,16 @@ FERRY_DOCKER_PROFILE=debug bash scripts/docker-images.sh > "$DOCKER_STATE/test-b
 grep '^==' "$DOCKER_STATE/test-build.log"
 say "the stack up (project $PROJECT; Envoy 127.0.0.1:$FERRY_LISTEN_PORT, control plane 127.0.0.1:$FERRY_CP_PORT)"
 compose up -d --no-build > "$TMP/up.log" 2>&1 || { cat "$TMP/up.log" >&2; exit 1; }
-docker_wait_ready "$FERRY_ADMIN_PORT" 180
+docker_wait_ready "$FERRY_LISTEN_PORT" 180
 
 # The sources as the init container generated them (anchored at its start), for the checks.
 mkdir -p "$TMP/repo"
 cp examples/banking/ferry.yaml "$TMP/repo/"
 "$(docker_cli)" cp "$(compose ps -q control-plane)":/opt/ferry/examples/banking/data "$TMP/repo/data"
+# The stack's CA (docker/certs.sh), which the control plane's certificate chains to.
+"$(docker_cli)" cp "$(compose ps -q control-plane)":/etc/ferry/tls/ca.crt "$TMP/ca.crt"
 
 say "tests/integration/tests/docker_stack.rs against the stack"
 cargo build --quiet --workspace --bins
-FERRY_DOCKER_REPO="$TMP/repo" FERRY_DOCKER_LISTEN_PORT=$FERRY_LISTEN_PORT FERRY_DOCKER_CP_PORT=$FERRY_CP_PORT \
+FERRY_DOCKER_REPO="$TMP/repo" FERRY_DOCKER_CA="$TMP/ca.crt" FERRY_DOCKER_LISTEN_PORT=$FERRY_LISTEN_PORT FERRY_DOCKER_CP_PORT=$FERRY_CP_PORT \
   cargo test --quiet -p ferry-integration-tests --test docker_stack -- --ignored

@@ -8,6 +8,10 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # Feast 0.67, which the Feast-compatibility tests run beside Ferry on the same Redis.
 bash scripts/feast_venv.sh .venv-feast
+# kubectl-validate and helm, built from their Go modules once (cached), and the CRDs of Envoy
+# Gateway, Gateway API, Istio and cert-manager, for tests/integration/tests/deploy_schemas.rs.
+FERRY_K8S_TOOLS=$(bash scripts/k8s-tools-build.sh)
+export FERRY_K8S_TOOLS
 echo "== building binaries (debug) and the filter (.wasm: release; native module: profile native)"
 cargo build --workspace --bins --quiet
 cargo build --release -p ferry-filter --target wasm32-wasip1 --quiet

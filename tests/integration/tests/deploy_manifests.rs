@@ -182,11 +182,29 @@ fn the_istio_wasmplugin_names_what_the_kubernetes_services_make() {
     let pull = pull_of(config);
     assert!(!pull.overrides.headers_held);
     signed_over_tls(&pull);
-    // The link is the mesh's mutual TLS, to the control plane's host.
-    let [rule] = of_kind(&docs, "DestinationRule")[..] else {
-        panic!("one DestinationRule")
+    // Ferry's own mTLS, originated by the model pods' sidecars to both hosts: a client
+    // certificate from a secret, the server's Service name checked.
+    let rules = of_kind(&docs, "DestinationRule");
+    assert_eq!(rules.len(), 2, "a DestinationRule per host");
+    let rule_for = |host: &str| -> &Json {
+        rules
+            .iter()
+            .find(|r| r["spec"]["host"] == host)
+            .unwrap_or_else(|| panic!("no DestinationRule for {host}"))
     };
-    assert_eq!(rule["spec"]["trafficPolicy"]["tls"]["mode"], "ISTIO_MUTUAL");
+    for rule in &rules {
+        let tls = &rule["spec"]["trafficPolicy"]["tls"];
+        assert_eq!(tls["mode"], "MUTUAL", "{rule}");
+        assert!(tls["credentialName"].is_string(), "{rule}");
+        assert_eq!(tls["sni"], rule["spec"]["host"], "{rule}");
+        assert_eq!(tls["subjectAltNames"][0], rule["spec"]["host"], "{rule}");
+        // credentialName applies at sidecars only with a workloadSelector.
+        assert_eq!(
+            rule["spec"]["workloadSelector"]["matchLabels"],
+            plugin["spec"]["selector"]["matchLabels"],
+            "{rule}"
+        );
+    }
 
     // Each cluster named is one Istio makes for a Service, and the URL goes to that Service.
     let reader = istio_cluster(pull.overrides.reader_cluster.as_deref().unwrap());
@@ -199,7 +217,8 @@ fn the_istio_wasmplugin_names_what_the_kubernetes_services_make() {
     }
     assert_eq!(pull.authority, format!("{}:{}", cp.0, cp.1));
     assert_eq!(pull.path, "/v1/snapshot");
-    assert_eq!(str_at(rule, "/spec/host"), cp.0);
+    rule_for(&cp.0);
+    rule_for(&reader.0);
 
     let clusters = vec![
         dns_cluster(
@@ -278,20 +297,51 @@ fn the_envoy_gateway_policy_names_the_clusters_its_patch_adds() {
             "{named} is not among the patched clusters {names:?}"
         );
     }
-    // The control plane's cluster verifies ferry serve's certificate for its Service name.
-    let cp = clusters
-        .iter()
-        .find(|c| c["name"] == pull.cluster.as_str())
-        .unwrap();
-    let tls = &cp["transport_socket"]["typed_config"];
-    assert!(
-        str_at(tls, "/@type").ends_with("UpstreamTlsContext"),
-        "{cp}"
+    // Both clusters speak mTLS: each verifies its server's certificate for its Service name
+    // and presents the Gateway's Envoy's client certificate (the reader requires one).
+    for (name, host) in [
+        (
+            pull.cluster.as_str(),
+            pull.authority.split(':').next().unwrap(),
+        ),
+        (
+            pull.overrides.reader_cluster.as_deref().unwrap(),
+            "ferry-reader.ferry.svc.cluster.local",
+        ),
+    ] {
+        let cluster = clusters.iter().find(|c| c["name"] == name).unwrap();
+        let tls = &cluster["transport_socket"]["typed_config"];
+        assert!(
+            str_at(tls, "/@type").ends_with("UpstreamTlsContext"),
+            "{cluster}"
+        );
+        assert_eq!(str_at(tls, "/sni"), host);
+        let ctx = &tls["common_tls_context"];
+        assert!(
+            ctx["tls_certificates"][0]["private_key"].is_object(),
+            "{cluster}"
+        );
+        assert_eq!(
+            ctx["validation_context"]["match_typed_subject_alt_names"][0]["matcher"]["exact"],
+            host
+        );
+    }
+    // The files the clusters name (the ferry-envoy-tls secret, mounted through the
+    // EnvoyProxy) made here, so that Envoy loads them.
+    let secret = tempfile::tempdir().unwrap();
+    let ca = ferry_test_support::certs::Ca::new("deploy manifests");
+    ca.write(&secret.path().join("ca.crt"));
+    let leaf = ca.issue(
+        &[],
+        &["spiffe://cluster.local/ns/envoy-gateway-system/sa/envoy"],
     );
-    assert_eq!(
-        str_at(tls, "/sni"),
-        pull.authority.split(':').next().unwrap()
-    );
+    let files = leaf.write(secret.path(), "envoy");
+    std::fs::rename(&files.cert, secret.path().join("tls.crt")).unwrap();
+    std::fs::rename(&files.key, secret.path().join("tls.key")).unwrap();
+    let moved = serde_json::to_string(&clusters)
+        .unwrap()
+        .replace("/etc/ferry/tls/", &format!("{}/", secret.path().display()));
+    let clusters: Vec<Json> = serde_json::from_str(&moved).unwrap();
     if let Err(log) = envoy_validate("envoy-gateway", config, clusters) {
         panic!("envoy --mode validate refused the Envoy Gateway config:\n{log}");
     }
@@ -424,9 +474,14 @@ fn every_deploy_file_is_covered_here() {
     assert_eq!(files, covered, "a new manifest needs its checks here");
 }
 
+/// deploy/'s manifest files; the Helm chart's sources (deploy/helm) are templates, checked
+/// through their renderings in deploy_schemas.rs (and kubernetes/ferry.yaml is the default one).
 fn collect(dir: &Path, out: &mut Vec<String>) {
     for e in std::fs::read_dir(dir).unwrap() {
         let path = e.unwrap().path();
+        if path == root().join("deploy/helm") {
+            continue;
+        }
         if path.is_dir() {
             collect(&path, out);
         } else if path.extension().is_some_and(|x| x == "yaml" || x == "json") {

@@ -1,21 +1,25 @@
-//! The Docker demo's Envoy bootstrap (docker/envoy.yaml) and files, without a Docker engine (the
-//! stack itself runs in docker_stack.rs, `make test-docker`): Envoy validates the committed file
-//! as is, the file is exactly what docker/envoy-config.sh renders today (so it cannot drift from
-//! the generator), with the compose hostnames mapped to loopback ports it enriches a request
-//! through real Redis, reader, model and control plane processes, and the compose files agree
-//! with it and with each other.
+//! The Docker demo's Envoy bootstrap (docker/envoy.yaml, and the SDS files in docker/sds/) and
+//! files, without a Docker engine (the stack itself runs in docker_stack.rs, `make
+//! test-docker`): Envoy validates the committed file (its SDS and certificate paths moved to a
+//! scratch directory), the files are exactly what docker/envoy-config.sh renders today (so they
+//! cannot drift from the generator), with the compose hostnames mapped to loopback ports it
+//! enriches a request over mTLS through real Redis, reader, model and control plane processes,
+//! and the compose files agree with it and with each other.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use ferry_integration_tests::control_plane::TOKEN;
 use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::{get_ok, post};
 use ferry_integration_tests::process::tcp_open;
+use ferry_integration_tests::secure::{self, block_on, tls_flags, CP_NAME};
 use ferry_integration_tests::{
-    bin, envoy_bin, example_repo, free_port, root, run, ControlPlane, Options, Proc, RedisServer,
+    bin, envoy_bin, example_repo, free_port, root, run, tls, Options, Proc, RedisServer,
 };
-use serde_json::json;
+use ferry_test_support::certs::{Ca, LeafFiles};
+use serde_json::{json, Value as Json};
 
 /// The node id docker/envoy-config.sh gives the compose Envoy.
 const NODE_ID: &str = "ferry-docker";
@@ -26,6 +30,52 @@ fn docker(file: &str) -> PathBuf {
 
 fn committed() -> String {
     std::fs::read_to_string(docker("envoy.yaml")).expect("docker/envoy.yaml")
+}
+
+/// The stack's certificates as docker/certs.sh makes them (the names the bootstrap checks),
+/// here from a test CA, and the bootstrap's SDS files and PEM paths moved under `dir`.
+struct Hosted {
+    ca: Ca,
+    ca_file: PathBuf,
+    reader: LeafFiles,
+    cp: LeafFiles,
+    config: String,
+}
+
+fn hosted(dir: &Path) -> Hosted {
+    let ca = Ca::new("compose test CA");
+    let (tls, sds) = (dir.join("tls"), dir.join("sds"));
+    std::fs::create_dir_all(&tls).expect("mkdir");
+    std::fs::create_dir_all(&sds).expect("mkdir");
+    let ca_file = ca.write(&tls.join("ca.crt"));
+    let envoy = ca.issue(&[NODE_ID], &[]);
+    let files = envoy.write(&tls, "envoy");
+    // The names docker/envoy-config.sh gives the PEM files (tls.crt, tls.key).
+    std::fs::rename(&files.cert, tls.join("tls.crt")).expect("rename");
+    std::fs::rename(&files.key, tls.join("tls.key")).expect("rename");
+    // Each SDS file names the folder once per PEM file, and once as its watched directory.
+    for (name, times) in [
+        ("ferry_client_certificate.sds.yaml", 3),
+        ("ferry_server_ca.sds.yaml", 2),
+    ] {
+        let text = std::fs::read_to_string(docker("sds").join(name)).expect("docker/sds");
+        let moved = replace_each(&text, "/etc/ferry/tls", &tls.display().to_string(), times);
+        std::fs::write(sds.join(name), moved).expect("write sds");
+    }
+    let config = replace_each(
+        &committed(),
+        "\"/etc/envoy/sds/",
+        &format!("\"{}/", sds.display()),
+        4,
+    );
+    let config = replace_each(&config, "/etc/ferry/tls", &tls.display().to_string(), 4);
+    Hosted {
+        reader: ca.issue(&["reader"], &[]).write(dir, "reader"),
+        cp: ca.issue(&["control-plane", CP_NAME], &[]).write(dir, "cp"),
+        ca,
+        ca_file,
+        config,
+    }
 }
 
 /// `old` must occur exactly `times` times in `text`; returns the text with each replaced.
@@ -44,9 +94,12 @@ fn addr(host: &str, port: u16) -> String {
 
 #[test]
 fn envoy_validates_the_committed_docker_bootstrap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("envoy.yaml");
+    std::fs::write(&path, hosted(dir.path()).config).expect("write");
     let out = Command::new(envoy_bin())
         .args(["--mode", "validate", "-c"])
-        .arg(docker("envoy.yaml"))
+        .arg(&path)
         .output()
         .expect("run envoy");
     let text = format!(
@@ -66,9 +119,11 @@ fn envoy_validates_the_committed_docker_bootstrap() {
 
 #[test]
 fn the_committed_docker_bootstrap_is_what_the_generator_renders() {
+    let sds = tempfile::tempdir().expect("tempdir");
     let out = Command::new("bash")
         .arg(docker("envoy-config.sh"))
         .env("FERRY", bin("ferry"))
+        .env("SDS_OUT", sds.path())
         .output()
         .expect("run docker/envoy-config.sh");
     assert!(
@@ -99,6 +154,19 @@ fn the_committed_docker_bootstrap_is_what_the_generator_renders() {
              bash docker/envoy-config.sh -o docker/envoy.yaml"
         );
     }
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(sds.path()).expect("SDS_OUT") {
+        let name = e.expect("entry").file_name();
+        let generated = std::fs::read_to_string(sds.path().join(&name)).expect("read");
+        let committed = std::fs::read_to_string(docker("sds").join(&name)).unwrap_or_default();
+        assert_eq!(
+            generated, committed,
+            "docker/sds/{name:?} is not what the generator renders today; regenerate: \
+             bash docker/envoy-config.sh -o docker/envoy.yaml"
+        );
+        names.push(name);
+    }
+    assert_eq!(names.len(), 2, "{names:?}");
 }
 
 /// The compose file runs each service where the bootstrap looks for it, and mounts this very
@@ -122,14 +190,43 @@ fn the_compose_file_agrees_with_the_bootstrap() {
             "compose: {host} does not listen on 0.0.0.0:{port}"
         );
     }
-    for port in [10000, 9901] {
-        assert!(envoy.contains(&addr("0.0.0.0", port)));
+    assert!(envoy.contains(&addr("0.0.0.0", 10000)));
+    assert!(
+        compose.contains(":10000\""),
+        "compose does not publish 10000"
+    );
+    // The admin interface: the container's loopback only, never published.
+    assert!(envoy.contains(&addr("127.0.0.1", 9901)));
+    assert!(
+        !compose.contains(":9901"),
+        "compose publishes Envoy's admin"
+    );
+    assert!(compose.contains("./envoy.yaml:/etc/envoy/envoy.yaml:ro"));
+    // Closed: every server of the stack serves mTLS (certs.sh's certificates), none plaintext.
+    assert!(compose.contains("./sds:/etc/envoy/sds:ro"));
+    assert!(
+        !compose.contains("--insecure"),
+        "a plaintext server in compose"
+    );
+    assert_eq!(
+        compose.matches("- --client-ca\n").count(),
+        2,
+        "reader and control plane"
+    );
+    for party in ["reader", "control-plane", "envoy"] {
         assert!(
-            compose.contains(&format!(":{port}\"")),
-            "compose does not publish {port}"
+            compose.contains(&format!("- certs-{party}:/etc/ferry/tls:ro\n")),
+            "{party} does not mount its certificate"
         );
     }
-    assert!(compose.contains("./envoy.yaml:/etc/envoy/envoy.yaml:ro"));
+    assert!(
+        !compose.contains("--protected-mode"),
+        "Redis's protected mode is on"
+    );
+    assert!(
+        compose.contains("--requirepass"),
+        "Redis requires a password"
+    );
     assert!(compose.contains("command: [\"envoy\", \"-c\", \"/etc/envoy/envoy.yaml\""));
     let wasm = "/opt/ferry/ferry_filter.wasm";
     assert!(compose.contains(&format!("- --wasm\n      - {wasm}\n")));
@@ -226,23 +323,27 @@ async fn the_docker_bootstrap_enriches_a_request() {
         .arg("--materialize")
         .env("FERRY_REDIS", redis.url()));
 
+    let hosted = hosted(dir.path());
     let (reader_port, model_port) = (free_port(), free_port());
     let mut cmd = Command::new(bin("ferry-reader"));
     cmd.args(["--listen", &format!("127.0.0.1:{reader_port}")])
+        .args(tls_flags(&hosted.reader, &hosted.ca_file))
         .env("FERRY_REDIS", redis.url());
     let mut reader = Proc::start("reader", cmd, dir.path());
     let mut cmd = Command::new(bin("ferry-demo-model"));
     cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
     let mut model = Proc::start("model", cmd, dir.path());
-    let cp = ControlPlane::start(dir.path(), &repo);
+    let (xds_port, http_port) = (free_port(), free_port());
+    let trust = (&hosted.cp, hosted.ca_file.as_path(), &hosted.ca);
+    let _cp = secure::control_plane(dir.path(), &repo, trust, (xds_port, http_port), &[]);
 
     let (listen_port, admin_port) = (free_port(), free_port());
-    let mut config = committed();
+    let mut config = hosted.config.clone();
     // The model twice: its HTTP/1.1 cluster and its gRPC (h2c) one.
     for (old, new, times) in [
         (addr("0.0.0.0", 10000), listen_port, 1),
-        (addr("0.0.0.0", 9901), admin_port, 1),
-        (addr("control-plane", 18000), cp.xds_port, 1),
+        (addr("127.0.0.1", 9901), admin_port, 1),
+        (addr("control-plane", 18000), xds_port, 1),
         (addr("reader", 8090), reader_port, 1),
         (addr("model", 8080), model_port, 2),
     ] {
@@ -255,7 +356,7 @@ async fn the_docker_bootstrap_enriches_a_request() {
         .arg(&path)
         .args(["--disable-hot-restart", "--log-level", "warn"]);
     let mut envoy = Proc::start("envoy", cmd, dir.path());
-    reader.wait_ready(|| get_ok(reader_port, "/healthz"), "reader /healthz");
+    reader.wait_ready(|| tcp_open(reader_port), "reader (mTLS) listening");
     model.wait_ready(|| tcp_open(model_port), "demo model");
     envoy.wait_ready(
         || get_ok(admin_port, "/ready"),
@@ -275,7 +376,29 @@ async fn the_docker_bootstrap_enriches_a_request() {
     );
     assert_eq!(counts.get("PRESENT"), Some(&10), "{counts:?}");
 
-    // The control plane sees the compose Envoy under its node id, on the current snapshot.
-    let status = cp.wait_converged(&cp.version(), 1, Duration::from_secs(10));
-    assert_eq!(status.nodes[0].node, NODE_ID, "{status:?}");
+    // The control plane sees the compose Envoy under its node id, which its certificate names
+    // (mTLS xDS), converged on the current snapshot.
+    let start = Instant::now();
+    loop {
+        let status = block_on(tls::request(
+            http_port,
+            CP_NAME,
+            (&hosted.ca, None),
+            (
+                "GET",
+                "/status",
+                &[("authorization", &format!("Bearer {TOKEN}"))],
+            ),
+            vec![],
+        ))
+        .expect("GET /status over TLS");
+        let status: Json = serde_json::from_str(&status.1).expect("/status JSON");
+        let node = &status["nodes"][0];
+        if node["node"] == NODE_ID && node["converged"] == true {
+            assert_eq!(node["identity"], NODE_ID, "{status}");
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{status}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -4,13 +4,14 @@
 //! FERRY_DOCKER_* naming them; it then tears everything down. Ignored in plain `cargo test`:
 //! without that stack there is nothing to talk to.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ferry::serve::api::Status;
 use ferry_integration_tests::expected::{Entity, Service, Store};
-use ferry_integration_tests::http::{post, raw};
+use ferry_integration_tests::http::post;
 use ferry_integration_tests::{bin, run};
 use serde_json::{json, Value as Json};
 
@@ -27,14 +28,28 @@ fn port(name: &str) -> u16 {
         .unwrap_or_else(|_| panic!("{name}: not a port"))
 }
 
-/// The control plane's `/status`, through its published port, with the stack's push token
-/// (scripts/docker-lib.sh exports it; `ferry apply --push` below reads it too).
+/// The control plane's `/status`, over HTTPS through its published port (its certificate names
+/// 127.0.0.1; the stack's CA copied out of the container), with the stack's push token
+/// (scripts/docker-lib.sh exports it; `ferry apply --push` below reads it too), given to curl
+/// on its standard input, not in its arguments.
 fn status(cp_port: u16) -> Status {
     let token = env("FERRY_PUSH_TOKEN");
-    let req = format!("GET /status HTTP/1.0\r\nauthorization: Bearer {token}\r\n\r\n");
-    let text = raw(cp_port, req.as_bytes()).expect("GET /status");
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("/status: {e}: {text}"))
+    let mut curl = Command::new("curl")
+        .args(["-fsS", "-K", "-", "--cacert", &env("FERRY_DOCKER_CA")])
+        .arg(format!("https://127.0.0.1:{cp_port}/status"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("curl");
+    let header = format!("header = \"authorization: Bearer {token}\"\n");
+    curl.stdin
+        .take()
+        .expect("stdin")
+        .write_all(header.as_bytes())
+        .expect("write");
+    let out = curl.wait_with_output().expect("curl");
+    assert!(out.status.success(), "GET /status over HTTPS: {out:?}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("/status: {e}: {out:?}"))
 }
 
 /// A copy of `repo` whose lenient route uses short feature names: no fingerprint changes, so
@@ -96,7 +111,9 @@ async fn the_compose_stack_enriches_from_the_sources_and_takes_a_hot_push() {
         .arg("apply")
         .arg(&hot)
         .arg("--push")
-        .arg(format!("http://127.0.0.1:{cp_port}")));
+        .arg(format!("https://127.0.0.1:{cp_port}"))
+        .arg("--ca")
+        .arg(env("FERRY_DOCKER_CA")));
     let age = store
         .features(Service::RealtimeScoring, &users[0])
         .into_iter()

@@ -97,12 +97,12 @@ async fn a_real_envoy_gateway_loads_ferry_and_requests_come_out_enriched() {
             eg::ENVOY_VERSION,
         ),
     );
-    let ca = stack.ca_file.display().to_string();
+    let tls_dir = stack.tls_dir.display().to_string();
     let secrets = files::Wasm {
         image: &image,
         read_token: READ_TOKEN,
         key: &stack.key_entry,
-        ca: &ca,
+        tls_dir: &tls_dir,
     };
     let (wasm_policy, patch) = files::extension_policy(&secrets);
     gw.apply(

@@ -1,9 +1,10 @@
 //! The project's deploy/envoy-gateway files as the test applies them: each change is an exact
 //! text replacement that must match once, so a file that drifts from what the test knows fails
 //! here instead of being silently tested in another shape. What changes: the model's port, the
-//! image's registry, the module's and the CA's paths, the read token and signing key (secrets
-//! a user writes too), and the EnvoyProxy's provider (a host process of Envoy 1.40.0 in place
-//! of a Kubernetes Deployment). Names, namespaces, clusters, policies: as shipped.
+//! image's registry, the module's path and the folder of Envoy's client certificate and CA
+//! (a mounted secret in a cluster), the read token and signing key (secrets a user writes
+//! too), and the EnvoyProxy's provider (a host process of Envoy 1.40.0 in place of a
+//! Kubernetes Deployment with that secret mounted). Names, namespaces, clusters, policies: as shipped.
 
 use ferry_integration_tests::root;
 
@@ -14,9 +15,17 @@ pub fn read(name: &str) -> String {
 
 /// `text` with `from` replaced by `to`; `from` must occur exactly once.
 pub fn replace_once(text: &str, from: &str, to: &str) -> String {
-    let n = text.matches(from).count();
-    assert_eq!(n, 1, "{from:?} occurs {n} times in:\n{text}");
-    text.replacen(from, to, 1)
+    replace_n(text, from, to, 1)
+}
+
+/// `text` with each of the `n` occurrences of `from` replaced by `to`.
+pub fn replace_n(text: &str, from: &str, to: &str, n: usize) -> String {
+    let found = text.matches(from).count();
+    assert_eq!(
+        found, n,
+        "{from:?} occurs {found} times, not {n}, in:\n{text}"
+    );
+    text.replace(from, to)
 }
 
 /// What standalone mode needs besides the project's files: the GatewayClass Envoy Gateway's
@@ -88,9 +97,19 @@ pub fn gateway(model_port: u16, module: &str, envoy_version: &str) -> String {
     type: Kubernetes
     kubernetes:
       envoyDeployment:
+        # Envoy's client certificate for the reader and the control plane (mTLS; the clusters
+        # of extension-policy.yaml name these files): a Certificate of Ferry's CA issued in
+        # this namespace into the secret ferry-envoy-tls (deploy/kubernetes/ferry.yaml's
+        # ferry-envoy-tls, issued here).
+        pod:
+          volumes:
+          - name: ferry-tls
+            secret: {secretName: ferry-envoy-tls}
         container:
           # The module is built for Envoy 1.40's dynamic-module ABI (it loads in 1.40 and 1.41).
           image: docker.io/envoyproxy/envoy:distroless-v1.40.0
+          volumeMounts:
+          - {name: ferry-tls, mountPath: /etc/ferry/tls, readOnly: true}
 ",
         &format!("  provider:\n    type: Host\n    host:\n      envoyVersion: {envoy_version}\n"),
     );
@@ -109,8 +128,9 @@ pub struct Wasm<'a> {
     pub read_token: &'a str,
     /// The `snapshot_keys` entry `ferry keygen` printed, as a YAML flow map.
     pub key: &'a str,
-    /// The CA that signed `ferry serve`'s certificate.
-    pub ca: &'a str,
+    /// The folder holding what the ferry-envoy-tls secret holds in a cluster: Envoy's client
+    /// certificate (tls.crt, tls.key) and the CA of the reader's and ferry serve's (ca.crt).
+    pub tls_dir: &'a str,
 }
 
 /// extension-policy.yaml's documents: (the Wasm EnvoyExtensionPolicy, the EnvoyPatchPolicy).
@@ -131,11 +151,8 @@ pub fn extension_policy(w: &Wasm) -> (String, String) {
         "- {id: k-1fdff1d53376, ed25519: +GIKu+fhF8h2hy43tWAVs2fYv84JPDfavnXwpbzTwW4=}",
         &format!("- {}", w.key),
     );
-    let text = replace_once(
-        &text,
-        "trusted_ca: {filename: /etc/ssl/certs/ca-certificates.crt}",
-        &format!("trusted_ca: {{filename: {}}}", w.ca),
-    );
+    // Three files for each of the two clusters.
+    let text = replace_n(&text, "/etc/ferry/tls/", &format!("{}/", w.tls_dir), 6);
     let docs: Vec<&str> = text.split("\n---\n").collect();
     let [wasm, patch] = docs[..] else {
         panic!("extension-policy.yaml: two documents, {} found", docs.len())

@@ -1,13 +1,13 @@
 //! What the Gateway's Envoy calls, started inside the test's namespaces at the addresses the
-//! deploy files name: Redis with the example repo materialized, the reader on its Service port,
-//! `ferry serve` on its Service port with TLS (a certificate for its Service name from a test
-//! CA), tokens and a signing key, and the demo model in place of KServe's predictor.
+//! deploy files name: Redis with the example repo materialized, the reader on its Service port
+//! with mTLS, `ferry serve` on its Service port with TLS (certificates for their Service names
+//! from a test CA, which also signs the Gateway's Envoy's client certificate), tokens and a
+//! signing key, and the demo model in place of KServe's predictor.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ferry_integration_tests::control_plane::{READ_TOKEN, TOKEN};
-use ferry_integration_tests::http::get_ok;
 use ferry_integration_tests::process::tcp_open;
 use ferry_integration_tests::secure::block_on;
 use ferry_integration_tests::{
@@ -17,6 +17,8 @@ use ferry_test_support::certs::Ca;
 
 /// `ferry serve`'s Service name (its certificate's SAN, the pull's URL and SNI).
 pub const CP_NAME: &str = "ferry-control-plane.ferry.svc.cluster.local";
+/// The reader's Service name (its certificate's SAN, the reader cluster's SNI).
+pub const READER_NAME: &str = "ferry-reader.ferry.svc.cluster.local";
 /// The Services' ports the files name (kept: nothing else listens in the namespace).
 pub const READER_PORT: u16 = 8090;
 pub const CP_PORT: u16 = 8091;
@@ -27,6 +29,9 @@ pub struct Stack {
     pub model_port: u16,
     /// The CA of `ferry serve`'s certificate.
     pub ca_file: PathBuf,
+    /// The ferry-envoy-tls secret's files: the Gateway's Envoy's client certificate (tls.crt,
+    /// tls.key) and the CA (ca.crt).
+    pub tls_dir: PathBuf,
     /// The `snapshot_keys` entry `ferry keygen` printed for the signing key.
     pub key_entry: String,
     _reader: Proc,
@@ -37,14 +42,33 @@ pub struct Stack {
 impl Stack {
     pub fn start(d: &Path) -> Stack {
         let (repo, redis) = materialized_example(d, 50);
-        let mut reader = start_reader(d, READER_PORT, &["--redis".into(), redis.url()]);
+        let ca = Ca::new("ferry-gateway-test");
+        let ca_file = ca.write(&d.join("ca.pem"));
+        let tls_dir = d.join("ferry-envoy-tls");
+        std::fs::create_dir_all(&tls_dir).expect("mkdir");
+        ca.write(&tls_dir.join("ca.crt"));
+        let envoy = ca.issue(
+            &[],
+            &["spiffe://cluster.local/ns/envoy-gateway-system/sa/envoy"],
+        );
+        let files = envoy.write(&tls_dir, "envoy");
+        std::fs::rename(&files.cert, tls_dir.join("tls.crt")).expect("rename");
+        std::fs::rename(&files.key, tls_dir.join("tls.key")).expect("rename");
+        let reader_leaf = ca.issue(&[READER_NAME], &[]).write(d, "reader");
+        let mut flags = vec!["--redis".into(), redis.url()];
+        for (flag, path) in [
+            ("--tls-cert", &reader_leaf.cert),
+            ("--tls-key", &reader_leaf.key),
+            ("--client-ca", &ca_file),
+        ] {
+            flags.extend([flag.to_owned(), path.display().to_string()]);
+        }
+        let mut reader = start_reader(d, READER_PORT, &flags);
         let model_port = free_port();
         let mut cmd = Command::new(bin("ferry-demo-model"));
         cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
         let mut model = Proc::start("model", cmd, d);
 
-        let ca = Ca::new("ferry-gateway-test");
-        let ca_file = ca.write(&d.join("ca.pem"));
         let leaf = ca.issue(&[CP_NAME], &[]).write(d, "control-plane");
         let signing = d.join("signing.pem");
         let printed = run(Command::new(bin("ferry"))
@@ -82,13 +106,15 @@ impl Stack {
             },
             "ferry serve /healthz over TLS",
         );
-        reader.wait_ready(|| get_ok(READER_PORT, "/healthz"), "reader /healthz");
+        // mTLS: every request needs a client certificate; the listener open is enough here.
+        reader.wait_ready(|| tcp_open(READER_PORT), "reader (mTLS) listening");
         model.wait_ready(|| tcp_open(model_port), "demo model");
         Stack {
             repo,
             redis,
             model_port,
             ca_file,
+            tls_dir,
             key_entry,
             _reader: reader,
             _model: model,

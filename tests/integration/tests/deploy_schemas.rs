@@ -1,0 +1,326 @@
+//! deploy/ against the real schemas, offline: every manifest, and the Helm chart's renderings,
+//! through kubectl-validate (Kubernetes 1.32's built-in OpenAPI schemas, embedded in it, and
+//! the CRDs of Envoy Gateway, Gateway API, Istio and cert-manager, taken from their Go modules);
+//! `helm lint` on the chart; deploy/kubernetes/ferry.yaml equal to the chart's rendering; a
+//! field planted in a copy is refused. The tools come from scripts/k8s-tools-build.sh (built
+//! from the Go module proxy once, cached; `FERRY_K8S_TOOLS` names a directory it made).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use ferry_integration_tests::root;
+
+/// The Kubernetes version whose built-in schemas the manifests are checked against (the newest
+/// the pinned kubectl-validate embeds).
+const KUBERNETES: &str = "1.32";
+
+/// The directory of scripts/k8s-tools-build.sh: bin/helm, bin/kubectl-validate, crds/current/.
+fn tools() -> &'static Path {
+    static TOOLS: OnceLock<PathBuf> = OnceLock::new();
+    TOOLS.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("FERRY_K8S_TOOLS") {
+            return PathBuf::from(dir);
+        }
+        let out = Command::new("bash")
+            .arg(root().join("scripts/k8s-tools-build.sh"))
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .expect("bash");
+        assert!(out.status.success(), "scripts/k8s-tools-build.sh failed");
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// kubectl-validate on `files`, with every CRD directory; never a cluster (the kubeconfig is
+/// an empty file, so no API server is asked).
+fn kubectl_validate(files: &[PathBuf]) -> Output {
+    let scratch = tempfile::tempdir().unwrap();
+    let kubeconfig = scratch.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, "").unwrap();
+    let mut cmd = Command::new(tools().join("bin/kubectl-validate"));
+    cmd.env("KUBECONFIG", &kubeconfig)
+        .env("HOME", scratch.path())
+        .args(["--version", KUBERNETES]);
+    let mut crds: Vec<PathBuf> = std::fs::read_dir(tools().join("crds/current"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    crds.sort();
+    assert!(crds.len() >= 3, "CRD directories: {crds:?}");
+    for dir in crds {
+        cmd.arg("--local-crds").arg(dir);
+    }
+    cmd.args(files).output().unwrap()
+}
+
+/// helm, with its cache, config and data under a scratch directory.
+fn helm(args: &[&str]) -> Output {
+    let scratch = tempfile::tempdir().unwrap();
+    Command::new(tools().join("bin/helm"))
+        .current_dir(root())
+        .env("HELM_CACHE_HOME", scratch.path().join("cache"))
+        .env("HELM_CONFIG_HOME", scratch.path().join("config"))
+        .env("HELM_DATA_HOME", scratch.path().join("data"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Every manifest file of deploy/ (YAML; the chart's sources are rendered, not read).
+fn manifests() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in ["envoy-gateway", "istio", "kubernetes"] {
+        for e in std::fs::read_dir(root().join("deploy").join(dir)).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_some_and(|x| x == "yaml") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    assert!(out.len() >= 6, "{out:?}");
+    out
+}
+
+#[test]
+fn every_deploy_manifest_passes_the_real_schemas() {
+    let files = manifests();
+    let out = kubectl_validate(&files);
+    println!("{}", text(&out));
+    assert!(
+        out.status.success(),
+        "kubectl-validate refused:\n{}",
+        text(&out)
+    );
+}
+
+/// The same file with one wrong field planted (a typo in a Deployment's spec, a field a
+/// cert-manager Certificate does not have, a wrong type in an Istio resource): each refused,
+/// and named.
+#[test]
+fn a_planted_wrong_field_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "kubernetes/ferry.yaml",
+            "  replicas: 2\n  strategy:\n",
+            "  replicas: 2\n  replica: 3\n  strategy:\n",
+            "replica",
+        ),
+        (
+            "kubernetes/ferry.yaml",
+            "  renewBefore: 240h\n",
+            "  renewBefore: 240h\n  renewAfter: 1h\n",
+            "renewAfter",
+        ),
+        (
+            "istio/wasmplugin.yaml",
+            "  failStrategy: FAIL_CLOSE\n",
+            "  failStrategy: FAIL_CLOSE\n  priority: high\n",
+            "priority",
+        ),
+        (
+            "envoy-gateway/extension-policy.yaml",
+            "    failOpen: false\n",
+            "    failOpen: false\n    failClosed: true\n",
+            "failClosed",
+        ),
+    ];
+    for (i, (file, from, to, field)) in cases.iter().enumerate() {
+        let original = std::fs::read_to_string(root().join("deploy").join(file)).unwrap();
+        assert!(original.contains(from), "{file} no longer holds {from:?}");
+        let planted = dir.path().join(format!("{i}.yaml"));
+        std::fs::write(&planted, original.replacen(from, to, 1)).unwrap();
+        let out = kubectl_validate(std::slice::from_ref(&planted));
+        let log = text(&out);
+        assert!(!out.status.success(), "{file} with {field} passed:\n{log}");
+        assert!(
+            log.contains(field),
+            "{file}: the refusal does not name {field}:\n{log}"
+        );
+        println!("{file} with `{field}` planted: refused\n{}", log.trim());
+    }
+}
+
+/// The renderings the tests check: (name, helm args after `template ferry deploy/helm/ferry`).
+fn renderings() -> Vec<(&'static str, Vec<&'static str>)> {
+    let attach = vec![
+        "--set",
+        "attach.snapshotToken=t0ken",
+        "--set",
+        "attach.snapshotKeys[0].id=k-1fdff1d53376",
+        "--set",
+        "attach.snapshotKeys[0].ed25519=+GIKu+fhF8h2hy43tWAVs2fYv84JPDfavnXwpbzTwW4=",
+    ];
+    let with = |extra: &[&'static str]| {
+        let mut v = attach.clone();
+        v.extend_from_slice(extra);
+        v
+    };
+    vec![
+        ("default", vec![]),
+        ("namespace", vec!["--set", "namespace.create=true"]),
+        (
+            "log sink and Envoy Gateway",
+            with(&[
+                "--set",
+                "logSink.enabled=true",
+                "--set",
+                "attach.envoyGateway.enabled=true",
+            ]),
+        ),
+        ("Istio", with(&["--set", "attach.istio.enabled=true"])),
+        (
+            "provided secrets, no NetworkPolicies, an existing claim",
+            vec![
+                "--set",
+                "tls.certManager.enabled=false",
+                "--set",
+                "networkPolicy.enabled=false",
+                "--set",
+                "controlPlane.repo.existingClaim=repo",
+                "--set",
+                "logSink.enabled=true",
+            ],
+        ),
+    ]
+}
+
+#[test]
+fn the_chart_lints_and_its_renderings_pass_the_real_schemas() {
+    let out = helm(&["lint", "--strict", "deploy/helm/ferry"]);
+    assert!(out.status.success(), "helm lint:\n{}", text(&out));
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (i, (name, args)) in renderings().into_iter().enumerate() {
+        let mut all = vec![
+            "template",
+            "ferry",
+            "deploy/helm/ferry",
+            "--namespace",
+            "ferry",
+        ];
+        all.extend(args);
+        let out = helm(&all);
+        assert!(
+            out.status.success(),
+            "helm template ({name}):\n{}",
+            text(&out)
+        );
+        let path = dir.path().join(format!("{i}.yaml"));
+        std::fs::write(&path, &out.stdout).unwrap();
+        files.push(path);
+    }
+    let out = kubectl_validate(&files);
+    println!("{}", text(&out));
+    assert!(
+        out.status.success(),
+        "kubectl-validate refused a rendering:\n{}",
+        text(&out)
+    );
+}
+
+/// An attachment without the read token or the keys is refused at render time, not rendered
+/// with a placeholder.
+#[test]
+fn an_attachment_without_token_or_keys_is_refused() {
+    for what in [
+        "attach.envoyGateway.enabled=true",
+        "attach.istio.enabled=true",
+    ] {
+        let out = helm(&["template", "ferry", "deploy/helm/ferry", "--set", what]);
+        assert!(!out.status.success(), "{what} rendered without a token");
+        assert!(text(&out).contains("snapshotToken"), "{}", text(&out));
+    }
+}
+
+/// One source of truth: the plain manifest is the chart's rendering
+/// (scripts/render-manifests.sh writes it; `--check` compares).
+#[test]
+fn the_plain_manifest_is_the_charts_rendering() {
+    let out = Command::new("bash")
+        .arg(root().join("scripts/render-manifests.sh"))
+        .arg("--check")
+        .env("FERRY_K8S_TOOLS", tools())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+/// The filter's own parser on the chart's attachments: each pull config is accepted, pulls
+/// over `https://` with the given key, never `insecure`; the Envoy Gateway clusters present a
+/// client certificate, and Istio's DestinationRules originate mTLS with one (to the reader and
+/// the control plane).
+#[test]
+fn the_charts_attachments_configure_the_filter_closed() {
+    let (_, args) = renderings().remove(2);
+    let mut all = vec![
+        "template",
+        "ferry",
+        "deploy/helm/ferry",
+        "--namespace",
+        "ferry",
+    ];
+    all.extend(args);
+    all.extend(["--set", "attach.istio.enabled=true"]);
+    let out = helm(&all);
+    assert!(out.status.success(), "{}", text(&out));
+    let rendered = String::from_utf8(out.stdout).unwrap();
+    let mut configs = Vec::new();
+    let mut mutual = Vec::new();
+    for doc in serde_norway::Deserializer::from_str(&rendered) {
+        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
+        match v["kind"].as_str() {
+            Some("EnvoyExtensionPolicy") => configs.push(v["spec"]["wasm"][0]["config"].clone()),
+            Some("WasmPlugin") => configs.push(v["spec"]["pluginConfig"].clone()),
+            Some("EnvoyPatchPolicy") => {
+                for patch in v["spec"]["jsonPatches"].as_array().unwrap() {
+                    let tls = &patch["operation"]["value"]["transport_socket"]["typed_config"];
+                    let ctx = &tls["common_tls_context"];
+                    assert!(ctx["tls_certificates"][0].is_object(), "{patch}");
+                    assert!(
+                        ctx["validation_context"]["trusted_ca"].is_object(),
+                        "{patch}"
+                    );
+                }
+            }
+            Some("DestinationRule") => {
+                let tls = &v["spec"]["trafficPolicy"]["tls"];
+                assert_eq!(tls["mode"], "MUTUAL", "{v}");
+                assert!(tls["credentialName"].is_string(), "{v}");
+                assert!(v["spec"]["workloadSelector"].is_object(), "{v}");
+                mutual.push(v["spec"]["host"].as_str().unwrap().to_owned());
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(configs.len(), 2, "{rendered}");
+    mutual.sort();
+    assert_eq!(
+        mutual,
+        [
+            "ferry-control-plane.ferry.svc.cluster.local",
+            "ferry-reader.ferry.svc.cluster.local"
+        ]
+    );
+    for config in configs {
+        match ferry_core::plugin_config::parse_plugin(config.to_string().as_bytes()) {
+            Ok(ferry_core::plugin_config::Plugin::Pull(p)) => {
+                assert!(p.url.starts_with("https://"), "{}", p.url);
+                assert!(!p.insecure, "{p:?}");
+                assert!(p.keys.is_some_and(|k| !k.ids().is_empty()));
+            }
+            Ok(_) => panic!("the chart's attachments pull the snapshot: {config}"),
+            Err(e) => panic!("the filter refuses {config}: {e}"),
+        }
+    }
+}
