@@ -4,8 +4,9 @@
 # Wasm filter), the reader and the demo model, release builds; the benchmark repo with a push
 # source for user_stats. Enriched requests (KServe v1, batch 1, closed loop, 1 connection,
 # `ferry-bench`) for FLOOD_SECONDS with no writes, then for FLOOD_SECONDS while FLOOD_CLIENTS
-# clients push bodies of about 8 MiB (FLOOD_ROWS rows of user_stats, 10 float32 each) through
-# Envoy as fast as they can (a 429 is sent again at once), then once more with no writes.
+# clients push bodies of about 8 MiB (FLOOD_ROWS rows of user_stats, 10 float32 each, built once
+# per client: bench/push/flood.py) through Envoy as fast as they can (a 429 is sent again at
+# once), then once more with no writes.
 # Prints JSON lines (the enrichment rows of ferry-bench, the writers' counts); logs in
 # bench/.run/write_flood/.
 # Knobs: FLOOD_SECONDS (20), FLOOD_CLIENTS (8), FLOOD_ROWS (60000), FLOOD_ENTITIES (100000),
@@ -85,10 +86,10 @@ enrich() {
 say "1. enrichment, no writes, ${SECONDS_EACH}s"
 enrich "flood_none_before"
 say "2. enrichment while $CLIENTS clients push ~8 MiB bodies through Envoy"
-"$PY" "$BENCH/push/load.py" throughput "http://127.0.0.1:$LISTEN_PORT/push" stats_push \
+"$PY" "$BENCH/push/flood.py" "http://127.0.0.1:$LISTEN_PORT/push" stats_push \
   "$CLIENTS" "$((SECONDS_EACH + 4))" "$ROWS" "$ENTITIES" "$TOKEN" > "$RUN_DIR/writers.json" &
 writers=$!
-sleep 2
+sleep 3
 enrich "flood_${CLIENTS}_writers"
 wait "$writers"
 cat "$RUN_DIR/writers.json"

@@ -35,6 +35,8 @@ const MAX_BODY_BYTES: usize = 8 << 20;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// Time allowed to send the request headers, and the whole body.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a refused write's body is read and dropped before the answer goes anyway.
+const DISCARD_TIMEOUT: Duration = Duration::from_secs(2);
 /// A keep-alive connection with no request for this long is closed: well above the filter's
 /// snapshot poll period (5 s by default), so a polling Envoy keeps its connection, while a
 /// client that went quiet stops holding one of `max_connections`.
@@ -359,10 +361,15 @@ async fn write(api: &Api, endpoint: Endpoint, req: Request<Incoming>) -> Respons
         writer.metrics.refused(code);
         return with_code(refused, code);
     }
-    // The slot before the body: a refused write holds no body in memory.
+    // The slot before the body: a refused write holds no body in memory. Its body is still
+    // read and dropped (bounded): a server that answers and closes with a body unread resets
+    // the connection, and a proxy in front (Envoy) then turns the 429 into its own 503.
     let _slot = match writer.slot() {
         Ok(slot) => slot,
-        Err(busy) => return busy.response(),
+        Err(busy) => {
+            discard(req.into_body()).await;
+            return busy.response();
+        }
     };
     let limit = crate::write::MAX_BODY_BYTES;
     let body = Limited::new(req.into_body(), limit);
@@ -391,6 +398,20 @@ async fn write(api: &Api, endpoint: Endpoint, req: Request<Incoming>) -> Respons
             held.as_deref(),
         )
         .await
+}
+
+/// Reads and drops a refused write's body, up to [`crate::write::MAX_BODY_BYTES`] and
+/// `DISCARD_TIMEOUT`: nothing is kept, and the connection ends cleanly after the answer.
+async fn discard(body: Incoming) {
+    let mut body = Limited::new(body, crate::write::MAX_BODY_BYTES);
+    let drain = async {
+        while let Some(frame) = body.frame().await {
+            if frame.is_err() {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DISCARD_TIMEOUT, drain).await;
 }
 
 /// `answer` with `x-ferry-error: code`, as every write refusal carries.
