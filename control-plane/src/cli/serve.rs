@@ -137,7 +137,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ID", requires = "signing_key")]
     signing_key_id: Option<String>,
     /// Feature writes (`POST /push`, `/write-to-online-store`) answered at once; one more is
-    /// refused 429 with `Retry-After` before its body is read.
+    /// refused 429 with `Retry-After` (its body dropped unparsed).
     #[arg(long, env = "FERRY_MAX_CONCURRENT_WRITES", default_value_t = ferry::write::DEFAULT_MAX_WRITES,
           value_parser = clap::builder::TypedValueParser::map(
               clap::value_parser!(u16).range(1..), usize::from))]

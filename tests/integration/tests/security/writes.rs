@@ -293,7 +293,7 @@ pub fn write_flood(c: &mut Ctx) -> Fut<'_> {
             (Some(status), Some("20")) => Ok(format!(
                 "{SLOTS} writes whose bodies never come hold --max-concurrent-writes {SLOTS} \
                  (ferry_writes_in_flight {SLOTS}): 20 more answered 429 Retry-After: 1 \
-                 too_many_writes before their bodies were read, counted; freed, the next write \
+                 too_many_writes, their bodies dropped unparsed, counted; freed, the next write \
                  was answered {status}"
             )),
             _ => Err(format!("then {freed:?}, counted {counted:?}")),
