@@ -15,10 +15,12 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use ferry_reader::service::LookupStep;
 use ferry_reader::Reader;
 
 use crate::reader_flags::{self, VARIABLE};
 use crate::slot::{CallResponse, Slot};
+use crate::stages::{self, Stage};
 
 pub struct Direct {
     runtime: tokio::runtime::Runtime,
@@ -82,8 +84,19 @@ impl Direct {
     /// JSON: the core reports it as the reader's timeout, like a dispatched call's.
     pub fn submit(&'static self, slot: &Slot, token: u32, body: Vec<u8>, timeout: Duration) {
         let slot = slot.clone();
+        let handed = stages::now();
         self.runtime.spawn(async move {
-            let answer = match tokio::time::timeout(timeout, self.reader.lookup(&body[..])).await {
+            let mut mark = stages::since(Stage::HandOff, handed);
+            let lookup = self.reader.lookup_marked(&body[..], |step| {
+                mark = stages::since(
+                    match step {
+                        LookupStep::Decoded => Stage::ReaderDecode,
+                        LookupStep::Fetched => Stage::Redis,
+                    },
+                    mark,
+                );
+            });
+            let answer = match tokio::time::timeout(timeout, lookup).await {
                 Ok(Ok(vectors)) => CallResponse {
                     status: Some(200),
                     body: vectors.to_vec(),
@@ -94,6 +107,7 @@ impl Direct {
                     body: Vec::new(),
                 },
             };
+            stages::since(Stage::ReaderEncode, mark);
             slot.answer(token, answer);
         });
     }
