@@ -13,7 +13,9 @@
 #
 # Needs what `make bench` installs and builds (BENCH_NO_BUILD=1 skips the build).
 # Knobs: MP_ROUNDS (3), MP_BATCHES ("1 100"), MP_DURATION (4 s), MP_ENTITIES (100000),
-# MP_PORT_BASE (19300).
+# MP_PORT_BASE (19300). MP_ALT_READER: more reader flags (e.g. "--threads 2") for a third Envoy,
+# C, whose in-process case (`native_in_process_alt`) runs beside B's in each round: an A/B of
+# the in-process reader's settings within one run.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 cd "$ROOT"
@@ -27,8 +29,9 @@ DURATION=${MP_DURATION:-4}
 ENTITIES=${MP_ENTITIES:-100000}
 BASE=${MP_PORT_BASE:-19300}
 REDIS_PORT=$((BASE + 1)); READER_PORT=$((BASE + 2)); MODEL_PORT=$((BASE + 3))
-PASS_PORT=$((BASE + 4)); A_PORT=$((BASE + 10)); B_PORT=$((BASE + 20))
-PROCS="envoy-a envoy-b model reader redis"
+PASS_PORT=$((BASE + 4)); A_PORT=$((BASE + 10)); B_PORT=$((BASE + 20)); C_PORT=$((BASE + 30))
+ALT=${MP_ALT_READER:-}
+PROCS="envoy-a envoy-b model reader redis${ALT:+ envoy-c}"
 
 stop_at_exit miss_path $PROCS
 say() { echo "== $(date +%H:%M:%S) $*"; }
@@ -57,8 +60,8 @@ FINGERPRINT=$("$BIN/ferry" apply "$BENCH/repo" | awk '/^feature service scoring 
 say "starting the reader, the model and two Envoys (A: reader cluster, B: in-process reader)"
 start reader "$BIN/ferry-reader" --listen "127.0.0.1:$READER_PORT" --redis "$REDIS"
 start model "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
-for x in A B; do
-  port=$([ $x = A ] && echo "$A_PORT" || echo "$B_PORT")
+for x in A B ${ALT:+C}; do
+  port=$(case $x in A) echo "$A_PORT";; B) echo "$B_PORT";; C) echo "$C_PORT";; esac)
   "$BIN/ferry" envoy-config "$BENCH/repo" --runtime native --native-module "$NATIVE" \
     --listen-port "$port" --admin-port $((port + 1)) --reader-port "$READER_PORT" \
     --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy-$x.yaml"
@@ -66,15 +69,19 @@ done
 "$PY" "$BENCH/passthrough.py" "$RUN_DIR/envoy-A.yaml" "$PASS_PORT" > "$RUN_DIR/envoy-A-pass.yaml"
 start envoy-a "$ENVOY" -c "$RUN_DIR/envoy-A-pass.yaml" --disable-hot-restart --log-level warn \
   --concurrency 2 --base-id 301
-STAGES="$RUN_DIR/stages.txt"
-start envoy-b env FERRY_NATIVE_READER="--redis $REDIS" FERRY_NATIVE_STAGES="$STAGES" "$ENVOY" -c "$RUN_DIR/envoy-B.yaml" \
-  --disable-hot-restart --log-level warn --concurrency 2 --base-id 302
+start envoy-b env FERRY_NATIVE_READER="--redis $REDIS" FERRY_NATIVE_STAGES="$RUN_DIR/stages-b.txt" \
+  "$ENVOY" -c "$RUN_DIR/envoy-B.yaml" --disable-hot-restart --log-level warn --concurrency 2 --base-id 302
+if [ -n "$ALT" ]; then
+  start envoy-c env FERRY_NATIVE_READER="--redis $REDIS $ALT" FERRY_NATIVE_STAGES="$RUN_DIR/stages-c.txt" \
+    "$ENVOY" -c "$RUN_DIR/envoy-C.yaml" --disable-hot-restart --log-level warn --concurrency 2 --base-id 303
+  wait_for envoy-c "http://127.0.0.1:$((C_PORT + 1))/ready"
+fi
 wait_for reader "http://127.0.0.1:$READER_PORT/healthz"
 wait_for envoy-a "http://127.0.0.1:$((A_PORT + 1))/ready"
 wait_for envoy-b "http://127.0.0.1:$((B_PORT + 1))/ready"
 
 PREDICT=/v1/models/scoring:predict
-for port in $A_PORT $B_PORT; do
+for port in $A_PORT $B_PORT ${ALT:+$C_PORT}; do
   h=$(curl -sS -D - -o /dev/null -H 'content-type: application/json' \
     --data-binary '{"instances":[{"user_id":"u000001","amount":1.5}]}' "http://127.0.0.1:$port$PREDICT")
   echo "$h" | grep -qi '^x-echo-headers:.*"x-ferry-status":"ok"' || {
@@ -84,7 +91,7 @@ done
 ROWS="$RUN_DIR/rows.jsonl"; CPU="$RUN_DIR/cpu.txt"; STAGE_ROWS="$RUN_DIR/stages.rows"
 FLOOR="$RUN_DIR/floor.csv"
 mapfile -t KEYS < <(redis-cli -p "$REDIS_PORT" --scan --pattern 'ferry:*' | head -100)
-stages() { sleep 0.3; cat "$STAGES" 2>/dev/null || true; }  # the file is rewritten every 100 ms
+stages() { sleep 0.3; cat "$1" 2>/dev/null || true; }  # the file is rewritten every 100 ms
 floor() { # floor BATCH: the same MGET straight to Redis, one connection, as many as a case sends
   local n=$((DURATION * 4000 / $1 + 1000))
   redis-benchmark -p "$REDIS_PORT" -c 1 -n "$n" --csv MGET "${KEYS[@]:0:$1}" 2>/dev/null \
@@ -92,18 +99,19 @@ floor() { # floor BATCH: the same MGET straight to Redis, one connection, as man
 }
 cpu() { awk '{print $14 + $15}' "/proc/$(cat "$RUN_DIR/$1.pid")/stat"; }
 run() { # run CASE URL PROTOCOL BATCH: one measured case, and each process's CPU ticks during it
-  local before=() after=() p
-  for p in envoy-a envoy-b reader redis; do before+=("$(cpu $p)"); done
-  local s0; s0=$(stages)
+  local before=() after=() p s0 own=b
+  [ "$1" = native_in_process_alt ] && own=c  # its Envoy's CPU goes in the column of Envoy B
+  for p in envoy-a envoy-$own reader redis; do before+=("$(cpu $p)"); done
+  s0=$(stages "$RUN_DIR/stages-$own.txt")
   "$BIN/ferry-bench" --url "$2" --protocol "$3" --scenario "$1" --id-space "$ENTITIES" \
     --fingerprint "$FINGERPRINT" --batch "$4" --connections 1 --duration "$DURATION" \
     --warmup 0 --out "$ROWS" >/dev/null \
     || echo "miss_path: $1 batch $4 had errors (counted in its row); going on" >&2
-  for p in envoy-a envoy-b reader redis; do after+=("$(cpu $p)"); done
-  paste -d' ' <(echo "$s0") <(stages) | sed "s/^/$1 $4 /" >> "$STAGE_ROWS"
+  for p in envoy-a envoy-$own reader redis; do after+=("$(cpu $p)"); done
+  paste -d' ' <(echo "$s0") <(stages "$RUN_DIR/stages-$own.txt") | sed "s/^/$1 $4 /" >> "$STAGE_ROWS"
   echo "$1 $4 $((after[0] - before[0])) $((after[1] - before[1])) $((after[2] - before[2])) $((after[3] - before[3]))" >> "$CPU"
 }
-for port in $A_PORT $B_PORT; do  # warm the pools; not recorded
+for port in $A_PORT $B_PORT ${ALT:+$C_PORT}; do  # warm the pools; not recorded
   "$BIN/ferry-bench" --url "http://127.0.0.1:$port$PREDICT" --protocol kserve --scenario warm \
     --id-space "$ENTITIES" --batch 10 --connections 2 --duration 1 --warmup 0 >/dev/null
 done
@@ -113,6 +121,7 @@ for round in $(seq "$ROUNDS"); do
     run passthrough "http://127.0.0.1:$PASS_PORT$PREDICT" kserve "$b"
     run native_reader_cluster "http://127.0.0.1:$A_PORT$PREDICT" kserve "$b"
     run native_in_process "http://127.0.0.1:$B_PORT$PREDICT" kserve "$b"
+    [ -z "$ALT" ] || run native_in_process_alt "http://127.0.0.1:$C_PORT$PREDICT" kserve "$b"
     floor "$b"
   done
   run reader_direct "http://127.0.0.1:$READER_PORT/v1/vectors" reader 1
@@ -159,21 +168,21 @@ for l in open(sys.argv[4]):
     case, b, name = f[0], int(f[1]), f[2]
     k = (len(f) - 2) // 2  # name count total buckets..., before then after
     before, after = [int(x) for x in f[3:2 + k]], [int(x) for x in f[3 + k:]]
-    if case != "native_in_process":
+    if not case.startswith("native_in_process"):
         continue
     if name not in order:
         order.append(name)
     diff = [a - b for a, b in zip(after, before)]
     if diff[0] > 0:
-        stage[b][name].append((diff[1] / diff[0] / 1000, median_of(diff[2:])))
+        stage[(case, b)][name].append((diff[1] / diff[0] / 1000, median_of(diff[2:])))
 floor = collections.defaultdict(list)  # batch -> [(p50 µs, p99 µs)]
 for l in open(sys.argv[5]):
     f = [x.strip('"') for x in l.strip().split(",")]
     floor[int(f[0])].append((float(f[5]) * 1000, float(f[7]) * 1000))
 batches = sorted(stage)
-print("\nstages of native_in_process: µs per request, median / mean (medians over rounds);")
+print("\nstages of the in-process cases: µs per request, median / mean (medians over rounds);")
 print("wall-clock, so a stage includes time its thread waited for a core")
-print("| stage | " + " | ".join(f"batch {b} p50 | batch {b} mean" for b in batches) + " |")
+print("| stage | " + " | ".join(f"{c} {b} p50 | mean" for c, b in batches) + " |")
 print("|---|" + "---:|---:|" * len(batches))
 cell = lambda xs, i: f"{med([x[i] for x in xs]):.1f}" if xs else "-"
 for name in order:
@@ -181,15 +190,15 @@ for name in order:
 print("| **sum** | " + " | ".join(
     f"{sum(med([x[1] for x in v]) for v in stage[b].values() if v):.1f} | "
     f"{sum(med([x[0] for x in v]) for v in stage[b].values() if v):.1f}" for b in batches) + " |")
-for b in sorted(floor):
+for (c, b) in batches:
     p = [r["p50_us"] for r, _ in runs.get(("passthrough", b), [])]
-    n = [r["p50_us"] for r, _ in runs.get(("native_in_process", b), [])]
+    n = [r["p50_us"] for r, _ in runs.get((c, b), [])]
     p9 = [r["p99_us"] for r, _ in runs.get(("passthrough", b), [])]
-    n9 = [r["p99_us"] for r, _ in runs.get(("native_in_process", b), [])]
+    n9 = [r["p99_us"] for r, _ in runs.get((c, b), [])]
     fp50, fp99 = med([x[0] for x in floor[b]]), med([x[1] for x in floor[b]])
     if p and n:
         a50, a99 = med(n) - med(p), med(n9) - med(p9)
-        print(f"batch {b}: floor (redis-benchmark MGET, 1 conn) p50 {fp50:.0f} µs p99 {fp99:.0f} µs; "
-              f"in-process added over passthrough p50 {a50:.0f} µs ({a50 / fp50:.1f}x floor) "
+        print(f"{c} batch {b}: floor (redis-benchmark MGET, 1 conn) p50 {fp50:.0f} µs p99 {fp99:.0f} µs; "
+              f"added over passthrough p50 {a50:.0f} µs ({a50 / fp50:.1f}x floor) "
               f"p99 {a99:.0f} µs ({a99 / fp99:.1f}x floor p99)")
 PY
