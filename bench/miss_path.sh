@@ -15,7 +15,8 @@
 # Knobs: MP_ROUNDS (3), MP_BATCHES ("1 100"), MP_DURATION (4 s), MP_ENTITIES (100000),
 # MP_PORT_BASE (19300). MP_ALT_READER: more reader flags (e.g. "--threads 2") for a third Envoy,
 # C, whose in-process case (`native_in_process_alt`) runs beside B's in each round: an A/B of
-# the in-process reader's settings within one run.
+# the in-process reader's settings within one run. MP_ALT_NATIVE: another build of the module
+# (a .so, e.g. the previous commit's) for Envoy C, for an A/B of a change within one run.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 cd "$ROOT"
@@ -30,7 +31,8 @@ ENTITIES=${MP_ENTITIES:-100000}
 BASE=${MP_PORT_BASE:-19300}
 REDIS_PORT=$((BASE + 1)); READER_PORT=$((BASE + 2)); MODEL_PORT=$((BASE + 3))
 PASS_PORT=$((BASE + 4)); A_PORT=$((BASE + 10)); B_PORT=$((BASE + 20)); C_PORT=$((BASE + 30))
-ALT=${MP_ALT_READER:-}
+ALT_FLAGS=${MP_ALT_READER:-}; ALT_NATIVE=${MP_ALT_NATIVE:-$NATIVE}
+ALT=$([ -n "$ALT_FLAGS${MP_ALT_NATIVE:-}" ] && echo 1 || true)
 PROCS="envoy-a envoy-b model reader redis${ALT:+ envoy-c}"
 
 stop_at_exit miss_path $PROCS
@@ -62,7 +64,8 @@ start reader "$BIN/ferry-reader" --listen "127.0.0.1:$READER_PORT" --redis "$RED
 start model "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
 for x in A B ${ALT:+C}; do
   port=$(case $x in A) echo "$A_PORT";; B) echo "$B_PORT";; C) echo "$C_PORT";; esac)
-  "$BIN/ferry" envoy-config "$BENCH/repo" --runtime native --native-module "$NATIVE" \
+  module=$([ $x = C ] && echo "$ALT_NATIVE" || echo "$NATIVE")
+  "$BIN/ferry" envoy-config "$BENCH/repo" --runtime native --native-module "$module" \
     --listen-port "$port" --admin-port $((port + 1)) --reader-port "$READER_PORT" \
     --model-port "$MODEL_PORT" -o "$RUN_DIR/envoy-$x.yaml"
 done
@@ -72,7 +75,7 @@ start envoy-a "$ENVOY" -c "$RUN_DIR/envoy-A-pass.yaml" --disable-hot-restart --l
 start envoy-b env FERRY_NATIVE_READER="--redis $REDIS" FERRY_NATIVE_STAGES="$RUN_DIR/stages-b.txt" \
   "$ENVOY" -c "$RUN_DIR/envoy-B.yaml" --disable-hot-restart --log-level warn --concurrency 2 --base-id 302
 if [ -n "$ALT" ]; then
-  start envoy-c env FERRY_NATIVE_READER="--redis $REDIS $ALT" FERRY_NATIVE_STAGES="$RUN_DIR/stages-c.txt" \
+  start envoy-c env FERRY_NATIVE_READER="--redis $REDIS $ALT_FLAGS" FERRY_NATIVE_STAGES="$RUN_DIR/stages-c.txt" \
     "$ENVOY" -c "$RUN_DIR/envoy-C.yaml" --disable-hot-restart --log-level warn --concurrency 2 --base-id 303
   wait_for envoy-c "http://127.0.0.1:$((C_PORT + 1))/ready"
 fi

@@ -193,6 +193,29 @@ mod tests {
         assert!(totals().contains("redis 1 3000 "));
     }
 
+    /// What a stage costs, on and off (run by hand: `cargo test --profile native -p
+    /// ferry-native cost_of_a_stage -- --ignored --nocapture`). It turns the timers on for the
+    /// rest of the process.
+    #[test]
+    #[ignore]
+    fn cost_of_a_stage() {
+        const N: u32 = 1_000_000;
+        let marks = Marks::default();
+        let time = |marks: &Marks| {
+            let start = Instant::now();
+            for _ in 0..N {
+                marks.done(Stage::Rewrite);
+            }
+            start.elapsed() / N
+        };
+        marks.start();
+        let off = time(&marks);
+        ENABLED.store(true, Relaxed);
+        marks.start();
+        let on = time(&marks);
+        println!("one stage: {off:?} off, {on:?} on");
+    }
+
     #[test]
     fn buckets_are_log_linear() {
         assert_eq!(
