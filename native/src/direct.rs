@@ -2,7 +2,8 @@
 //! answers the filter's reader calls itself instead of sending them to the reader cluster. The
 //! reader's own lookup (`ferry_reader::Reader::lookup`: the same batch, the same single Redis
 //! round trip, the same errors and limits) runs on a Tokio runtime inside the Envoy process
-//! (by default one current-thread runtime on a thread of its own, see `start`), and its answer comes back to the stream's worker thread through Envoy's scheduler
+//! (by default one current-thread runtime on a thread of its own, see `start`), and its answer
+//! comes back to the stream's worker thread through Envoy's scheduler
 //! (`envoy_dynamic_module_callback_http_filter_scheduler_*`). What the dispatched call cost
 //! Envoy (an upstream request through its async client, the reader's HTTP, two more context
 //! switches) is gone; the reader's flags are the variable's value (`--redis URL ...`, split as
