@@ -3,6 +3,21 @@
 
 use std::time::Duration;
 
+/// A step of a request's handling that has just ended, told to the host so that it may time
+/// the steps (the native module's per-stage timers, issue #34); hosts that do not time them
+/// ignore it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// The entities were read from the request (headers or buffered body).
+    Parsed,
+    /// The reader's answer was checked and decoded into vectors (and cached).
+    Decoded,
+    /// Features were chosen per entity under the route's policies.
+    Enriched,
+    /// The enriched request was written (body or header) and is about to go on.
+    Rewritten,
+}
+
 pub trait Host {
     fn request_header(&self, name: &str) -> Option<String>;
     fn request_header_names(&self) -> Vec<String>;
@@ -59,6 +74,8 @@ pub trait Host {
     /// Stores the request's served-feature record where Envoy's access loggers read it (filter
     /// state `ferry.log`); false when the host refused it.
     fn store_log_record(&self, record: &[u8]) -> bool;
+    /// `stage` just ended. Called on the hot path: a host that times stages must keep it cheap.
+    fn stage_done(&self, _stage: Stage) {}
 }
 
 #[cfg(any(test, feature = "testing"))]

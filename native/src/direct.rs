@@ -1,8 +1,9 @@
 //! The in-process reader: with `FERRY_NATIVE_READER` set in Envoy's environment, the module
 //! answers the filter's reader calls itself instead of sending them to the reader cluster. The
 //! reader's own lookup (`ferry_reader::Reader::lookup`: the same batch, the same single Redis
-//! round trip, the same errors and limits) runs on a small Tokio runtime inside the Envoy
-//! process, and its answer comes back to the stream's worker thread through Envoy's scheduler
+//! round trip, the same errors and limits) runs on a Tokio runtime inside the Envoy process
+//! (by default one current-thread runtime on a thread of its own, see `start`), and its answer
+//! comes back to the stream's worker thread through Envoy's scheduler
 //! (`envoy_dynamic_module_callback_http_filter_scheduler_*`). What the dispatched call cost
 //! Envoy (an upstream request through its async client, the reader's HTTP, two more context
 //! switches) is gone; the reader's flags are the variable's value (`--redis URL ...`, split as
@@ -15,13 +16,16 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use ferry_reader::service::LookupStep;
 use ferry_reader::Reader;
 
 use crate::reader_flags::{self, VARIABLE};
 use crate::slot::{CallResponse, Slot};
+use crate::stages::{self, Stage};
 
 pub struct Direct {
-    runtime: tokio::runtime::Runtime,
+    /// Where lookups are spawned; the runtime itself lives on its own thread(s).
+    runtime: tokio::runtime::Handle,
     reader: Arc<Reader>,
 }
 
@@ -49,24 +53,38 @@ pub fn get() -> Option<&'static Direct> {
 
 fn start(flags: &str) -> Result<Direct, String> {
     let config = reader_flags::parse(flags)?;
-    // The reader's `--threads` (default: one per core) sizes the runtime here too; always a
-    // multi-thread one, whose workers run the lookups (nothing here blocks on the runtime).
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if config.threads > 0 {
-        builder.worker_threads(config.threads);
+    let cannot = |e: std::io::Error| format!("{VARIABLE}: cannot start its runtime: {e}");
+    // `--threads` 0 (the default) or 1: one current-thread runtime on a thread of its own, so a
+    // lookup's task and redis-rs's connection task run on the same thread, with no hand-off
+    // between runtime workers (measured, issue #34: bench/README.md); more: a multi-thread
+    // runtime with that many workers.
+    let runtime = if config.threads > 1 {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(config.threads)
+            .thread_name("ferry-reader")
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
     }
-    let runtime = builder
-        .thread_name("ferry-reader")
-        .enable_all()
-        .build()
-        .map_err(|e| format!("{VARIABLE}: cannot start its runtime: {e}"))?;
+    .map_err(cannot)?;
     // The reader's Redis connection belongs to the runtime that will drive it.
     let reader = {
         let _inside = runtime.enter();
         Reader::new(&config).map_err(|e| format!("{VARIABLE}: {e}"))?
     };
+    let handle = runtime.handle().clone();
+    // The runtime runs for the life of the process (as Envoy keeps the module loaded): a
+    // current-thread runtime only runs its tasks inside `block_on`, a multi-thread one is
+    // parked here the same way.
+    std::thread::Builder::new()
+        .name("ferry-reader".into())
+        .spawn(move || runtime.block_on(std::future::pending::<()>()))
+        .map_err(cannot)?;
     Ok(Direct {
-        runtime,
+        runtime: handle,
         reader: Arc::new(reader),
     })
 }
@@ -82,8 +100,19 @@ impl Direct {
     /// JSON: the core reports it as the reader's timeout, like a dispatched call's.
     pub fn submit(&'static self, slot: &Slot, token: u32, body: Vec<u8>, timeout: Duration) {
         let slot = slot.clone();
+        let handed = stages::now();
         self.runtime.spawn(async move {
-            let answer = match tokio::time::timeout(timeout, self.reader.lookup(&body[..])).await {
+            let mut mark = stages::since(Stage::HandOff, handed);
+            let lookup = self.reader.lookup_marked(&body[..], |step| {
+                mark = stages::since(
+                    match step {
+                        LookupStep::Decoded => Stage::ReaderDecode,
+                        LookupStep::Fetched => Stage::Redis,
+                    },
+                    mark,
+                );
+            });
+            let answer = match tokio::time::timeout(timeout, lookup).await {
                 Ok(Ok(vectors)) => CallResponse {
                     status: Some(200),
                     body: vectors.to_vec(),
@@ -94,6 +123,7 @@ impl Direct {
                     body: Vec::new(),
                 },
             };
+            stages::since(Stage::ReaderEncode, mark);
             slot.answer(token, answer);
         });
     }

@@ -39,6 +39,10 @@ fn or_on_panic<R>(failed: R, f: impl FnOnce() -> R) -> R {
 /// null return makes Envoy refuse the module, with the reason in its log).
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_program_init() -> *const u8 {
+    if let Err(e) = crate::stages::init() {
+        // Timers are a benchmark's aid: the module runs without them.
+        log(LogLevel::Warn, &format!("ferry: {e}"));
+    }
     or_on_panic(std::ptr::null(), || match crate::direct::init() {
         Ok(d) => {
             if let Some(d) = d {

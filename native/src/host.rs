@@ -6,13 +6,14 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use ferry_core::host::Host;
+use ferry_core::host::{Host, Stage};
 
 use crate::abi::{BodyKind, HeaderKind, LogLevel};
 use crate::direct;
 use crate::envoy::Envoy;
 use crate::reentry::{Reentry, Resume};
 use crate::slot::{CallResponse, Slot};
+use crate::stages::{self, Marks};
 
 /// Tokens of in-process lookups start here, above any id Envoy gives a callout.
 const FIRST_DIRECT_TOKEN: u32 = 1 << 31;
@@ -20,6 +21,8 @@ const FIRST_DIRECT_TOKEN: u32 = 1 << 31;
 pub struct EnvoyHost<E: Envoy> {
     envoy: E,
     pub reentry: Reentry,
+    /// The stream's per-stage clock (`stages`; idle unless the timers are on).
+    pub marks: Marks,
     /// The reader's answer while it is being delivered to the filter.
     delivering: RefCell<CallResponse>,
     /// Answers of in-process lookups (`direct`), shared with the stream and the lookups.
@@ -32,6 +35,7 @@ impl<E: Envoy> EnvoyHost<E> {
         EnvoyHost {
             envoy,
             reentry: Reentry::default(),
+            marks: Marks::default(),
             delivering: RefCell::new(CallResponse::default()),
             direct,
             next_direct_token: std::cell::Cell::new(FIRST_DIRECT_TOKEN),
@@ -140,6 +144,7 @@ impl<E: Envoy> Host for EnvoyHost<E> {
         body: &[u8],
         timeout: Duration,
     ) -> Result<u32, String> {
+        self.marks.done(stages::Stage::LookupRequest);
         let to_reader = headers
             .iter()
             .any(|(n, v)| *n == ":path" && *v == ferry_protos::READER_PATH);
@@ -178,7 +183,9 @@ impl<E: Envoy> Host for EnvoyHost<E> {
 
     fn resume_request(&self) {
         if !self.reentry.defer(Resume::Request) {
+            let at = stages::now();
             self.envoy.continue_decoding();
+            stages::since(stages::Stage::Resume, at);
         }
     }
 
@@ -228,6 +235,15 @@ impl<E: Envoy> Host for EnvoyHost<E> {
         let text = base64::engine::general_purpose::STANDARD.encode(record);
         let key = ferry_core::log::FILTER_STATE_KEY;
         self.envoy.set_filter_state(key, text.as_bytes())
+    }
+
+    fn stage_done(&self, stage: Stage) {
+        self.marks.done(match stage {
+            Stage::Parsed => stages::Stage::Parse,
+            Stage::Decoded => stages::Stage::Decode,
+            Stage::Enriched => stages::Stage::Enrich,
+            Stage::Rewritten => stages::Stage::Rewrite,
+        });
     }
 }
 

@@ -25,5 +25,6 @@ pub mod reader_flags;
 pub mod reentry;
 pub mod shared;
 pub mod slot;
+pub mod stages;
 pub mod stream;
 pub mod ticker;

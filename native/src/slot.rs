@@ -5,8 +5,10 @@
 
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use crate::abi;
+use crate::stages::{self, Stage};
 
 /// The reader's answer being delivered to the filter.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -56,7 +58,8 @@ pub struct Slot(Arc<SlotInner>);
 #[derive(Default)]
 struct SlotInner {
     scheduler: OnceLock<Option<Scheduler>>,
-    answers: Mutex<Vec<(u32, CallResponse)>>,
+    /// Each with when it was left (when the stage timers are on).
+    answers: Mutex<Vec<(u32, CallResponse, Option<Instant>)>>,
 }
 
 impl Slot {
@@ -69,7 +72,7 @@ impl Slot {
     /// Leaves lookup `token`'s answer and tells the stream (from any thread).
     pub fn answer(&self, token: u32, response: CallResponse) {
         if let Ok(mut answers) = self.0.answers.lock() {
-            answers.push((token, response));
+            answers.push((token, response, stages::now()));
         }
         if let Some(Some(s)) = self.0.scheduler.get() {
             s.commit(u64::from(token));
@@ -79,8 +82,10 @@ impl Slot {
     /// The answer of lookup `token`, once (on the worker thread, in `on_scheduled`).
     pub fn take(&self, token: u32) -> Option<CallResponse> {
         let mut answers = self.0.answers.lock().ok()?;
-        let at = answers.iter().position(|(t, _)| *t == token)?;
-        Some(answers.swap_remove(at).1)
+        let at = answers.iter().position(|(t, _, _)| *t == token)?;
+        let (_, response, left) = answers.swap_remove(at);
+        stages::since(Stage::HandBack, left);
+        Some(response)
     }
 }
 

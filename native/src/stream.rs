@@ -19,6 +19,7 @@ use crate::envoy::Envoy;
 use crate::host::EnvoyHost;
 use crate::reentry::Hook;
 use crate::slot::{CallResponse, Slot};
+use crate::stages::Stage;
 
 type Filter<E> = HttpFilter<EnvoyHost<E>>;
 
@@ -127,13 +128,17 @@ impl<E: Envoy + Clone> Stream<E> {
         let action = self.run_hook(Hook::Headers, |f| {
             #[cfg(feature = "fault-injection")]
             injected_fault(f.host(), "request_headers");
-            f.on_request_headers(end_of_stream)
+            f.host().marks.start();
+            let action = f.on_request_headers(end_of_stream);
+            f.host().marks.done(Stage::Headers);
+            action
         });
         action.into()
     }
 
     pub fn on_request_body(&self, end_of_stream: bool) -> BodyStatus {
         let action = self.run_hook(Hook::RequestBody, |f| {
+            f.host().marks.start();
             let size = f.host().request_body_size();
             f.on_request_body(size, end_of_stream)
         });
@@ -257,6 +262,7 @@ impl<E: Envoy + Clone> Stream<E> {
 fn deliver<E: Envoy>(filter: &mut Filter<E>, token: u32, response: CallResponse) {
     let has_headers = response.status.is_some();
     let size = response.body.len();
+    filter.host().marks.start();
     filter.host().begin_delivery(response);
     filter.on_call_response(token, usize::from(has_headers), size);
     filter.host().end_delivery();

@@ -77,7 +77,8 @@ pub struct Config {
 
     /// Tokio worker threads: 0 = one per core (tokio's default), 1 = a single-threaded
     /// runtime (no hand-offs between threads: the request task and Redis' connection task
-    /// run on the same one).
+    /// run on the same one). In the native module's in-process reader, 0 and 1 both give one
+    /// current-thread runtime on a thread of its own (measured faster there, issue #34).
     #[arg(long, env = "FERRY_READER_THREADS", default_value_t = 0)]
     pub threads: usize,
 

@@ -26,6 +26,15 @@ use crate::store::Store;
 /// `--max-concurrency` slots forever.
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A step of `Reader::lookup_marked` that has just ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LookupStep {
+    /// The request body was checked and decoded into its Redis command.
+    Decoded,
+    /// Redis answered.
+    Fetched,
+}
+
 /// Everything a request needs, shared by all connections behind one `Arc`.
 #[derive(Debug)]
 pub struct Reader {
@@ -158,6 +167,16 @@ impl Reader {
     /// calls it directly). A body over `--max-body-bytes` is refused; otherwise waits for one
     /// of the `--max-concurrency` Redis slots.
     pub async fn lookup(&self, body: impl Buf) -> Result<Bytes, ReaderError> {
+        self.lookup_marked(body, |_| {}).await
+    }
+
+    /// `lookup`, telling `mark` when each step of it ends (the native module's per-stage
+    /// timers: what is the Redis round trip and what is the reader's own work).
+    pub async fn lookup_marked(
+        &self,
+        body: impl Buf,
+        mut mark: impl FnMut(LookupStep),
+    ) -> Result<Bytes, ReaderError> {
         if body.remaining() as u64 > self.max_body_bytes {
             return Err(ReaderError::BodyTooLarge {
                 max: self.max_body_bytes,
@@ -169,11 +188,13 @@ impl Reader {
             .await
             .map_err(|_| ReaderError::Internal("concurrency semaphore closed".into()))?;
         let batch = Batch::decode(body, self.max_batch)?;
+        mark(LookupStep::Decoded);
         let values = match (batch.command(), batch.pipeline()) {
             (Some(command), _) => self.store.mget(command).await?,
             (None, Some(pipeline)) => self.store.pipeline(pipeline).await?,
             (None, None) => Vec::new(),
         };
+        mark(LookupStep::Fetched);
         let (response, found, refused) = batch.respond(values)?;
         self.metrics.keys(batch.keys(), found);
         if refused > 0 {

@@ -40,7 +40,7 @@ use crate::config::{Config, Format, Route};
 use crate::enrich::{self, Enriched};
 use crate::error::FerryError;
 use crate::format::ParsedRequest;
-use crate::host::Host;
+use crate::host::{Host, Stage};
 use crate::log::record;
 use crate::metrics::{Metric, Metrics};
 use admission::Admitted;
@@ -128,7 +128,9 @@ impl<H: Host> HttpFilter<H> {
             Admitted::Refused { route, err } => self.answer_named(&route, &err),
             Admitted::HeaderMode { route, names } => {
                 self.request_id = log::request_id(&self.host, &config, route);
-                match parse::headers(&self.host, &names, &config.routes[route]) {
+                let parsed = parse::headers(&self.host, &names, &config.routes[route]);
+                self.host.stage_done(Stage::Parsed);
+                match parsed {
                     Ok(request) => {
                         self.fetch_vectors(&config, route, request, 0, Resume::ByReturningContinue)
                     }
@@ -212,7 +214,9 @@ impl<H: Host> HttpFilter<H> {
             State::ReadingBody { framing, .. } => framing.as_deref(),
             _ => None,
         };
-        match parse::body(&self.host, config, route, body_size, framing) {
+        let parsed = parse::body(&self.host, config, route, body_size, framing);
+        self.host.stage_done(Stage::Parsed);
+        match parsed {
             Ok(request) => self.fetch_vectors(
                 config,
                 index,
@@ -305,6 +309,7 @@ impl<H: Host> HttpFilter<H> {
             return;
         }
         lookup::cache_fetched(host, metrics, &config, route, &p);
+        host.stage_done(Stage::Decoded);
         let Pending {
             request,
             body_size,
@@ -327,7 +332,9 @@ impl<H: Host> HttpFilter<H> {
         let now = self.host.now_us();
         let id = self.request_id.as_deref();
         let keep = |status| log::picks(route, id, status);
-        match enrich::enrich_at(route, request, vectors, now, self.received_us, &keep) {
+        let enriched = enrich::enrich_at(route, request, vectors, now, self.received_us, &keep);
+        self.host.stage_done(Stage::Enriched);
+        match enriched {
             Ok(out) => {
                 let count = |m, n| self.metrics.count(&self.host, m, n);
                 count(Metric::Enriched, 1);
@@ -369,6 +376,7 @@ impl<H: Host> HttpFilter<H> {
             Ok(summary) => summary,
             Err(e) => return self.answer(route, &e),
         };
+        self.host.stage_done(Stage::Rewritten);
         self.state = State::Done;
         if resume == Resume::ByHostCall {
             self.host.resume_request();
