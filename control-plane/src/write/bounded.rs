@@ -114,6 +114,9 @@ enum Level<'a> {
     Top,
     /// Another top-level member, or anything under it: plain JSON.
     Plain,
+    /// `df`: an object's members are columns (anything else is read plainly, for the shape
+    /// check to refuse).
+    Df,
     /// A column of `df`: its values are rows.
     Column(&'a str),
     /// A cell (row `.1` of column `.0`) or an item of a list cell.
@@ -219,7 +222,7 @@ impl<'de> Visitor<'de> for Bounded<'_, '_> {
             let item = match self.level {
                 Level::Column(c) => self.at(Level::Cell(c, out.len())),
                 Level::Cell(_, _) => self,
-                Level::Top | Level::Plain => self.at(Level::Plain),
+                Level::Top | Level::Plain | Level::Df => self.at(Level::Plain),
             };
             let Some(v) = seq.next_element_seed(item)? else {
                 return Ok(Json::Array(out));
@@ -238,7 +241,11 @@ impl<'de> Visitor<'de> for Bounded<'_, '_> {
                 return number(map.next_value::<String>()?);
             }
             let value = match self.level {
-                Level::Top if key == "df" => map.next_value_seed(self.at(Level::Plain).df())?,
+                Level::Top if key == "df" => map.next_value_seed(self.at(Level::Df))?,
+                Level::Df => map.next_value_seed(Bounded {
+                    level: Level::Column(&key),
+                    tripped: self.tripped,
+                })?,
                 Level::Top | Level::Plain => map.next_value_seed(self.at(Level::Plain))?,
                 // An object as a cell, or under one: no type takes it (the row check says so),
                 // and it is read under the cell's bounds.
@@ -247,82 +254,6 @@ impl<'de> Visitor<'de> for Bounded<'_, '_> {
             out.insert(key, value);
         }
         Ok(Json::Object(out))
-    }
-}
-
-impl<'t> Bounded<'_, 't> {
-    fn df(self) -> Df<'t> {
-        Df {
-            tripped: self.tripped,
-        }
-    }
-}
-
-/// `df`: an object whose members are columns (anything else is read plainly, for the shape
-/// check to refuse).
-struct Df<'t> {
-    tripped: &'t Cell<Option<Exceeded>>,
-}
-
-impl<'de> DeserializeSeed<'de> for Df<'_> {
-    type Value = Json;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Json, D::Error> {
-        d.deserialize_any(DfVisitor {
-            plain: Bounded {
-                level: Level::Plain,
-                tripped: self.tripped,
-            },
-        })
-    }
-}
-
-struct DfVisitor<'t> {
-    plain: Bounded<'static, 't>,
-}
-
-impl<'de> Visitor<'de> for DfVisitor<'_> {
-    type Value = Json;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("df")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
-        let mut out = Map::new();
-        while let Some(column) = map.next_key::<String>()? {
-            if column == NUMBER_TOKEN && out.is_empty() {
-                return number(map.next_value::<String>()?);
-            }
-            let value = map.next_value_seed(Bounded {
-                level: Level::Column(&column),
-                tripped: self.plain.tripped,
-            })?;
-            out.insert(column, value);
-        }
-        Ok(Json::Object(out))
-    }
-
-    // Not an object: read as plain JSON, refused by the shape check.
-    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Json, E> {
-        self.plain.visit_bool(v)
-    }
-    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Json, E> {
-        self.plain.visit_i64(v)
-    }
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Json, E> {
-        self.plain.visit_u64(v)
-    }
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Json, E> {
-        self.plain.visit_f64(v)
-    }
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Json, E> {
-        self.plain.visit_str(v)
-    }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Json, E> {
-        self.plain.visit_unit()
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Json, A::Error> {
-        self.plain.visit_seq(seq)
     }
 }
 
