@@ -86,6 +86,9 @@ fn cluster_node(dir: &Path, name: &'static str, port: u16) -> Proc {
             "--cluster-enabled",
             "yes",
         ])
+        // The bus port is given, as `RedisCluster` gives it: the default (port + 10000) lands
+        // in the ephemeral range, where an outgoing connection may hold it (seen in CI).
+        .args(["--cluster-port", &free_port().to_string()])
         .arg("--cluster-config-file")
         .arg(home.join("nodes.conf"))
         .current_dir(&home);
