@@ -324,3 +324,210 @@ fn the_charts_attachments_configure_the_filter_closed() {
         }
     }
 }
+
+/// `helm template` of the chart with extra arguments, in the namespace `ferry`.
+fn template(release: &str, args: &[&str]) -> Output {
+    let mut all = vec![
+        "template",
+        release,
+        "deploy/helm/ferry",
+        "--namespace",
+        "ferry",
+    ];
+    all.extend_from_slice(args);
+    helm(&all)
+}
+
+/// values.schema.json: a value of the wrong type, a misspelt key, a value outside its enum or
+/// range, are refused by `helm template` and `helm lint` (as by `helm install`), naming the
+/// key; the documented values pass.
+#[test]
+fn values_of_a_wrong_type_are_refused_by_the_schema() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["--set", "reader.replicas=two"], "/reader/replicas"),
+        (&["--set", "reader.replicsa=2"], "replicsa"),
+        (&["--set", "logSink.enabled=yes"], "/logSink/enabled"),
+        (
+            &["--set", "controlPlane.grants=push"],
+            "/controlPlane/grants",
+        ),
+        (
+            &["--set", "tls.certManager.issuerRef.kind=Isuer"],
+            "/tls/certManager/issuerRef/kind",
+        ),
+        (
+            &["--set", "attach.snapshotPollMs=10"],
+            "/attach/snapshotPollMs",
+        ),
+    ];
+    for (args, key) in cases {
+        let out = template("ferry", args);
+        let log = text(&out);
+        assert!(!out.status.success(), "{args:?} rendered:\n{log}");
+        assert!(
+            log.contains("schema"),
+            "{args:?}: not the schema's refusal:\n{log}"
+        );
+        assert!(
+            log.contains(key),
+            "{args:?}: the refusal does not name {key}:\n{log}"
+        );
+        println!("{args:?} refused: {}", log.trim());
+        let mut lint = vec!["lint", "--strict", "deploy/helm/ferry"];
+        lint.extend_from_slice(args);
+        let out = helm(&lint);
+        assert!(
+            !out.status.success(),
+            "helm lint {args:?} passed:\n{}",
+            text(&out)
+        );
+        assert!(text(&out).contains(key), "{}", text(&out));
+    }
+    let out = template(
+        "ferry",
+        &[
+            "--set",
+            "controlPlane.minAvailable=50%",
+            "--set",
+            "reader.replicas=3",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+/// Every (kind, namespace, name) of a rendering, and the values of fields that must differ
+/// between releases: pod labels selected, secrets and claims named, Envoy cluster names, the
+/// control plane's `--cluster-name`, Redis users.
+fn objects_and_references(yaml: &str) -> (Vec<String>, Vec<String>) {
+    let mut objects = Vec::new();
+    let mut refs = Vec::new();
+    fn walk(v: &serde_json::Value, refs: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    let named = matches!(
+                        k.as_str(),
+                        "secretName" | "claimName" | "credentialName" | "app"
+                    ) || (k == "name" && m.contains_key("key"));
+                    if named {
+                        refs.push(format!("{k}={}", x.as_str().unwrap_or_default()));
+                    }
+                    walk(x, refs);
+                }
+            }
+            serde_json::Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    if x == "--cluster-name" {
+                        refs.push(format!("--cluster-name={}", a[i + 1]));
+                    }
+                    walk(x, refs);
+                }
+            }
+            _ => {}
+        }
+    }
+    for doc in serde_norway::Deserializer::from_str(yaml) {
+        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
+        if v.is_null() {
+            continue;
+        }
+        objects.push(format!(
+            "{}/{}/{}",
+            v["kind"].as_str().unwrap(),
+            v["metadata"]["namespace"].as_str().unwrap_or(""),
+            v["metadata"]["name"].as_str().unwrap()
+        ));
+        walk(&v["spec"], &mut refs);
+        if v["kind"] == "ConfigMap" {
+            // The Redis ACL users: their names are the data's keys.
+            for user in v["data"].as_object().unwrap().keys() {
+                refs.push(format!("redis-user={user}"));
+            }
+        }
+        if v["kind"] == "EnvoyPatchPolicy" {
+            for p in v["spec"]["jsonPatches"].as_array().unwrap() {
+                refs.push(format!("cluster={}", p["name"].as_str().unwrap()));
+            }
+        }
+    }
+    objects.sort();
+    refs.sort();
+    refs.dedup();
+    (objects, refs)
+}
+
+/// Releases side by side: two releases of every option (log sink, Envoy Gateway, Istio) in one
+/// namespace share no object name (here or in the attachments' namespaces), no selected pod
+/// label, no secret or claim, no Envoy cluster, no Redis user and no shared-state name; both
+/// pass the real schemas together. The release `ferry` keeps the names of the plain manifest;
+/// a name stem too long for the Services' DNS labels is refused, naming the fix.
+#[test]
+fn two_releases_share_a_namespace_without_sharing_a_name() {
+    let (_, mut args) = renderings().remove(2);
+    args.extend(["--set", "attach.istio.enabled=true"]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut seen: Vec<(Vec<String>, Vec<String>)> = Vec::new();
+    let mut files = Vec::new();
+    // The second release enriches another model (the attachments' targets are the user's).
+    let second = [
+        "--set",
+        "attach.istio.selector.app=fraud-model-staging",
+        "--set",
+        "attach.envoyGateway.routeName=fraud-model-staging",
+    ];
+    for release in ["ferry", "staging"] {
+        let mut args = args.clone();
+        if release == "staging" {
+            args.extend(second);
+        }
+        let out = template(release, &args);
+        assert!(out.status.success(), "{release}: {}", text(&out));
+        let yaml = String::from_utf8(out.stdout).unwrap();
+        let path = dir.path().join(format!("{release}.yaml"));
+        std::fs::write(&path, &yaml).unwrap();
+        files.push(path);
+        seen.push(objects_and_references(&yaml));
+    }
+    let (ferry, staging) = (&seen[0], &seen[1]);
+    assert!(ferry
+        .0
+        .contains(&"Deployment/ferry/ferry-reader".to_owned()));
+    assert!(staging
+        .0
+        .contains(&"Deployment/ferry/staging-ferry-reader".to_owned()));
+    assert!(ferry.0.len() > 20, "{:?}", ferry.0);
+    assert_eq!(ferry.0.len(), staging.0.len());
+    let shared: Vec<_> = ferry.0.iter().filter(|o| staging.0.contains(o)).collect();
+    assert!(shared.is_empty(), "objects of both releases: {shared:?}");
+    for kind in [
+        "app=",
+        "secretName=",
+        "claimName=",
+        "credentialName=",
+        "name=",
+        "cluster=",
+        "redis-user=",
+        "--cluster-name=",
+    ] {
+        assert!(
+            ferry.1.iter().any(|r| r.starts_with(kind)),
+            "no {kind} found: {:?}",
+            ferry.1
+        );
+    }
+    let shared: Vec<_> = ferry.1.iter().filter(|r| staging.1.contains(r)).collect();
+    assert!(shared.is_empty(), "named by both releases: {shared:?}");
+    println!("ferry: {:?}\nstaging: {:?}", ferry.1, staging.1);
+    let out = kubectl_validate(&files);
+    assert!(out.status.success(), "{}", text(&out));
+
+    let out = template("a-release-name-of-thirty-five-chars", &[]);
+    assert!(!out.status.success(), "a 41-character stem rendered");
+    assert!(text(&out).contains("fullnameOverride"), "{}", text(&out));
+    let out = template(
+        "a-release-name-of-thirty-five-chars",
+        &["--set", "fullnameOverride=ferry-b"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("name: ferry-b-reader\n"));
+}

@@ -1,3 +1,64 @@
+{{/* The stem of every object name of this release: the release's name when it contains
+     the chart's (release `ferry`: ferry-reader, ferry-control-plane, ...), else
+     RELEASE-ferry; `fullnameOverride` replaces it. Two releases in one namespace share no
+     object, no Service and no pod label. Kept to 40 characters (refused past that, never
+     cut: two long names cut alike would collide) so that STEM-control-plane-tls and the
+     Services' names stay DNS labels. */}}
+{{- define "ferry.fullname" -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- $full := "" -}}
+{{- if .Values.fullnameOverride -}}
+{{- $full = .Values.fullnameOverride -}}
+{{- else if contains $name .Release.Name -}}
+{{- $full = .Release.Name -}}
+{{- else -}}
+{{- $full = printf "%s-%s" .Release.Name $name -}}
+{{- end -}}
+{{- if gt (len $full) 40 -}}
+{{- fail (printf "the names' stem %q is %d characters, at most 40: set fullnameOverride (or a shorter release name)" $full (len $full)) -}}
+{{- end -}}
+{{- $full -}}
+{{- end }}
+
+{{/* An object's name: include "ferry.name" (list . "reader") is STEM-reader. */}}
+{{- define "ferry.name" -}}
+{{ include "ferry.fullname" (index . 0) }}-{{ index . 1 }}
+{{- end }}
+
+{{/* A value naming an object, or STEM-SUFFIX when it is empty:
+     include "ferry.or" (list . .Values.tls.secrets.reader "reader-tls"). */}}
+{{- define "ferry.or" -}}
+{{- if index . 1 }}{{ index . 1 }}{{ else }}{{ include "ferry.name" (list (index . 0) (index . 2)) }}{{ end -}}
+{{- end }}
+
+{{/* An Envoy cluster name of this release (Envoy Gateway's patched clusters): STEM_SUFFIX. */}}
+{{- define "ferry.cluster" -}}
+{{ include "ferry.fullname" (index . 0) | replace "-" "_" }}_{{ index . 1 }}
+{{- end }}
+
+{{/* The labels of every object: which chart made it and which release it belongs to
+     (`kubectl get all -l app.kubernetes.io/instance=RELEASE`). No managed-by: the plain
+     manifest is this rendering, applied without Helm. */}}
+{{- define "ferry.labels" -}}
+app.kubernetes.io/name: {{ default .Chart.Name .Values.nameOverride }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+{{- end }}
+
+{{/* An object's metadata in the release's namespace: include "ferry.metadata" (list . "reader")
+     names it STEM-reader; "ferry.metadataNamed" (list . NAME [NAMESPACE]) names it NAME. */}}
+{{- define "ferry.metadata" -}}
+{{ include "ferry.metadataNamed" (list (index . 0) (include "ferry.name" .)) }}
+{{- end }}
+{{- define "ferry.metadataNamed" -}}
+metadata:
+  name: {{ index . 1 }}
+  namespace: {{ if gt (len .) 2 }}{{ index . 2 }}{{ else }}{{ (index . 0).Release.Namespace }}{{ end }}
+  labels:
+    {{- include "ferry.labels" (index . 0) | nindent 4 }}
+{{- end }}
+
 {{/* The image of every Ferry container. */}}
 {{- define "ferry.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
@@ -10,9 +71,10 @@ imagePullPolicy: {{ . }}
 {{- end }}
 {{- end }}
 
-{{/* A Service's in-cluster DNS name: include "ferry.host" (list . "ferry-reader"). */}}
+{{/* A Service's in-cluster DNS name: include "ferry.host" (list . "reader") is
+     STEM-reader.NAMESPACE.svc.DOMAIN. */}}
 {{- define "ferry.host" -}}
-{{ index . 1 }}.{{ (index . 0).Release.Namespace }}.svc.{{ (index . 0).Values.clusterDomain }}
+{{ include "ferry.name" . }}.{{ (index . 0).Release.Namespace }}.svc.{{ (index . 0).Values.clusterDomain }}
 {{- end }}
 
 {{/* resources, only when set. */}}
@@ -28,19 +90,20 @@ resources:
 {{- define "ferry.pullConfig" -}}
 {{- $ := index . 0 -}}
 {{- $token := $.Values.attach.snapshotToken -}}
+{{- $secretName := include "ferry.or" (list $ $.Values.controlPlane.readTokenSecret "read-token") -}}
 {{- if not $token -}}
-{{- $secret := lookup "v1" "Secret" $.Release.Namespace $.Values.controlPlane.readTokenSecret -}}
+{{- $secret := lookup "v1" "Secret" $.Release.Namespace $secretName -}}
 {{- if $secret -}}
 {{- $token = index $secret.data "token" | b64dec -}}
 {{- end -}}
 {{- end -}}
 {{- if not $token -}}
-{{- fail (printf "attach.snapshotToken is empty and the secret %s/%s (key token) was not found: give the read token" $.Release.Namespace $.Values.controlPlane.readTokenSecret) -}}
+{{- fail (printf "attach.snapshotToken is empty and the secret %s/%s (key token) was not found: give the read token" $.Release.Namespace $secretName) -}}
 {{- end -}}
 {{- if not $.Values.attach.snapshotKeys -}}
 {{- fail "attach.snapshotKeys is empty: the pulled snapshots are signed (ferry keygen prints the entry)" -}}
 {{- end -}}
-snapshot_url: https://{{ include "ferry.host" (list $ "ferry-control-plane") }}:{{ $.Values.controlPlane.httpPort }}/v1/snapshot
+snapshot_url: https://{{ include "ferry.host" (list $ "control-plane") }}:{{ $.Values.controlPlane.httpPort }}/v1/snapshot
 snapshot_cluster: {{ index . 1 | quote }}
 snapshot_poll_ms: {{ $.Values.attach.snapshotPollMs }}
 snapshot_token: {{ $token | quote }}
