@@ -192,6 +192,7 @@ fn renderings() -> Vec<(&'static str, Vec<&'static str>)> {
                 "logSink.enabled=true",
             ],
         ),
+        ("the apply job", vec!["--set", "apply.enabled=true"]),
     ]
 }
 
@@ -530,4 +531,122 @@ fn two_releases_share_a_namespace_without_sharing_a_name() {
     );
     assert!(out.status.success(), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("name: ferry-b-reader\n"));
+}
+
+/// The operator job (`apply.enabled`): its pods carry the labels the control plane's
+/// NetworkPolicy admits, present the operator's certificate (the secret a Certificate issues
+/// with the identity the control plane grants `push`), push to the control plane's Service,
+/// use only flags `ferry apply` has; and its script, run here on the first-install path (no
+/// control plane answers) against a real Redis over TLS, materializes the repo and then
+/// writes it onto the "volume", where the control plane's init container waits for ferry.yaml.
+#[test]
+fn the_apply_job_materializes_then_fills_the_repo_volume() {
+    let out = template("ferry", &["--set", "apply.enabled=true"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let rendered = String::from_utf8(out.stdout).unwrap();
+    let docs: Vec<serde_json::Value> = serde_norway::Deserializer::from_str(&rendered)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .filter(|v: &serde_json::Value| !v.is_null())
+        .collect();
+    let find = |kind: &str, name: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+    };
+    let job = find("Job", "ferry-apply");
+    let pod = &job["spec"]["template"];
+    let policy = find("NetworkPolicy", "ferry-control-plane");
+    let admitted = policy["spec"]["ingress"][0]["from"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["podSelector"]["matchLabels"].as_object().unwrap())
+        .any(|want| want.iter().all(|(k, v)| pod["metadata"]["labels"][k] == *v));
+    assert!(
+        admitted,
+        "the job's pods are not let in: {}",
+        pod["metadata"]
+    );
+    let tls = pod["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "tls")
+        .unwrap();
+    let secret = tls["secret"]["secretName"].as_str().unwrap();
+    let cert = find("Certificate", secret);
+    let identity = cert["spec"]["uris"][0].as_str().unwrap();
+    let grants = find("Deployment", "ferry-control-plane").to_string();
+    assert!(
+        grants.contains(&format!("push={identity}")),
+        "{identity} may not push"
+    );
+    let script = pod["spec"]["containers"][0]["command"][2]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        script.contains("url=https://ferry-control-plane.ferry.svc.cluster.local:8091\n"),
+        "{script}"
+    );
+    let help = ferry_integration_tests::run(
+        Command::new(ferry_integration_tests::bin("ferry")).args(["apply", "--help"]),
+    );
+    for flag in script
+        .split_whitespace()
+        .filter(|w| w.starts_with("--"))
+        .filter(|w| !["--max-time", "--cacert"].contains(w))
+    // curl's
+    {
+        assert!(
+            help.contains(&format!("{flag} ")),
+            "ferry apply has no {flag}"
+        );
+    }
+
+    // The first-install path, for real: the container's paths moved under a scratch folder.
+    let dir = tempfile::tempdir().unwrap();
+    let work = ferry_integration_tests::example_repo(
+        dir.path(),
+        &ferry_integration_tests::Options {
+            entities: Some(50),
+            ..Default::default()
+        },
+        |y| y,
+    );
+    let volume = dir.path().join("volume");
+    let script = script
+        .replace("/work/repo", work.to_str().unwrap())
+        .replace("/var/lib/ferry/repo", volume.join("repo").to_str().unwrap());
+    let (redis, files) = ferry_integration_tests::RedisServer::start_tls();
+    let url = redis.url().replace("redis://", "rediss://");
+    let bin_dir = ferry_integration_tests::bin("ferry");
+    let path = format!(
+        "{}:{}",
+        bin_dir.parent().unwrap().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .env("PATH", path)
+        .env("FERRY_REDIS", &url)
+        .env("FERRY_REDIS_CA_FILE", &files.ca_cert)
+        .env("FERRY_PUSH_TOKEN", "unused-on-first-install")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the job's script:\n{}", text(&out));
+    assert!(volume.join("repo/ferry.yaml").is_file());
+    assert!(volume.join("repo/data").is_dir());
+    let keys = Command::new("redis-cli")
+        .args(["--tls", "--cacert"])
+        .arg(&files.ca_cert)
+        .args(["-p", &redis.port.to_string(), "dbsize"])
+        .output()
+        .unwrap();
+    let keys: u64 = String::from_utf8_lossy(&keys.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(keys >= 50, "{keys} keys materialized");
+    println!("first install: {keys} keys materialized over TLS, then the volume written");
 }

@@ -64,11 +64,11 @@ metadata:
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
-{{/* imagePullPolicy, only when set (else the cluster's default). */}}
+{{/* imagePullPolicy, only when set (else the cluster's default), on a line of its own at
+     the container's indent: {{- include "ferry.pullPolicy" (list . 8) }}. Nothing when unset
+     (not even a blank line). */}}
 {{- define "ferry.pullPolicy" -}}
-{{- with .Values.image.pullPolicy }}
-imagePullPolicy: {{ . }}
-{{- end }}
+{{- with (index . 0).Values.image.pullPolicy }}{{ printf "imagePullPolicy: %s" . | nindent (index $ 1) }}{{ end -}}
 {{- end }}
 
 {{/* A Service's in-cluster DNS name: include "ferry.host" (list . "reader") is
@@ -77,12 +77,9 @@ imagePullPolicy: {{ . }}
 {{ include "ferry.name" . }}.{{ (index . 0).Release.Namespace }}.svc.{{ (index . 0).Values.clusterDomain }}
 {{- end }}
 
-{{/* resources, only when set. */}}
+{{/* resources, only when set, at the container's indent: {{- include "ferry.resources" (list RESOURCES 8) }}. */}}
 {{- define "ferry.resources" -}}
-{{- with . }}
-resources:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
+{{- with index . 0 }}{{ printf "resources:\n%s" (toYaml . | indent 2) | nindent (index $ 1) }}{{ end -}}
 {{- end }}
 
 {{/* The pull config of the filter (Envoy Gateway's policy, Istio's WasmPlugin): args
