@@ -7,11 +7,16 @@
 #   control-plane  DNS control-plane, localhost, IP 127.0.0.1 server (xDS; the API, also from
 #                                                             the host through the published port)
 #   envoy          DNS ferry-docker (its node id)             client of both
-# The servers require client certificates of the CA (mTLS); the control plane lets a
-# certificate use the node id it names. A second start finds them and does nothing.
+#   redis          DNS redis, localhost, IP 127.0.0.1         server (TLS; its healthcheck
+#                                                             connects to localhost)
+# and the CA's certificate alone in `certs-trust` (/certs/trust/ca.crt), for the init job, which
+# reaches Redis over TLS and holds no certificate of its own.
+# Ferry's servers require client certificates of the CA (mTLS); the control plane lets a
+# certificate use the node id it names. Redis asks for none (Ferry's Redis client sends none):
+# its clients give the password. A second start finds them and does nothing.
 set -eu
 out=/certs
-if [ -s "$out/envoy/tls.crt" ]; then
+if [ -s "$out/redis/tls.crt" ]; then
   echo "certs: present"; exit 0
 fi
 umask 077
@@ -35,8 +40,12 @@ issue() {
   chmod 0444 "$dir/tls.crt" "$dir/ca.crt"
 }
 # The ferry image's user is 10001; the official Envoy image drops to its `envoy` user, 101 (the
-# local stand-in runs Envoy as root).
+# local stand-in runs Envoy as root); Redis runs as 999 (compose's `user:`, the official
+# image's redis user).
 issue reader 10001 "DNS:reader" serverAuth
 issue control-plane 10001 "DNS:control-plane,DNS:localhost,IP:127.0.0.1" serverAuth
 issue envoy 101 "DNS:ferry-docker" clientAuth
-echo "certs: made (CA and reader, control-plane, envoy certificates)"
+issue redis 999 "DNS:redis,DNS:localhost,IP:127.0.0.1" serverAuth
+cp "$ca/ca.crt" "$out/trust/ca.crt"
+chmod 0444 "$out/trust/ca.crt"
+echo "certs: made (CA and reader, control-plane, envoy, redis certificates)"

@@ -213,7 +213,7 @@ fn the_compose_file_agrees_with_the_bootstrap() {
         2,
         "reader and control plane"
     );
-    for party in ["reader", "control-plane", "envoy"] {
+    for party in ["reader", "control-plane", "envoy", "redis"] {
         assert!(
             compose.contains(&format!("- certs-{party}:/etc/ferry/tls:ro\n")),
             "{party} does not mount its certificate"
@@ -227,6 +227,32 @@ fn the_compose_file_agrees_with_the_bootstrap() {
         compose.contains("--requirepass"),
         "Redis requires a password"
     );
+    // Redis over TLS only: no plaintext port, every client's URL rediss:// with the stack's CA.
+    assert!(
+        compose.contains(" --port 0 --tls-port 6380 "),
+        "Redis serves plaintext"
+    );
+    assert!(!compose.contains("redis://"), "a plaintext Redis URL");
+    let services = yaml("docker-compose.yml");
+    for name in ["init", "reader", "control-plane"] {
+        let env = &services["services"][name]["environment"];
+        assert_eq!(
+            env["FERRY_REDIS"].as_str(),
+            Some("rediss://redis:6380"),
+            "{name}"
+        );
+        let ca = env["FERRY_REDIS_CA_FILE"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: no CA"));
+        let dir = ca.rsplit_once('/').unwrap().0;
+        let volumes = services["services"][name]["volumes"].as_sequence().unwrap();
+        assert!(
+            volumes
+                .iter()
+                .any(|v| v.as_str().unwrap().ends_with(&format!(":{dir}:ro"))),
+            "{name}: {ca} is on no mounted volume"
+        );
+    }
     assert!(compose.contains("command: [\"envoy\", \"-c\", \"/etc/envoy/envoy.yaml\""));
     let wasm = "/opt/ferry/ferry_filter.wasm";
     assert!(compose.contains(&format!("- --wasm\n      - {wasm}\n")));
