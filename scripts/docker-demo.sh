@@ -31,6 +31,7 @@ say "starting the compose stack (project $PROJECT)"
 compose up -d --no-build 2>&1 | grep -v '^$' || true
 docker_wait_ready "$FERRY_LISTEN_PORT" 180
 compose ps
+docker_wait_enriched "$FERRY_LISTEN_PORT" 60 || say "the samples follow anyway"
 
 # Each request: what the client sends, then what the model received (it echoes it) or Ferry's
 # error. The embedding lists are folded onto one line.

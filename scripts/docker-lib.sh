@@ -146,6 +146,23 @@ net_restore() {
 # listener (it listens once its initialization, the control plane's snapshot included, is done;
 # before that the published port's connections are reset), or fail showing the stack's recent
 # logs. (Its admin /ready is on the container's loopback, not published.)
+# docker_wait_enriched PORT SECONDS: until a known user comes back enriched through the compose
+# Envoy (200). Envoy answering is not the reader serving: its first Redis call opens the
+# connection (a TLS handshake) within the call's 50 ms budget, which a machine busy starting
+# the stack can miss (504 redis_timeout until the reader's next connection answers).
+docker_wait_enriched() {
+  local i code=""
+  for i in $(seq $(($2 * 4))); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H 'content-type: application/json' \
+      -d '{"instances": [{"user_id": "u000001"}]}' \
+      "http://127.0.0.1:$1/v1/models/fraud:predict" 2>/dev/null || true)
+    [ "$code" = 200 ] && { say "enriched through the compose Envoy"; return 0; }
+    sleep 0.25
+  done
+  say "no enriched answer within $2 s (last HTTP $code)"
+  return 1
+}
+
 docker_wait_ready() {
   local i code
   for i in $(seq $(($2 * 5))); do

@@ -45,6 +45,7 @@ grep '^==' "$DOCKER_STATE/test-build.log"
 say "the stack up (project $PROJECT; Envoy 127.0.0.1:$FERRY_LISTEN_PORT, control plane 127.0.0.1:$FERRY_CP_PORT)"
 compose up -d --no-build > "$TMP/up.log" 2>&1 || { cat "$TMP/up.log" >&2; exit 1; }
 docker_wait_ready "$FERRY_LISTEN_PORT" 180
+docker_wait_enriched "$FERRY_LISTEN_PORT" 60
 
 # The sources as the init container generated them (anchored at its start), for the checks.
 mkdir -p "$TMP/repo"
