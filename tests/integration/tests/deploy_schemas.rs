@@ -650,3 +650,34 @@ fn the_apply_job_materializes_then_fills_the_repo_volume() {
     assert!(keys >= 50, "{keys} keys materialized");
     println!("first install: {keys} keys materialized over TLS, then the volume written");
 }
+
+/// docs/production.md's values file (step 4) with its policy (step 7) renders, and the
+/// rendering passes the real schemas: the guide's example stays installable.
+#[test]
+fn the_production_guides_values_render_and_pass_the_schemas() {
+    let guide = std::fs::read_to_string(root().join("docs/production.md")).unwrap();
+    let step = &guide[guide
+        .find("**4. Chart values and install.**")
+        .expect("step 4")..];
+    let block = step
+        .split_once("```yaml\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .expect("step 4's values file")
+        .0;
+    let dir = tempfile::tempdir().unwrap();
+    let values = dir.path().join("my-values.yaml");
+    std::fs::write(&values, block).unwrap();
+    let (_, attach) = renderings().remove(2);
+    let mut args = vec!["-f", values.to_str().unwrap()];
+    args.extend(attach);
+    let out = template("ferry", &args);
+    assert!(out.status.success(), "{}", text(&out));
+    let rendered = String::from_utf8(out.stdout).unwrap();
+    for kind in ["Job", "EnvoyExtensionPolicy", "EnvoyPatchPolicy"] {
+        assert!(rendered.contains(&format!("\nkind: {kind}\n")), "no {kind}");
+    }
+    let path = dir.path().join("rendered.yaml");
+    std::fs::write(&path, rendered).unwrap();
+    let out = kubectl_validate(&[path]);
+    assert!(out.status.success(), "{}", text(&out));
+}
