@@ -76,3 +76,23 @@ fn run(cli: Cli) -> Result<()> {
         Command::LogSink(args) => cli::log_sink::run(args),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// docs/cli.md's table of each subcommand is clap's own definition of it: a flag, a
+    /// default or an environment variable changed here and not there fails.
+    #[test]
+    fn the_cli_page_lists_every_flag_with_its_default() {
+        let cli = super::Cli::command();
+        for sub in cli.get_subcommands() {
+            let name = format!("ferry {}", sub.get_name());
+            ferry_test_support::docs::check_block(
+                "docs/cli.md",
+                &name,
+                &ferry_test_support::docs::cli_table(sub),
+            );
+        }
+    }
+}

@@ -36,3 +36,17 @@ async fn main() -> anyhow::Result<()> {
     .await;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    /// docs/cli.md's table of `ferry-demo-model` is clap's own definition of it.
+    #[test]
+    fn the_cli_page_lists_every_flag_with_its_default() {
+        use clap::CommandFactory;
+        ferry_test_support::docs::check_block(
+            "docs/cli.md",
+            "ferry-demo-model",
+            &ferry_test_support::docs::cli_table(&super::Args::command()),
+        );
+    }
+}

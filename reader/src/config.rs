@@ -196,6 +196,17 @@ mod tests {
         assert_eq!(format!("{parsed:?}"), format!("{built:?}"));
     }
 
+    /// docs/cli.md's table of `ferry-reader` is clap's own definition of it.
+    #[test]
+    fn the_cli_page_lists_every_flag_with_its_default() {
+        use clap::CommandFactory;
+        ferry_test_support::docs::check_block(
+            "docs/cli.md",
+            "ferry-reader",
+            &ferry_test_support::docs::cli_table(&Config::command()),
+        );
+    }
+
     #[test]
     fn zero_limits_are_refused() {
         assert!(Config::try_parse_from(["ferry-reader", "--max-batch", "0"]).is_err());

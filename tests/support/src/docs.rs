@@ -1,0 +1,135 @@
+//! The book's generated blocks: a reference table made from the code's own definitions (clap's
+//! commands, the error table, the config model) sits in a chapter between two markers, and a
+//! test keeps it equal to what the code makes now. `FERRY_WRITE_DOCS=1` rewrites the block
+//! instead of failing, which is how a change to a flag or a key updates its page.
+
+use std::path::{Path, PathBuf};
+
+/// The repository's root (this crate is `tests/support`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn begin(name: &str) -> String {
+    format!("<!-- generated: {name} (a test keeps this block equal to the code; FERRY_WRITE_DOCS=1 rewrites it) -->\n")
+}
+
+const END: &str = "<!-- end generated -->";
+
+/// Fails, naming the chapter and the block and showing the block the code makes, unless the
+/// chapter `doc` (relative to the repository) holds `body` between the markers of `name`.
+pub fn check_block(doc: &str, name: &str, body: &str) {
+    let path = repo_root().join(doc);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{doc}: {e}"));
+    let start = begin(name);
+    let expected = format!("{start}{body}{END}");
+    let Some(at) = text.find(&start) else {
+        panic!("{doc} has no generated block '{name}'; add the markers or run with FERRY_WRITE_DOCS=1 after adding:\n{start}{END}");
+    };
+    let Some(len) = text[at..].find(END) else {
+        panic!("{doc}: the generated block '{name}' has no end marker {END}");
+    };
+    let found = &text[at..at + len + END.len()];
+    if found == expected {
+        return;
+    }
+    if std::env::var_os("FERRY_WRITE_DOCS").is_some() {
+        let new = format!("{}{expected}{}", &text[..at], &text[at + len + END.len()..]);
+        std::fs::write(&path, new).unwrap();
+        return;
+    }
+    let diff: Vec<String> = diff_lines(found, &expected);
+    panic!(
+        "{doc}: the block '{name}' differs from the code (FERRY_WRITE_DOCS=1 rewrites it):\n{}",
+        diff.join("\n")
+    );
+}
+
+/// The lines only one side has, `-` the chapter's, `+` the code's.
+fn diff_lines(found: &str, expected: &str) -> Vec<String> {
+    let f: Vec<&str> = found.lines().collect();
+    let e: Vec<&str> = expected.lines().collect();
+    let mut out: Vec<String> = f
+        .iter()
+        .filter(|l| !e.contains(l))
+        .map(|l| format!("- {l}"))
+        .collect();
+    out.extend(
+        e.iter()
+            .filter(|l| !f.contains(l))
+            .map(|l| format!("+ {l}")),
+    );
+    out
+}
+
+/// A Markdown table cell: one line, `|` escaped.
+pub fn cell(s: &str) -> String {
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('|', "\\|")
+}
+
+/// Every argument of `cmd` as clap defines it: name and value, default, environment variable,
+/// its help (the first paragraph of its doc comment). Hidden arguments are left out.
+pub fn cli_table(cmd: &clap::Command) -> String {
+    let mut out = String::from("| argument | default | environment | what |\n|---|---|---|---|\n");
+    for a in cmd.get_arguments() {
+        if a.is_hide_set() {
+            continue;
+        }
+        let value = a
+            .get_value_names()
+            .map(|v| {
+                v.iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_else(|| a.get_id().to_string().to_uppercase());
+        let takes = a.get_action().takes_values();
+        let mut name = if a.is_positional() {
+            value.clone()
+        } else {
+            let long = a.get_long().map(|l| format!("--{l}")).unwrap_or_default();
+            let short = a.get_short().map(|s| format!("-{s}, ")).unwrap_or_default();
+            if takes {
+                format!("{short}{long} {value}")
+            } else {
+                format!("{short}{long}")
+            }
+        };
+        if matches!(a.get_action(), clap::ArgAction::Append) {
+            name.push_str(" ...");
+        }
+        let default = a
+            .get_default_values()
+            .iter()
+            .map(|v| v.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let default = if a.is_required_set() {
+            "required".to_owned()
+        } else if default.is_empty() {
+            String::new()
+        } else if !takes {
+            // A switch's default (`false`) says nothing.
+            String::new()
+        } else {
+            format!("`{}`", cell(&default))
+        };
+        let env = a
+            .get_env()
+            .map(|e| format!("`{}`", e.to_string_lossy()))
+            .unwrap_or_default();
+        let help = a
+            .get_help()
+            .map(|h| cell(&h.to_string()))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "| `{}` | {default} | {env} | {help} |\n",
+            cell(&name)
+        ));
+    }
+    out
+}
