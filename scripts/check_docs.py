@@ -4,7 +4,12 @@
 
 Anchors follow GitHub's (and mdBook's) rule: the heading's text, lowercased, spaces to '-',
 every character but letters, digits, '-' and '_' dropped; a repeated heading gets '-1', '-2'.
-Exit status 1 with one line per broken link. Python 3 standard library only.
+It also checks docs/environment.md against the code: every `FERRY_*` variable the code, the
+scripts or the tests read is on it, every `FERRY_*` the book names is read somewhere, and the
+demo scripts' default ports are the page's (the commands' own ports and variables are generated
+blocks, checked by Rust tests from clap's definitions).
+
+Exit status 1 with one line per problem. Python 3 standard library only.
 """
 
 import os
@@ -147,6 +152,65 @@ def check_summary(files):
     return problems
 
 
+ENV_PAGE = os.path.join(BOOK, "environment.md")
+FERRY_VAR = re.compile(r"\bFERRY_[A-Z0-9_]*[A-Z0-9]\b")
+# Files whose FERRY_* names are variables someone sets (not the book, not build output).
+CODE_FILE = re.compile(r"(\.(rs|sh|py|toml|yaml|yml|tmpl)|Makefile|Dockerfile[^/]*)$")
+# FERRY_* names in the code that are not environment variables.
+NOT_VARIABLES = {
+    "FERRY_HTTP_FILTER",  # a placeholder of envoy/*.yaml.tmpl, replaced by `ferry envoy-config`
+    "FERRY_YAML",  # a test's constant (the text of a ferry.yaml)
+    "FERRY_DOCKER",  # the prefix of FERRY_DOCKER_* in a script's loop
+}
+DEMO_PORT = re.compile(r"\$\{(FERRY_[A-Z_]+_PORT):-(\d+)\}")
+DEMO_SCRIPTS = ("scripts/demo.sh", "scripts/demo-feast.sh")
+
+
+def tracked(pattern):
+    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [f for f in out.splitlines() if pattern.search(f) and os.path.isfile(os.path.join(ROOT, f))]
+
+
+def read(rel):
+    with open(os.path.join(ROOT, rel), encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def check_environment(markdown):
+    """docs/environment.md against the FERRY_* names the code reads and the demo's ports."""
+    if not os.path.isfile(os.path.join(ROOT, ENV_PAGE)):
+        return [f"{ENV_PAGE}: missing"]
+    problems = []
+    code = set()
+    for f in tracked(CODE_FILE):
+        if not f.startswith(("target/", "docs/")) and f != "scripts/check_docs.py":
+            code |= set(FERRY_VAR.findall(read(f)))
+    code -= NOT_VARIABLES
+    page = read(ENV_PAGE)
+    listed = set(FERRY_VAR.findall(page))
+    for v in sorted(code - listed):
+        problems.append(f"{ENV_PAGE}: {v} is read by the code but not listed")
+    for md in markdown:
+        for v in sorted(set(FERRY_VAR.findall(read(md))) - code):
+            problems.append(f"{md}: {v} is read nowhere in the code")
+    rows = {}
+    for line in page.splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) > 3 and cells[1].isdigit():
+            rows[cells[-2].strip("`")] = cells[1]
+    seen = {}
+    for script in DEMO_SCRIPTS:
+        for var, port in DEMO_PORT.findall(read(script)):
+            seen[var] = port
+            if rows.get(var) != port:
+                problems.append(f"{ENV_PAGE}: {script} starts {var} on {port}, "
+                                f"the page says {rows.get(var, 'nothing')}")
+    for var in sorted(set(rows) - set(seen)):
+        problems.append(f"{ENV_PAGE}: port row {var} is in no demo script")
+    return problems
+
+
 def main():
     files = markdown_files()
     problems = []
@@ -158,12 +222,14 @@ def main():
             if why:
                 problems.append(f"{src}:{n}: ({dest}) {why}")
     problems += check_summary(files)
+    problems += check_environment(files)
     if problems:
-        print(f"check_docs: {len(problems)} broken link(s) or book entries:", file=sys.stderr)
+        print(f"check_docs: {len(problems)} problem(s): broken links, book entries, environment:", file=sys.stderr)
         for p in problems:
             print(f"  {p}", file=sys.stderr)
         return 1
-    print(f"check_docs: {len(files)} Markdown files, every relative link and anchor holds")
+    print(f"check_docs: {len(files)} Markdown files, every relative link and anchor holds, "
+          f"{ENV_PAGE} matches the code")
     return 0
 
 

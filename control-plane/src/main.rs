@@ -95,4 +95,15 @@ mod tests {
             );
         }
     }
+
+    /// docs/environment.md's tables of ports and variables: clap's defaults and `env`s.
+    #[test]
+    fn the_ports_and_environment_pages_hold_every_default_port_and_variable() {
+        let cli = super::Cli::command();
+        let docs = "docs/environment.md";
+        let ports = ferry_test_support::docs::ports_table("ferry", &cli);
+        ferry_test_support::docs::check_block(docs, "ports: ferry", &ports);
+        let env = ferry_test_support::docs::env_table("ferry", &cli);
+        ferry_test_support::docs::check_block(docs, "environment: ferry", &env);
+    }
 }

@@ -49,4 +49,19 @@ mod tests {
             &ferry_test_support::docs::cli_table(&super::Args::command()),
         );
     }
+
+    /// docs/environment.md's tables of the model's port and variable.
+    #[test]
+    fn the_ports_and_environment_pages_hold_every_default_port_and_variable() {
+        use clap::CommandFactory;
+        use ferry_test_support::docs::{check_block, env_table, ports_table};
+        let cmd = super::Args::command();
+        let (docs, name) = ("docs/environment.md", "ferry-demo-model");
+        check_block(docs, "ports: ferry-demo-model", &ports_table(name, &cmd));
+        check_block(
+            docs,
+            "environment: ferry-demo-model",
+            &env_table(name, &cmd),
+        );
+    }
 }

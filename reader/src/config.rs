@@ -207,6 +207,25 @@ mod tests {
         );
     }
 
+    /// docs/environment.md's tables of the reader's ports and variables.
+    #[test]
+    fn the_ports_and_environment_pages_hold_every_default_port_and_variable() {
+        use clap::CommandFactory;
+        use ferry_test_support::docs::{check_block, env_table, ports_table};
+        let cmd = Config::command();
+        let docs = "docs/environment.md";
+        check_block(
+            docs,
+            "ports: ferry-reader",
+            &ports_table("ferry-reader", &cmd),
+        );
+        check_block(
+            docs,
+            "environment: ferry-reader",
+            &env_table("ferry-reader", &cmd),
+        );
+    }
+
     #[test]
     fn zero_limits_are_refused() {
         assert!(Config::try_parse_from(["ferry-reader", "--max-batch", "0"]).is_err());

@@ -133,3 +133,50 @@ pub fn cli_table(cmd: &clap::Command) -> String {
     }
     out
 }
+
+/// `cmd` and each of its subcommands, named as typed (`ferry serve`).
+fn walk(name: &str, cmd: &clap::Command) -> Vec<(String, clap::Command)> {
+    let mut out = vec![(name.to_owned(), cmd.clone())];
+    for sub in cmd.get_subcommands() {
+        out.extend(walk(&format!("{name} {}", sub.get_name()), sub));
+    }
+    out
+}
+
+/// The ports `cmd` listens on or connects to by default: each argument whose default is a
+/// socket address or whose flag names a port.
+pub fn ports_table(name: &str, cmd: &clap::Command) -> String {
+    let mut out = String::from("| command | flag | default |\n|---|---|---|\n");
+    for (command, c) in walk(name, cmd) {
+        for a in c.get_arguments() {
+            let Some(default) = a.get_default_values().first() else {
+                continue;
+            };
+            let default = default.to_string_lossy();
+            let long = a.get_long().unwrap_or_default();
+            let is_port = long.ends_with("port")
+                || default.parse::<std::net::SocketAddr>().is_ok()
+                || default.starts_with("redis://");
+            if is_port && !a.is_hide_set() {
+                out.push_str(&format!("| `{command}` | `--{long}` | `{default}` |\n"));
+            }
+        }
+    }
+    out
+}
+
+/// Every environment variable `cmd` reads through clap, with the flag it stands for.
+pub fn env_table(name: &str, cmd: &clap::Command) -> String {
+    let mut out = String::from("| variable | command | flag |\n|---|---|---|\n");
+    for (command, c) in walk(name, cmd) {
+        for a in c.get_arguments() {
+            if let (Some(env), Some(long)) = (a.get_env(), a.get_long()) {
+                out.push_str(&format!(
+                    "| `{}` | `{command}` | `--{long}` |\n",
+                    env.to_string_lossy()
+                ));
+            }
+        }
+    }
+    out
+}
