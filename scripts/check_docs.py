@@ -7,7 +7,8 @@ every character but letters, digits, '-' and '_' dropped; a repeated heading get
 It also checks docs/environment.md against the code: every `FERRY_*` variable the code, the
 scripts or the tests read is on it, every `FERRY_*` the book names is read somewhere, and the
 demo scripts' default ports are the page's (the commands' own ports and variables are generated
-blocks, checked by Rust tests from clap's definitions).
+blocks, checked by Rust tests from clap's definitions). And it keeps one home for each fact of
+ONE_HOME: stated in its owner, linked from everywhere else.
 
 Exit status 1 with one line per problem. Python 3 standard library only.
 """
@@ -211,6 +212,64 @@ def check_environment(markdown):
     return problems
 
 
+# One home for each fact (#38): the facts that had drifted apart in two or three copies, each with
+# the one file that states it and the patterns that recognise a statement of it. A match in any
+# other file of the README and the book fails: link to the owner instead. bench/README.md is the
+# benchmarks' own record (the figures' source, which the owners cite) and is not scanned; nor are
+# generated blocks (`<!-- generated: ... -->`), which restate the code, not a chapter.
+ONE_HOME = [
+    ("the pitch and its diagram", "README.md",
+     [r"──HTTP──▶ Envoy", r"never calls a feature server"]),
+    ("the two commands", "README.md", [r"(?m)^make (demo|stop|test) +#"]),
+    ("the Docker targets", "docs/docker.md",
+     [r"(?m)^make (docker-demo|docker-stop|test-docker) +#"]),
+    ("an enriched request, before and after", "docs/request-formats.md",
+     [r'"transactions__txn_count_7d": \d+']),
+    ("the control plane's metrics", "docs/metrics.md",
+     [r"ferry_xds_\{", r"ferry_xds_connected_streams"]),
+    ("the on-demand cost figures", "docs/on-demand.md",
+     [r"(?i)five derived features[^.]{0,80}?\d+(\.\d+)? µs"]),
+    ("the default ports", "docs/environment.md",
+     [r"default `?127\.0\.0\.1:\d+", r"defaults \d{4,5}/\d{4,5}",
+      r"(?i)\badmin on \d{4,5}"]),
+    ("`ferry serve --max-streams`'s default", "docs/cli.md",
+     [r"`--max-streams` \(default 16"]),
+]
+# The table of contents is the README's links (the entrance) and docs/SUMMARY.md (the book's
+# sidebar); any other page linking this many chapters is a copy of it.
+TOC_LINKS = 12
+GENERATED = re.compile(r"<!-- generated: .*?<!-- end generated -->", re.S)
+
+
+def one_home(markdown):
+    problems = []
+    scanned = [f for f in markdown if (f == "README.md" or f.startswith(BOOK + os.sep))
+               and f != SUMMARY]
+    for f in scanned:
+        text = GENERATED.sub("", read(f))
+        flat = re.sub(r"\s*\n\s*", " ", text)
+        for fact, owner, patterns in ONE_HOME:
+            if f == owner:
+                continue
+            for pat in patterns:
+                m = re.search(pat, text) or re.search(pat, flat)
+                if m:
+                    problems.append(f"{f}: states {fact} ('{m.group(0)}'), whose home is {owner}: "
+                                    f"link to it instead")
+                    break
+        if f != "README.md":
+            chapters = {os.path.normpath(os.path.join(os.path.dirname(f), d.partition("#")[0]))
+                        for _, d in links(text) if not SCHEME.match(d)}
+            chapters = {c for c in chapters if c.startswith(BOOK + os.sep) and c.endswith(".md")}
+            if len(chapters) >= TOC_LINKS:
+                problems.append(f"{f}: links {len(chapters)} chapters, a copy of the table of "
+                                f"contents (README.md's links, {SUMMARY}): link to them instead")
+    for fact, owner, _ in ONE_HOME:
+        if not os.path.isfile(os.path.join(ROOT, owner)):
+            problems.append(f"{owner}: missing, the home of {fact}")
+    return problems
+
+
 def main():
     files = markdown_files()
     problems = []
@@ -223,13 +282,14 @@ def main():
                 problems.append(f"{src}:{n}: ({dest}) {why}")
     problems += check_summary(files)
     problems += check_environment(files)
+    problems += one_home(files)
     if problems:
-        print(f"check_docs: {len(problems)} problem(s): broken links, book entries, environment:", file=sys.stderr)
+        print(f"check_docs: {len(problems)} problem(s): broken links, book entries, environment, one home:", file=sys.stderr)
         for p in problems:
             print(f"  {p}", file=sys.stderr)
         return 1
     print(f"check_docs: {len(files)} Markdown files, every relative link and anchor holds, "
-          f"{ENV_PAGE} matches the code")
+          f"{ENV_PAGE} matches the code, each fact of ONE_HOME has one home")
     return 0
 
 
