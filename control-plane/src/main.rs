@@ -96,6 +96,23 @@ mod tests {
         }
     }
 
+    /// docs/cli.md's prose, where it states a default (`[--max-streams 16384]`, `--flag`
+    /// (default N)), states clap's.
+    #[test]
+    fn the_cli_page_prose_states_the_defaults_clap_has() {
+        let cli = super::Cli::command();
+        let mut wrong = Vec::new();
+        for sub in cli.get_subcommands() {
+            let title = format!("ferry {}", sub.get_name());
+            wrong.extend(ferry_test_support::docs::prose_defaults(
+                "docs/cli.md",
+                &title,
+                sub,
+            ));
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
     /// docs/environment.md's tables of ports and variables: clap's defaults and `env`s.
     #[test]
     fn the_ports_and_environment_pages_hold_every_default_port_and_variable() {

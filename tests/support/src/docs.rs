@@ -180,3 +180,67 @@ pub fn env_table(name: &str, cmd: &clap::Command) -> String {
     }
     out
 }
+
+/// The literal defaults the prose of `doc`'s section `## `title`` states for `cmd`'s flags,
+/// `[--flag VALUE]` in a synopsis or `` `--flag` (default VALUE `` in a sentence, each compared
+/// with clap's: returns one line per difference. A metavariable (`[--flag N]`, all capitals)
+/// states no default; a value that starts with a digit or is a URL is a stated default (write
+/// a metavariable for an example). Generated blocks are not prose and are skipped.
+pub fn prose_defaults(doc: &str, title: &str, cmd: &clap::Command) -> Vec<String> {
+    let text = std::fs::read_to_string(repo_root().join(doc)).unwrap();
+    let heading = format!("## `{title}`\n");
+    let Some(start) = text.find(&heading) else {
+        return vec![format!("{doc}: no section {heading}")];
+    };
+    let body = &text[start + heading.len()..];
+    let body = &body[..body.find("\n## ").unwrap_or(body.len())];
+    let prose = body.split("<!-- generated:").next().unwrap_or_default();
+    let prose = prose.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut stated = Vec::new();
+    for (i, _) in prose.match_indices("[--") {
+        let rest = &prose[i + 3..];
+        let end = rest.find([']', '[']).unwrap_or(rest.len());
+        if let Some((flag, value)) = rest[..end].split_once(' ') {
+            stated.push((flag.to_owned(), value.trim().to_owned()));
+        }
+    }
+    for (i, _) in prose.match_indices("` (default ") {
+        let Some(open) = prose[..i].rfind("`--") else {
+            continue;
+        };
+        let flag = &prose[open + 3..i];
+        let rest = &prose[i + "` (default ".len()..];
+        let value: String = rest
+            .chars()
+            .take_while(|c| !matches!(c, ')' | ';' | ' ' | ':'))
+            .collect();
+        if !flag.contains(' ') {
+            stated.push((flag.to_owned(), value));
+        }
+    }
+    let mut out = Vec::new();
+    for (flag, value) in stated {
+        let is_literal = value.starts_with(|c: char| c.is_ascii_digit()) || value.contains("://");
+        if !is_literal {
+            continue;
+        }
+        let Some(arg) = cmd.get_arguments().find(|a| a.get_long() == Some(&flag)) else {
+            out.push(format!(
+                "{doc} `{title}`: `--{flag}` is not a flag of the command"
+            ));
+            continue;
+        };
+        let default: Vec<String> = arg
+            .get_default_values()
+            .iter()
+            .map(|v| v.to_string_lossy().into_owned())
+            .collect();
+        let value = value.replace(',', "");
+        if default.first() != Some(&value) {
+            out.push(format!(
+                "{doc} `{title}`: the prose says `--{flag}` defaults to {value}, clap says {default:?}"
+            ));
+        }
+    }
+    out
+}
