@@ -207,6 +207,18 @@ mod tests {
         );
     }
 
+    /// docs/cli.md's prose on `ferry-reader` states clap's defaults where it states one.
+    #[test]
+    fn the_cli_page_prose_states_the_defaults_clap_has() {
+        use clap::CommandFactory;
+        let wrong = ferry_test_support::docs::prose_defaults(
+            "docs/cli.md",
+            "ferry-reader",
+            &Config::command(),
+        );
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
     /// docs/environment.md's tables of the reader's ports and variables.
     #[test]
     fn the_ports_and_environment_pages_hold_every_default_port_and_variable() {
