@@ -180,3 +180,106 @@ fn the_ferry_yaml_reference_gives_the_codes_defaults_and_bounds() {
         format!("`{}`", rules::DEFAULT_FEATURES_HEADER)
     );
 }
+
+/// A repo with every word-valued key set; `zzz` in one place makes `ferry apply` list that key's
+/// accepted words.
+const WORDS_REPO: &str = r#"
+project: p
+entities:
+  - {name: user, join_key: user_id, type: ENTITY_TYPE}
+feature_views:
+  - name: v
+    entities: [user]
+    source: {path: data/v.csv, timestamp_field: ts, timestamp_unit: UNIT}
+    features:
+      - {name: a, type: FEATURE_TYPE}
+feature_services:
+  - {name: s, features: [v]}
+routes:
+  - match: {path_prefix: /x}
+    service: s
+    format: FORMAT
+    entity: {field: user_id}
+    feature_names: NAMES
+    on_missing_entity: MISSING
+    on_stale: STALE
+    on_reader_error: READER
+  - match: {path_prefix: /h}
+    service: s
+    format: header
+    entity: {field: user_id}
+    features_encoding: ENCODING
+"#;
+
+/// (placeholder, a valid word, the page's key, whether the code's first word is the default).
+const WORDS: &[(&str, &str, &str, bool)] = &[
+    ("ENTITY_TYPE", "string", "entities[].type", false),
+    ("UNIT", "s", "feature_views[].source.timestamp_unit", false),
+    (
+        "FEATURE_TYPE",
+        "int64",
+        "feature_views[].features[].type",
+        false,
+    ),
+    ("FORMAT", "kserve_v1", "routes[].format", false),
+    ("NAMES", "full", "routes[].feature_names", true),
+    ("MISSING", "reject", "routes[].on_missing_entity", true),
+    ("STALE", "null", "routes[].on_stale", true),
+    ("READER", "reject", "routes[].on_reader_error", true),
+    ("ENCODING", "json", "routes[].features_encoding", true),
+];
+
+/// The backquoted words of a cell, in order (`` `full` (`view__feature`) `` → full, view__feature).
+fn quoted(cell: &str) -> Vec<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_ferry_yaml_reference_lists_the_words_apply_accepts() {
+    let rows = documented();
+    let mut problems = Vec::new();
+    for (hole, _, key, first_is_default) in WORDS {
+        let mut yaml = WORDS_REPO.replace(hole, "zzz");
+        for (other, word, _, _) in WORDS {
+            yaml = yaml.replace(other, word);
+        }
+        let files = [("data/v.csv", "user_id,ts,a\n")];
+        let (_dir, reg) = crate::test_support::load_repo(&yaml, &files);
+        let e = format!("{:#}", reg.err().expect("zzz is refused"));
+        // "(expected one of a, b, c)", "(expected a, b or c)", "(expected a or b)".
+        let Some(list) = e
+            .split("(expected ")
+            .nth(1)
+            .map(|l| l.split(')').next().unwrap_or_default())
+        else {
+            problems.push(format!("`{key}`: no list of words in: {e}"));
+            continue;
+        };
+        let list = list.trim_start_matches("one of ").replace(" or ", ", ");
+        let code: Vec<String> = list.split(", ").map(|w| w.trim().to_owned()).collect();
+        let row = &rows[*key];
+        let page: BTreeSet<String> = quoted(&row[4]).into_iter().collect();
+        for w in &code {
+            if !page.contains(w) {
+                problems.push(format!(
+                    "`{key}`: apply accepts `{w}`, the page does not list it"
+                ));
+            }
+        }
+        if *first_is_default && quoted(&row[3]) != [code[0].clone()] {
+            problems.push(format!(
+                "`{key}`: the default is `{}`, the page says {}",
+                code[0], row[3]
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "docs/ferry-yaml.md differs from the words ferry apply accepts:\n{}",
+        problems.join("\n")
+    );
+}
