@@ -232,6 +232,9 @@ ONE_HOME = [
     ("the default ports", "docs/environment.md",
      [r"default `?127\.0\.0\.1:\d+", r"defaults \d{4,5}/\d{4,5}",
       r"(?i)\badmin on \d{4,5}"]),
+    ("the `ferry.yaml` settings' defaults and bounds", "docs/ferry-yaml.md",
+     [r"(?<![_a-z])(max_body_bytes|max_entities|reader_timeout_ms|max_header_bytes|cache_max_age_ms"
+      r"|max_bytes)\b[^|\n]{0,40}\bdefault \d"]),
     ("`ferry serve --max-streams`'s default", "docs/cli.md",
      [r"`--max-streams` \(default 16"]),
 ]
