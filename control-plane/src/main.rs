@@ -113,6 +113,19 @@ mod tests {
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 
+    /// The other chapters' `--flag` (default N), against the defaults of the commands that
+    /// have the flag (ferry's and the reader's).
+    #[test]
+    fn the_chapters_state_the_defaults_clap_has() {
+        use clap::CommandFactory;
+        let cmds = [
+            super::Cli::command(),
+            ferry_reader::config::Config::command(),
+        ];
+        let wrong = ferry_test_support::docs::chapter_defaults(&cmds);
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
     /// docs/environment.md's tables of ports and variables: clap's defaults and `env`s.
     #[test]
     fn the_ports_and_environment_pages_hold_every_default_port_and_variable() {

@@ -244,3 +244,69 @@ pub fn prose_defaults(doc: &str, title: &str, cmd: &clap::Command) -> Vec<String
     }
     out
 }
+
+/// The defaults the other chapters state for a flag, `` `--flag` (default N `` (a number, with
+/// `,` separators and an optional KiB/MiB/GiB), each compared with the defaults of every
+/// command in `cmds` that has the flag: a value none of them has is one line of the answer.
+/// (A flag two commands share is only checked against both.) README.md and docs/*.md but
+/// cli.md, whose prose [`prose_defaults`] checks section by section.
+pub fn chapter_defaults(cmds: &[clap::Command]) -> Vec<String> {
+    let mut defaults: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for cmd in cmds {
+        for (_, c) in walk("", cmd) {
+            for a in c.get_arguments() {
+                if let (Some(long), Some(d)) = (a.get_long(), a.get_default_values().first()) {
+                    let entry = defaults.entry(long.to_owned()).or_default();
+                    entry.push(d.to_string_lossy().into_owned());
+                }
+            }
+        }
+    }
+    let mut files = vec![repo_root().join("README.md")];
+    let mut book: Vec<_> = std::fs::read_dir(repo_root().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md") && !p.ends_with("cli.md"))
+        .collect();
+    book.sort();
+    files.extend(book);
+    let mut out = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let prose = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for (i, _) in prose.match_indices("` (default ") {
+            let Some(open) = prose[..i].rfind("`--") else {
+                continue;
+            };
+            let flag = &prose[open + 3..i];
+            let rest = &prose[i + "` (default ".len()..];
+            let number: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == ',')
+                .collect::<String>()
+                .replace(',', "");
+            let Ok(mut value) = number.parse::<u64>() else {
+                continue;
+            };
+            let unit = rest[rest
+                .find(|c: char| !(c.is_ascii_digit() || c == ','))
+                .unwrap_or(0)..]
+                .trim_start();
+            for (suffix, factor) in [("KiB", 1u64 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30)] {
+                if unit.starts_with(suffix) {
+                    value *= factor;
+                }
+            }
+            let Some(known) = defaults.get(flag) else {
+                continue;
+            };
+            if !known.contains(&value.to_string()) {
+                let name = file.file_name().unwrap_or_default().to_string_lossy();
+                out.push(format!(
+                    "{name}: `--{flag}` (default {number}...): the commands' defaults are {known:?}"
+                ));
+            }
+        }
+    }
+    out
+}
