@@ -1,233 +1,26 @@
-//! docs/first-feature-repo.md, run as written: its files (a fenced block under
-//! `<!-- file: PATH -->`) are written, then its `sh` blocks are run in order by bash in a fresh
-//! folder laid out like a checkout (`target/release` holding the binaries `make test` built,
-//! `target/wasm32-wasip1`, `.venv/bin/envoy`), each block bounded in time; a block under
-//! `<!-- output of the command above -->` must equal what the block before it printed. Only the
-//! ports are changed (each default port of the page to a free one) and blocks under
-//! `<!-- run: no ... -->` (the build) are skipped. Every process the page starts in the
-//! background is killed with its block's process group at the end.
+//! docs/first-feature-repo.md, run as written (`ferry_integration_tests::book`): from a CSV file
+//! to an enriched request, on the binaries `make test` built (`target/release` in the chapter is
+//! a link to them), the chapter's ports moved to free ones.
 
-use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use ferry_integration_tests::{bin, envoy_bin, free_port, root, wasm};
-
-const PAGE: &str = "docs/first-feature-repo.md";
-/// The page's ports, each replaced by a free one.
-const PORTS: [u16; 7] = [6379, 8090, 8080, 18000, 8091, 10000, 9901];
-/// The longest a block may run (a cold Envoy start and a debug materialize included).
-const BLOCK_LIMIT: Duration = Duration::from_secs(120);
-
-#[derive(Debug)]
-enum Block {
-    File {
-        path: String,
-        text: String,
-    },
-    Run {
-        text: String,
-        expect: Option<String>,
-    },
-    Skipped,
-}
-
-/// The page's blocks in order: files, commands (with the output the page shows after them).
-fn blocks(page: &str) -> Vec<Block> {
-    let mut out = Vec::new();
-    let mut marker: Option<String> = None;
-    let mut lines = page.lines();
-    while let Some(line) = lines.next() {
-        if let Some(m) = line
-            .strip_prefix("<!-- ")
-            .and_then(|l| l.strip_suffix(" -->"))
-        {
-            marker = Some(m.to_owned());
-            continue;
-        }
-        let Some(lang) = line.strip_prefix("```") else {
-            // A marker names the block right under it.
-            if !line.trim().is_empty() {
-                marker = None;
-            }
-            continue;
-        };
-        let mut text = String::new();
-        for l in lines.by_ref() {
-            if l.starts_with("```") {
-                break;
-            }
-            text.push_str(l);
-            text.push('\n');
-        }
-        match marker.take().as_deref() {
-            Some(m) if m.starts_with("file: ") => out.push(Block::File {
-                path: m["file: ".len()..].to_owned(),
-                text,
-            }),
-            Some(m) if m.starts_with("run: no") => out.push(Block::Skipped),
-            Some("output of the command above") => match out.last_mut() {
-                Some(Block::Run { expect, .. }) => *expect = Some(text),
-                _ => panic!("{PAGE}: an output block follows no command block"),
-            },
-            _ if lang == "sh" => out.push(Block::Run { text, expect: None }),
-            _ => {}
-        }
-    }
-    out
-}
-
-/// `text` with each page port, as a whole number, replaced by its free port.
-fn with_ports(text: &str, ports: &[(u16, u16)]) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(i) = rest.find(|c: char| c.is_ascii_digit()) {
-        out.push_str(&rest[..i]);
-        let digits = rest[i..]
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len() - i);
-        let number = &rest[i..i + digits];
-        let before = out.chars().last();
-        let swapped = ports.iter().find(|(from, _)| number == from.to_string());
-        match swapped {
-            Some((_, to)) if before != Some('.') => out.push_str(&to.to_string()),
-            _ => out.push_str(number),
-        }
-        rest = &rest[i + digits..];
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Kills each block's process group (its background processes with it).
-struct Groups(Vec<u32>);
-
-impl Drop for Groups {
-    fn drop(&mut self) {
-        for signal in ["-TERM", "-KILL"] {
-            for pgid in &self.0 {
-                let _ = Command::new("kill")
-                    .args([signal, "--", &format!("-{pgid}")])
-                    .stderr(Stdio::null())
-                    .status();
-            }
-            std::thread::sleep(Duration::from_millis(300));
-        }
-    }
-}
-
-fn wait(child: &mut Child, what: &str, log: &Path) {
-    let start = Instant::now();
-    loop {
-        match child.try_wait().expect("waiting for bash") {
-            Some(status) => {
-                assert!(
-                    status.success(),
-                    "{PAGE}: this block failed ({status}):\n{what}\noutput:\n{}",
-                    std::fs::read_to_string(log).unwrap_or_default()
-                );
-                return;
-            }
-            None if start.elapsed() > BLOCK_LIMIT => panic!(
-                "{PAGE}: this block ran over {BLOCK_LIMIT:?}:\n{what}\noutput:\n{}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            ),
-            None => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
-}
+use ferry_integration_tests::{bin, book, envoy_bin, wasm};
 
 #[test]
 fn the_first_feature_repo_chapter_runs_as_written_and_enriches_the_request() {
-    let page = std::fs::read_to_string(root().join(PAGE)).unwrap();
-    let ports: Vec<(u16, u16)> = PORTS.iter().map(|&p| (p, free_port())).collect();
-    let dir = tempfile::tempdir().unwrap();
-    let cwd = dir.path();
-    // A checkout's layout, over what `make test` built.
-    std::fs::create_dir_all(cwd.join("target")).unwrap();
-    std::fs::create_dir_all(cwd.join(".venv/bin")).unwrap();
     let debug = bin("ferry").parent().unwrap().to_path_buf();
-    std::os::unix::fs::symlink(debug, cwd.join("target/release")).unwrap();
     let wasm_dir = wasm().parent().unwrap().parent().unwrap().to_path_buf();
-    std::os::unix::fs::symlink(wasm_dir, cwd.join("target/wasm32-wasip1")).unwrap();
-    std::os::unix::fs::symlink(envoy_bin(), cwd.join(".venv/bin/envoy")).unwrap();
-
-    let all = blocks(&page);
-    let runs = all
-        .iter()
-        .filter(|b| matches!(b, Block::Run { .. }))
-        .count();
-    let checked = all
-        .iter()
-        .filter(|b| {
-            matches!(
-                b,
-                Block::Run {
-                    expect: Some(_),
-                    ..
-                }
-            )
-        })
-        .count();
-    assert!(
-        runs >= 3 && checked == 1,
-        "{PAGE}: {runs} command blocks, {checked} with output"
+    let printed = book::run_chapter(
+        "docs/first-feature-repo.md",
+        &[6379, 8090, 8080, 18000, 8091, 10000, 9901],
+        &[
+            ("target/release", debug),
+            ("target/wasm32-wasip1", wasm_dir),
+            (".venv/bin/envoy", envoy_bin()),
+        ],
     );
-    let mut groups = Groups(Vec::new());
-    for (n, block) in all.iter().enumerate() {
-        match block {
-            Block::Skipped => {}
-            Block::File { path, text } => {
-                let path = cwd.join(path);
-                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-                std::fs::write(path, with_ports(text, &ports)).unwrap();
-            }
-            Block::Run { text, expect } => {
-                let script = with_ports(text, &ports);
-                let log = cwd.join(format!("block-{n}.out"));
-                let out = std::fs::File::create(&log).unwrap();
-                let mut cmd = Command::new("bash");
-                cmd.args(["-euo", "pipefail", "-c", &script])
-                    .current_dir(cwd)
-                    .stdin(Stdio::null())
-                    .stdout(out.try_clone().unwrap())
-                    .stderr(out)
-                    .process_group(0);
-                // The page's commands see none of the test's own settings.
-                for (k, _) in std::env::vars_os() {
-                    if k.to_string_lossy().starts_with("FERRY_") {
-                        cmd.env_remove(k);
-                    }
-                }
-                let mut child = cmd.spawn().expect("bash");
-                groups.0.push(child.id());
-                wait(&mut child, &script, &log);
-                if let Some(expect) = expect {
-                    let said = std::fs::read_to_string(&log).unwrap();
-                    let said: serde_json::Value = serde_json::from_str(&said).unwrap_or_else(|e| {
-                        panic!("{PAGE}: `{script}` printed no JSON ({e}):\n{said}")
-                    });
-                    let shown: serde_json::Value =
-                        serde_json::from_str(expect).unwrap_or_else(|e| {
-                            panic!(
-                                "{PAGE}: the output block is not JSON ({e}); printed:\n{}",
-                                serde_json::to_string_pretty(&said).unwrap()
-                            )
-                        });
-                    assert_eq!(
-                        said,
-                        shown,
-                        "{PAGE}: the request's answer differs from the page's:\nprinted:\n{}",
-                        serde_json::to_string_pretty(&said).unwrap()
-                    );
-                    let features = &said["instances"][0];
-                    assert!(
-                        features.get("users__age").is_some(),
-                        "{PAGE}: the request was not enriched: {said}"
-                    );
-                }
-            }
-        }
-    }
+    assert_eq!(printed.len(), 1, "the chapter shows one answer");
+    assert_eq!(
+        printed[0]["instances"][0]["users__age"], 35,
+        "the request was not enriched: {}",
+        printed[0]
+    );
 }
