@@ -4,7 +4,13 @@
 
 Anchors follow GitHub's (and mdBook's) rule: the heading's text, lowercased, spaces to '-',
 every character but letters, digits, '-' and '_' dropped; a repeated heading gets '-1', '-2'.
-Exit status 1 with one line per broken link. Python 3 standard library only.
+It also checks docs/environment.md against the code: every `FERRY_*` variable the code, the
+scripts or the tests read is on it, every `FERRY_*` the book names is read somewhere, and the
+demo scripts' default ports are the page's (the commands' own ports and variables are generated
+blocks, checked by Rust tests from clap's definitions). And it keeps one home for each fact of
+ONE_HOME: stated in its owner, linked from everywhere else.
+
+Exit status 1 with one line per problem. Python 3 standard library only.
 """
 
 import os
@@ -147,6 +153,126 @@ def check_summary(files):
     return problems
 
 
+ENV_PAGE = os.path.join(BOOK, "environment.md")
+FERRY_VAR = re.compile(r"\bFERRY_[A-Z0-9_]*[A-Z0-9]\b")
+# Files whose FERRY_* names are variables someone sets (not the book, not build output).
+CODE_FILE = re.compile(r"(\.(rs|sh|py|toml|yaml|yml|tmpl)|Makefile|Dockerfile[^/]*)$")
+# FERRY_* names in the code that are not environment variables.
+NOT_VARIABLES = {
+    "FERRY_HTTP_FILTER",  # a placeholder of envoy/*.yaml.tmpl, replaced by `ferry envoy-config`
+    "FERRY_YAML",  # a test's constant (the text of a ferry.yaml)
+    "FERRY_DOCKER",  # the prefix of FERRY_DOCKER_* in a script's loop
+}
+DEMO_PORT = re.compile(r"\$\{(FERRY_[A-Z_]+_PORT):-(\d+)\}")
+DEMO_SCRIPTS = ("scripts/demo.sh", "scripts/demo-feast.sh")
+
+
+def tracked(pattern):
+    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [f for f in out.splitlines() if pattern.search(f) and os.path.isfile(os.path.join(ROOT, f))]
+
+
+def read(rel):
+    with open(os.path.join(ROOT, rel), encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def check_environment(markdown):
+    """docs/environment.md against the FERRY_* names the code reads and the demo's ports."""
+    if not os.path.isfile(os.path.join(ROOT, ENV_PAGE)):
+        return [f"{ENV_PAGE}: missing"]
+    problems = []
+    code = set()
+    for f in tracked(CODE_FILE):
+        if not f.startswith(("target/", "docs/")) and f != "scripts/check_docs.py":
+            code |= set(FERRY_VAR.findall(read(f)))
+    code -= NOT_VARIABLES
+    page = read(ENV_PAGE)
+    listed = set(FERRY_VAR.findall(page))
+    for v in sorted(code - listed):
+        problems.append(f"{ENV_PAGE}: {v} is read by the code but not listed")
+    for md in markdown:
+        for v in sorted(set(FERRY_VAR.findall(read(md))) - code):
+            problems.append(f"{md}: {v} is read nowhere in the code")
+    rows = {}
+    for line in page.splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) > 3 and cells[1].isdigit():
+            rows[cells[-2].strip("`")] = cells[1]
+    seen = {}
+    for script in DEMO_SCRIPTS:
+        for var, port in DEMO_PORT.findall(read(script)):
+            seen[var] = port
+            if rows.get(var) != port:
+                problems.append(f"{ENV_PAGE}: {script} starts {var} on {port}, "
+                                f"the page says {rows.get(var, 'nothing')}")
+    for var in sorted(set(rows) - set(seen)):
+        problems.append(f"{ENV_PAGE}: port row {var} is in no demo script")
+    return problems
+
+
+# One home for each fact (#38): the facts that had drifted apart in two or three copies, each with
+# the one file that states it and the patterns that recognise a statement of it. A match in any
+# other file of the README and the book fails: link to the owner instead. bench/README.md is the
+# benchmarks' own record (the figures' source, which the owners cite) and is not scanned; nor are
+# generated blocks (`<!-- generated: ... -->`), which restate the code, not a chapter.
+ONE_HOME = [
+    ("the pitch and its diagram", "README.md",
+     [r"──HTTP──▶ Envoy", r"never calls a feature server"]),
+    ("the two commands", "README.md", [r"(?m)^make (demo|stop|test) +#"]),
+    ("the Docker targets", "docs/docker.md",
+     [r"(?m)^make (docker-demo|docker-stop|test-docker) +#"]),
+    ("an enriched request, before and after", "docs/request-formats.md",
+     [r'"transactions__txn_count_7d": \d+']),
+    ("the control plane's metrics", "docs/metrics.md",
+     [r"ferry_xds_\{", r"ferry_xds_connected_streams"]),
+    ("the on-demand cost figures", "docs/on-demand.md",
+     [r"(?i)five derived features[^.]{0,80}?\d+(\.\d+)? µs"]),
+    ("the default ports", "docs/environment.md",
+     [r"default `?127\.0\.0\.1:\d+", r"defaults \d{4,5}/\d{4,5}",
+      r"(?i)\badmin on \d{4,5}"]),
+    ("the `ferry.yaml` settings' defaults and bounds", "docs/ferry-yaml.md",
+     [r"(?<![_a-z])(max_body_bytes|max_entities|reader_timeout_ms|max_header_bytes|cache_max_age_ms"
+      r"|max_bytes)\b[^|\n]{0,40}\bdefault \d"]),
+    ("`ferry serve --max-streams`'s default", "docs/cli.md",
+     [r"`--max-streams` \(default 16"]),
+]
+# The table of contents is the README's links (the entrance) and docs/SUMMARY.md (the book's
+# sidebar); any other page linking this many chapters is a copy of it.
+TOC_LINKS = 12
+GENERATED = re.compile(r"<!-- generated: .*?<!-- end generated -->", re.S)
+
+
+def one_home(markdown):
+    problems = []
+    scanned = [f for f in markdown if (f == "README.md" or f.startswith(BOOK + os.sep))
+               and f != SUMMARY]
+    for f in scanned:
+        text = GENERATED.sub("", read(f))
+        flat = re.sub(r"\s*\n\s*", " ", text)
+        for fact, owner, patterns in ONE_HOME:
+            if f == owner:
+                continue
+            for pat in patterns:
+                m = re.search(pat, text) or re.search(pat, flat)
+                if m:
+                    problems.append(f"{f}: states {fact} ('{m.group(0)}'), whose home is {owner}: "
+                                    f"link to it instead")
+                    break
+        if f != "README.md":
+            chapters = {os.path.normpath(os.path.join(os.path.dirname(f), d.partition("#")[0]))
+                        for _, d in links(text) if not SCHEME.match(d)}
+            chapters = {c for c in chapters if c.startswith(BOOK + os.sep) and c.endswith(".md")}
+            if len(chapters) >= TOC_LINKS:
+                problems.append(f"{f}: links {len(chapters)} chapters, a copy of the table of "
+                                f"contents (README.md's links, {SUMMARY}): link to them instead")
+    for fact, owner, _ in ONE_HOME:
+        if not os.path.isfile(os.path.join(ROOT, owner)):
+            problems.append(f"{owner}: missing, the home of {fact}")
+    return problems
+
+
 def main():
     files = markdown_files()
     problems = []
@@ -158,12 +284,15 @@ def main():
             if why:
                 problems.append(f"{src}:{n}: ({dest}) {why}")
     problems += check_summary(files)
+    problems += check_environment(files)
+    problems += one_home(files)
     if problems:
-        print(f"check_docs: {len(problems)} broken link(s) or book entries:", file=sys.stderr)
+        print(f"check_docs: {len(problems)} problem(s): broken links, book entries, environment, one home:", file=sys.stderr)
         for p in problems:
             print(f"  {p}", file=sys.stderr)
         return 1
-    print(f"check_docs: {len(files)} Markdown files, every relative link and anchor holds")
+    print(f"check_docs: {len(files)} Markdown files, every relative link and anchor holds, "
+          f"{ENV_PAGE} matches the code, each fact of ONE_HOME has one home")
     return 0
 
 

@@ -76,3 +76,64 @@ fn run(cli: Cli) -> Result<()> {
         Command::LogSink(args) => cli::log_sink::run(args),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// docs/cli.md's table of each subcommand is clap's own definition of it: a flag, a
+    /// default or an environment variable changed here and not there fails.
+    #[test]
+    fn the_cli_page_lists_every_flag_with_its_default() {
+        let cli = super::Cli::command();
+        for sub in cli.get_subcommands() {
+            let name = format!("ferry {}", sub.get_name());
+            ferry_test_support::docs::check_block(
+                "docs/cli.md",
+                &name,
+                &ferry_test_support::docs::cli_table(sub),
+            );
+        }
+    }
+
+    /// docs/cli.md's prose, where it states a default (`[--max-streams 16384]`, `--flag`
+    /// (default N)), states clap's.
+    #[test]
+    fn the_cli_page_prose_states_the_defaults_clap_has() {
+        let cli = super::Cli::command();
+        let mut wrong = Vec::new();
+        for sub in cli.get_subcommands() {
+            let title = format!("ferry {}", sub.get_name());
+            wrong.extend(ferry_test_support::docs::prose_defaults(
+                "docs/cli.md",
+                &title,
+                sub,
+            ));
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// The other chapters' `--flag` (default N), against the defaults of the commands that
+    /// have the flag (ferry's and the reader's).
+    #[test]
+    fn the_chapters_state_the_defaults_clap_has() {
+        use clap::CommandFactory;
+        let cmds = [
+            super::Cli::command(),
+            ferry_reader::config::Config::command(),
+        ];
+        let wrong = ferry_test_support::docs::chapter_defaults(&cmds);
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// docs/environment.md's tables of ports and variables: clap's defaults and `env`s.
+    #[test]
+    fn the_ports_and_environment_pages_hold_every_default_port_and_variable() {
+        let cli = super::Cli::command();
+        let docs = "docs/environment.md";
+        let ports = ferry_test_support::docs::ports_table("ferry", &cli);
+        ferry_test_support::docs::check_block(docs, "ports: ferry", &ports);
+        let env = ferry_test_support::docs::env_table("ferry", &cli);
+        ferry_test_support::docs::check_block(docs, "environment: ferry", &env);
+    }
+}

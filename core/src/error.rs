@@ -366,4 +366,72 @@ mod tests {
         let m = FerryError::EntitiesNotFound { ids }.message();
         assert!(m.ends_with("'u9' and 5 more"), "{m}");
     }
+
+    /// Every (status, code) of the code's one table, and of `feast_rest`'s errors, read from
+    /// their source: `status_and_code`'s arms, and the calls of `format/feast_rest/errors.rs`'s
+    /// three makers (`feast(status, code`, `feast_error(status, code`, `exception(code`: 500).
+    fn codes_of_the_code() -> std::collections::BTreeSet<(u16, String)> {
+        let mut out = std::collections::BTreeSet::new();
+        let src = include_str!("error.rs");
+        let from = src.find("fn status_and_code").unwrap();
+        let table = &src[from..from + src[from..].find("pub fn grpc_status").unwrap()];
+        for arm in table.split("=> (").skip(1) {
+            let (status, rest) = arm.split_once(", ").unwrap();
+            if let (Ok(status), Some(code)) = (status.parse(), rest.strip_prefix('"')) {
+                out.insert((status, code[..code.find('"').unwrap()].to_owned()));
+            }
+        }
+        let feast: String = include_str!("format/feast_rest/errors.rs")
+            .split_whitespace()
+            .collect();
+        for (maker, status) in [
+            ("feast(", None),
+            ("feast_error(", None),
+            ("exception(", Some(500)),
+        ] {
+            for call in feast.split(maker).skip(1) {
+                let (status, rest) = match status {
+                    Some(s) => (s, call),
+                    None => match call.split_once(',') {
+                        Some((s, rest)) if s.parse::<u16>().is_ok() => (s.parse().unwrap(), rest),
+                        _ => continue,
+                    },
+                };
+                if let Some(code) = rest.strip_prefix('"') {
+                    out.insert((status, code[..code.find('"').unwrap()].to_owned()));
+                }
+            }
+        }
+        out
+    }
+
+    /// docs/errors.md's tables against the code: every code with its status, and no code the
+    /// code does not have. A row may name several codes of one status (`a` / `b`).
+    #[test]
+    fn the_errors_page_lists_every_code_with_its_status() {
+        let code = codes_of_the_code();
+        assert!(
+            code.len() > 40,
+            "the source scan found too little: {code:?}"
+        );
+        let mut docs = std::collections::BTreeSet::new();
+        for line in include_str!("../../docs/errors.md").lines() {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let Some(Ok(status)) = cells.get(1).map(|s| s.parse::<u16>()) else {
+                continue;
+            };
+            for c in cells[2].split('/') {
+                docs.insert((status, c.trim().trim_matches('`').to_owned()));
+            }
+        }
+        let undocumented: Vec<_> = code.difference(&docs).collect();
+        let unknown: Vec<_> = docs.difference(&code).collect();
+        assert!(
+            undocumented.is_empty() && unknown.is_empty(),
+            "docs/errors.md differs from the code's table of statuses and codes \
+             (core/src/error.rs status_and_code, core/src/format/feast_rest/errors.rs):\n\
+             in the code, not in the page (status, code): {undocumented:?}\n\
+             in the page, not in the code: {unknown:?}"
+        );
+    }
 }

@@ -36,3 +36,32 @@ async fn main() -> anyhow::Result<()> {
     .await;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    /// docs/cli.md's table of `ferry-demo-model` is clap's own definition of it.
+    #[test]
+    fn the_cli_page_lists_every_flag_with_its_default() {
+        use clap::CommandFactory;
+        ferry_test_support::docs::check_block(
+            "docs/cli.md",
+            "ferry-demo-model",
+            &ferry_test_support::docs::cli_table(&super::Args::command()),
+        );
+    }
+
+    /// docs/environment.md's tables of the model's port and variable.
+    #[test]
+    fn the_ports_and_environment_pages_hold_every_default_port_and_variable() {
+        use clap::CommandFactory;
+        use ferry_test_support::docs::{check_block, env_table, ports_table};
+        let cmd = super::Args::command();
+        let (docs, name) = ("docs/environment.md", "ferry-demo-model");
+        check_block(docs, "ports: ferry-demo-model", &ports_table(name, &cmd));
+        check_block(
+            docs,
+            "environment: ferry-demo-model",
+            &env_table(name, &cmd),
+        );
+    }
+}

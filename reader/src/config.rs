@@ -196,6 +196,48 @@ mod tests {
         assert_eq!(format!("{parsed:?}"), format!("{built:?}"));
     }
 
+    /// docs/cli.md's table of `ferry-reader` is clap's own definition of it.
+    #[test]
+    fn the_cli_page_lists_every_flag_with_its_default() {
+        use clap::CommandFactory;
+        ferry_test_support::docs::check_block(
+            "docs/cli.md",
+            "ferry-reader",
+            &ferry_test_support::docs::cli_table(&Config::command()),
+        );
+    }
+
+    /// docs/cli.md's prose on `ferry-reader` states clap's defaults where it states one.
+    #[test]
+    fn the_cli_page_prose_states_the_defaults_clap_has() {
+        use clap::CommandFactory;
+        let wrong = ferry_test_support::docs::prose_defaults(
+            "docs/cli.md",
+            "ferry-reader",
+            &Config::command(),
+        );
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// docs/environment.md's tables of the reader's ports and variables.
+    #[test]
+    fn the_ports_and_environment_pages_hold_every_default_port_and_variable() {
+        use clap::CommandFactory;
+        use ferry_test_support::docs::{check_block, env_table, ports_table};
+        let cmd = Config::command();
+        let docs = "docs/environment.md";
+        check_block(
+            docs,
+            "ports: ferry-reader",
+            &ports_table("ferry-reader", &cmd),
+        );
+        check_block(
+            docs,
+            "environment: ferry-reader",
+            &env_table("ferry-reader", &cmd),
+        );
+    }
+
     #[test]
     fn zero_limits_are_refused() {
         assert!(Config::try_parse_from(["ferry-reader", "--max-batch", "0"]).is_err());

@@ -334,3 +334,6 @@ mod tests;
 
 #[cfg(test)]
 mod on_demand_tests;
+
+#[cfg(test)]
+mod reference_tests;

@@ -4,6 +4,7 @@
 //! (override: FERRY_ENVOY), the filter from `target/wasm32-wasip1/release` (Wasm) or
 //! `target/native/libferry_native.so` (native, [`Runtime`]).
 
+pub mod book;
 pub mod client_script;
 pub mod control_plane;
 pub mod data;

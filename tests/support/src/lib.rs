@@ -13,7 +13,8 @@
 //! - [`proxy`]: a TCP proxy that can freeze, to play a Redis that went silent;
 //! - [`ports`]: free loopback ports;
 //! - [`certs`]: test CAs and the certificates they sign (`rcgen`), as PEM files;
-//! - [`example`]: the banking example as a feature repo with generated data.
+//! - [`example`]: the banking example as a feature repo with generated data;
+//! - [`docs`]: the book's generated reference blocks (CLI tables, ...) and their check.
 //!
 //! It depends on `ferry-protos` only (not on `ferry-core`, which dev-depends on it): a test
 //! that needs the filter's typed `Config` builds it from [`snapshot::snapshot`].
@@ -22,6 +23,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod certs;
+pub mod docs;
 pub mod example;
 pub mod on_demand;
 pub mod ports;
