@@ -172,8 +172,8 @@ fn a_few_hundred_streams_converge_never_see_refused_or_held_back_versions_and_a_
         0,
         "a held-back version reached a stream"
     );
-    let status = cp.status();
-    assert_eq!(status.nodes.len(), N);
-    assert!(status.converged, "{:?}", status.snapshot);
+    // A stream's record shows a version when it arrives; the control plane counts it once the
+    // ACK is processed, a moment later on a loaded machine.
+    cp.wait_converged(&latest, N, Duration::from_secs(10));
     rt.block_on(fleet.stop());
 }
