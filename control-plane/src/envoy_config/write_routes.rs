@@ -15,7 +15,9 @@
 //! bootstrap's JSON local reply (`"error": "upstream_reset_before_response_started{overflow}"`),
 //! then the connection is closed. A client that ignores `Retry-After` (or `ferry serve`'s own
 //! `429`) therefore costs the API nothing: its bodies are read and dropped by Envoy, never
-//! proxied.
+//! proxied (Envoy's workers still read them: `bench/README.md`, "Enrichment under a write
+//! flood"). The requests' bound is exact; the connections' is per worker pool (a worker with
+//! no connection opens one over it, and its write is then refused for the requests' bound).
 
 use super::{tls, EnvoyConfigError, Upstream, UpstreamTls};
 
