@@ -5,13 +5,20 @@
 # source for user_stats. Enriched requests (KServe v1, batch 1, closed loop, 1 connection,
 # `ferry-bench`) for FLOOD_SECONDS with no writes, then for FLOOD_SECONDS while FLOOD_CLIENTS
 # clients push bodies of about 8 MiB (FLOOD_ROWS rows of user_stats, 10 float32 each, built once
-# per client: bench/push/flood.py) through Envoy as fast as they can (a 429 is sent again at
-# once), then once more with no writes.
+# per client: bench/push/flood.py) through Envoy as fast as they can (a refusal, `ferry serve`'s
+# 429 or Envoy's 503 at --write-max-requests, is sent again after its Retry-After), then once more
+# with no writes.
+# FLOOD_PIN=1: the arrangement of a deployment whose control plane has a pod of its own, on a
+# 2-CPU machine: `ferry serve` and the writers pinned (taskset) to CPU 1; Envoy, the reader,
+# the model and ferry-bench to CPU 0; Redis unpinned (shared by both sides, as a deployment's
+# one Redis is).
 # Prints JSON lines (the enrichment rows of ferry-bench, the writers' counts); logs in
 # bench/.run/write_flood/.
 # Knobs: FLOOD_SECONDS (20), FLOOD_CLIENTS (8), FLOOD_ROWS (60000), FLOOD_ENTITIES (100000),
-# FLOOD_PORT_BASE (19500), FLOOD_MAX_WRITES (ferry serve's default), BENCH_NO_BUILD=1,
-# FEAST_VENV (default .venv-feast: Python for the data generator and the writers), FERRY_ENVOY.
+# FLOOD_PORT_BASE (19500), FLOOD_MAX_WRITES (ferry serve's default), FLOOD_ENVOY_MAX_WRITES
+# (envoy-config --write-max-requests: its default), FLOOD_PIN (0), FLOOD_IGNORE_RETRY_AFTER=1
+# (the writers send again at once after a refusal), BENCH_NO_BUILD=1, FEAST_VENV (default
+# .venv-feast: Python for the data generator and the writers), FERRY_ENVOY.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 cd "$ROOT"
@@ -28,6 +35,12 @@ REDIS_PORT=$((BASE + 1)); READER_PORT=$((BASE + 2)); MODEL_PORT=$((BASE + 3))
 LISTEN_PORT=$((BASE + 4)); ADMIN_PORT=$((BASE + 5)); XDS_PORT=$((BASE + 7)); CP_PORT=$((BASE + 8))
 TOKEN=bench-write-token-0123456789abcdef
 PROCS="envoy cp model reader redis"
+# FLOOD_PIN=1: the write side on CPU 1, the enrichment side on CPU 0 (empty: no pinning).
+WRITE_CPU=(); READ_CPU=()
+if [ "${FLOOD_PIN:-0}" = 1 ]; then
+  [ "$(nproc)" -ge 2 ] || { echo "write_flood: FLOOD_PIN=1 needs 2 CPUs" >&2; exit 1; }
+  WRITE_CPU=(taskset -c 1); READ_CPU=(taskset -c 0)
+fi
 
 stop_at_exit write_flood $PROCS
 say() { echo "== $(date +%H:%M:%S) $*" >&2; }
@@ -51,17 +64,18 @@ for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break;
 REDIS="redis://127.0.0.1:$REDIS_PORT/0"
 "$BIN/ferry" materialize "$RUN_DIR/repo" --redis "$REDIS" >/dev/null 2>"$RUN_DIR/materialize.err"
 
-max_writes=()
+max_writes=(); envoy_max_writes=()
 [ -n "${FLOOD_MAX_WRITES:-}" ] && max_writes=(--max-concurrent-writes "$FLOOD_MAX_WRITES")
-start cp "$BIN/ferry" serve "$RUN_DIR/repo" --wasm "$WASM" --xds-listen "127.0.0.1:$XDS_PORT" \
+[ -n "${FLOOD_ENVOY_MAX_WRITES:-}" ] && envoy_max_writes=(--write-max-requests "$FLOOD_ENVOY_MAX_WRITES")
+start cp "${WRITE_CPU[@]}" "$BIN/ferry" serve "$RUN_DIR/repo" --wasm "$WASM" --xds-listen "127.0.0.1:$XDS_PORT" \
   --http-listen "127.0.0.1:$CP_PORT" --token bench-push-token-0123456789abcdef \
   --write-token "$TOKEN" --redis "$REDIS" "${max_writes[@]}"
-start reader "$BIN/ferry-reader" --listen "127.0.0.1:$READER_PORT" --redis "$REDIS"
-start model "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
+start reader "${READ_CPU[@]}" "$BIN/ferry-reader" --listen "127.0.0.1:$READER_PORT" --redis "$REDIS"
+start model "${READ_CPU[@]}" "$BIN/ferry-demo-model" --listen "127.0.0.1:$MODEL_PORT"
 "$BIN/ferry" envoy-config "$RUN_DIR/repo" --wasm "$WASM" --listen-port "$LISTEN_PORT" \
   --admin-port "$ADMIN_PORT" --reader-port "$READER_PORT" --model-port "$MODEL_PORT" \
-  --write-address "127.0.0.1:$CP_PORT" -o "$RUN_DIR/envoy.yaml"
-start envoy "$ENVOY" -c "$RUN_DIR/envoy.yaml" --disable-hot-restart --log-level warn \
+  --write-address "127.0.0.1:$CP_PORT" "${envoy_max_writes[@]}" -o "$RUN_DIR/envoy.yaml"
+start envoy "${READ_CPU[@]}" "$ENVOY" -c "$RUN_DIR/envoy.yaml" --disable-hot-restart --log-level warn \
   --concurrency 2 --base-id 402
 wait_for cp "http://127.0.0.1:$CP_PORT/healthz"
 wait_for reader "http://127.0.0.1:$READER_PORT/healthz"
@@ -75,10 +89,10 @@ users = [f"u{j % 100000 + 1:06d}" for j in range(int(sys.argv[1]))]
 print(len(body("stats_push", users, 1.8e9, 12345.0)))
 EOF
 )
-say "load average: $(cut -d' ' -f1-3 /proc/loadavg); write bodies of $ROWS rows: $bytes bytes"
+say "load average: $(cut -d' ' -f1-3 /proc/loadavg); write bodies of $ROWS rows: $bytes bytes; pinned: ${FLOOD_PIN:-0}; writers ignore Retry-After: ${FLOOD_IGNORE_RETRY_AFTER:-0}"
 
 enrich() {
-  "$BIN/ferry-bench" --url "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring:predict" \
+  "${READ_CPU[@]}" "$BIN/ferry-bench" --url "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring:predict" \
     --protocol kserve --scenario "$1" --batch 1 --connections 1 --duration "$SECONDS_EACH" \
     --warmup 2 --id-space "$ENTITIES"
 }
@@ -86,7 +100,7 @@ enrich() {
 say "1. enrichment, no writes, ${SECONDS_EACH}s"
 enrich "flood_none_before"
 say "2. enrichment while $CLIENTS clients push ~8 MiB bodies through Envoy"
-"$PY" "$BENCH/push/flood.py" "http://127.0.0.1:$LISTEN_PORT/push" stats_push \
+"${WRITE_CPU[@]}" "$PY" "$BENCH/push/flood.py" "http://127.0.0.1:$LISTEN_PORT/push" stats_push \
   "$CLIENTS" "$((SECONDS_EACH + 4))" "$ROWS" "$ENTITIES" "$TOKEN" > "$RUN_DIR/writers.json" &
 writers=$!
 sleep 3
@@ -94,7 +108,10 @@ enrich "flood_${CLIENTS}_writers"
 wait "$writers"
 cat "$RUN_DIR/writers.json"
 curl -fsS "http://127.0.0.1:$CP_PORT/metrics" | grep -E '^ferry_write_(refusals_total\{reason="(too_many_writes|body_too_large)"\}|rows_total\{result="written"\})' \
-  | sed 's/^/# /'
+  | sed 's/^/# /' || true
+{ curl -sS "http://127.0.0.1:$ADMIN_PORT/stats" || true; } | grep -E \
+  '^(cluster\.ferry_write\.(upstream_rq_pending_overflow|upstream_cx_tx_bytes_total)|http\.ingress\.downstream_cx_rx_bytes_total):' \
+  | sed 's/^/# envoy /' || true
 say "3. enrichment, no writes again, ${SECONDS_EACH}s"
 enrich "flood_none_after"
 say "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -3,8 +3,9 @@
   flood.py URL PUSH_SOURCE CLIENTS SECONDS ROWS ENTITIES TOKEN
       CLIENTS processes, each building one Feast /push body of ROWS rows of user_stats once
       (its own users) and posting it again and again for SECONDS, as fast as the server
-      answers; a 429 is sent again after its Retry-After (FLOOD_IGNORE_RETRY_AFTER=1: at
-      once); a connection that fails is opened again. Building the body once keeps the
+      answers; a refusal with a Retry-After (`ferry serve`'s 429, Envoy's 503 over
+      --write-max-requests) is sent again after it (FLOOD_IGNORE_RETRY_AFTER=1: at once); a
+      connection that fails is opened again. Building the body once keeps the
       writers' own CPU out of what the flood costs the machine. Prints one JSON line: answers
       by status, resets, bytes sent.
 """
@@ -37,8 +38,9 @@ def worker(args):
             r.read()
             statuses[r.status] = statuses.get(r.status, 0) + 1
             sent += len(data)
-            if r.status == 429 and os.environ.get("FLOOD_IGNORE_RETRY_AFTER") != "1":
-                time.sleep(float(r.getheader("retry-after", "1")))
+            wait = r.getheader("retry-after")
+            if r.status in (429, 503) and wait and os.environ.get("FLOOD_IGNORE_RETRY_AFTER") != "1":
+                time.sleep(float(wait))
             if r.getheader("connection", "").lower() == "close":
                 c.close()
                 c = None

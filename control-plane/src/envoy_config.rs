@@ -107,6 +107,9 @@ pub struct StaticOptions {
     pub write: Option<Upstream>,
     /// mTLS toward it (`--write-server-san`), if wanted.
     pub write_tls: Option<UpstreamTls>,
+    /// Writes Envoy forwards to it at once (`--write-max-requests`): the write cluster's
+    /// circuit breakers.
+    pub write_max_requests: u32,
     /// `ferry log-sink`'s access-log gRPC service (`--log-sink`), and mTLS toward it.
     pub log_sink: Option<Upstream>,
     pub log_sink_tls: Option<UpstreamTls>,
@@ -120,8 +123,12 @@ impl StaticOptions {
             Some(r) => redis_proxy::render(r)?,
             None => (String::new(), String::new()),
         };
-        let (write_routes, write_cluster) =
-            write_routes::render(self.write.as_ref(), self.write_tls.as_ref(), "ferry")?;
+        let (write_routes, write_cluster) = write_routes::render(
+            self.write.as_ref(),
+            self.write_tls.as_ref(),
+            self.write_max_requests,
+            "ferry",
+        )?;
         let (access_log, log_cluster) =
             log_sink::render(self.log_sink.as_ref(), self.log_sink_tls.as_ref())?;
         Ok(vec![

@@ -109,6 +109,13 @@ pub struct EnvoyConfigArgs {
     /// carry this SAN: off loopback the write credential must not cross the network in clear.
     #[arg(long, requires_all = ["tls_cert", "write_address"])]
     write_server_san: Option<String>,
+    /// With --write-address: writes Envoy forwards to the API at once (the write cluster's
+    /// circuit breakers; as many more wait in Envoy); every further one is answered `503`
+    /// (`x-envoy-overloaded`, `Retry-After: 1`, a JSON body) at its headers, its body never
+    /// forwarded. Match `ferry serve --max-concurrent-writes`, divided by the Envoy replicas.
+    #[arg(long, value_name = "N", default_value_t = ferry::envoy_config::write_routes::DEFAULT_MAX_REQUESTS,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    write_max_requests: u32,
     /// Send served-feature logs (routes with `log:`) to `ferry log-sink` at HOST:PORT over
     /// Envoy's gRPC access-log service; also makes Envoy replace any client `x-request-id`.
     #[arg(long, value_name = "HOST:PORT")]
@@ -162,6 +169,7 @@ pub fn run(args: EnvoyConfigArgs) -> Result<()> {
         reader_tls: upstream(args.reader_server_san),
         write: args.write_address,
         write_tls: upstream(args.write_server_san),
+        write_max_requests: args.write_max_requests,
         log_sink: args.log_sink,
         log_sink_tls: upstream(args.log_sink_server_san),
     };

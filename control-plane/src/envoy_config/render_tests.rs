@@ -20,6 +20,7 @@ pub(crate) fn opts() -> StaticOptions {
         reader_tls: None,
         write: None,
         write_tls: None,
+        write_max_requests: write_routes::DEFAULT_MAX_REQUESTS,
         log_sink: None,
         log_sink_tls: None,
     }
@@ -56,6 +57,26 @@ fn write_routes_go_to_the_control_plane_with_the_filter_disabled() {
     assert!(
         lines.contains(&"socket_address: {address: 127.0.0.1, port_value: 8091}"),
         "{lines:?}"
+    );
+    // Bounded in Envoy (issue #37): the API's default concurrency, Retry-After on Envoy's
+    // overflow answer (and on the API's own refusals, which carry it already).
+    assert!(
+        lines.contains(&"- {max_connections: 4, max_pending_requests: 4, max_requests: 4}"),
+        "{lines:?}"
+    );
+    assert_eq!(
+        text.matches("- header: {key: retry-after, value: \"1\"}")
+            .count(),
+        2
+    );
+    let o = StaticOptions {
+        write_max_requests: 2,
+        ..o
+    };
+    let lines = cluster_lines(&render_static(&reg, &o).unwrap(), "ferry_write").join("\n");
+    assert!(
+        lines.contains("- {max_connections: 2, max_pending_requests: 2, max_requests: 2}"),
+        "{lines}"
     );
 }
 

@@ -9,6 +9,7 @@
 //! - [`merge`]: the merge rule of one vector; [`store`]: the atomic compare-and-set per key.
 //! - [`feast`]: a Feast-backed repo's writes, in Feast's layout and with Feast's skip rule.
 //! - [`metrics`]: the write series of `/metrics`.
+//! - [`parse`]: the thread bodies are parsed on, at a lower CPU priority.
 //! - [`backfill`]: a file's rows written through the same path (`ferry backfill`).
 
 pub mod answer;
@@ -18,6 +19,7 @@ pub mod feast;
 pub mod merge;
 pub mod metrics;
 pub mod model;
+pub mod parse;
 pub mod request;
 pub mod rows;
 pub mod store;
@@ -46,8 +48,9 @@ pub const MAX_BODY_BYTES: usize = 8 << 20;
 /// Write requests answered at once by default (`ferry serve --max-concurrent-writes`): each
 /// holds its body (up to [`MAX_BODY_BYTES`]) and its parsed rows.
 pub const DEFAULT_MAX_WRITES: usize = 4;
-/// Bodies parsed and checked at once, off the async runtime: what a write flood may take of
-/// the machine's CPU (the readers and Envoy share it).
+/// Bodies parsed and checked at once, off the async runtime (on [`parse`]'s thread, at a lower
+/// CPU priority): what a write flood may take of the machine's CPU (the readers and Envoy
+/// share it). Waiting writes wait here, so the thread's queue holds at most this many.
 const PARSE_SLOTS: usize = 1;
 
 /// The write service of `ferry serve`.
@@ -60,8 +63,9 @@ pub struct Writer {
     /// One permit per write request being answered; none left: 429.
     slots: Arc<tokio::sync::Semaphore>,
     max_writes: usize,
-    /// Permits to parse a body (CPU work, on the blocking pool).
+    /// Permits to parse a body (CPU work, on the parse thread).
     parsing: tokio::sync::Semaphore,
+    parser: parse::Parser,
     /// Permits for Redis commands in flight, shared by every write: the readers' Redis sees
     /// at most [`store::IN_FLIGHT`] write commands at once, however many writes run.
     redis: Arc<tokio::sync::Semaphore>,
@@ -89,6 +93,7 @@ impl Writer {
             slots: Arc::new(tokio::sync::Semaphore::new(max_writes)),
             max_writes,
             parsing: tokio::sync::Semaphore::new(PARSE_SLOTS),
+            parser: parse::Parser::start(),
             redis: Arc::new(tokio::sync::Semaphore::new(store::IN_FLIGHT)),
         }
     }
@@ -164,9 +169,10 @@ impl Writer {
         let checked = {
             let _parsing = self.parsing.acquire().await.map_err(internal)?;
             let model = model.clone();
-            tokio::task::spawn_blocking(move || check(endpoint, &body, model.as_deref()))
+            self.parser
+                .run(move || check(endpoint, &body, model.as_deref()))
                 .await
-                .map_err(internal)?
+                .ok_or_else(|| internal("the parse of the body panicked"))?
         };
         let rows = checked?;
         let model = model.ok_or(WriteError::NoSnapshot)?;
@@ -237,7 +243,7 @@ impl Writer {
     }
 }
 
-/// Parses and checks a body (CPU work, run on the blocking pool): its rows, or why not.
+/// Parses and checks a body (CPU work, run on the parse thread): its rows, or why not.
 fn check(
     endpoint: Endpoint,
     body: &[u8],

@@ -143,6 +143,10 @@ const CASES: &[(&str, Run)] = &[
         writes::write_flood,
     ),
     (
+        "envoy: a write flood that ignores Retry-After, over --write-max-requests",
+        writes::write_flood_through_envoy,
+    ),
+    (
         "api: the write route over mTLS (--write-server-san)",
         writes::write_route_over_mtls,
     ),

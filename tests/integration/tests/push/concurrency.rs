@@ -194,9 +194,14 @@ pub async fn run(w: &WriteStack, sizes: Sizes) -> Report {
                     .send("POST", "/write-to-online-store", &headers, body.clone())
                     .await;
                 // More writers than the control plane's write slots: a refused write is
-                // retried, as a client honouring 429 would (the same row: idempotent).
-                while r.status == 429 {
+                // retried, as a client honouring 429 would (the same row: idempotent); so is
+                // Envoy's 503 over `--write-max-requests` (x-envoy-overloaded), after which
+                // Envoy has closed the connection.
+                while r.status == 429 || r.header("x-envoy-overloaded").is_some() {
                     tokio::time::sleep(Duration::from_millis(10)).await;
+                    if r.status != 429 {
+                        conn = Conn::open(port).await;
+                    }
                     r = conn
                         .send("POST", "/write-to-online-store", &headers, body.clone())
                         .await;

@@ -1,7 +1,8 @@
 //! The matrix's cases of #37 on feature writes: bodies over a bound of their content (a cell, a
 //! list, the row count) refused 413 where the bound is crossed, and a write flood over
 //! `--max-concurrent-writes` answered 429 with `Retry-After` before any body is read, and the
-//! write route over mTLS (`ferry envoy-config --write-server-san`).
+//! write route over mTLS (`ferry envoy-config --write-server-san`), and Envoy's bound on the
+//! write route (`--write-max-requests`) against clients that ignore every refusal.
 
 use std::time::Duration;
 
@@ -421,4 +422,241 @@ pub fn write_route_over_mtls(c: &mut Ctx) -> Fut<'_> {
             other => Err(format!("TLS without a certificate: {other:?}")),
         }
     })
+}
+
+/// A client that ignores every refusal: the head and all of `body`, whatever the server
+/// answers meanwhile, then the answer read to its end (the connection is closed after it).
+/// The answer's text and the bytes of the body written.
+async fn blind_write(port: u16, body: Vec<u8>) -> Result<(String, usize), String> {
+    use tokio::io::AsyncReadExt;
+    let mut s = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let head = format!(
+        "POST /push HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {WRITE_TOKEN}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut written = 0;
+    for chunk in body.chunks(64 * 1024) {
+        if s.write_all(chunk).await.is_err() {
+            break;
+        }
+        written += chunk.len();
+    }
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer)).await;
+    if answer.is_empty() {
+        return Err(format!("no answer ({read:?}) after {written} bytes"));
+    }
+    Ok((String::from_utf8_lossy(&answer).into_owned(), written))
+}
+
+/// Envoy's admin `/stats` lines (`name: value`) whose names match `filter`.
+async fn envoy_stats(admin: u16, filter: &str) -> String {
+    let r = Conn::open(admin)
+        .await
+        .send(
+            "GET",
+            &format!("/stats?filter={filter}"),
+            &[],
+            String::new(),
+        )
+        .await;
+    String::from_utf8_lossy(&r.body).into_owned()
+}
+
+/// A counter or gauge of Envoy's admin `/stats`.
+async fn envoy_stat(admin: u16, name: &str) -> Option<u64> {
+    envoy_stats(admin, name).await.lines().find_map(|l| {
+        l.strip_prefix(name)?
+            .strip_prefix(": ")?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// The write cluster's refusals: for the pending bound, or for the requests' bound (a worker
+/// with no connection of its own opens one and then finds the requests at the bound).
+async fn overflows(admin: u16) -> u64 {
+    let mut n = 0;
+    for which in ["pending", "active"] {
+        let name = format!("cluster.ferry_write.upstream_rq_{which}_overflow");
+        n += envoy_stat(admin, &name).await.unwrap_or(0);
+    }
+    n
+}
+
+/// Blind writes through Envoy while the write route is full.
+const BLIND: usize = 10;
+
+pub fn write_flood_through_envoy(c: &mut Ctx) -> Fut<'_> {
+    Box::pin(async move {
+        let (mut cp, port) = writer(c, "write-bound")?;
+        let dir = c.stack.dir.path().join("write-bound-envoy");
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let config = dir.join("envoy.yaml");
+        let (listen, admin) = (free_port(), free_port());
+        let mut envoy = tokio::task::block_in_place(|| {
+            run(Command::new(bin("ferry"))
+                .arg("envoy-config")
+                .arg(&c.stack.repo)
+                .arg("--wasm")
+                .arg(wasm())
+                .args(["--listen-port", &listen.to_string()])
+                .args(["--admin-port", &admin.to_string()])
+                .args(["--reader-port", &c.stack.reader_port.to_string()])
+                .args(["--model-port", &c.stack.model_port.to_string()])
+                .args(["--write-address", &format!("127.0.0.1:{port}")])
+                .args(["--write-max-requests", &SLOTS.to_string()])
+                .arg("-o")
+                .arg(&config));
+            let mut envoy = start_envoy(&dir, &config, "envoy-write-bound");
+            envoy.wait_ready(|| get_ok(admin, "/ready"), "the write-bound Envoy /ready");
+            envoy
+        });
+        let outcome = flood_through_envoy(port, listen, admin).await;
+        envoy.kill();
+        cp.kill();
+        outcome
+    })
+}
+
+async fn flood_through_envoy(port: u16, listen: u16, admin: u16) -> Result<String, String> {
+    // SLOTS writes whose bodies never come reach the API and hold its slots; SLOTS more wait
+    // in Envoy for a connection to it.
+    let mut held = Vec::new();
+    for _ in 0..SLOTS {
+        held.push(held_write(listen).await?);
+    }
+    let mut at_api = None;
+    for _ in 0..100 {
+        at_api = metric(&metrics(port).await, "ferry_writes_in_flight").map(str::to_owned);
+        if at_api.as_deref() == Some(&SLOTS.to_string()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if at_api.as_deref() != Some(&SLOTS.to_string()) {
+        return Err(format!("the held writes never reached the API: {at_api:?}"));
+    }
+    // Each Envoy worker has its own pool to the API: a worker with no connection opens one
+    // over --write-max-requests' connections, and the write it carries is then refused for
+    // the requests' bound (503, upstream_rq_active_overflow). Hold until SLOTS wait.
+    let pending = "cluster.ferry_write.upstream_rq_pending_active";
+    let mut waiting = None;
+    for _ in 0..4 * SLOTS {
+        held.push(held_write(listen).await?);
+        for _ in 0..10 {
+            waiting = envoy_stat(admin, pending).await;
+            if waiting == Some(SLOTS as u64) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if waiting == Some(SLOTS as u64) {
+            break;
+        }
+    }
+    if waiting != Some(SLOTS as u64) {
+        let all = envoy_stats(admin, "cluster.ferry_write.upstream_(rq|cx)").await;
+        return Err(format!(
+            "{pending}: {waiting:?}, not {SLOTS}; {}",
+            all.lines()
+                .filter(|l| !l.ends_with(": 0"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let sent_before = envoy_stat(admin, "cluster.ferry_write.upstream_cx_tx_bytes_total").await;
+    let overflows_before = overflows(admin).await;
+    // Clients that ignore every refusal push 1 MiB bodies, all at once (one after another
+    // they would outlast the API's 10 s read timeout of the held writes: Envoy holds each
+    // refused connection up to its delayed-close timeout, 1 s).
+    let mut blind = tokio::task::JoinSet::new();
+    for _ in 0..BLIND {
+        blind.spawn(blind_write(listen, vec![b' '; 1 << 20]));
+    }
+    let mut pushed = 0;
+    while let Some(joined) = blind.join_next().await {
+        let (answer, written) = joined.map_err(|e| e.to_string())??;
+        pushed += written;
+        let head = answer
+            .split("\r\n\r\n")
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if !head.starts_with("http/1.1 503")
+            || !head.contains("x-envoy-overloaded: true")
+            || !head.contains("retry-after: 1")
+            || !head.contains("content-type: application/json")
+            || !answer.contains("overflow")
+        {
+            return Err(format!(
+                "a blind write: {}",
+                &answer[..answer.len().min(400)]
+            ));
+        }
+    }
+    let sent_after = envoy_stat(admin, "cluster.ferry_write.upstream_cx_tx_bytes_total").await;
+    let overflowed = overflows(admin).await - overflows_before;
+    let text = metrics(port).await;
+    let refused_by_api = metric(
+        &text,
+        "ferry_write_refusals_total{reason=\"too_many_writes\"}",
+    );
+    let in_flight = metric(&text, "ferry_writes_in_flight").map(str::to_owned);
+    let (Some(before), Some(after)) = (sent_before, sent_after) else {
+        return Err("Envoy has no upstream_cx_tx_bytes_total for ferry_write".into());
+    };
+    // What crossed to the API while the flood lasted: nothing of the blind writes' bodies
+    // (the held writes' heads were sent before).
+    if after - before >= 1024
+        || overflowed != BLIND as u64
+        || refused_by_api.is_some_and(|n| n != "0")
+        || in_flight.as_deref() != Some(&SLOTS.to_string())
+    {
+        return Err(format!(
+            "{BLIND} blind writes ({pushed} body bytes): {} bytes more to the API, \
+             overflows {overflowed}, the API refused {refused_by_api:?}, in flight \
+             {in_flight:?}",
+            after.saturating_sub(before)
+        ));
+    }
+    // The held writes go away: the route serves a write again.
+    drop(held);
+    let mut freed = None;
+    for _ in 0..50 {
+        let r = Conn::open(listen)
+            .await
+            .send(
+                "POST",
+                "/push",
+                &[("authorization", &format!("Bearer {WRITE_TOKEN}"))],
+                profile_row("u000003", 43),
+            )
+            .await;
+        if r.status == 200 {
+            freed = Some(r.status);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    match freed {
+        Some(_) => Ok(format!(
+            "--write-max-requests {SLOTS}: {SLOTS} held writes at the API, {SLOTS} waiting in \
+             Envoy; {BLIND} clients ignoring every refusal pushed {} MiB: each answered 503 by \
+             Envoy at its headers (x-envoy-overloaded, Retry-After: 1, a JSON body naming the \
+             overflow; counted in upstream_rq_pending_overflow and _active_overflow), {} bytes more reached the API, \
+             which refused none (too_many_writes {}); freed, a write through Envoy: 200",
+            pushed >> 20,
+            after - before,
+            refused_by_api.unwrap_or("0")
+        )),
+        None => Err("freed, no write through Envoy was answered 200".into()),
+    }
 }
