@@ -11,12 +11,13 @@
 # FLOOD_PIN=1: the arrangement of a deployment whose control plane has a pod of its own, on a
 # 2-CPU machine: `ferry serve` and the writers pinned (taskset) to CPU 1; Envoy, the reader,
 # the model and ferry-bench to CPU 0; Redis unpinned (shared by both sides, as a deployment's
-# one Redis is).
+# one Redis is). FLOOD_PIN_REDIS=1 (with FLOOD_PIN=1): Redis on CPU 0 too, beside Envoy (a
+# deployment's Redis has a node of its own, not the control plane's CPU).
 # Prints JSON lines (the enrichment rows of ferry-bench, the writers' counts); logs in
 # bench/.run/write_flood/.
 # Knobs: FLOOD_SECONDS (20), FLOOD_CLIENTS (8), FLOOD_ROWS (60000), FLOOD_ENTITIES (100000),
 # FLOOD_PORT_BASE (19500), FLOOD_MAX_WRITES (ferry serve's default), FLOOD_ENVOY_MAX_WRITES
-# (envoy-config --write-max-requests: its default), FLOOD_PIN (0), FLOOD_IGNORE_RETRY_AFTER=1
+# (envoy-config --write-max-requests: its default), FLOOD_PIN (0), FLOOD_PIN_REDIS (0), FLOOD_IGNORE_RETRY_AFTER=1
 # (the writers send again at once after a refusal), BENCH_NO_BUILD=1, FEAST_VENV (default
 # .venv-feast: Python for the data generator and the writers), FERRY_ENVOY.
 set -euo pipefail
@@ -41,6 +42,11 @@ if [ "${FLOOD_PIN:-0}" = 1 ]; then
   [ "$(nproc)" -ge 2 ] || { echo "write_flood: FLOOD_PIN=1 needs 2 CPUs" >&2; exit 1; }
   WRITE_CPU=(taskset -c 1); READ_CPU=(taskset -c 0)
 fi
+# FLOOD_PIN_REDIS=1 (with FLOOD_PIN=1): Redis on the enrichment side's CPU too, as a deployment's
+# Redis runs on a node of its own, not beside the control plane; every write's Redis work still
+# lands on it, beside Envoy.
+REDIS_CPU=()
+[ "${FLOOD_PIN_REDIS:-0}" = 1 ] && REDIS_CPU=("${READ_CPU[@]}")
 
 stop_at_exit write_flood $PROCS
 say() { echo "== $(date +%H:%M:%S) $*" >&2; }
@@ -59,7 +65,7 @@ rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR/repo"
 "$PY" "$BENCH/repo/generate_data.py" --entities "$ENTITIES" --out "$RUN_DIR/repo/data" >/dev/null
 { cat "$BENCH/repo/ferry.yaml"; printf '\npush_sources:\n  - {name: stats_push, views: [user_stats]}\n'; } \
   > "$RUN_DIR/repo/ferry.yaml"
-start redis redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no
+start redis "${REDIS_CPU[@]}" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no
 for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 REDIS="redis://127.0.0.1:$REDIS_PORT/0"
 "$BIN/ferry" materialize "$RUN_DIR/repo" --redis "$REDIS" >/dev/null 2>"$RUN_DIR/materialize.err"
