@@ -74,8 +74,16 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
         }
         (None, _) => return Err(shape("the body has no \"instances\" array (KServe v1)")),
     };
-    let items =
-        raw::array(instances)?.ok_or_else(|| shape("\"instances\" must be an array of objects"))?;
+    // An array of objects is read in one pass; anything else element by element, so that
+    // the first element in error is reported, in turn with the others' errors, as before.
+    let items: Vec<Result<Option<Vec<Field>>, FerryError>> = match raw::objects(instances) {
+        Some(objects) => objects.into_iter().map(|f| Ok(Some(f))).collect(),
+        None => raw::array(instances)?
+            .ok_or_else(|| shape("\"instances\" must be an array of objects"))?
+            .into_iter()
+            .map(raw::object)
+            .collect(),
+    };
     entity::check_count(items.len(), route)?;
     let mut req = ParsedRequest {
         body: body.to_vec(),
@@ -94,8 +102,7 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
     }
     for (index, item) in items.into_iter().enumerate() {
         let place = || format!("instances[{index}]");
-        let fields = raw::object(item)?
-            .ok_or_else(|| shape(&format!("{} must be a JSON object", place())))?;
+        let fields = item?.ok_or_else(|| shape(&format!("{} must be a JSON object", place())))?;
         entity_keys(&fields, route, place, &mut req.keys)?;
         if request_fields::wanted(route) {
             let member = |name: &str| one_member(&fields, name, &place);
