@@ -189,82 +189,13 @@ pub fn write_json_ref(out: &mut Vec<u8>, v: &ValueRef<'_>) {
 }
 
 fn write_f32(out: &mut Vec<u8>, f: f32) {
-    if !f.is_finite() {
-        out.extend_from_slice(b"null");
-    } else if !write_short_f32(out, f) {
+    if f.is_finite() {
         let mut buf = ryu::Buffer::new();
         let s = buf.format_finite(f);
         out.extend_from_slice(s.as_bytes());
+    } else {
+        out.extend_from_slice(b"null");
     }
-}
-
-/// Powers of ten up to the most fraction digits `write_short_f32` tries.
-const SCALES: [f64; 5] = [1.0, 10.0, 100.0, 1_000.0, 10_000.0];
-
-/// Writes `f` (finite) as ryu writes it, when its shortest round-trip decimal has at most four
-/// fraction digits and it is below 2^24 in magnitude (integers, amounts, halves: most stored
-/// floats; ryu spends hundreds of instructions on those, stripping the digits it did not need,
-/// a third of writing a body of float features). The shortest decimal is the one with the
-/// fewest fraction digits d that rounds back to `f`: the nearest multiple of 10^-d (of two as
-/// near, the even one), taken when it lies within half the gap to `f`'s neighbour on its side
-/// (on the bound: when `f`'s last mantissa bit is 0, as ryu takes it). Every product and difference is exact in f64 (24
-/// significant bits times at most 10^4). False (nothing written) when it does not apply.
-/// Checked against ryu over every f32 from 2^-10 to 2^24 (`short_f32_is_ryu_everywhere`).
-fn write_short_f32(out: &mut Vec<u8>, f: f32) -> bool {
-    let bits = f.abs().to_bits();
-    if bits == 0 {
-        out.extend_from_slice(if f.is_sign_negative() {
-            b"-0.0"
-        } else {
-            b"0.0"
-        });
-        return true;
-    }
-    let a = f64::from(f.abs());
-    if !(1e-3..16_777_216.0).contains(&a) {
-        return false;
-    }
-    // The gaps to the neighbours (bits +- 1 stay finite and positive in this range).
-    let up = f64::from(f32::from_bits(bits + 1)) - a;
-    let down = a - f64::from(f32::from_bits(bits - 1));
-    let even = bits & 1 == 0;
-    for (d, scale) in SCALES.iter().enumerate() {
-        // t < 2^24 * 10^4: its integer part and fraction are exact (and no libm call, which
-        // `round` is on x86-64's baseline).
-        let t = a * scale;
-        let below = t as u64;
-        let frac = t - below as f64;
-        // The nearest integer; halfway between two, the even one, as ryu takes it.
-        let n = if frac > 0.5 || (frac == 0.5 && below & 1 == 1) {
-            below + 1
-        } else {
-            below
-        };
-        let diff = n as f64 - t;
-        let half = if diff >= 0.0 { up } else { down } * scale * 0.5;
-        if n == 0 || !(diff.abs() < half || (diff.abs() == half && even)) {
-            continue;
-        }
-        if f.is_sign_negative() {
-            out.push(b'-');
-        }
-        let pow = 10u64.pow(d as u32);
-        out.extend_from_slice(itoa::Buffer::new().format(n / pow).as_bytes());
-        out.push(b'.');
-        if d == 0 {
-            out.push(b'0');
-        } else {
-            let mut frac = itoa::Buffer::new();
-            // The leading 1 of `+ pow` keeps the fraction's leading zeros; trailing zeros
-            // (none, or fewer digits would have been taken) are not written.
-            let digits = frac.format(n % pow + pow).as_bytes();
-            let digits = digits.get(1..).unwrap_or_default();
-            let end = digits.iter().rposition(|c| *c != b'0').map_or(1, |i| i + 1);
-            out.extend_from_slice(digits.get(..end).unwrap_or_default());
-        }
-        return true;
-    }
-    false
 }
 
 /// Appends `s` as a JSON string literal (escaped as serde_json does).
@@ -383,74 +314,6 @@ mod tests {
         assert_eq!(written(&v(Kind::FloatVal(0.1))), "0.1");
         assert_eq!(written(&v(Kind::BytesVal(vec![1, 2, 3]))), "\"AQID\"");
         assert_eq!(written(&v(Kind::StringVal("\"".into()))), r#""\"""#);
-    }
-
-    fn ryu(f: f32) -> String {
-        ryu::Buffer::new().format_finite(f).to_owned()
-    }
-
-    fn short(f: f32) -> Option<String> {
-        let mut out = Vec::new();
-        write_short_f32(&mut out, f).then(|| String::from_utf8(out).unwrap())
-    }
-
-    /// Short decimals (multiples of 10^-4 below 1000, of 10^-2 below 10^6, integers to 2^24,
-    /// both signs) and a spread of other floats are written as ryu writes them.
-    #[test]
-    fn short_f32_is_ryu() {
-        let mut checked = 0;
-        let mut check = |f: f32| {
-            for f in [f, -f] {
-                if let Some(s) = short(f) {
-                    assert_eq!(s, ryu(f), "{:?} ({:#x})", f, f.to_bits());
-                    checked += 1;
-                }
-            }
-        };
-        for k in (0..10_000_000u32).step_by(3) {
-            check(k as f32 / 10_000.0);
-        }
-        for k in (0..100_000_000u32).step_by(97) {
-            check(k as f32 / 100.0);
-        }
-        for k in (0..16_777_216u32).step_by(31) {
-            check(k as f32);
-        }
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        for _ in 0..1_000_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let f = f32::from_bits(x as u32);
-            if f.is_finite() {
-                check(f);
-            }
-        }
-        assert!(checked > 3_000_000, "{checked}");
-        assert_eq!(short(0.0).as_deref(), Some("0.0"));
-        assert_eq!(short(-0.0).as_deref(), Some("-0.0"));
-        assert_eq!(short(0.1).as_deref(), Some("0.1"));
-        assert_eq!(short(-49.5).as_deref(), Some("-49.5"));
-        assert_eq!(short(1e-4), None, "below 10^-3: ryu");
-        assert_eq!(short(3.0e7), None, "above 2^24: ryu");
-        assert_eq!(short(0.123_456_78), None, "more than 4 digits: ryu");
-    }
-
-    /// Every f32 from 2^-10 to 2^24 (285 M of them): `cargo test --release -p ferry-core --lib
-    /// short_f32_is_ryu_everywhere -- --ignored` (a few minutes).
-    #[test]
-    #[ignore]
-    fn short_f32_is_ryu_everywhere() {
-        let (lo, hi) = (2f32.powi(-10).to_bits(), 2f32.powi(24).to_bits());
-        let mut taken = 0u64;
-        for bits in lo..=hi {
-            let f = f32::from_bits(bits);
-            if let Some(s) = short(f) {
-                assert_eq!(s, ryu(f), "{:?} ({bits:#x})", f);
-                taken += 1;
-            }
-        }
-        eprintln!("{taken} of {} written by the short path", hi - lo + 1);
     }
 
     #[test]
