@@ -200,15 +200,6 @@ fn write_f32(out: &mut Vec<u8>, f: f32) {
 
 /// Appends `s` as a JSON string literal (escaped as serde_json does).
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
-    // Most strings need no escape: copied between quotes. serde_json escapes exactly the
-    // control characters, the quote and the backslash.
-    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
-        out.reserve(s.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-        return;
-    }
     // Writing into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, s);
 }
