@@ -196,8 +196,9 @@ pub fn enrich(
 /// [`enrich`] with `request.time` taken from `received_us`, when Envoy received the request
 /// (its whole seconds); what the model receives is kept in `logged` when `keep` says so.
 ///
-/// A KServe v1 request on a route without on-demand features is written as it is decoded
-/// (`kserve_v1::Rendered`): no typed value per feature; the same body.
+/// A KServe v1 request on a route without on-demand features and without served-feature
+/// logging (both read the typed values) is written as it is decoded (`kserve_v1::Rendered`):
+/// no typed value per feature; the same body.
 pub fn enrich_at(
     route: &Route,
     req: ParsedRequest,
@@ -217,7 +218,7 @@ pub fn enrich_at(
     }
     let entities = req.keys().len();
     let req = match req {
-        ParsedRequest::KserveV1(r) if route.derived.count == 0 => {
+        ParsedRequest::KserveV1(r) if route.derived.count == 0 && route.log.is_none() => {
             return rendered(route, r, vectors, now_us, keep)
         }
         other => other,
@@ -239,9 +240,9 @@ pub fn enrich_at(
     Ok(tally.enriched(route, entities, rewritten, derived, logged))
 }
 
-/// [`enrich_at`] of a KServe v1 request on a route without on-demand features: the body
-/// written as the vectors are decoded. The typed features are built only for a request the
-/// served-feature log keeps.
+/// [`enrich_at`] of a KServe v1 request on a route without on-demand features or logging:
+/// the body written as the vectors are decoded. Should `keep` want the record all the same,
+/// the typed features are built for it.
 fn rendered(
     route: &Route,
     req: kserve_v1::ParsedRequest,
