@@ -8,7 +8,9 @@
 # requests it served. Envoy B also runs the module's per-stage timers (FERRY_NATIVE_STAGES,
 # issue #34): a second table splits its in-process request into stages (mean µs per request).
 # The floor is measured in the same run: redis-benchmark sends the same MGET (1 or 100 of the
-# stored vector keys) straight to the same Redis over one connection. Prints the tables
+# stored vector keys) straight to the same Redis over one connection, and ferry-floor sends
+# MGETs of as many keys drawn at random from the same id space as ferry-bench draws them (the
+# floor of a random batch, not flattered by keys hot in Redis's caches). Prints the tables
 # (medians over rounds); rows stay in bench/.run/miss-path/ (git-ignored).
 #
 # Needs what `make bench` installs and builds (BENCH_NO_BUILD=1 skips the build).
@@ -92,13 +94,16 @@ for port in $A_PORT $B_PORT ${ALT:+$C_PORT}; do
 done
 
 ROWS="$RUN_DIR/rows.jsonl"; CPU="$RUN_DIR/cpu.txt"; STAGE_ROWS="$RUN_DIR/stages.rows"
-FLOOR="$RUN_DIR/floor.csv"
+FLOOR="$RUN_DIR/floor.csv"; FLOOR_RANDOM="$RUN_DIR/floor-random.csv"
 mapfile -t KEYS < <(redis-cli -p "$REDIS_PORT" --scan --pattern 'ferry:*' | head -100)
+KEY_PREFIX="${KEYS[0]%:*}:"  # ferry:PROJECT:SERVICE:FINGERPRINT: of the stored vectors
 stages() { sleep 0.3; cat "$1" 2>/dev/null || true; }  # the file is rewritten every 100 ms
 floor() { # floor BATCH: the same MGET straight to Redis, one connection, as many as a case sends
   local n=$((DURATION * 4000 / $1 + 1000))
   redis-benchmark -p "$REDIS_PORT" -c 1 -n "$n" --csv MGET "${KEYS[@]:0:$1}" 2>/dev/null \
     | tail -1 | sed "s/^/$1,/" >> "$FLOOR"
+  "$BIN/ferry-floor" --redis "127.0.0.1:$REDIS_PORT" --prefix "$KEY_PREFIX" --batch "$1" \
+    --id-space "$ENTITIES" --duration "$DURATION" --require-found | sed "s/^/$1,/" >> "$FLOOR_RANDOM"
 }
 cpu() { awk '{print $14 + $15}' "/proc/$(cat "$RUN_DIR/$1.pid")/stat"; }
 run() { # run CASE URL PROTOCOL BATCH: one measured case, and each process's CPU ticks during it
@@ -131,7 +136,7 @@ for round in $(seq "$ROUNDS"); do
 done
 say "done; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
-"$PY" - "$ROWS" "$CPU" "$(getconf CLK_TCK)" "$STAGE_ROWS" "$FLOOR" <<'PY'
+"$PY" - "$ROWS" "$CPU" "$(getconf CLK_TCK)" "$STAGE_ROWS" "$FLOOR" "$FLOOR_RANDOM" <<'PY'
 import collections, json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 cpu = [l.split() for l in open(sys.argv[2])]
@@ -178,10 +183,13 @@ for l in open(sys.argv[4]):
     diff = [a - b for a, b in zip(after, before)]
     if diff[0] > 0:
         stage[(case, b)][name].append((diff[1] / diff[0] / 1000, median_of(diff[2:])))
-floor = collections.defaultdict(list)  # batch -> [(p50 µs, p99 µs)]
-for l in open(sys.argv[5]):
-    f = [x.strip('"') for x in l.strip().split(",")]
-    floor[int(f[0])].append((float(f[5]) * 1000, float(f[7]) * 1000))
+def floors(path):  # batch -> [(p50 µs, p99 µs)], from redis-benchmark's --csv columns
+    out = collections.defaultdict(list)
+    for l in open(path):
+        f = [x.strip('"') for x in l.strip().split(",")]
+        out[int(f[0])].append((float(f[5]) * 1000, float(f[7]) * 1000))
+    return out
+floor, floor_random = floors(sys.argv[5]), floors(sys.argv[6])
 batches = sorted(stage)
 print("\nstages of the in-process cases: µs per request, median / mean (medians over rounds);")
 print("wall-clock, so a stage includes time its thread waited for a core")
@@ -199,9 +207,12 @@ for (c, b) in batches:
     p9 = [r["p99_us"] for r, _ in runs.get(("passthrough", b), [])]
     n9 = [r["p99_us"] for r, _ in runs.get((c, b), [])]
     fp50, fp99 = med([x[0] for x in floor[b]]), med([x[1] for x in floor[b]])
+    rp50, rp99 = med([x[0] for x in floor_random[b]]), med([x[1] for x in floor_random[b]])
     if p and n:
         a50, a99 = med(n) - med(p), med(n9) - med(p9)
         print(f"{c} batch {b}: floor (redis-benchmark MGET, 1 conn) p50 {fp50:.0f} µs p99 {fp99:.0f} µs; "
-              f"added over passthrough p50 {a50:.0f} µs ({a50 / fp50:.1f}x floor) "
-              f"p99 {a99:.0f} µs ({a99 / fp99:.1f}x floor p99)")
+              f"random keys (ferry-floor) p50 {rp50:.0f} µs p99 {rp99:.0f} µs; "
+              f"added over passthrough p50 {a50:.0f} µs ({a50 / fp50:.1f}x floor, "
+              f"{a50 / rp50:.1f}x random floor) p99 {a99:.0f} µs ({a99 / fp99:.1f}x floor p99, "
+              f"{a99 / rp99:.1f}x random floor p99)")
 PY

@@ -9,12 +9,13 @@ use serde_json::Value as Json;
 use crate::config::{Config, OnMissing, OnStale, Route};
 use crate::derive::{cost::DEFAULT_REQUEST_BUDGET, Budget};
 use crate::error::FerryError;
-use crate::format::{self, ParsedRequest};
+use crate::format::kserve_v1::{self, Rendered};
+use crate::format::{self, ParsedRequest, Rewritten};
 use crate::log::{record::Served as Logged, ServedStatus};
 use crate::metrics::Served;
 use crate::request::derived::{self, DerivedCounts};
-use crate::values::FeatureValue;
-use crate::vector::{self, EntityFeatures, FeatureStatus};
+use crate::values::{FeatureValue, ValueRef};
+use crate::vector::{self, EntityFeatures, FeatureStatus, Sink};
 
 /// Longest reader error message copied into Ferry's own error.
 const MAX_DETAIL: usize = 300;
@@ -194,6 +195,10 @@ pub fn enrich(
 
 /// [`enrich`] with `request.time` taken from `received_us`, when Envoy received the request
 /// (its whole seconds); what the model receives is kept in `logged` when `keep` says so.
+///
+/// A KServe v1 request on a route without on-demand features and without served-feature
+/// logging (both read the typed values) is written as it is decoded (`kserve_v1::Rendered`):
+/// no typed value per feature; the same body.
 pub fn enrich_at(
     route: &Route,
     req: ParsedRequest,
@@ -211,57 +216,71 @@ pub fn enrich_at(
             ),
         });
     }
-    let Decoded {
-        mut features,
-        missing,
-        stale,
-        served,
-    } = decode(route, req.keys(), vectors, now_us)?;
-    if route.on_missing == OnMissing::Reject && !missing.is_empty() {
-        return Err(FerryError::EntitiesNotFound { ids: missing });
-    }
-    if route.on_stale == OnStale::Reject && !stale.is_empty() {
-        return Err(FerryError::StaleFeatures { ids: stale });
-    }
+    let entities = req.keys().len();
+    let req = match req {
+        ParsedRequest::KserveV1(r) if route.derived.count == 0 && route.log.is_none() => {
+            return rendered(route, r, vectors, now_us, keep)
+        }
+        other => other,
+    };
+    let mut features = Typed::new(route, entities);
+    let tally = decode(route, req.keys(), vectors, now_us, &mut features)?;
+    let status = tally.judge(route)?;
+    let mut features = features.done;
     if route.on_missing == OnMissing::Default {
         apply_defaults(route, &mut features);
     }
     let derived = compute(route, &req, &mut features, received_us);
-    // Entity keys looked up: one per service of the route for each entity.
-    let entities = req.keys().len();
-    let headers = summary(route, entities, missing.len(), stale.len());
     let mut req = req;
     if let ParsedRequest::FeastRest(r) = &mut req {
         r.event_times_us = event_times(route, vectors);
     }
-    let status = if missing.is_empty() && stale.is_empty() {
-        ServedStatus::Ok
-    } else {
-        ServedStatus::Partial
+    let logged = keep(status).then(|| logged(status, req.keys(), &features, vectors));
+    let rewritten = format::rewrite(req, route, features)?;
+    Ok(tally.enriched(route, entities, rewritten, derived, logged))
+}
+
+/// [`enrich_at`] of a KServe v1 request on a route without on-demand features or logging:
+/// the body written as the vectors are decoded. Should `keep` want the record all the same,
+/// the typed features are built for it.
+fn rendered(
+    route: &Route,
+    req: kserve_v1::ParsedRequest,
+    vectors: &[Vec<u8>],
+    now_us: i64,
+    keep: Keep<'_>,
+) -> Result<Enriched, FerryError> {
+    let entities = req.keys.len();
+    let mut features = Rendered::new(route, entities / route.keys_per_entity());
+    let tally = decode(route, &req.keys, vectors, now_us, &mut features)?;
+    let status = tally.judge(route)?;
+    let logged = keep(status)
+        .then(|| typed(route, &req.keys, vectors, now_us).ok())
+        .flatten()
+        .map(|mut typed| {
+            if route.on_missing == OnMissing::Default {
+                apply_defaults(route, &mut typed);
+            }
+            logged(status, &req.keys, &typed, vectors)
+        });
+    let body = kserve_v1::rewrite_rendered(req, route, &features);
+    let rewritten = Rewritten {
+        body: Some(body),
+        headers: Vec::new(),
     };
-    let logged = keep(status).then(|| logged(status, &req, &features, vectors));
-    Ok(Enriched {
-        rewritten: format::rewrite(req, route, features)?,
-        headers,
-        found: entities - missing.len(),
-        missing: missing.len(),
-        stale: stale.len(),
-        derived,
-        served,
-        logged,
-    })
+    Ok(tally.enriched(route, entities, rewritten, DerivedCounts::default(), logged))
 }
 
 /// A copy of what the model receives, for the served-feature log (only for a picked request).
 fn logged(
     status: ServedStatus,
-    req: &ParsedRequest,
+    keys: &[String],
     features: &[EntityFeatures],
     vectors: &[Vec<u8>],
 ) -> Logged {
     Logged {
         status,
-        keys: req.keys().to_vec(),
+        keys: keys.to_vec(),
         features: features
             .iter()
             .map(|f| EntityFeatures {
@@ -285,34 +304,140 @@ fn compute(
     derived::evaluate(route, req.fields(), features, received_s, &mut budget)
 }
 
-/// The features of every entity, and the keys found missing or with a feature past its
-/// view's TTL.
-struct Decoded {
-    features: Vec<EntityFeatures>,
+/// Where `decode` puts the entities' features: a `vector::Sink` told where each entity ends.
+trait Entities: Sink {
+    fn end_entity(&mut self);
+}
+
+impl Entities for Rendered<'_> {
+    fn end_entity(&mut self) {
+        Rendered::end_entity(self);
+    }
+}
+
+/// The typed features of every entity.
+struct Typed {
+    done: Vec<EntityFeatures>,
+    entity: EntityFeatures,
+    count: usize,
+}
+
+impl Typed {
+    fn new(route: &Route, keys: usize) -> Typed {
+        let count = route.feature_count;
+        Typed {
+            done: Vec::with_capacity(keys / route.keys_per_entity()),
+            entity: EntityFeatures {
+                values: Vec::with_capacity(count),
+                statuses: Vec::with_capacity(count),
+            },
+            count,
+        }
+    }
+}
+
+impl Sink for Typed {
+    fn not_found(&mut self, n: usize) {
+        self.entity.push_not_found(n);
+    }
+
+    #[inline]
+    fn push(&mut self, value: Option<ValueRef<'_>>, status: FeatureStatus) {
+        Sink::push(&mut self.entity, value, status);
+    }
+
+    fn statuses(&self) -> &[FeatureStatus] {
+        &self.entity.statuses
+    }
+}
+
+impl Entities for Typed {
+    fn end_entity(&mut self) {
+        let next = EntityFeatures {
+            values: Vec::with_capacity(self.count),
+            statuses: Vec::with_capacity(self.count),
+        };
+        self.done.push(std::mem::replace(&mut self.entity, next));
+    }
+}
+
+/// Every entity's typed features (the route's policies not applied).
+fn typed(
+    route: &Route,
+    keys: &[String],
+    vectors: &[Vec<u8>],
+    now_us: i64,
+) -> Result<Vec<EntityFeatures>, FerryError> {
+    let mut features = Typed::new(route, keys.len());
+    decode(route, keys, vectors, now_us, &mut features)?;
+    Ok(features.done)
+}
+
+/// The keys found missing or with a feature past its view's TTL, and what was served.
+struct Tally {
     missing: Vec<String>,
     stale: Vec<String>,
     served: Served,
 }
 
-/// Decodes each entity's vectors (one per route part, in part order) into its features.
-fn decode(
+impl Tally {
+    /// The route's missing and stale policies: refused, or the request's status.
+    fn judge(&self, route: &Route) -> Result<ServedStatus, FerryError> {
+        if route.on_missing == OnMissing::Reject && !self.missing.is_empty() {
+            return Err(FerryError::EntitiesNotFound {
+                ids: self.missing.clone(),
+            });
+        }
+        if route.on_stale == OnStale::Reject && !self.stale.is_empty() {
+            return Err(FerryError::StaleFeatures {
+                ids: self.stale.clone(),
+            });
+        }
+        Ok(if self.missing.is_empty() && self.stale.is_empty() {
+            ServedStatus::Ok
+        } else {
+            ServedStatus::Partial
+        })
+    }
+
+    fn enriched(
+        self,
+        route: &Route,
+        entities: usize,
+        rewritten: format::Rewritten,
+        derived: DerivedCounts,
+        logged: Option<Logged>,
+    ) -> Enriched {
+        // Entity keys looked up: one per service of the route for each entity.
+        let (missing, stale) = (self.missing.len(), self.stale.len());
+        Enriched {
+            rewritten,
+            headers: summary(route, entities, missing, stale),
+            found: entities - missing,
+            missing,
+            stale,
+            derived,
+            served: self.served,
+            logged,
+        }
+    }
+}
+
+/// Decodes each entity's vectors (one per route part, in part order) into `out`.
+fn decode<S: Entities>(
     route: &Route,
     keys: &[String],
     vectors: &[Vec<u8>],
     now_us: i64,
-) -> Result<Decoded, FerryError> {
+    out: &mut S,
+) -> Result<Tally, FerryError> {
     let parts = route.keys_per_entity();
-    let mut features = Vec::with_capacity(keys.len() / parts);
     let (mut missing, mut stale) = (Vec::new(), Vec::new());
     let (mut served, mut times) = (Served::new(route), Vec::new());
     for (keys, vectors) in keys.chunks(parts).zip(vectors.chunks(parts)) {
         let mut first = 0;
-        let mut entity = EntityFeatures {
-            values: Vec::with_capacity(route.feature_count),
-            statuses: Vec::with_capacity(route.feature_count),
-        };
         for ((part, key), bytes) in route.parts.iter().zip(keys).zip(vectors) {
-            let from = entity.statuses.len();
+            let from = out.statuses().len();
             let cells = first;
             first += part.service.views.len();
             if part.service.feature_count == 0 {
@@ -322,21 +447,20 @@ fn decode(
             times.clear();
             if bytes.is_empty() {
                 missing.push(key.clone());
-                entity.push_not_found(part.service.feature_count);
+                out.not_found(part.service.feature_count);
             } else {
                 let service = &part.service;
-                vector::decode_into(bytes, service, key, now_us, &mut entity, &mut times)?;
+                vector::decode_into(bytes, service, key, now_us, out, &mut times)?;
             }
-            let statuses = entity.statuses.get(from..).unwrap_or_default();
+            let statuses = out.statuses().get(from..).unwrap_or_default();
             served.add(cells, &part.service, statuses, &times, now_us);
             if statuses.contains(&FeatureStatus::OutsideMaxAge) {
                 stale.push(key.clone());
             }
         }
-        features.push(entity);
+        out.end_entity();
     }
-    Ok(Decoded {
-        features,
+    Ok(Tally {
         missing,
         stale,
         served,
@@ -429,7 +553,7 @@ pub fn degraded(
     }
     let derived = compute(route, &req, &mut features, received_us);
     let status = ServedStatus::Degraded;
-    let logged = keep(status).then(|| logged(status, &req, &features, &[]));
+    let logged = keep(status).then(|| logged(status, req.keys(), &features, &[]));
     Ok(Enriched {
         rewritten: format::rewrite(req, route, features)?,
         headers: degraded_headers(route, error),
@@ -617,6 +741,65 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.code(), "fingerprint_mismatch");
+    }
+
+    /// The body written as the vectors are decoded (`rendered`) is, byte for byte, the body of
+    /// the typed path (`format::rewrite` of the typed features after the same policies), over
+    /// every policy, missing and stale entities, nulls, non-finite floats and two services.
+    #[test]
+    fn rendered_body_is_the_typed_body() {
+        use ferry_test_support::snapshot::{with_merchant, DAY_US};
+        use ferry_test_support::vector::merchant;
+        let stale = scoring(NOW - 2 * DAY_US, Some(5), Some(1.5), Some(6));
+        let odd = vector(
+            FP,
+            vec![
+                (NOW, vec![None, Some(Kind::FloatVal(f32::NAN))]),
+                (0, vec![]),
+            ],
+        );
+        let cases: Vec<(Config, &str, Vec<Vec<u8>>)> = vec![
+            (
+                route_with(|r| r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32),
+                r#"{"x":1,"instances":[{"user_id":"a","n":"\u00e9"},{"user_id":"b"},{"user_id":"c","profile__age":3}],"ferry":2}"#,
+                vec![good(1), vec![], stale.clone()],
+            ),
+            (
+                route_with(|r| {
+                    r.on_missing_entity = pb::MissingEntityPolicy::MissingDefault as i32
+                }),
+                r#"{"instances":[{"user_id":"a"},{"user_id":"b"},{"user_id":"c"}]}"#,
+                vec![odd.clone(), vec![], stale],
+            ),
+            (
+                Config::from_snapshot(with_merchant(pb::ValueType::String)).unwrap(),
+                r#"{"instances":[{"user_id":"a","merchant_id":"m"},{"merchant_id":"n","user_id":"b"}]}"#,
+                vec![good(1), merchant(NOW, 0.1), odd, vec![]],
+            ),
+        ];
+        for (c, body, vectors) in cases {
+            let r = &c.routes[0];
+            let parse = || -> ParsedRequest {
+                crate::format::kserve_v1::parse(body.as_bytes(), r)
+                    .unwrap()
+                    .into()
+            };
+            let keep_all = |_: ServedStatus| true;
+            let e = enrich_at(r, parse(), &vectors, NOW, NOW, &keep_all).unwrap();
+            let req = parse();
+            let mut features = typed(r, req.keys(), &vectors, NOW).unwrap();
+            if r.on_missing == OnMissing::Default {
+                apply_defaults(r, &mut features);
+            }
+            let logged = e.logged.unwrap();
+            assert_eq!(logged.features, features, "{body}");
+            let want = format::rewrite(req, r, features).unwrap().body.unwrap();
+            let got = e.rewritten.body.unwrap();
+            assert_eq!(
+                String::from_utf8(got).unwrap(),
+                String::from_utf8(want).unwrap()
+            );
+        }
     }
 
     /// Every (service, view) metric name defined, by host id, for `served_values_are_counted`.

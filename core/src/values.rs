@@ -68,24 +68,105 @@ fn f32_json(f: f32) -> Json {
         .map_or(Json::Null, Json::Number)
 }
 
+/// A stored value borrowed from where it lies (a stored vector's bytes, or a `Kind`): what
+/// decoding reads before it decides whether to own it (`to_kind`) or write it straight into a
+/// body (`write_json_ref`). A float list may come in several parts of a vector, hence owned
+/// when merged.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ValueRef<'a> {
+    Int32(i32),
+    Int64(i64),
+    Float(f32),
+    Double(f64),
+    Bool(bool),
+    Str(&'a str),
+    Bytes(&'a [u8]),
+    FloatList(std::borrow::Cow<'a, [f32]>),
+}
+
+impl ValueRef<'_> {
+    /// The owned value.
+    pub fn to_kind(&self) -> Kind {
+        match self {
+            ValueRef::Int32(i) => Kind::Int32Val(*i),
+            ValueRef::Int64(i) => Kind::Int64Val(*i),
+            ValueRef::Float(f) => Kind::FloatVal(*f),
+            ValueRef::Double(d) => Kind::DoubleVal(*d),
+            ValueRef::Bool(b) => Kind::BoolVal(*b),
+            ValueRef::Str(s) => Kind::StringVal((*s).to_owned()),
+            ValueRef::Bytes(b) => Kind::BytesVal(b.to_vec()),
+            ValueRef::FloatList(l) => {
+                Kind::FloatListVal(ferry_protos::v1::FloatList { values: l.to_vec() })
+            }
+        }
+    }
+
+    /// Whether it fits the registry type.
+    pub fn matches_type(&self, t: ValueType) -> bool {
+        matches!(
+            (self, t),
+            (ValueRef::Int32(_), ValueType::Int32)
+                | (ValueRef::Int64(_), ValueType::Int64)
+                | (ValueRef::Float(_), ValueType::Float32)
+                | (ValueRef::Double(_), ValueType::Float64)
+                | (ValueRef::Bool(_), ValueType::Bool)
+                | (ValueRef::Str(_), ValueType::String)
+                | (ValueRef::Bytes(_), ValueType::Bytes)
+                | (ValueRef::FloatList(_), ValueType::Float32List)
+        )
+    }
+
+    /// Whether its JSON form is null (a non-finite scalar float).
+    pub fn is_json_null(&self) -> bool {
+        match self {
+            ValueRef::Float(f) => !f.is_finite(),
+            ValueRef::Double(d) => !d.is_finite(),
+            _ => false,
+        }
+    }
+}
+
+/// The value of `kind`, borrowed.
+#[inline]
+pub fn as_ref(kind: &Kind) -> ValueRef<'_> {
+    match kind {
+        Kind::Int32Val(i) => ValueRef::Int32(*i),
+        Kind::Int64Val(i) => ValueRef::Int64(*i),
+        Kind::FloatVal(f) => ValueRef::Float(*f),
+        Kind::DoubleVal(d) => ValueRef::Double(*d),
+        Kind::BoolVal(b) => ValueRef::Bool(*b),
+        Kind::StringVal(s) => ValueRef::Str(s),
+        Kind::BytesVal(b) => ValueRef::Bytes(b),
+        Kind::FloatListVal(l) => ValueRef::FloatList(std::borrow::Cow::Borrowed(&l.values)),
+    }
+}
+
 /// Appends the JSON form of `v` to `out`: the same text `to_json(v)` serializes to, without
 /// building it.
+#[inline]
 pub fn write_json(out: &mut Vec<u8>, v: &FeatureValue) {
     match v {
         None => out.extend_from_slice(b"null"),
-        Some(Kind::Int32Val(i)) => out.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes()),
-        Some(Kind::Int64Val(i)) => out.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes()),
-        Some(Kind::FloatVal(f)) => write_f32(out, *f),
-        Some(Kind::DoubleVal(d)) => {
+        Some(kind) => write_json_ref(out, &as_ref(kind)),
+    }
+}
+
+/// Appends the JSON form of a borrowed value (`write_json` of its owned form).
+pub fn write_json_ref(out: &mut Vec<u8>, v: &ValueRef<'_>) {
+    match v {
+        ValueRef::Int32(i) => out.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes()),
+        ValueRef::Int64(i) => out.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes()),
+        ValueRef::Float(f) => write_f32(out, *f),
+        ValueRef::Double(d) => {
             if d.is_finite() {
                 out.extend_from_slice(ryu::Buffer::new().format_finite(*d).as_bytes());
             } else {
                 out.extend_from_slice(b"null");
             }
         }
-        Some(Kind::BoolVal(b)) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Some(Kind::StringVal(s)) => write_str(out, s),
-        Some(Kind::BytesVal(b)) => {
+        ValueRef::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        ValueRef::Str(s) => write_str(out, s),
+        ValueRef::Bytes(b) => {
             out.push(b'"');
             let start = out.len();
             let engine = &base64::engine::general_purpose::STANDARD;
@@ -94,9 +175,9 @@ pub fn write_json(out: &mut Vec<u8>, v: &FeatureValue) {
             out.truncate(start + n);
             out.push(b'"');
         }
-        Some(Kind::FloatListVal(l)) => {
+        ValueRef::FloatList(l) => {
             out.push(b'[');
-            for (i, f) in l.values.iter().enumerate() {
+            for (i, f) in l.iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
@@ -224,6 +305,28 @@ mod tests {
         assert_eq!(written(&v(Kind::FloatVal(0.1))), "0.1");
         assert_eq!(written(&v(Kind::BytesVal(vec![1, 2, 3]))), "\"AQID\"");
         assert_eq!(written(&v(Kind::StringVal("\"".into()))), r#""\"""#);
+    }
+
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them() {
+        let all = [
+            "",
+            "gold",
+            "é\u{0}x",
+            "a\"b",
+            "back\\slash",
+            "\u{1f}",
+            "\u{7f}",
+            "t\tab",
+        ];
+        for s in all {
+            let mut out = Vec::new();
+            write_str(&mut out, s);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                serde_json::to_string(s).unwrap()
+            );
+        }
     }
 
     #[test]

@@ -37,6 +37,19 @@ pub fn keys_of_fields<'v>(
     keys: &mut Vec<String>,
 ) -> Result<(), FerryError> {
     for p in &route.parts {
+        if let ([name], [key]) = (p.entity_fields.as_slice(), p.service.entity_keys.as_slice()) {
+            // One join key (most services): the key is its part, taken as it is.
+            let v = field(name)?.ok_or_else(|| FerryError::MissingEntityId {
+                place: place(),
+                field: name.clone(),
+            })?;
+            let part = owned_part(v, key.kind).map_err(|reason| FerryError::InvalidEntityId {
+                place: format!("{}.{name}", place()),
+                reason,
+            })?;
+            keys.push(part);
+            continue;
+        }
         let mut parts: Vec<String> = Vec::with_capacity(p.entity_fields.len());
         for (name, key) in p.entity_fields.iter().zip(&p.service.entity_keys) {
             let v = field(name)?.ok_or_else(|| FerryError::MissingEntityId {
@@ -54,19 +67,32 @@ pub fn keys_of_fields<'v>(
     Ok(())
 }
 
+/// [`entity_part`] of a value that may be owned: an owned string id is moved, not copied.
+fn owned_part(v: Cow<'_, Json>, kind: KeyKind) -> Result<String, String> {
+    match (kind, v) {
+        (KeyKind::String, Cow::Owned(Json::String(s))) => {
+            string_part_problem(&s).map_or(Ok(s), Err)
+        }
+        (kind, v) => entity_part(&v, kind),
+    }
+}
+
+/// Why a string id cannot be a key part, if it cannot.
+fn string_part_problem(s: &str) -> Option<String> {
+    // The rule the reader applies too: a client's id can never become a reader error.
+    if let Some(why) = ferry_protos::key_part_problem(s) {
+        return Some(why);
+    }
+    if s.contains(char::REPLACEMENT_CHARACTER) {
+        return Some("id is not valid UTF-8 (or holds U+FFFD)".into());
+    }
+    None
+}
+
 /// The canonical string form of one join key value, checked against its type and the id rules.
 pub fn entity_part(v: &Json, kind: KeyKind) -> Result<String, String> {
     match (kind, v) {
-        (KeyKind::String, Json::String(s)) => {
-            // The rule the reader applies too: a client's id can never become a reader error.
-            if let Some(why) = ferry_protos::key_part_problem(s) {
-                return Err(why);
-            }
-            if s.contains(char::REPLACEMENT_CHARACTER) {
-                return Err("id is not valid UTF-8 (or holds U+FFFD)".into());
-            }
-            Ok(s.clone())
-        }
+        (KeyKind::String, Json::String(s)) => string_part_problem(s).map_or(Ok(s.clone()), Err),
         (KeyKind::Int64, Json::Number(n)) => n
             .as_i64()
             .map(|i| i.to_string())

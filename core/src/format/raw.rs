@@ -68,6 +68,17 @@ pub fn array(value: &RawValue) -> Result<Option<Vec<&RawValue>>, FerryError> {
         .map_err(malformed)
 }
 
+/// The members of every element of a value of a checked body, when it is an array of objects
+/// only (one pass over its text, where `array` then `object` of each element take two); None
+/// otherwise (`array` and `object` say what it is).
+pub fn objects(value: &RawValue) -> Option<Vec<Vec<Field<'_>>>> {
+    if !value.get().starts_with('[') {
+        return None;
+    }
+    let all: Vec<Fields<'_>> = serde_json::from_str(value.get()).ok()?;
+    Some(all.into_iter().map(|Fields(f)| f).collect())
+}
+
 /// Where `part` (a string borrowed from `body`) lies in `body`.
 pub fn span(body: &[u8], part: &str) -> Result<Range<usize>, FerryError> {
     let start = (part.as_ptr() as usize).wrapping_sub(body.as_ptr() as usize);
@@ -90,16 +101,25 @@ fn malformed(e: serde_json::Error) -> FerryError {
 /// and arrays and objects nest at most [`MAX_DEPTH`] deep.
 fn strict(body: &[u8]) -> Result<(), FerryError> {
     let mut depth = 0usize;
-    let mut in_string = false;
     let mut i = 0;
-    while i < body.len() {
-        match (in_string, body[i]) {
-            (true, b'\\') => {
-                i += escape_len(body, i)?;
-                continue;
+    while let Some(&b) = body.get(i) {
+        match b {
+            b'"' => {
+                // A string: straight to its closing quote, stopping only at escapes.
+                i += 1;
+                loop {
+                    let rest = body.get(i..).unwrap_or_default();
+                    match rest.iter().position(|&c| c == b'"' || c == b'\\') {
+                        None => return Ok(()),
+                        Some(at) if rest.get(at) == Some(&b'"') => {
+                            i += at;
+                            break;
+                        }
+                        Some(at) => i += at + escape_len(body, i + at)?,
+                    }
+                }
             }
-            (_, b'"') => in_string = !in_string,
-            (false, b'[' | b'{') => {
+            b'[' | b'{' => {
                 depth += 1;
                 if depth > MAX_DEPTH {
                     return Err(FerryError::MalformedJson(format!(
@@ -107,7 +127,7 @@ fn strict(body: &[u8]) -> Result<(), FerryError> {
                     )));
                 }
             }
-            (false, b']' | b'}') => depth = depth.saturating_sub(1),
+            b']' | b'}' => depth = depth.saturating_sub(1),
             _ => {}
         }
         i += 1;

@@ -6,7 +6,7 @@ use prost::Message;
 
 use crate::config::Service;
 use crate::error::FerryError;
-use crate::values::{self, FeatureValue};
+use crate::values::{FeatureValue, ValueRef};
 
 mod wire;
 
@@ -62,9 +62,37 @@ impl EntityFeatures {
             })
             .collect();
         EntityFeatures {
-            values: values::fvs(values),
+            values: crate::values::fvs(values),
             statuses,
         }
+    }
+}
+
+/// Where decoding puts an entity's features: typed (`EntityFeatures`), or written straight
+/// into a body (`format::kserve_v1::Rendered`), each value borrowed from the vector's bytes
+/// until then.
+pub trait Sink {
+    /// `n` more features NOT_FOUND (null): a view without a row, an entity without a vector.
+    fn not_found(&mut self, n: usize);
+    /// One more feature (`None`: null).
+    fn push(&mut self, value: Option<ValueRef<'_>>, status: FeatureStatus);
+    /// The statuses of the entity being decoded, in order.
+    fn statuses(&self) -> &[FeatureStatus];
+}
+
+impl Sink for EntityFeatures {
+    fn not_found(&mut self, n: usize) {
+        self.push_not_found(n);
+    }
+
+    #[inline]
+    fn push(&mut self, value: Option<ValueRef<'_>>, status: FeatureStatus) {
+        self.values.push(value.map(|v| v.to_kind()));
+        self.statuses.push(status);
+    }
+
+    fn statuses(&self) -> &[FeatureStatus] {
+        &self.statuses
     }
 }
 
@@ -93,13 +121,14 @@ pub fn decode(
 
 /// `decode`, the features appended to `out` (an entity keyed by several services gets each
 /// service's features in turn). The bytes are read in place (`wire`): each value goes from
-/// them straight into `out`; each view's event time (µs, 0 = no row) is appended to `times`.
-pub fn decode_into(
+/// them straight into `out`, borrowed until `out` takes it; each view's event time (µs, 0 = no
+/// row) is appended to `times`.
+pub fn decode_into<S: Sink>(
     bytes: &[u8],
     service: &Service,
     entity: &str,
     now_us: i64,
-    out: &mut EntityFeatures,
+    out: &mut S,
     times: &mut Vec<i64>,
 ) -> Result<(), FerryError> {
     let bad = |detail: String| FerryError::BadVector {
@@ -125,7 +154,7 @@ pub fn decode_into(
         let stored = wire::view(stored).map_err(undecodable)?;
         let n = view.features.len();
         if stored.count == 0 {
-            out.push_not_found(n);
+            out.not_found(n);
             times.push(0);
             continue;
         }
@@ -139,22 +168,21 @@ pub fn decode_into(
         times.push(stored.event_time_us);
         for (value, feature) in stored.values().zip(&view.features) {
             let kind = value.and_then(wire::value).map_err(undecodable)?;
-            if !values::matches_type(&kind, feature.value_type) {
+            if kind
+                .as_ref()
+                .is_some_and(|k| !k.matches_type(feature.value_type))
+            {
                 return Err(bad(format!(
                     "feature '{}:{}' is not of type {:?}",
                     view.name, feature.name, feature.value_type
                 )));
             }
-            let (value, status) = if stale {
-                (None, FeatureStatus::OutsideMaxAge)
-            } else if values::is_json_null(&kind) {
+            match kind {
+                _ if stale => out.push(None, FeatureStatus::OutsideMaxAge),
                 // A non-finite float has no JSON form: it is sent as null, and said so.
-                (None, FeatureStatus::NullValue)
-            } else {
-                (kind, FeatureStatus::Present)
-            };
-            out.values.push(value);
-            out.statuses.push(status);
+                Some(k) if !k.is_json_null() => out.push(Some(k), FeatureStatus::Present),
+                _ => out.push(None, FeatureStatus::NullValue),
+            }
         }
     }
     Ok(())
@@ -189,7 +217,7 @@ mod tests {
     use serde_json::{json, Value as Json};
 
     fn json_of(f: &EntityFeatures) -> Vec<Json> {
-        f.values.iter().map(values::to_json).collect()
+        f.values.iter().map(crate::values::to_json).collect()
     }
 
     fn fresh(fp: u64) -> Vec<u8> {

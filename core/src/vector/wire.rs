@@ -11,9 +11,12 @@
 //! has the wrong fingerprint is therefore reported as a fingerprint mismatch, where a full
 //! prost decode reports it undecodable (both refuse the vector).
 
-use ferry_protos::v1::{value::Kind, FloatList};
+use std::borrow::Cow;
+
 use prost::bytes::Buf;
 use prost::encoding::{decode_key, decode_varint, skip_field, DecodeContext, WireType};
+
+use crate::values::ValueRef;
 
 /// What is wrong with the encoding.
 pub type WireError = String;
@@ -88,29 +91,29 @@ impl<'a> View<'a> {
     }
 }
 
-/// One `Value`: its kind, `None` when none is set (null).
-pub fn value(mut buf: &[u8]) -> Result<Option<Kind>, WireError> {
+/// One `Value`: its kind borrowed from `buf` (a string or bytes are not copied), `None` when
+/// none is set (null).
+pub fn value(mut buf: &[u8]) -> Result<Option<ValueRef<'_>>, WireError> {
     let mut kind = None;
     while buf.has_remaining() {
         kind = Some(match key(&mut buf)? {
-            (1, WireType::Varint) => Kind::Int32Val(varint(&mut buf)? as i32),
-            (2, WireType::Varint) => Kind::Int64Val(varint(&mut buf)? as i64),
-            (3, WireType::ThirtyTwoBit) => Kind::FloatVal(fixed(&mut buf, |b| b.get_f32_le())?),
-            (4, WireType::SixtyFourBit) => Kind::DoubleVal(fixed(&mut buf, |b| b.get_f64_le())?),
-            (5, WireType::Varint) => Kind::BoolVal(varint(&mut buf)? != 0),
-            (6, WireType::LengthDelimited) => Kind::StringVal(
+            (1, WireType::Varint) => ValueRef::Int32(varint(&mut buf)? as i32),
+            (2, WireType::Varint) => ValueRef::Int64(varint(&mut buf)? as i64),
+            (3, WireType::ThirtyTwoBit) => ValueRef::Float(fixed(&mut buf, |b| b.get_f32_le())?),
+            (4, WireType::SixtyFourBit) => ValueRef::Double(fixed(&mut buf, |b| b.get_f64_le())?),
+            (5, WireType::Varint) => ValueRef::Bool(varint(&mut buf)? != 0),
+            (6, WireType::LengthDelimited) => ValueRef::Str(
                 std::str::from_utf8(delimited(&mut buf)?)
-                    .map_err(|e| format!("string value is not UTF-8: {e}"))?
-                    .to_owned(),
+                    .map_err(|e| format!("string value is not UTF-8: {e}"))?,
             ),
-            (7, WireType::LengthDelimited) => Kind::BytesVal(delimited(&mut buf)?.to_vec()),
+            (7, WireType::LengthDelimited) => ValueRef::Bytes(delimited(&mut buf)?),
             (8, WireType::LengthDelimited) => {
                 let mut values = match kind.take() {
-                    Some(Kind::FloatListVal(list)) => list.values,
+                    Some(ValueRef::FloatList(list)) => list.into_owned(),
                     _ => Vec::new(),
                 };
                 floats(delimited(&mut buf)?, &mut values)?;
-                Kind::FloatListVal(FloatList { values })
+                ValueRef::FloatList(Cow::Owned(values))
             }
             other => {
                 unknown(&mut buf, other, 8)?;
@@ -213,7 +216,7 @@ fn unknown(buf: &mut &[u8], (tag, wire): (u32, WireType), known: u32) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferry_protos::v1::{StoredVector, Value, ViewValues};
+    use ferry_protos::v1::{value::Kind, FloatList, StoredVector, Value, ViewValues};
     use ferry_test_support::vector::vector;
     use prost::encoding::{encode_key, encode_varint};
     use prost::Message;
@@ -226,7 +229,11 @@ mod tests {
             let v = view(body)?;
             let values = v
                 .values()
-                .map(|b| b.and_then(value).map(|kind| Value { kind }))
+                .map(|b| {
+                    b.and_then(value).map(|kind| Value {
+                        kind: kind.map(|k| k.to_kind()),
+                    })
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             assert_eq!(values.len(), v.count);
             views.push(ViewValues {

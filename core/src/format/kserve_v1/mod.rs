@@ -23,10 +23,10 @@ use super::entity;
 use super::metadata::METADATA_FIELD;
 use super::raw::{self, Field};
 use super::request_fields;
-use crate::config::Route;
+use crate::config::{OnMissing, Route};
 use crate::error::FerryError;
-use crate::values;
-use crate::vector::{EntityFeatures, FeatureStatus};
+use crate::values::{self, FeatureValue, ValueRef};
+use crate::vector::{EntityFeatures, FeatureStatus, Sink};
 
 #[derive(Debug)]
 pub struct ParsedRequest {
@@ -74,8 +74,16 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
         }
         (None, _) => return Err(shape("the body has no \"instances\" array (KServe v1)")),
     };
-    let items =
-        raw::array(instances)?.ok_or_else(|| shape("\"instances\" must be an array of objects"))?;
+    // An array of objects is read in one pass; anything else element by element, so that
+    // the first element in error is reported, in turn with the others' errors, as before.
+    let items: Vec<Result<Option<Vec<Field>>, FerryError>> = match raw::objects(instances) {
+        Some(objects) => objects.into_iter().map(|f| Ok(Some(f))).collect(),
+        None => raw::array(instances)?
+            .ok_or_else(|| shape("\"instances\" must be an array of objects"))?
+            .into_iter()
+            .map(raw::object)
+            .collect(),
+    };
     entity::check_count(items.len(), route)?;
     let mut req = ParsedRequest {
         body: body.to_vec(),
@@ -94,8 +102,7 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
     }
     for (index, item) in items.into_iter().enumerate() {
         let place = || format!("instances[{index}]");
-        let fields = raw::object(item)?
-            .ok_or_else(|| shape(&format!("{} must be a JSON object", place())))?;
+        let fields = item?.ok_or_else(|| shape(&format!("{} must be a JSON object", place())))?;
         entity_keys(&fields, route, place, &mut req.keys)?;
         if request_fields::wanted(route) {
             let member = |name: &str| one_member(&fields, name, &place);
@@ -209,13 +216,52 @@ impl ParsedRequest {
 /// field: the client's members keep their order and text, the features follow them, and
 /// `"ferry"` comes last.
 pub fn rewrite(req: ParsedRequest, route: &Route, features: Vec<EntityFeatures>) -> Vec<u8> {
+    write(&req, route, features.as_slice())
+}
+
+/// [`rewrite`] with the features already written (`Rendered`, decoding's sink): the same body.
+pub fn rewrite_rendered(req: ParsedRequest, route: &Route, features: &Rendered<'_>) -> Vec<u8> {
+    write(&req, route, features)
+}
+
+/// The features of every instance, as `write` takes them.
+trait Instances {
+    fn count(&self) -> usize;
+    /// Appends instance `i`'s `"name":value` pairs, a comma first when `after` (the instance
+    /// has members of its own).
+    fn write(&self, out: &mut Vec<u8>, route: &Route, i: usize, after: bool);
+    fn statuses(&self, i: usize) -> &[FeatureStatus];
+}
+
+impl Instances for [EntityFeatures] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn write(&self, out: &mut Vec<u8>, route: &Route, i: usize, after: bool) {
+        let values = self.get(i).map_or(&[][..], |f| &f.values);
+        for (j, (key, value)) in route.output_keys.iter().zip(values).enumerate() {
+            if j > 0 || after {
+                out.push(b',');
+            }
+            out.extend_from_slice(key);
+            values::write_json(out, value);
+        }
+    }
+
+    fn statuses(&self, i: usize) -> &[FeatureStatus] {
+        self.get(i).map_or(&[][..], |f| &f.statuses)
+    }
+}
+
+fn write(req: &ParsedRequest, route: &Route, features: &(impl Instances + ?Sized)) -> Vec<u8> {
     let per_entity: usize = route.output_keys.iter().map(|k| k.len() + 12).sum();
-    let mut out = Vec::with_capacity(req.body.len() + features.len() * per_entity + 128);
+    let mut out = Vec::with_capacity(req.body.len() + features.count() * per_entity + 128);
     out.push(b'{');
     for (i, m) in req.top.iter().enumerate() {
         if i == req.instances_at {
             req.write_name(&mut out, &m.name);
-            write_instances(&mut out, &req, route, &features);
+            write_instances(&mut out, req, route, features);
         } else {
             req.write_member(&mut out, m);
         }
@@ -223,7 +269,7 @@ pub fn rewrite(req: ParsedRequest, route: &Route, features: Vec<EntityFeatures>)
     }
     values::write_str(&mut out, METADATA_FIELD);
     out.push(b':');
-    write_metadata(&mut out, route, &features);
+    write_metadata(&mut out, route, features);
     out.push(b'}');
     out
 }
@@ -232,7 +278,7 @@ fn write_instances(
     out: &mut Vec<u8>,
     req: &ParsedRequest,
     route: &Route,
-    features: &[EntityFeatures],
+    features: &(impl Instances + ?Sized),
 ) {
     out.push(b'[');
     let mut start = 0;
@@ -249,14 +295,7 @@ fn write_instances(
             }
             req.write_member(out, m);
         }
-        let values = features.get(i).map_or(&[][..], |f| &f.values);
-        for (j, (key, value)) in route.output_keys.iter().zip(values).enumerate() {
-            if j > 0 || !members.is_empty() {
-                out.push(b',');
-            }
-            out.extend_from_slice(key);
-            values::write_json(out, value);
-        }
+        features.write(out, route, i, !members.is_empty());
         out.push(b'}');
     }
     out.push(b']');
@@ -264,7 +303,7 @@ fn write_instances(
 
 /// `{"service", "fingerprint", "statuses": [per instance: {feature: status} of the features
 /// that are not PRESENT]}`, the same object `format::metadata` builds for the other formats.
-fn write_metadata(out: &mut Vec<u8>, route: &Route, features: &[EntityFeatures]) {
+fn write_metadata(out: &mut Vec<u8>, route: &Route, features: &(impl Instances + ?Sized)) {
     out.extend_from_slice(b"{\"service\":");
     values::write_str(out, &route.services_label);
     out.extend_from_slice(b",\"fingerprint\":\"");
@@ -274,13 +313,13 @@ fn write_metadata(out: &mut Vec<u8>, route: &Route, features: &[EntityFeatures])
         out.extend_from_slice(route.derived.version_label.as_bytes());
     }
     out.extend_from_slice(b"\",\"statuses\":[");
-    for (i, f) in features.iter().enumerate() {
+    for i in 0..features.count() {
         if i > 0 {
             out.push(b',');
         }
         out.push(b'{');
         let mut first = true;
-        for (key, status) in route.output_keys.iter().zip(&f.statuses) {
+        for (key, status) in route.output_keys.iter().zip(features.statuses(i)) {
             if *status == FeatureStatus::Present {
                 continue;
             }
@@ -296,6 +335,117 @@ fn write_metadata(out: &mut Vec<u8>, route: &Route, features: &[EntityFeatures])
         out.push(b'}');
     }
     out.extend_from_slice(b"]}");
+}
+
+/// Every instance's stored features written as the new body holds them (`"name":value` pairs,
+/// in one buffer), as decoding reads them from the vectors (`vector::Sink`): no typed value is
+/// built and no string copied but into the body. For a route without on-demand features
+/// (they read the typed values), under the same policies: a NOT_FOUND feature is written as
+/// the repo's default under `on_missing_entity: default`, as `enrich` would have set it.
+#[derive(Debug)]
+pub struct Rendered<'r> {
+    keys: &'r [Vec<u8>],
+    /// Each feature's default, under `on_missing_entity: default`.
+    defaults: Option<Vec<&'r FeatureValue>>,
+    json: Vec<u8>,
+    /// Where each instance's pairs end in `json`, and its statuses in `statuses`.
+    ends: Vec<(usize, usize)>,
+    statuses: Vec<FeatureStatus>,
+    /// Where the instance being decoded starts in `json` and `statuses`.
+    start: (usize, usize),
+}
+
+impl<'r> Rendered<'r> {
+    pub fn new(route: &'r Route, entities: usize) -> Rendered<'r> {
+        let per_entity: usize = route.output_keys.iter().map(|k| k.len() + 12).sum();
+        let defaults = (route.on_missing == OnMissing::Default)
+            .then(|| route.features().map(|f| &f.default).collect());
+        Rendered {
+            keys: &route.output_keys,
+            defaults,
+            json: Vec::with_capacity(entities.saturating_mul(per_entity)),
+            ends: Vec::with_capacity(entities),
+            statuses: Vec::with_capacity(entities.saturating_mul(route.stored_count)),
+            start: (0, 0),
+        }
+    }
+
+    /// The instance being decoded is complete; the next begins.
+    pub fn end_entity(&mut self) {
+        self.start = (self.json.len(), self.statuses.len());
+        self.ends.push(self.start);
+    }
+
+    /// `"name":` of the instance's next feature (a comma first but for the first), or None
+    /// when the route has no such output (nothing is written for it, as `rewrite` zips them).
+    #[inline]
+    fn key(&mut self) -> bool {
+        let at = self.statuses.len().saturating_sub(self.start.1);
+        let Some(key) = self.keys.get(at) else {
+            return false;
+        };
+        if at > 0 {
+            self.json.push(b',');
+        }
+        self.json.extend_from_slice(key);
+        true
+    }
+}
+
+impl Sink for Rendered<'_> {
+    fn not_found(&mut self, n: usize) {
+        for _ in 0..n {
+            if self.key() {
+                let at = self.statuses.len().saturating_sub(self.start.1);
+                let default = self.defaults.as_ref().and_then(|d| d.get(at));
+                values::write_json(&mut self.json, default.copied().unwrap_or(&None));
+            }
+            self.statuses.push(FeatureStatus::NotFound);
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, value: Option<ValueRef<'_>>, status: FeatureStatus) {
+        if self.key() {
+            match value {
+                Some(v) => values::write_json_ref(&mut self.json, &v),
+                None => self.json.extend_from_slice(b"null"),
+            }
+        }
+        self.statuses.push(status);
+    }
+
+    fn statuses(&self) -> &[FeatureStatus] {
+        self.statuses.get(self.start.1..).unwrap_or_default()
+    }
+}
+
+impl Instances for Rendered<'_> {
+    fn count(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn write(&self, out: &mut Vec<u8>, _: &Route, i: usize, after: bool) {
+        let from = match i.checked_sub(1) {
+            Some(p) => self.ends.get(p).map_or(0, |e| e.0),
+            None => 0,
+        };
+        let to = self.ends.get(i).map_or(from, |e| e.0);
+        let pairs = self.json.get(from..to).unwrap_or_default();
+        if after && !pairs.is_empty() {
+            out.push(b',');
+        }
+        out.extend_from_slice(pairs);
+    }
+
+    fn statuses(&self, i: usize) -> &[FeatureStatus] {
+        let from = match i.checked_sub(1) {
+            Some(p) => self.ends.get(p).map_or(0, |e| e.1),
+            None => 0,
+        };
+        let to = self.ends.get(i).map_or(from, |e| e.1);
+        self.statuses.get(from..to).unwrap_or_default()
+    }
 }
 
 #[cfg(test)]

@@ -237,3 +237,26 @@ fn malformed_bodies_stay_malformed_json_whatever_their_shape() {
     let e = parse(br#"{"instances":[{"user_id":"u1"}, 3]}"#, r).unwrap_err();
     assert_eq!(e.message(), "instances[1] must be a JSON object");
 }
+
+/// Instances read in one pass (all objects) or element by element (any other element): the
+/// first instance in error is reported, whatever is wrong with the others.
+#[test]
+fn the_first_instance_in_error_is_reported() {
+    let c = config();
+    let r = &c.routes[0];
+    let message = |body: &str| parse(body.as_bytes(), r).unwrap_err().message();
+    assert_eq!(
+        message(r#"{"instances":[{"user_id":"u1"},{"x":1},"u3"]}"#),
+        "instances[1] has no entity id field 'user_id'",
+    );
+    assert_eq!(
+        message(r#"{"instances":[{"user_id":"u1"},[1],{"x":1}]}"#),
+        "instances[1] must be a JSON object",
+    );
+    assert_eq!(
+        message(r#"{"instances":[{"user_id":"u1"},{"user_id":2.5}, 3]}"#),
+        "instances[1].user_id: expected a string id, got a number",
+    );
+    let ok = parse(br#"{"instances":[{"user_id":"u1"},{"user_id":"u2"}]}"#, r).unwrap();
+    assert_eq!(ok.keys, ["u1", "u2"]);
+}
