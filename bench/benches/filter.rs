@@ -16,18 +16,10 @@ use ferry_core::config::{Config, Route};
 use ferry_core::format::kserve_v1;
 use ferry_core::{enrich, vector};
 use ferry_protos::v1::{self as pb, value::Kind};
-use ferry_test_support::snapshot::{self as fixture, feature, prefix};
+use ferry_test_support::bench_service::{self as service, Floats, NOW_US};
+use ferry_test_support::snapshot as fixture;
 
-const FINGERPRINT: u64 = 0x5eed_f00d_0bad_cafe;
-const NOW_US: i64 = 1_795_000_000_000_000;
 const BATCHES: [usize; 3] = [1, 10, 100];
-
-fn view(name: &str, prefix: &str, t: pb::ValueType) -> pb::ServiceView {
-    let features = (0..10)
-        .map(|i| feature(&format!("{prefix}_{i}"), t, None))
-        .collect();
-    fixture::view(name, 7 * fixture::DAY, features)
-}
 
 /// The view `d5` over the bench layout; slots: request `amount` (0), `channel` (1),
 /// `request.time` (2), `user_activity.count_0` (3), `user_attrs.attr_0` (4),
@@ -90,80 +82,32 @@ fn config_with(derived: bool) -> Config {
 
 /// The snapshot of [`config_with`].
 fn snapshot_with(derived: bool) -> pb::Snapshot {
-    use pb::ValueType as T;
-    pb::Snapshot {
-        project: "bench".into(),
-        version: "bench".into(),
-        services: vec![pb::FeatureService {
-            feast: None,
-            fingerprint: FINGERPRINT,
-            views: vec![
-                view("user_activity", "count", T::Int64),
-                view("user_attrs", "attr", T::String),
-                view("user_stats", "amount", T::Float32),
-            ],
-            derived: if derived {
-                vec![pb::ServiceDerived {
-                    view: "d5".into(),
-                    features: ["big", "count_or_zero", "gold", "ratio", "web"]
-                        .map(String::from)
-                        .to_vec(),
-                }]
-            } else {
-                vec![]
-            },
-            derived_version: if derived {
-                "00000000000000d5".into()
-            } else {
-                String::new()
-            },
-            ..fixture::scoring()
-        }],
-        on_demand_views: if derived { vec![derived5()] } else { vec![] },
-        routes: vec![pb::Route {
-            r#match: prefix("/v1/models/scoring"),
-            max_body_bytes: 1 << 20,
-            max_entities: 1000,
-            reader_timeout_ms: 200,
-            ..fixture::route("scoring", "scoring", pb::Format::KserveV1, &["user_id"])
-        }],
-        ..fixture::snapshot()
+    let mut snapshot = service::snapshot();
+    if derived {
+        let scoring = &mut snapshot.services[0];
+        scoring.derived = vec![pb::ServiceDerived {
+            view: "d5".into(),
+            features: ["big", "count_or_zero", "gold", "ratio", "web"]
+                .map(String::from)
+                .to_vec(),
+        }];
+        scoring.derived_version = "00000000000000d5".into();
+        snapshot.on_demand_views = vec![derived5()];
     }
+    snapshot
 }
 
 /// One entity's stored vector, as `ferry materialize` writes it.
 fn stored_vector(i: usize) -> Vec<u8> {
-    let values = |f: &dyn Fn(usize) -> Kind| (0..10).map(|j| Some(f(j))).collect();
-    let t = NOW_US - 3_600_000_000;
-    ferry_test_support::vector::vector(
-        FINGERPRINT,
-        vec![
-            (t, values(&|j| Kind::Int64Val((i * 31 + j) as i64))),
-            (
-                t,
-                values(&|j| Kind::StringVal(["gold", "DE", "mobile_app"][j % 3].into())),
-            ),
-            (t, values(&|j| Kind::FloatVal(i as f32 * 0.5 + j as f32))),
-        ],
-    )
+    service::stored_vector(i, Floats::Halves)
 }
 
 fn request(batch: usize) -> Vec<u8> {
-    let instances: Vec<String> = (0..batch)
-        .map(|i| {
-            format!(
-                r#"{{"user_id":"u{:06}","amount":{}.25,"merchant_id":"m{:05}","channel":"web"}}"#,
-                i + 1,
-                i * 7,
-                i * 13
-            )
-        })
-        .collect();
-    format!(r#"{{"instances":[{}]}}"#, instances.join(",")).into_bytes()
+    service::request(batch)
 }
 
 fn reader_answer(batch: usize) -> Vec<u8> {
-    ferry_test_support::reader::response((0..batch).map(stored_vector).collect())
+    service::reader_answer(batch, Floats::Halves)
 }
 
 fn route(config: &Config) -> &Route {

@@ -13,6 +13,8 @@
 //! - [`proxy`]: a TCP proxy that can freeze, to play a Redis that went silent;
 //! - [`ports`]: free loopback ports;
 //! - [`certs`]: test CAs and the certificates they sign (`rcgen`), as PEM files;
+//! - [`bench_service`]: the benchmarks' service shape (3 views x 10 features), its vectors and
+//!   bodies;
 //! - [`example`]: the banking example as a feature repo with generated data;
 //! - [`docs`]: the book's generated reference blocks (CLI tables, ...) and their check.
 //!
@@ -22,6 +24,7 @@
 // A fixture that cannot be built is a broken test: panicking with the reason is its job.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod bench_service;
 pub mod certs;
 pub mod docs;
 pub mod example;
