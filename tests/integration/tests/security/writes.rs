@@ -343,16 +343,7 @@ pub fn write_route_over_mtls(c: &mut Ctx) -> Fut<'_> {
                 &grant,
             );
             let (listen, admin) = (free_port(), free_port());
-            run(Command::new(bin("ferry"))
-                .arg("envoy-config")
-                .arg(&c.stack.repo)
-                .arg("--wasm")
-                .arg(wasm())
-                .args(["--listen-port", &listen.to_string()])
-                .args(["--admin-port", &admin.to_string()])
-                .args(["--reader-port", &c.stack.reader_port.to_string()])
-                .args(["--model-port", &c.stack.model_port.to_string()])
-                .args(["--write-address", &format!("127.0.0.1:{http}")])
+            run(envoy_config(c, listen, admin, http)
                 .args([
                     "--write-server-san",
                     CP_NAME,
@@ -502,16 +493,7 @@ pub fn write_flood_through_envoy(c: &mut Ctx) -> Fut<'_> {
         let config = dir.join("envoy.yaml");
         let (listen, admin) = (free_port(), free_port());
         let mut envoy = tokio::task::block_in_place(|| {
-            run(Command::new(bin("ferry"))
-                .arg("envoy-config")
-                .arg(&c.stack.repo)
-                .arg("--wasm")
-                .arg(wasm())
-                .args(["--listen-port", &listen.to_string()])
-                .args(["--admin-port", &admin.to_string()])
-                .args(["--reader-port", &c.stack.reader_port.to_string()])
-                .args(["--model-port", &c.stack.model_port.to_string()])
-                .args(["--write-address", &format!("127.0.0.1:{port}")])
+            run(envoy_config(c, listen, admin, port)
                 .args(["--write-max-requests", &SLOTS.to_string()])
                 .arg("-o")
                 .arg(&config));
@@ -659,4 +641,20 @@ async fn flood_through_envoy(port: u16, listen: u16, admin: u16) -> Result<Strin
         )),
         None => Err("freed, no write through Envoy was answered 200".into()),
     }
+}
+
+/// `ferry envoy-config` for the stack's repo, reader and model with the write route to the API
+/// on `write`: the arguments every write case shares (each adds its own, then `-o`).
+fn envoy_config(c: &Ctx, listen: u16, admin: u16, write: u16) -> Command {
+    let mut cmd = Command::new(bin("ferry"));
+    cmd.arg("envoy-config")
+        .arg(&c.stack.repo)
+        .arg("--wasm")
+        .arg(wasm())
+        .args(["--listen-port", &listen.to_string()])
+        .args(["--admin-port", &admin.to_string()])
+        .args(["--reader-port", &c.stack.reader_port.to_string()])
+        .args(["--model-port", &c.stack.model_port.to_string()])
+        .args(["--write-address", &format!("127.0.0.1:{write}")]);
+    cmd
 }
