@@ -42,6 +42,17 @@ fn text(out: &Output) -> String {
 
 /// kubectl-validate on `files`, with every CRD directory; never a cluster (the kubeconfig is
 /// an empty file, so no API server is asked).
+/// kubectl-validate accepts every one of `files` (its report printed either way).
+fn assert_valid(files: &[PathBuf], what: &str) {
+    let out = kubectl_validate(files);
+    println!("{}", text(&out));
+    assert!(
+        out.status.success(),
+        "kubectl-validate refused {what}:\n{}",
+        text(&out)
+    );
+}
+
 fn kubectl_validate(files: &[PathBuf]) -> Output {
     let scratch = tempfile::tempdir().unwrap();
     let kubeconfig = scratch.path().join("kubeconfig");
@@ -94,13 +105,7 @@ fn manifests() -> Vec<PathBuf> {
 #[test]
 fn every_deploy_manifest_passes_the_real_schemas() {
     let files = manifests();
-    let out = kubectl_validate(&files);
-    println!("{}", text(&out));
-    assert!(
-        out.status.success(),
-        "kubectl-validate refused:\n{}",
-        text(&out)
-    );
+    assert_valid(&files, "a manifest");
 }
 
 /// The same file with one wrong field planted (a typo in a Deployment's spec, a field a
@@ -221,13 +226,7 @@ fn the_chart_lints_and_its_renderings_pass_the_real_schemas() {
         std::fs::write(&path, &out.stdout).unwrap();
         files.push(path);
     }
-    let out = kubectl_validate(&files);
-    println!("{}", text(&out));
-    assert!(
-        out.status.success(),
-        "kubectl-validate refused a rendering:\n{}",
-        text(&out)
-    );
+    assert_valid(&files, "a rendering");
 }
 
 /// An attachment without the read token or the keys is refused at render time, not rendered
@@ -519,8 +518,7 @@ fn two_releases_share_a_namespace_without_sharing_a_name() {
     let shared: Vec<_> = ferry.1.iter().filter(|r| staging.1.contains(r)).collect();
     assert!(shared.is_empty(), "named by both releases: {shared:?}");
     println!("ferry: {:?}\nstaging: {:?}", ferry.1, staging.1);
-    let out = kubectl_validate(&files);
-    assert!(out.status.success(), "{}", text(&out));
+    assert_valid(&files, "a release's rendering");
 
     let out = template("a-release-name-of-thirty-five-chars", &[]);
     assert!(!out.status.success(), "a 41-character stem rendered");
