@@ -6,27 +6,24 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 DOCKER_DIR="$ROOT/docker"
 DOCKER_STATE="$RUN_DIR/docker"        # engine pid, log, the network state recorded before start
 DOCKER_T0=${DOCKER_T0:-$(date +%s)}; export DOCKER_T0
-# The control plane's push token (it listens on the compose network, so it runs with one): made
-# once per checkout, kept in $DOCKER_STATE/push-token (mode 600), exported for the compose file
-# and for `ferry apply --push` / the tests on the host, which read FERRY_PUSH_TOKEN.
-if [ -z "${FERRY_PUSH_TOKEN:-}" ]; then
-  if [ ! -s "$DOCKER_STATE/push-token" ]; then
-    mkdir -p "$DOCKER_STATE"
-    (umask 077; python3 -c 'import secrets; print(secrets.token_hex(16))' > "$DOCKER_STATE/push-token")
+# secret VAR FILE: VAR from the environment, else a random token made once per checkout and
+# kept in $DOCKER_STATE/FILE (mode 600); exported.
+secret() {
+  if [ -z "${!1:-}" ]; then
+    if [ ! -s "$DOCKER_STATE/$2" ]; then
+      mkdir -p "$DOCKER_STATE"
+      (umask 077; python3 -c 'import secrets; print(secrets.token_hex(16))' > "$DOCKER_STATE/$2")
+    fi
+    printf -v "$1" '%s' "$(cat "$DOCKER_STATE/$2")"
   fi
-  FERRY_PUSH_TOKEN=$(cat "$DOCKER_STATE/push-token")
-fi
-export FERRY_PUSH_TOKEN
+  export "${1?}"
+}
+# The control plane's push token (it listens on the compose network, so it runs with one), for
+# the compose file and for `ferry apply --push` / the tests on the host (FERRY_PUSH_TOKEN).
+secret FERRY_PUSH_TOKEN push-token
 # Redis's password in the stack (requirepass; the reader, the init job and the control plane
-# AUTH with it), made and kept the same way.
-if [ -z "${FERRY_REDIS_PASSWORD:-}" ]; then
-  if [ ! -s "$DOCKER_STATE/redis-password" ]; then
-    mkdir -p "$DOCKER_STATE"
-    (umask 077; python3 -c 'import secrets; print(secrets.token_hex(16))' > "$DOCKER_STATE/redis-password")
-  fi
-  FERRY_REDIS_PASSWORD=$(cat "$DOCKER_STATE/redis-password")
-fi
-export FERRY_REDIS_PASSWORD
+# AUTH with it).
+secret FERRY_REDIS_PASSWORD redis-password
 # say MESSAGE: a progress line with the seconds since the calling make target started.
 say() { echo "== [$(( $(date +%s) - DOCKER_T0 )) s] $*"; }
 sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
