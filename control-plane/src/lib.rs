@@ -13,8 +13,6 @@
 //! - [`materialize`]: latest row per entity, vector encoding, pipelined writes into Redis.
 //! - [`envoy_config`]: renders the static Envoy bootstrap with the snapshot inlined.
 //! - [`envoy_xds`]: renders the xDS bootstrap (filter config from the control plane).
-//! - [`xds`]: an xDS server as a library (protocol core without I/O, ADS/ECDS gRPC services)
-//!   over two interfaces the application implements: a snapshot source and callbacks.
 //! - [`serve`]: `ferry serve`, the control plane: current snapshot (the xDS server's source),
 //!   stream table (its callbacks), the filter's xDS resources, HTTP API and its wire types,
 //!   repo watching.
@@ -26,6 +24,10 @@
 //! - [`log_sink`]: `ferry log-sink`: served-feature records from Envoy's gRPC access-log
 //!   service into Parquet files in Feast's feature-logging layout.
 //! - [`plugin_pull`]: the filter's JSON configuration that pulls (and verifies) its snapshot.
+//!
+//! Crates beside this one, under `control-plane/`:
+//! - `ferry-xds` (`xds/`): an xDS server as a library (protocol core without I/O, ADS/ECDS gRPC
+//!   services) over two interfaces the application implements: a snapshot source and callbacks.
 //!
 //! The `ferry` binary (`main.rs`, one file per subcommand under `cli/`) only parses flags,
 //! calls these modules and prints what they return.
@@ -45,7 +47,6 @@ pub mod snapshot;
 pub mod sources;
 pub mod types;
 pub mod write;
-pub mod xds;
 
 #[cfg(test)]
 pub(crate) mod test_support;

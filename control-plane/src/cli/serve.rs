@@ -68,7 +68,7 @@ pub struct ServeArgs {
     /// allowed: a node id equal to one of its names, or such a name followed by `~` and
     /// anything.
     #[arg(long = "node-identity", value_name = "IDENTITY=NODE_ID")]
-    node_identities: Vec<ferry::xds::NodeRule>,
+    node_identities: Vec<ferry_xds::NodeRule>,
     /// ROLE=IDENTITY: grant a role (read, push, write) on the HTTP API to the client
     /// certificates whose URI or DNS SAN matches IDENTITY (`*` matches any run but `/`); repeatable.
     /// push also reads.
@@ -147,10 +147,10 @@ pub struct ServeArgs {
     filter_name: String,
     /// The most Envoy streams served at once (each holds an open file; the open-file soft
     /// limit is raised to fit when the hard limit allows).
-    #[arg(long, default_value_t = ferry::xds::limits::DEFAULT_MAX_STREAMS)]
+    #[arg(long, default_value_t = ferry_xds::limits::DEFAULT_MAX_STREAMS)]
     max_streams: usize,
     /// The most Envoy streams one node id may hold (Envoys sharing a node id share these).
-    #[arg(long, default_value_t = ferry::xds::limits::DEFAULT_STREAMS_PER_NODE)]
+    #[arg(long, default_value_t = ferry_xds::limits::DEFAULT_STREAMS_PER_NODE)]
     max_streams_per_node: usize,
     /// Tests only: honour `x-ferry-unchecked` on pushes, skipping validation, so that a
     /// snapshot the filter refuses can reach Envoy. Only in builds with `test-switches`.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use ferry_http_serve::Peer;
 
 use super::metrics::SinkMetrics;
-use crate::xds::identity::glob;
+use ferry_xds::identity::glob;
 
 /// The allowed identity patterns; none: every client the TLS setup admits.
 #[derive(Clone, Debug, Default)]

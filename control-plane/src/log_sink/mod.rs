@@ -37,7 +37,7 @@ use ferry_http_serve::{Options, Tls};
 use http_body_util::Full;
 use tokio::net::TcpListener;
 
-use crate::xds::grpc::XdsConn;
+use ferry_xds::grpc::XdsConn;
 pub use files::FileOptions;
 pub use identity::Allowed;
 pub use metrics::SinkMetrics;

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use ferry_http_serve::exposure::Lack;
 use ferry_http_serve::PeerIdentity;
 
-use crate::xds::identity::glob;
+use ferry_xds::identity::glob;
 
 /// What a request wants to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -46,7 +46,7 @@ use ferry_http_serve::exposure::{self, Lack};
 use ferry_http_serve::{ClientAuth, Tls, TlsFiles};
 use tokio::net::TcpListener;
 
-use crate::xds::{NodePolicy, NodeRule, Xds, XdsConn};
+use ferry_xds::{NodePolicy, NodeRule, Xds, XdsConn};
 use resources::FilterOptions;
 use state::State;
 

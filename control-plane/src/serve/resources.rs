@@ -22,7 +22,7 @@ use prost::Message as _;
 
 use crate::envoy_config::runtime::NATIVE_MODULE_NAME;
 use crate::envoy_config::Runtime;
-use crate::xds::{Resource, ResourceType, XdsSnapshot};
+use ferry_xds::{Resource, ResourceType, XdsSnapshot};
 
 /// The one type ferry serves: its filter's config, over ECDS.
 pub const RESOURCE_TYPE: ResourceType = ResourceType::ExtensionConfig;

@@ -16,7 +16,7 @@ use super::shared::{Committed, Install, Loaded, Record, Shared, Stored, Unavaila
 use super::signing::{self, Signer};
 use super::streams::{lock, now_ms, Streams};
 use crate::snapshot;
-use crate::xds::{Node, SnapshotSource, Subscription, XdsSnapshot};
+use ferry_xds::{Node, SnapshotSource, Subscription, XdsSnapshot};
 
 /// The snapshot every Envoy should have.
 #[derive(Debug)]

@@ -7,7 +7,7 @@ use ferry_protos::v1;
 use super::api::{self, NodeStatus, ServiceStatus, SnapshotStatus, Status, TypeStatus};
 use super::state::{Current, State};
 use super::streams::StreamInfo;
-use crate::xds::TypeState;
+use ferry_xds::TypeState;
 
 pub fn status(state: &State, insecure: bool) -> Status {
     let current = state.current();

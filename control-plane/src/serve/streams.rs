@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::metrics::{inc, XdsCounters};
 use super::resources::RESOURCE_TYPE;
-use crate::xds::{Callbacks, Event, Node, ResourceType, Response, TypeState};
+use ferry_xds::{Callbacks, Event, Node, ResourceType, Response, TypeState};
 
 /// One connected stream, as the xDS server's callbacks describe it.
 #[derive(Clone, Debug, Default)]

@@ -163,7 +163,7 @@ mod tests {
 #[cfg(test)]
 mod identity_tests {
     use super::*;
-    use crate::xds::Node;
+    use crate::Node;
 
     #[test]
     fn a_nack_under_another_identity_never_touches_a_real_nodes_entry() {
