@@ -253,6 +253,6 @@ fn spawn(
             "200",
             "--allow-invalid",
         ])
-        .env("RUST_LOG", "info,ferry::xds=debug");
+        .env("RUST_LOG", "info,ferry_xds=debug");
     Proc::start("control-plane", cmd, dir)
 }

@@ -85,7 +85,7 @@ pub fn control_plane(
         .args(extra)
         .env_remove("FERRY_PUSH_TOKEN")
         .env_remove("FERRY_READ_TOKEN")
-        .env("RUST_LOG", "info,ferry::xds=debug");
+        .env("RUST_LOG", "info,ferry_xds=debug");
     let mut proc = Proc::start("control-plane", cmd, dir);
     let ready = || {
         block_on(tls::request(
