@@ -61,6 +61,14 @@ pub struct PeerIdentity {
 }
 
 impl PeerIdentity {
+    /// An identity with these names (what a test's certificate would carry).
+    pub fn new(uris: &[&str], dns: &[&str]) -> PeerIdentity {
+        PeerIdentity {
+            uris: uris.iter().map(|s| (*s).to_owned()).collect(),
+            dns: dns.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
     /// The names of a certificate (DER); None when it cannot be parsed or has none.
     pub fn of_certificate(der: &CertificateDer<'_>) -> Option<PeerIdentity> {
         let cert = webpki::EndEntityCert::try_from(der).ok()?;

@@ -67,20 +67,13 @@ mod tests {
     use super::*;
     use ferry_http_serve::PeerIdentity;
 
-    fn id(uris: &[&str], dns: &[&str]) -> PeerIdentity {
-        PeerIdentity {
-            uris: uris.iter().map(|s| (*s).to_owned()).collect(),
-            dns: dns.iter().map(|s| (*s).to_owned()).collect(),
-        }
-    }
-
     #[test]
     fn a_certificate_is_admitted_by_any_of_its_names_matching_a_pattern() {
-        let envoy = id(
+        let envoy = PeerIdentity::new(
             &["spiffe://cluster.local/ns/ml/sa/envoy"],
             &["envoy.ml.svc"],
         );
-        let web = id(&["spiffe://cluster.local/ns/ml/sa/web"], &[]);
+        let web = PeerIdentity::new(&["spiffe://cluster.local/ns/ml/sa/web"], &[]);
         let by_uri = Allowed::new(vec!["spiffe://cluster.local/ns/*/sa/envoy".into()]);
         assert!(by_uri.admits(Some(&envoy)));
         assert!(!by_uri.admits(Some(&web)), "right CA, wrong SAN");
@@ -88,14 +81,14 @@ mod tests {
         let by_dns = Allowed::new(vec!["*.ml.svc".into()]);
         assert!(by_dns.admits(Some(&envoy)) && !by_dns.admits(Some(&web)));
         // `*` stops at `/`, as in --grant and --node-identity.
-        let across = id(&["spiffe://cluster.local/ns/x/sa/y/ns/ml/sa/envoy"], &[]);
+        let across = PeerIdentity::new(&["spiffe://cluster.local/ns/x/sa/y/ns/ml/sa/envoy"], &[]);
         assert!(!by_uri.admits(Some(&across)));
     }
 
     #[test]
     fn without_patterns_every_client_of_the_tls_setup_is_admitted() {
         let open = Allowed::default();
-        assert!(open.admits(None) && open.admits(Some(&id(&["spiffe://x/y"], &[]))));
+        assert!(open.admits(None) && open.admits(Some(&PeerIdentity::new(&["spiffe://x/y"], &[]))));
     }
 
     #[test]
@@ -107,10 +100,10 @@ mod tests {
             tls: true,
             identity: identity.map(Arc::new),
         };
-        let web = id(&["spiffe://cluster.local/ns/ml/sa/web"], &[]);
+        let web = PeerIdentity::new(&["spiffe://cluster.local/ns/ml/sa/web"], &[]);
         assert!(!allowed.admit(&peer(Some(web)), &metrics));
         assert!(!allowed.admit(&peer(None), &metrics));
-        let envoy = id(&["spiffe://cluster.local/ns/ml/sa/envoy"], &[]);
+        let envoy = PeerIdentity::new(&["spiffe://cluster.local/ns/ml/sa/envoy"], &[]);
         assert!(allowed.admit(&peer(Some(envoy)), &metrics));
         assert_eq!(metrics.identity_refused.get(), 2);
     }

@@ -422,10 +422,7 @@ mod tests {
                 "read=*.envoy.ml.svc".parse().unwrap(),
             ],
         };
-        let id = |uri: &str, dns: &str| PeerIdentity {
-            uris: vec![uri.to_owned()],
-            dns: vec![dns.to_owned()],
-        };
+        let id = |uri: &str, dns: &str| PeerIdentity::new(&[uri], &[dns]);
         let ci = id("spiffe://cluster.local/ns/ml/sa/ferry-ci", "ci.ml.svc");
         let envoy = id("spiffe://cluster.local/ns/ml/sa/envoy", "a.envoy.ml.svc");
         let stranger = id("spiffe://cluster.local/ns/ml/sa/web", "web.ml.svc");

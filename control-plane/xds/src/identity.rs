@@ -115,13 +115,6 @@ fn segment(pattern: &str, text: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn id(uris: &[&str], dns: &[&str]) -> PeerIdentity {
-        PeerIdentity {
-            uris: uris.iter().map(|s| (*s).to_owned()).collect(),
-            dns: dns.iter().map(|s| (*s).to_owned()).collect(),
-        }
-    }
-
     #[test]
     fn globs_match_runs_of_anything() {
         assert!(glob("a*", "a") && glob("a*", "abc") && glob("*c", "abc") && glob("a*c", "abc"));
@@ -148,7 +141,7 @@ mod tests {
     #[test]
     fn by_default_a_node_id_is_one_of_the_names_or_a_name_and_a_tilde_suffix() {
         let spiffe = "spiffe://cluster.local/ns/ml/sa/envoy";
-        let envoy = id(&[spiffe], &["envoy.ml.svc"]);
+        let envoy = PeerIdentity::new(&[spiffe], &["envoy.ml.svc"]);
         let p = NodePolicy::default();
         assert!(p.allows(Some(&envoy), spiffe));
         assert!(p.allows(Some(&envoy), "envoy.ml.svc"));
@@ -168,8 +161,8 @@ mod tests {
             "spiffe://cluster.local/ns/*/sa/envoy=envoy-*"
         );
         let p = NodePolicy::new(vec![rule]);
-        let envoy = id(&["spiffe://cluster.local/ns/ml/sa/envoy"], &[]);
-        let other = id(&["spiffe://cluster.local/ns/ml/sa/ci"], &[]);
+        let envoy = PeerIdentity::new(&["spiffe://cluster.local/ns/ml/sa/envoy"], &[]);
+        let other = PeerIdentity::new(&["spiffe://cluster.local/ns/ml/sa/ci"], &[]);
         assert!(p.allows(Some(&envoy), "envoy-a"));
         assert!(!p.allows(Some(&envoy), "other-a"));
         assert!(!p.allows(Some(&other), "envoy-a"));
