@@ -21,13 +21,13 @@
 //! - [`push`]: the HTTP client `ferry apply --push` uses, and which services a push leaves
 //!   to materialize first.
 //! - [`oci`]: `ferry oci-image`, the filter as an OCI image layout (Istio, Envoy Gateway).
-//! - [`log_sink`]: `ferry log-sink`: served-feature records from Envoy's gRPC access-log
-//!   service into Parquet files in Feast's feature-logging layout.
 //! - [`plugin_pull`]: the filter's JSON configuration that pulls (and verifies) its snapshot.
 //!
 //! Crates beside this one, under `control-plane/`:
 //! - `ferry-xds` (`xds/`): an xDS server as a library (protocol core without I/O, ADS/ECDS gRPC
 //!   services) over two interfaces the application implements: a snapshot source and callbacks.
+//! - `ferry-log-sink` (`log-sink/`): `ferry log-sink`'s server: served-feature records from
+//!   Envoy's gRPC access-log service into Parquet files in Feast's feature-logging layout.
 //!
 //! The `ferry` binary (`main.rs`, one file per subcommand under `cli/`) only parses flags,
 //! calls these modules and prints what they return.
@@ -36,7 +36,6 @@ pub mod envoy_config;
 pub mod envoy_xds;
 pub mod expr;
 pub mod fingerprint;
-pub mod log_sink;
 pub mod materialize;
 pub mod oci;
 pub mod plugin_pull;

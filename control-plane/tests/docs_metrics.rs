@@ -51,7 +51,7 @@ fn exposed() -> BTreeSet<String> {
     cp.shared_refused("signature");
     names.extend(families(&metrics_text(&cp, gauges)));
     names.extend(families(
-        &ferry::log_sink::metrics::SinkMetrics::new().text(),
+        &ferry_log_sink::metrics::SinkMetrics::new().text(),
     ));
     names
 }

@@ -1,14 +1,14 @@
 //! `ferry log-sink`: receives served-feature records from Envoy's gRPC access-log service and
-//! writes them as Parquet files in Feast's feature-logging layout (`ferry::log_sink`).
+//! writes them as Parquet files in Feast's feature-logging layout (`ferry_log_sink`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use ferry::log_sink::{self, Allowed, FileOptions, RetentionOptions, SinkOptions};
 use ferry_http_serve::exposure::{self, Lack};
 use ferry_http_serve::{ClientAuth, Tls, TlsFiles};
+use ferry_log_sink::{self as log_sink, Allowed, FileOptions, RetentionOptions, SinkOptions};
 
 #[derive(clap::Args)]
 pub struct LogSinkArgs {

@@ -15,6 +15,14 @@
 //! access-log side, through the shared accept path; `max_http_connections`: `/metrics`, with
 //! header and idle timeouts); `allowed` narrows mTLS to the certificates that may send logs
 //! ([`identity`]); what stays on disk is bounded by age and bytes ([`retention`]).
+//!
+//! - [`decode`]: an access-log entry's filter state into served-feature rows.
+//! - `service`: the access-log gRPC service (admits streams, hands records to the writer).
+//! - [`files`]: the writer thread: rows grouped per service, layout and day, one file each.
+//! - [`parquet_file`]: one Parquet file in Feast's feature-logging layout.
+//! - [`retention`]: what stays on disk, by age and bytes.
+//! - [`identity`]: which client certificates may send logs.
+//! - [`metrics`]: the sink's `/metrics`.
 
 pub mod decode;
 pub mod files;
@@ -182,4 +190,5 @@ pub fn describe(grpc: SocketAddr, http: SocketAddr, opts: &FileOptions) -> Strin
 #[cfg(test)]
 mod stream_tests;
 #[cfg(test)]
+#[path = "log_sink_tests.rs"]
 mod tests;
