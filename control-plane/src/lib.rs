@@ -11,8 +11,9 @@
 //! - [`snapshot`]: the registry snapshot (`ferry.v1.Snapshot`) delivered to the filter.
 //! - [`sources`]: reading feature view sources (CSV; Parquet) into typed values.
 //! - [`materialize`]: latest row per entity, vector encoding, pipelined writes into Redis.
-//! - [`envoy_config`]: renders the static Envoy bootstrap with the snapshot inlined.
-//! - [`envoy_xds`]: renders the xDS bootstrap (filter config from the control plane).
+//! - [`envoy_config`]: renders the static Envoy bootstrap with the snapshot inlined, the xDS
+//!   bootstrap (filter config from the control plane), and the filter's JSON configuration
+//!   that pulls (and verifies) its snapshot (Istio, Envoy Gateway).
 //! - [`serve`]: `ferry serve`, the control plane: current snapshot (the xDS server's source),
 //!   stream table (its callbacks), the filter's xDS resources, HTTP API and its wire types,
 //!   repo watching.
@@ -21,7 +22,6 @@
 //! - [`push`]: the HTTP client `ferry apply --push` uses, and which services a push leaves
 //!   to materialize first.
 //! - [`oci`]: `ferry oci-image`, the filter as an OCI image layout (Istio, Envoy Gateway).
-//! - [`plugin_pull`]: the filter's JSON configuration that pulls (and verifies) its snapshot.
 //!
 //! Crates beside this one, under `control-plane/`:
 //! - `ferry-xds` (`xds/`): an xDS server as a library (protocol core without I/O, ADS/ECDS gRPC
@@ -33,12 +33,10 @@
 //! calls these modules and prints what they return.
 
 pub mod envoy_config;
-pub mod envoy_xds;
 pub mod expr;
 pub mod fingerprint;
 pub mod materialize;
 pub mod oci;
-pub mod plugin_pull;
 pub mod push;
 pub mod repo;
 pub mod serve;

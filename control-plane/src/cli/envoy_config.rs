@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
+use ferry::envoy_config::xds_bootstrap::{default_node_id, render_xds, XdsOptions};
 use ferry::envoy_config::{
     self, ClientTls, ReaderProtocol, RedisProxyOptions, StaticOptions, Upstream, UpstreamTls,
 };
-use ferry::envoy_xds::{default_node_id, render_xds, XdsOptions};
 
 use super::load;
 use super::runtime::RuntimeArgs;

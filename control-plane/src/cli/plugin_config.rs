@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use ferry::envoy_config;
-use ferry::plugin_pull::{plugin_config_pull_json, PullOptions};
+use ferry::envoy_config::plugin_pull::{plugin_config_pull_json, PullOptions};
 use ferry::serve::signing;
 
 use super::load;

@@ -1,4 +1,4 @@
-//! Rendered bootstraps checked line by line; the helpers are shared with `envoy_xds`'s tests.
+//! Rendered bootstraps checked line by line; the helpers are shared with `xds_bootstrap`'s tests.
 
 use super::*;
 use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};

@@ -9,7 +9,7 @@ use crate::envoy_config::{render_template, Discovery, EnvoyConfigError, StaticOp
 use crate::repo::Registry;
 
 /// The xDS bootstrap template, embedded at build time.
-pub const XDS_TEMPLATE: &str = include_str!("../../envoy/xds.yaml.tmpl");
+pub const XDS_TEMPLATE: &str = include_str!("../../../envoy/xds.yaml.tmpl");
 
 /// Where the control plane is and who this Envoy is.
 #[derive(Clone, Debug)]

@@ -2,6 +2,12 @@
 //! inlined as the filter's configuration (Wasm plugin or native module, [`runtime`]). Every
 //! `{{NAME}}` placeholder must be filled: a template that grows a new placeholder fails here,
 //! not in Envoy.
+//!
+//! - [`xds_bootstrap`]: the other bootstrap, `--xds` (the filter's configuration over ECDS).
+//! - [`plugin_pull`]: the filter's JSON configuration that pulls its snapshot (`ferry
+//!   plugin-config`, for Istio and Envoy Gateway).
+//! - [`runtime`], [`upstream`], [`tls`], [`stats`], [`redis_proxy`], [`write_routes`],
+//!   [`log_sink`]: the bootstraps' parts, one flag or group of flags each.
 
 use std::path::Path;
 
@@ -11,12 +17,14 @@ use crate::repo::Registry;
 use crate::snapshot;
 
 pub mod log_sink;
+pub mod plugin_pull;
 pub mod redis_proxy;
 pub mod runtime;
 pub mod stats;
 pub mod tls;
 pub mod upstream;
 pub mod write_routes;
+pub mod xds_bootstrap;
 
 pub use redis_proxy::RedisProxyOptions;
 pub use runtime::{Runtime, RuntimeKind};
@@ -24,7 +32,7 @@ pub use tls::{ClientTls, UpstreamTls};
 pub use upstream::{Discovery, Upstream};
 
 /// The bootstrap template, embedded at build time.
-pub const STATIC_TEMPLATE: &str = include_str!("../../envoy/static.yaml.tmpl");
+pub const STATIC_TEMPLATE: &str = include_str!("../../../envoy/static.yaml.tmpl");
 
 /// The reader cluster the static template defines.
 pub const TEMPLATE_READER_CLUSTER: &str = "ferry_reader";
