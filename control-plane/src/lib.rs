@@ -19,8 +19,6 @@
 //!   repo watching.
 //! - [`write`]: feature writes (`POST /push`, `/write-to-online-store`, Feast's shapes) that
 //!   `ferry serve` executes: validation, the merge rule, an atomic compare-and-set per vector.
-//! - [`push`]: the HTTP client `ferry apply --push` uses, and which services a push leaves
-//!   to materialize first.
 //! - [`oci`]: `ferry oci-image`, the filter as an OCI image layout (Istio, Envoy Gateway).
 //!
 //! Crates beside this one, under `control-plane/`:
@@ -37,7 +35,6 @@ pub mod expr;
 pub mod fingerprint;
 pub mod materialize;
 pub mod oci;
-pub mod push;
 pub mod repo;
 pub mod serve;
 pub mod snapshot;

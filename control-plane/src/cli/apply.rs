@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 use ferry::materialize::WriteOptions;
-use ferry::{push, repo, snapshot};
+use ferry::serve::client;
+use ferry::{repo, snapshot};
 use ferry_redis::RedisArgs;
 
 use super::materialize::materialize;
@@ -53,7 +54,7 @@ pub fn run(args: ApplyArgs) -> Result<()> {
     if args.materialize || args.push.is_some() {
         let mut opts = WriteOptions::with_redis(args.redis);
         opts.key_ttl_seconds = parse_key_ttl(args.key_ttl)?;
-        let client = push::Client {
+        let client = client::Client {
             token: args.token,
             ca: args.ca,
             cert: args.client_cert.zip(args.client_key),
@@ -95,7 +96,7 @@ fn push_and_materialize(
     repo: &Path,
     snap: ferry_protos::v1::Snapshot,
     url: Option<&str>,
-    client: &push::Client,
+    client: &client::Client,
     materialize_first: bool,
     opts: &WriteOptions,
 ) -> Result<()> {
@@ -105,14 +106,14 @@ fn push_and_materialize(
     if materialize_first {
         let served = match url {
             Some(url) => runtime
-                .block_on(push::status(url, client))
+                .block_on(client::status(url, client))
                 .context("asking the control plane which fingerprints it serves")?
                 .snapshot
                 .map(|s| s.services)
                 .unwrap_or_default(),
             None => Vec::new(),
         };
-        let reg = push::unserved(load(repo)?, &served);
+        let reg = client::unserved(load(repo)?, &served);
         if reg.services.is_empty() {
             println!("every fingerprint is already served: nothing to materialize");
         } else {
@@ -121,9 +122,10 @@ fn push_and_materialize(
     }
     let Some(url) = url else { return Ok(()) };
     let started = Instant::now();
-    let pushed = match runtime.block_on(push::push(url, client, snapshot::encode(&snap))) {
+    let pushed = match runtime.block_on(client::send_snapshot(url, client, snapshot::encode(&snap)))
+    {
         Ok(p) => p,
-        Err(push::PushError::Refused { status, message }) => {
+        Err(client::ClientError::Refused { status, message }) => {
             anyhow::bail!("the control plane refused the snapshot (HTTP {status}): {message}")
         }
         Err(e) => return Err(e.into()),

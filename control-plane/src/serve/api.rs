@@ -1,5 +1,5 @@
 //! The HTTP API's wire types: what `/status`, `POST /v1/snapshot` and every error answer carry.
-//! The server writes them ([`super::http`]), `ferry apply --push` ([`crate::push`]) and the
+//! The server writes them ([`super::http`]), `ferry apply --push` ([`super::client`]) and the
 //! integration tests read them back: one definition for both ends, so a field cannot drift.
 
 use std::collections::BTreeMap;

@@ -8,6 +8,8 @@
 //! - [`http`]: `/status`, `/metrics`, `/healthz`, `POST /v1/snapshot`, and the feature
 //!   writes' endpoints (`crate::write` executes them).
 //! - [`api`]: the HTTP API's wire types (server and client share them).
+//! - [`client`]: the API's client, for `ferry apply --push` (read `/status`, send a snapshot),
+//!   and which services a snapshot leaves to materialize first.
 //! - [`auth`]: the API's roles and tokens, and the start rules for them.
 //! - [`status`], [`metrics`]: the JSON and OpenMetrics renderings.
 //! - [`watch`]: polling the repo for changes, and the hold-back rule for them.
@@ -20,6 +22,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod client;
 pub mod http;
 pub mod limits;
 pub mod metrics;

@@ -11,13 +11,13 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 
+use super::api::{ApiError, Pushed, ServiceStatus, Status, PUSH_PATH};
 use crate::repo::Registry;
-use crate::serve::api::{ApiError, Pushed, ServiceStatus, Status, PUSH_PATH};
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 
 #[derive(Debug, thiserror::Error)]
-pub enum PushError {
+pub enum ClientError {
     #[error("control plane URL '{0}' must look like http://HOST:PORT or https://HOST:PORT")]
     Url(String),
     #[error("TLS for {url}: {reason}")]
@@ -56,24 +56,24 @@ struct Answer {
 }
 
 /// `http[s]://host:port[/]` → (TLS, "host:port").
-fn authority(url: &str) -> Result<(bool, String), PushError> {
+fn authority(url: &str) -> Result<(bool, String), ClientError> {
     let (tls, rest) = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
         (Some(rest), _) => (true, rest),
         (None, Some(rest)) => (false, rest),
-        (None, None) => return Err(PushError::Url(url.to_owned())),
+        (None, None) => return Err(ClientError::Url(url.to_owned())),
     };
     let auth = rest.trim_end_matches('/');
     if auth.is_empty() || auth.contains('/') || !auth.contains(':') {
-        return Err(PushError::Url(url.to_owned()));
+        return Err(ClientError::Url(url.to_owned()));
     }
     Ok((tls, auth.to_owned()))
 }
 
 /// The TLS client `client` describes, for the server at `url`.
-fn connector(url: &str, client: &Client) -> Result<tokio_rustls::TlsConnector, PushError> {
+fn connector(url: &str, client: &Client) -> Result<tokio_rustls::TlsConnector, ClientError> {
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let fail = |reason: String| PushError::Tls {
+    let fail = |reason: String| ClientError::Tls {
         url: url.to_owned(),
         reason,
     };
@@ -117,8 +117,8 @@ async fn connect(
     url: &str,
     (tls, auth): (bool, &str),
     client: &Client,
-) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, PushError> {
-    let io = |e: &dyn std::fmt::Display| PushError::Io {
+) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, ClientError> {
+    let io = |e: &dyn std::fmt::Display| ClientError::Io {
         url: url.to_owned(),
         reason: e.to_string(),
     };
@@ -152,9 +152,9 @@ async fn call(
     path: &'static str,
     client: &Client,
     body: Vec<u8>,
-) -> Result<Answer, PushError> {
+) -> Result<Answer, ClientError> {
     let (tls, auth) = authority(url)?;
-    let io = |e: &dyn std::fmt::Display| PushError::Io {
+    let io = |e: &dyn std::fmt::Display| ClientError::Io {
         url: url.to_owned(),
         reason: e.to_string(),
     };
@@ -181,7 +181,7 @@ async fn call(
     };
     tokio::time::timeout(CALL_TIMEOUT, fut)
         .await
-        .map_err(|_| PushError::Timeout(url.to_owned()))?
+        .map_err(|_| ClientError::Timeout(url.to_owned()))?
 }
 
 /// Decodes a 200 answer as `T`; any other answer is the API's error.
@@ -189,18 +189,18 @@ fn decode<T: serde::de::DeserializeOwned>(
     url: &str,
     path: &'static str,
     answer: Answer,
-) -> Result<T, PushError> {
+) -> Result<T, ClientError> {
     if answer.status != 200 {
         let message = serde_json::from_slice::<ApiError>(&answer.body).map_or_else(
             |_| String::from_utf8_lossy(&answer.body).into_owned(),
             |e| e.message,
         );
-        return Err(PushError::Refused {
+        return Err(ClientError::Refused {
             status: answer.status,
             message,
         });
     }
-    serde_json::from_slice(&answer.body).map_err(|e| PushError::Unexpected {
+    serde_json::from_slice(&answer.body).map_err(|e| ClientError::Unexpected {
         url: url.to_owned(),
         path,
         reason: e.to_string(),
@@ -208,13 +208,17 @@ fn decode<T: serde::de::DeserializeOwned>(
 }
 
 /// `GET /status`, with the push token when there is one (it also reads).
-pub async fn status(url: &str, client: &Client) -> Result<Status, PushError> {
+pub async fn status(url: &str, client: &Client) -> Result<Status, ClientError> {
     let answer = call(url, "GET", "/status", client, Vec::new()).await?;
     decode(url, "/status", answer)
 }
 
-/// `POST /v1/snapshot`; a refusal is [`PushError::Refused`].
-pub async fn push(url: &str, client: &Client, snapshot: Vec<u8>) -> Result<Pushed, PushError> {
+/// `POST /v1/snapshot`; a refusal is [`ClientError::Refused`].
+pub async fn send_snapshot(
+    url: &str,
+    client: &Client,
+    snapshot: Vec<u8>,
+) -> Result<Pushed, ClientError> {
     let answer = call(url, "POST", PUSH_PATH, client, snapshot).await?;
     decode(url, PUSH_PATH, answer)
 }
