@@ -9,8 +9,8 @@ use ferry::envoy_config::{
     self, ClientTls, ReaderProtocol, RedisProxyOptions, StaticOptions, Upstream, UpstreamTls,
 };
 
+use super::filter_build::RuntimeArgs;
 use super::load;
-use super::runtime::RuntimeArgs;
 
 #[derive(clap::Args)]
 pub struct EnvoyConfigArgs {

@@ -110,7 +110,9 @@ pub fn run(args: LogSinkArgs) -> Result<()> {
         args.max_connections.max(1),
         args.max_http_connections.max(1),
     );
-    ferry::serve::limits::raise_open_files(max_connections.saturating_add(max_http_connections));
+    ferry::serve::open_files::raise_open_files(
+        max_connections.saturating_add(max_http_connections),
+    );
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -9,18 +9,18 @@
 //! - [`plugin_config`]: the filter's configuration as JSON, for Istio and Envoy Gateway.
 //! - [`keygen`]: a key pair for signed snapshots.
 //! - [`oci_image`]: the filter as an OCI image layout.
-//! - [`runtime`]: which build of the filter Envoy runs (flags shared by `serve` and
+//! - [`filter_build`]: which build of the filter Envoy runs (flags shared by `serve` and
 //!   `envoy-config`).
 
 pub mod apply;
 pub mod backfill;
 pub mod envoy_config;
+pub mod filter_build;
 pub mod keygen;
 pub mod log_sink;
 pub mod materialize;
 pub mod oci_image;
 pub mod plugin_config;
-pub mod runtime;
 pub mod serve;
 
 use std::path::Path;

@@ -8,7 +8,7 @@ use ferry::serve::auth::token;
 use ferry::serve::resources::FilterOptions;
 use ferry::serve::{self, ServeOptions};
 
-use super::runtime::RuntimeArgs;
+use super::filter_build::RuntimeArgs;
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
@@ -147,10 +147,10 @@ pub struct ServeArgs {
     filter_name: String,
     /// The most Envoy streams served at once (each holds an open file; the open-file soft
     /// limit is raised to fit when the hard limit allows).
-    #[arg(long, default_value_t = ferry_xds::limits::DEFAULT_MAX_STREAMS)]
+    #[arg(long, default_value_t = ferry_xds::bounds::DEFAULT_MAX_STREAMS)]
     max_streams: usize,
     /// The most Envoy streams one node id may hold (Envoys sharing a node id share these).
-    #[arg(long, default_value_t = ferry_xds::limits::DEFAULT_STREAMS_PER_NODE)]
+    #[arg(long, default_value_t = ferry_xds::bounds::DEFAULT_STREAMS_PER_NODE)]
     max_streams_per_node: usize,
     /// Tests only: honour `x-ferry-unchecked` on pushes, skipping validation, so that a
     /// snapshot the filter refuses can reach Envoy. Only in builds with `test-switches`.
@@ -184,7 +184,7 @@ fn tokens(args: &ServeArgs) -> Result<serve::auth::Tokens> {
 }
 
 /// `--shared-state` and its flags; None without it.
-fn shared_options(args: &ServeArgs) -> Result<Option<serve::shared::SharedOptions>> {
+fn shared_options(args: &ServeArgs) -> Result<Option<serve::shared_state::SharedOptions>> {
     if !args.shared_state {
         return Ok(None);
     }
@@ -194,7 +194,7 @@ fn shared_options(args: &ServeArgs) -> Result<Option<serve::shared::SharedOption
         .map(|k| serve::signing::public_key(k))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow::anyhow!("--shared-state-key {e}"))?;
-    Ok(Some(serve::shared::SharedOptions {
+    Ok(Some(serve::shared_state::SharedOptions {
         cluster: args.cluster_name.clone(),
         poll: std::time::Duration::from_millis(args.shared_poll_ms.max(10)),
         lease: std::time::Duration::from_millis(args.lease_ms.max(300)),

@@ -1,12 +1,12 @@
 //! `ferry envoy-config`: the static Envoy bootstrap (envoy/static.yaml.tmpl) with the snapshot
-//! inlined as the filter's configuration (Wasm plugin or native module, [`runtime`]). Every
+//! inlined as the filter's configuration (Wasm plugin or native module, [`filter_build`]). Every
 //! `{{NAME}}` placeholder must be filled: a template that grows a new placeholder fails here,
 //! not in Envoy.
 //!
 //! - [`xds_bootstrap`]: the other bootstrap, `--xds` (the filter's configuration over ECDS).
 //! - [`plugin_pull`]: the filter's JSON configuration that pulls its snapshot (`ferry
 //!   plugin-config`, for Istio and Envoy Gateway).
-//! - [`runtime`], [`upstream`], [`tls`], [`stats`], [`redis_proxy`], [`write_routes`],
+//! - [`filter_build`], [`upstream`], [`tls`], [`stats`], [`redis_proxy`], [`write_routes`],
 //!   [`log_sink`]: the bootstraps' parts, one flag or group of flags each.
 
 use std::path::Path;
@@ -16,18 +16,18 @@ use base64::Engine as _;
 use crate::repo::Registry;
 use crate::snapshot;
 
+pub mod filter_build;
 pub mod log_sink;
 pub mod plugin_pull;
 pub mod redis_proxy;
-pub mod runtime;
 pub mod stats;
 pub mod tls;
 pub mod upstream;
 pub mod write_routes;
 pub mod xds_bootstrap;
 
+pub use filter_build::{Runtime, RuntimeKind};
 pub use redis_proxy::RedisProxyOptions;
-pub use runtime::{Runtime, RuntimeKind};
 pub use tls::{ClientTls, UpstreamTls};
 pub use upstream::{Discovery, Upstream};
 

@@ -69,7 +69,7 @@ pub struct XdsCounters {
     pub nacks_total: Counter,
     pub stale_nonces_total: Counter,
     pub withheld_total: Counter,
-    /// Streams refused over a bound, by `reason` (`ferry_xds::limits`).
+    /// Streams refused over a bound, by `reason` (`ferry_xds::bounds`).
     pub refused_total: Family<Vec<(String, String)>, Counter>,
 }
 

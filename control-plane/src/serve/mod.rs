@@ -16,22 +16,24 @@
 //! - [`persist`]: the state directory, where every accepted snapshot is saved.
 //! - [`signing`]: the signed snapshot `GET /v1/snapshot` serves with `--signing-key`.
 //! - [`startup`]: what is served first (the saved snapshot, or the repo).
-//! - [`shared`], [`replica`]: `--shared-state`, replicas sharing the snapshot through Redis;
+//! - [`shared_state`], [`replica`]: `--shared-state`, replicas sharing the snapshot through Redis;
 //!   [`record`], [`seal`]: what makes a shared record one to serve (its sequence, its
 //!   signature).
+//! - [`open_files`]: the open-file limit raised to fit the connection caps (also `ferry
+//!   log-sink`'s).
 
 pub mod api;
 pub mod auth;
 pub mod client;
 pub mod http;
-pub mod limits;
 pub mod metrics;
+pub mod open_files;
 pub mod persist;
 pub mod record;
 pub mod replica;
 pub mod resources;
 pub mod seal;
-pub mod shared;
+pub mod shared_state;
 pub mod signing;
 pub mod startup;
 pub mod state;
@@ -91,13 +93,13 @@ pub struct ServeOptions {
     pub max_writes: usize,
     /// `--shared-state`: the snapshot is shared with the other replicas through that Redis
     /// (the state directory is not used); None: this process alone.
-    pub shared: Option<shared::SharedOptions>,
+    pub shared: Option<shared_state::SharedOptions>,
 }
 
 /// Runs until SIGINT or SIGTERM.
 pub async fn run(opts: ServeOptions) -> Result<()> {
     let (insecure, (http_tls, xds_tls)) = (access_rules(&opts)?, load_tls(opts.tls.as_ref())?);
-    limits::raise_open_files(opts.max_http_connections + opts.max_streams);
+    open_files::raise_open_files(opts.max_http_connections + opts.max_streams);
     let (state, shared, hash) = start_state(&opts).await?;
     let writer = Arc::new(writer(&opts, &state)?);
 
@@ -166,7 +168,11 @@ pub async fn run(opts: ServeOptions) -> Result<()> {
 /// with `--shared-state` the shared snapshot; the `ferry.yaml` hash read.
 async fn start_state(
     opts: &ServeOptions,
-) -> Result<(Arc<State>, Option<Arc<shared::Shared>>, Option<[u8; 32]>)> {
+) -> Result<(
+    Arc<State>,
+    Option<Arc<shared_state::Shared>>,
+    Option<[u8; 32]>,
+)> {
     let shared = shared_state(opts)?;
     let store = match shared {
         Some(_) => None,
@@ -216,14 +222,14 @@ fn log_signer(signer: Option<&signing::Signer>) {
 
 /// `--shared-state`: the shared state's connection (lazy: a replica starts while Redis is
 /// away).
-fn shared_state(opts: &ServeOptions) -> Result<Option<Arc<shared::Shared>>> {
+fn shared_state(opts: &ServeOptions) -> Result<Option<Arc<shared_state::Shared>>> {
     let Some(o) = &opts.shared else {
         return Ok(None);
     };
     let target = opts.redis.target()?;
     let timeouts = ferry_redis::Timeouts {
         connect: Duration::from_secs(2),
-        response: Some(shared::REDIS_TIMEOUT),
+        response: Some(shared_state::REDIS_TIMEOUT),
     };
     // Whoever can write Redis can write the shared record: a replica serves only what one
     // of the deployment's keys signed (#35), so a replica needs a key to sign with.
@@ -237,7 +243,7 @@ fn shared_state(opts: &ServeOptions) -> Result<Option<Arc<shared::Shared>>> {
     let seal = seal::Seal::new(signer, o.keys.clone())
         .map_err(|e| anyhow::anyhow!("--shared-state-key: {e}"))?;
     let conn = target.connect_lazy(timeouts)?;
-    let s = shared::Shared::new(target, conn, o.clone(), seal);
+    let s = shared_state::Shared::new(target, conn, o.clone(), seal);
     tracing::info!(
         replica = %s.replica,
         current = %s.keys.current,

@@ -13,7 +13,7 @@ use redis::aio::PubSubStream;
 use tokio::sync::watch;
 use tokio_stream::StreamExt as _;
 
-use super::shared::{Loaded, Shared, Stored};
+use super::shared_state::{Loaded, Shared, Stored};
 use super::state::State;
 use super::watch as repo_watch;
 

@@ -20,7 +20,7 @@ use envoy_types::util::pack_any;
 use ferry_protos::v1;
 use prost::Message as _;
 
-use crate::envoy_config::runtime::NATIVE_MODULE_NAME;
+use crate::envoy_config::filter_build::NATIVE_MODULE_NAME;
 use crate::envoy_config::Runtime;
 use ferry_xds::{Resource, ResourceType, XdsSnapshot};
 

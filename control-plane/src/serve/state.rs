@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use super::metrics::{self, inc, Gauges, Metrics, SnapshotLabels};
 use super::persist::{self, Saved, StateDir};
 use super::resources::{self, FilterOptions};
-use super::shared::{Committed, Install, Loaded, Record, Shared, Stored, Unavailable};
+use super::shared_state::{Committed, Install, Loaded, Record, Shared, Stored, Unavailable};
 use super::signing::{self, Signer};
 use super::streams::{lock, now_ms, Streams};
 use crate::snapshot;

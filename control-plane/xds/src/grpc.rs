@@ -14,9 +14,9 @@ use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use tokio::sync::{mpsc, watch};
 use tonic::{Request, Status, Streaming};
 
+use super::bounds::{Bounds, Refusal};
 use super::callbacks::Callbacks;
 use super::identity::NodePolicy;
-use super::limits::{Bounds, Refusal};
 use super::protocol::Event;
 use super::protocol::StreamState;
 use super::refusals::Refusals;

@@ -7,17 +7,17 @@
 //! - [`protocol`]: one stream's state-of-the-world protocol, without I/O (unit tested).
 //! - [`source`], [`callbacks`]: the interfaces the application implements.
 //! - `refusals`: what each node NACKed, remembered across its streams.
-//! - [`limits`]: what one client may make the server keep (node ids, names, NACK details,
+//! - [`bounds`]: what one client may make the server keep (node ids, names, NACK details,
 //!   streams per node id or identity).
 //! - [`identity`]: which node ids a verified client certificate may use.
 //! - [`response`]: a response as sent: the encoding every stream shares, and its nonce.
 //! - [`grpc`]: admitting streams; [`service`]: the ADS and ECDS services on tonic; `stream`:
 //!   one stream's task.
 
+pub mod bounds;
 pub mod callbacks;
 pub mod grpc;
 pub mod identity;
-pub mod limits;
 pub mod protocol;
 mod refusals;
 pub mod resource_type;

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use envoy_types::pb::google::protobuf::Any;
 
-use super::limits::{self, Refusal, MAX_NACK_DETAIL_BYTES};
+use super::bounds::{self, Refusal, MAX_NACK_DETAIL_BYTES};
 use super::resource_type::ResourceType;
 use super::response::{encode_shared, Response};
 
@@ -98,7 +98,7 @@ impl TypeState {
             Some(status) => {
                 let nack = Nack {
                     version: self.sent_version.clone().unwrap_or_default(),
-                    error: limits::truncate(&status.message, MAX_NACK_DETAIL_BYTES),
+                    error: bounds::truncate(&status.message, MAX_NACK_DETAIL_BYTES),
                 };
                 self.rejected.insert(nack.version.clone());
                 self.last_nack = Some(nack.clone());
@@ -146,7 +146,7 @@ pub enum Event {
     NoTypeUrl,
     /// A request for a type URL this server does not know: ignored.
     UnknownType { type_url: String },
-    /// A request over a bound ([`limits`]): nothing of it is kept and the stream ends.
+    /// A request over a bound ([`bounds`]): nothing of it is kept and the stream ends.
     Refused { refusal: Refusal, detail: String },
 }
 
@@ -174,10 +174,10 @@ impl Outcome {
         })
     }
 
-    /// The refusal of a request over a bound ([`limits::check_request`]), before anything of
+    /// The refusal of a request over a bound ([`bounds::check_request`]), before anything of
     /// it is kept.
     pub fn over_bounds(req: &DiscoveryRequest) -> Option<Outcome> {
-        limits::check_request(req)
+        bounds::check_request(req)
             .err()
             .map(|(refusal, detail)| Outcome::refused(refusal, detail))
     }

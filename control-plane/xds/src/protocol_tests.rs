@@ -243,7 +243,7 @@ fn ack_with_new_resource_names_resends_the_current_version() {
 
 #[test]
 fn a_nack_detail_is_kept_truncated_and_a_request_over_a_bound_is_refused_unkept() {
-    use super::limits::{Refusal, MAX_NACK_DETAIL_BYTES, MAX_NODE_ID_BYTES, MAX_RESOURCE_NAMES};
+    use super::bounds::{Refusal, MAX_NACK_DETAIL_BYTES, MAX_NODE_ID_BYTES, MAX_RESOURCE_NAMES};
     let mut s = StreamState::new(1, None);
     let v1 = snap("v1");
     s.on_request(&req("", "", None), Some(&v1));

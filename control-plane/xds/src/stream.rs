@@ -9,9 +9,9 @@ use tonic::{Status, Streaming};
 
 use ferry_http_serve::PeerIdentity;
 
+use super::bounds::{truncate, Bounds, NodeSlot, Refusal};
 use super::callbacks::Callbacks;
 use super::identity::NodePolicy;
-use super::limits::{truncate, Bounds, NodeSlot, Refusal};
 use super::protocol::{Event, Outcome, StreamState};
 use super::refusals::Refusals;
 use super::resource_type::ResourceType;

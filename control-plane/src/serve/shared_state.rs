@@ -547,5 +547,5 @@ impl Shared {
 }
 
 #[cfg(test)]
-#[path = "shared_tests.rs"]
+#[path = "shared_state_tests.rs"]
 mod tests;
