@@ -3,6 +3,7 @@
 //! graceful drain. Transport policy (TLS, connection caps, idle timeouts) belongs here, in
 //! [`Options`]; the rule for who may listen where without it, in [`exposure`]. Each request
 //! carries its connection's [`Peer`] (and its verified client identity) as an extension.
+//! The servers' shared log set-up: [`logging`].
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -20,6 +21,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 mod connection;
 pub mod exposure;
 mod idle;
+pub mod logging;
 pub mod stream;
 pub mod tls;
 

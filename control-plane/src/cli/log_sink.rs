@@ -75,14 +75,7 @@ pub struct LogSinkArgs {
 }
 
 pub fn run(args: LogSinkArgs) -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    ferry_http_serve::logging::init(ferry_http_serve::logging::LogTo::Stderr);
     let files = args.tls_cert.zip(args.tls_key).map(|(cert, key)| TlsFiles {
         cert,
         key,

@@ -203,14 +203,7 @@ fn shared_options(args: &ServeArgs) -> Result<Option<serve::shared_state::Shared
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    ferry_http_serve::logging::init(ferry_http_serve::logging::LogTo::Stderr);
     let (runtime, wasm_path) = args.runtime.resolve(args.wasm.as_deref(), true)?;
     let signer = args
         .signing_key
