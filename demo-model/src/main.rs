@@ -3,7 +3,6 @@
 use std::net::SocketAddr;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 /// A stand-in model server: answers every request with the request it received.
 #[derive(Debug, Parser)]
@@ -20,11 +19,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .init();
+    ferry_http_serve::logging::init(ferry_http_serve::logging::LogTo::Stdout);
     let args = Args::parse();
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -1,14 +1,9 @@
 //! `ferry-reader`: parses the command line, sets up logging, serves until SIGINT/SIGTERM.
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .init();
+    ferry_http_serve::logging::init(ferry_http_serve::logging::LogTo::Stdout);
     let config = ferry_reader::Config::parse();
     config
         .runtime()?
