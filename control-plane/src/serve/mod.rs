@@ -173,7 +173,7 @@ async fn start_state(
     Option<Arc<shared_state::Shared>>,
     Option<[u8; 32]>,
 )> {
-    let shared = shared_state(opts)?;
+    let shared = connect_shared_state(opts)?;
     let store = match shared {
         Some(_) => None,
         None => Some(persist::StateDir::open(&opts.state_dir)?),
@@ -222,7 +222,7 @@ fn log_signer(signer: Option<&signing::Signer>) {
 
 /// `--shared-state`: the shared state's connection (lazy: a replica starts while Redis is
 /// away).
-fn shared_state(opts: &ServeOptions) -> Result<Option<Arc<shared_state::Shared>>> {
+fn connect_shared_state(opts: &ServeOptions) -> Result<Option<Arc<shared_state::Shared>>> {
     let Some(o) = &opts.shared else {
         return Ok(None);
     };
