@@ -1,15 +1,8 @@
 //! `ferry`, the control plane CLI's library: everything between a feature repo on disk and the
 //! bytes that Envoy and Redis receive.
 //!
-//! Module map:
-//! - [`types`]: value and key types of the repo language, and their proto counterparts.
-//! - [`repo`]: `ferry.yaml` (serde model), validation that reports every problem at once, and
-//!   the validated [`repo::Registry`] the rest of the crate works from.
-//! - [`fingerprint`]: the stable hash of a FeatureService's schema (pins the vector layout),
-//!   and the derived version of its on-demand views.
-//! - [`expr`]: on-demand views' CEL text into Ferry's checked expression tree.
-//! - [`snapshot`]: the registry snapshot (`ferry.v1.Snapshot`) delivered to the filter.
-//! - [`sources`]: reading feature view sources (CSV; Parquet) into typed values.
+//! The repo itself (from `ferry.yaml` or a Feast registry to the snapshot) is the `ferry-repo`
+//! crate; this one holds what is done with it. Module map:
 //! - [`materialize`]: latest row per entity, vector encoding, pipelined writes into Redis.
 //! - [`envoy_config`]: renders the static Envoy bootstrap with the snapshot inlined.
 //! - [`envoy_xds`]: renders the xDS bootstrap (filter config from the control plane).
@@ -32,20 +25,11 @@
 
 pub mod envoy_config;
 pub mod envoy_xds;
-pub mod expr;
-pub mod fingerprint;
 pub mod log_sink;
 pub mod materialize;
 pub mod oci;
 pub mod plugin_pull;
 pub mod push;
-pub mod repo;
 pub mod serve;
-pub mod snapshot;
-pub mod sources;
-pub mod types;
 pub mod write;
 pub mod xds;
-
-#[cfg(test)]
-pub(crate) mod test_support;

@@ -11,8 +11,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 
-use crate::repo::Registry;
 use crate::serve::api::{ApiError, Pushed, ServiceStatus, Status, PUSH_PATH};
+use ferry_repo::Registry;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 

@@ -6,8 +6,9 @@ use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 use ferry::materialize::WriteOptions;
-use ferry::{push, repo, snapshot};
+use ferry::push;
 use ferry_redis::RedisArgs;
+use ferry_repo::{self as repo, snapshot};
 
 use super::materialize::materialize;
 use super::{load, parse_key_ttl};

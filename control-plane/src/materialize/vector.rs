@@ -7,7 +7,7 @@ use ferry_protos::v1::{StoredVector, Value, ViewValues};
 use prost::encoding::{self, WireType};
 use prost::Message as _;
 
-use crate::sources::ViewRow;
+use ferry_repo::sources::ViewRow;
 
 /// One view's part of a vector: the entity's kept row (if any) and the selected feature indexes
 /// into that row's values, in canonical order.

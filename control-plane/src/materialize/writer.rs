@@ -9,7 +9,7 @@ use indicatif::ProgressBar;
 use tokio::task::JoinSet;
 
 use super::{merge, parts_for, vector, MaterializeError, ServiceSummary, Tables};
-use crate::repo::{FeatureService, Registry};
+use ferry_repo::{FeatureService, Registry};
 
 /// How vectors are written.
 #[derive(Clone, Debug)]

@@ -11,7 +11,7 @@ use super::bounded::MAX_VECTOR_BYTES;
 use super::model::Target;
 use super::rows::Row;
 use crate::materialize::vector::{self, Part};
-use crate::sources::ViewRow;
+use ferry_repo::sources::ViewRow;
 
 /// One view's row for one vector.
 #[derive(Clone, Copy, Debug)]

@@ -41,7 +41,7 @@ use request::{Endpoint, Target};
 use rows::ViewRows;
 use store::KeyWork;
 
-use crate::sources::TimestampRules;
+use ferry_repo::sources::TimestampRules;
 
 /// Largest write request body: 8 MiB (about 50,000 rows of a few features as JSON columns).
 pub const MAX_BODY_BYTES: usize = 8 << 20;

@@ -112,7 +112,7 @@ fn a_repo_with_on_demand_views_makes_a_snapshot_the_filter_accepts() {
     assert_eq!(c.services[0].derived_count, 4);
     assert_eq!(c.services[0].derived[0].stored_index, [0, 2, 3]);
     assert_eq!(c.services[1].derived_count, 2);
-    let text = crate::repo::report::report(&reg, &snap.version);
+    let text = crate::report::report(&reg, &snap.version);
     assert!(
         text.contains("feature service plain  fingerprint "),
         "{text}"
@@ -122,10 +122,10 @@ fn a_repo_with_on_demand_views_makes_a_snapshot_the_filter_accepts() {
         "{text}"
     );
     // Nothing of a service of request fields only is stored.
-    let tables = crate::materialize::load_tables(&reg).unwrap();
-    assert!(crate::materialize::service_entities(&reg.services[1], &tables).is_empty());
+    let tables = crate::tables::load_tables(&reg).unwrap();
+    assert!(crate::tables::service_entities(&reg.services[1], &tables).is_empty());
     assert_eq!(
-        crate::materialize::service_entities(&reg.services[0], &tables),
+        crate::tables::service_entities(&reg.services[0], &tables),
         ["u1"]
     );
 }

@@ -6,9 +6,9 @@ use ferry_protos::{feast, v1};
 use prost::Message as _;
 use sha2::{Digest, Sha256};
 
-use crate::repo::feast::FeastRepo;
-use crate::repo::{FeatureService, Registry, Route};
+use crate::feast::FeastRepo;
 use crate::types::KeyType;
+use crate::{FeatureService, Registry, Route};
 
 /// Builds the snapshot, version included.
 pub fn build(reg: &Registry) -> v1::Snapshot {

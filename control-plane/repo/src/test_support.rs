@@ -1,8 +1,11 @@
 //! Helpers for unit tests: small repos written into temp folders.
+// Compiled for tests only (here, and in `ferry` through the `test-support` feature): a helper
+// that cannot set a repo up fails the test.
+#![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::path::Path;
 
-use crate::repo::{self, Registry, RepoError};
+use crate::{self as repo, Registry, RepoError};
 
 /// Writes `files` (relative path, content) and `ferry.yaml` into a new temp folder and loads it.
 pub fn load_repo(

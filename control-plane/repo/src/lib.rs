@@ -1,14 +1,26 @@
-//! A feature repo: a folder holding `ferry.yaml` and the views' source files. Loading validates
-//! everything and yields a [`Registry`], the resolved model the snapshot and the vectors are
-//! built from; a repo with any problem yields every problem instead.
+//! `ferry-repo`: everything from a feature repo on disk to the registry snapshot. A feature repo
+//! is a folder holding `ferry.yaml` and the views' source files. Loading validates everything and
+//! yields a [`Registry`], the resolved model the snapshot and the vectors are built from; a repo
+//! with any problem yields every problem instead.
 //!
-//! `raw` is the file as written; `validate` resolves it in order (entities, then `views`,
-//! `on_demand`, `services`, `routes`), each check adding to the `issues` found; `scalars` reads TTLs and
-//! typed defaults; `push_sources` checks the push sources; `feast` turns a Feast registry into
-//! the same raw model (`feast_odfv` its on-demand feature views, with the CEL `ferry.yaml` gives
-//! them); `report` is the
-//! registry as `ferry apply` prints it.
+//! Crate map:
+//! - `raw`: `ferry.yaml` as written (the serde model).
+//! - `validate`: resolves it in order (entities, then `views`, `on_demand`, `services`,
+//!   `routes`), each check adding to the `issues` found.
+//! - [`scalars`]: TTLs and typed defaults; `push_sources`: the push sources.
+//! - [`feast`]: a Feast registry turned into the same raw model (`feast_odfv` its on-demand
+//!   feature views, with the CEL `ferry.yaml` gives them).
+//! - [`report`]: the registry as `ferry apply` prints it.
+//! - [`types`]: value and key types of the repo language, and their proto counterparts.
+//! - [`fingerprint`]: the stable hash of a FeatureService's schema (pins the vector layout),
+//!   and the derived version of its on-demand views.
+//! - [`cel`]: on-demand views' CEL text into Ferry's checked expression tree.
+//! - [`snapshot`]: the registry snapshot (`ferry.v1.Snapshot`) delivered to the filter.
+//! - [`sources`]: reading feature view sources (CSV; Parquet) into typed values.
+//! - [`tables`]: the latest row per entity of every view a service uses, read from its source.
+//! - `test_support` (tests, and the `test-support` feature): small repos in temp folders.
 
+pub mod cel;
 pub mod feast;
 mod feast_odfv;
 mod feast_registry;
@@ -28,6 +40,15 @@ pub mod scalars;
 mod services;
 mod validate;
 mod views;
+
+pub mod fingerprint;
+pub mod snapshot;
+pub mod sources;
+pub mod tables;
+pub mod types;
+
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -330,6 +351,7 @@ pub fn load_str(root: &Path, file: &str, text: &str) -> Result<Registry, RepoErr
 }
 
 #[cfg(test)]
+#[path = "lib_tests.rs"]
 mod tests;
 
 #[cfg(test)]

@@ -4,8 +4,8 @@ use ferry_protos::feast_proto as fp;
 use prost::Message;
 
 use super::*;
-use crate::repo::{self, Registry, RepoError};
 use crate::snapshot;
+use crate::{self as repo, Registry, RepoError};
 
 const STORE_YAML: &str = "project: shop\nregistry: data/registry.db\n\
     online_store:\n  type: redis\n  connection_string: localhost:6379\n\
@@ -161,7 +161,7 @@ fn a_feast_registry_becomes_the_repos_entities_views_and_services() {
 #[test]
 fn ferry_materialize_has_nothing_to_write_for_a_feast_backed_repo() {
     let (_dir, loaded) = load(&registry(), STORE_YAML);
-    let Err(err) = crate::materialize::load_tables(&loaded.unwrap()) else {
+    let Err(err) = crate::tables::load_tables(&loaded.unwrap()) else {
         panic!("materialize must refuse a Feast-backed repo");
     };
     assert!(err.to_string().contains("feast materialize"), "{err}");

@@ -1,5 +1,5 @@
 //! `on_demand_views` checked: names, request fields, sources (stored views only), and each
-//! feature's CEL compiled (`crate::expr`) against them, every problem with its view, feature
+//! feature's CEL compiled (`crate::cel`) against them, every problem with its view, feature
 //! and line:column. A view's stored inputs are numbered once all its features are read: the
 //! union of what they read, sorted by (view, feature).
 
@@ -11,7 +11,7 @@ use super::issues::{Issues, Seen};
 use super::raw::{RawOnDemandView, RawRepo};
 use super::views::Views;
 use super::{DerivedFeature, OnDemandView, RequestField};
-use crate::expr::{self, Scope};
+use crate::cel::{self, Scope};
 use crate::types::FeatureType;
 
 /// Request field types: what an instance can carry.
@@ -155,7 +155,7 @@ fn convert_features(
                 None
             }
         };
-        match expr::convert(&f.expr, scope) {
+        match cel::convert(&f.expr, scope) {
             Ok(c) => converted.push((j, ty, c)),
             Err(problems) => {
                 for p in problems {
@@ -167,7 +167,7 @@ fn convert_features(
     converted
 }
 
-type Converted = (usize, Option<FeatureType>, expr::Converted);
+type Converted = (usize, Option<FeatureType>, cel::Converted);
 
 /// Numbers the view's stored inputs (sorted by view, feature) and checks every feature with
 /// its final slot types.
@@ -201,9 +201,9 @@ fn finish(
             .iter()
             .map(|r| refs.iter().position(|x| x == r).unwrap_or(0) as u32)
             .collect();
-        expr::renumber(&mut c.expr, request_len, &order);
+        cel::renumber(&mut c.expr, request_len, &order);
         let Some(ty) = ty else { continue };
-        match expr::check(&f.expr, &c.expr, &slots, ty.to_proto()) {
+        match cel::check(&f.expr, &c.expr, &slots, ty.to_proto()) {
             Ok(program) => features.push(DerivedFeature {
                 name: f.name.clone(),
                 ty,
