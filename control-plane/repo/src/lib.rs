@@ -4,11 +4,11 @@
 //! with any problem yields every problem instead.
 //!
 //! Crate map:
-//! - `raw`: `ferry.yaml` as written (the serde model).
+//! - `ferry_yaml`: `ferry.yaml` as written (the serde model).
 //! - `validate`: resolves it in order (entities, then `views`, `on_demand`, `services`,
 //!   `routes`), each check adding to the `issues` found.
 //! - [`scalars`]: TTLs and typed defaults; `push_sources`: the push sources.
-//! - [`feast`]: a Feast registry turned into the same raw model (`feast_odfv` its on-demand
+//! - [`feast`]: a Feast registry turned into the same raw model (`feast::odfv` its on-demand
 //!   feature views, with the CEL `ferry.yaml` gives them).
 //! - [`report`]: the registry as `ferry apply` prints it.
 //! - [`types`]: value and key types of the repo language, and their proto counterparts.
@@ -22,18 +22,10 @@
 
 pub mod cel;
 pub mod feast;
-mod feast_odfv;
-mod feast_registry;
-mod feast_remote;
-mod feast_sql;
-mod feast_types;
-mod feast_unknown;
-mod feast_versions;
-mod feast_writes;
+mod ferry_yaml;
 mod issues;
 mod on_demand;
 mod push_sources;
-mod raw;
 pub mod report;
 mod routes;
 pub mod scalars;
@@ -331,10 +323,11 @@ pub fn load(root: &Path) -> Result<Registry, RepoError> {
 
 /// Validates repo text as if it were `file` inside folder `root`.
 pub fn load_str(root: &Path, file: &str, text: &str) -> Result<Registry, RepoError> {
-    let mut raw: raw::RawRepo = serde_norway::from_str(text).map_err(|e| RepoError::Parse {
-        file: file.to_owned(),
-        reason: e.to_string(),
-    })?;
+    let mut raw: ferry_yaml::RawRepo =
+        serde_norway::from_str(text).map_err(|e| RepoError::Parse {
+            file: file.to_owned(),
+            reason: e.to_string(),
+        })?;
     let invalid = |issues| RepoError::Invalid {
         file: file.to_owned(),
         issues,
@@ -342,7 +335,7 @@ pub fn load_str(root: &Path, file: &str, text: &str) -> Result<Registry, RepoErr
     let feast = feast::merge(&mut raw, root).map_err(invalid)?;
     let mut reg = validate::validate(raw, root).map_err(|mut issues| {
         if feast.is_some() {
-            feast_odfv::rename_paths(&mut issues);
+            feast::odfv::rename_paths(&mut issues);
         }
         invalid(issues)
     })?;

@@ -7,8 +7,8 @@ use std::collections::HashSet;
 
 use ferry_core::derive::Type;
 
+use super::ferry_yaml::{RawOnDemandView, RawRepo};
 use super::issues::{Issues, Seen};
-use super::raw::{RawOnDemandView, RawRepo};
 use super::views::Views;
 use super::{DerivedFeature, OnDemandView, RequestField};
 use crate::cel::{self, Scope};

@@ -1,11 +1,11 @@
 //! Push sources checked: valid unique names, each listing at least one known stored view, once.
 //! A Feast-backed repo declares none in `ferry.yaml`: its push sources are the Feast registry's
-//! `PushSource`s ([`super::feast_writes`]).
+//! `PushSource`s ([`crate::feast`]).
 
 use std::collections::HashSet;
 
+use super::ferry_yaml::RawRepo;
 use super::issues::{Issues, Seen};
-use super::raw::RawRepo;
 use super::views::Views;
 use super::PushSource;
 

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::raw::{RawNearCache, RawReader, RawRepo};
+use super::ferry_yaml::{RawNearCache, RawReader, RawRepo};
 
 /// Each struct of the model, by its path in the reference, and a document that puts an unknown
 /// key `__x` there. (`routes[].extra_services[].entity` is `routes[].entity`'s type, documented
@@ -127,7 +127,7 @@ fn the_ferry_yaml_reference_lists_every_key_the_model_accepts() {
     }
     assert!(
         problems.is_empty(),
-        "docs/ferry-yaml.md differs from the config model (control-plane/src/repo/raw.rs):\n{}",
+        "docs/ferry-yaml.md differs from the config model (control-plane/repo/src/ferry_yaml.rs):\n{}",
         problems.join("\n")
     );
 }

@@ -8,8 +8,8 @@ use ferry_core::config::{Format, HeaderEncoding};
 use ferry_protos::policy::PolicyWords;
 use ferry_protos::v1::{FeatureNames, MissingEntityPolicy, ReaderErrorPolicy, StalePolicy};
 
+use super::ferry_yaml::{RawEntityRef, RawHeaderMatch, RawRepo, RawRoute};
 use super::issues::{Issues, Seen};
-use super::raw::{RawEntityRef, RawHeaderMatch, RawRepo, RawRoute};
 use super::{
     ExtraService, FeatureService, FeatureView, HeaderMatch, HostMatch, OnDemandView, PathMatch,
     Route, RouteConditions,

@@ -3,9 +3,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::ferry_yaml::RawRepo;
 use super::issues::{Issues, Seen};
 use super::on_demand::OnDemand;
-use super::raw::RawRepo;
 use super::views::Views;
 use super::{
     Entity, FeatureService, FeatureView, OnDemandView, ServiceDerived, ServiceKey, ServiceView,

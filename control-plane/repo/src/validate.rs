@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
+use super::ferry_yaml::RawRepo;
 use super::issues::{Issues, Seen};
 use super::on_demand::on_demand_views;
 use super::push_sources::push_sources;
-use super::raw::RawRepo;
 use super::routes::routes;
 use super::services::services;
 use super::views::views;

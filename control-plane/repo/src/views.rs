@@ -4,8 +4,8 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use super::ferry_yaml::{RawRepo, RawSource, RawView};
 use super::issues::{Issues, Seen};
-use super::raw::{RawRepo, RawSource, RawView};
 use super::scalars::{default_value, parse_ttl};
 use super::{Entity, Feature, FeatureView, Source};
 use crate::sources::{read_header, SourceFormat, TimeUnit};

@@ -1,6 +1,6 @@
 //! Where a Feast repo's registry lives (`registry:` of `feature_store.yaml`) and how it is
 //! read: the file `feast apply` writes, Feast's SQL registry on PostgreSQL
-//! ([`super::feast_sql`]) or Feast's registry server ([`super::feast_remote`]). Each yields the
+//! ([`super::sql`]) or Feast's registry server ([`super::remote`]). Each yields the
 //! same `feast.core.Registry`, so nothing downstream knows which it was.
 //!
 //! Repo loading is synchronous (the CLI, and `ferry serve`'s watcher off the runtime's
@@ -13,8 +13,8 @@ use ferry_protos::feast_proto as fp;
 use prost::Message;
 use serde_norway::Value as Yaml;
 
-use super::feast_remote::{self, RemoteRegistry};
-use super::feast_sql::{self, SqlRegistry};
+use super::remote::{self, RemoteRegistry};
+use super::sql::{self, SqlRegistry};
 
 /// A Feast registry.
 #[derive(Clone, Debug)]
@@ -59,10 +59,8 @@ pub fn parse(
         None => return Err("no registry".into()),
     };
     match (kind, registry) {
-        ("sql", _) => Ok(RegistrySource::Sql(Box::new(feast_sql::parse(&path, env)?))),
-        ("remote", Some(m)) => Ok(RegistrySource::Remote(feast_remote::parse(
-            m, auth, dir, env,
-        )?)),
+        ("sql", _) => Ok(RegistrySource::Sql(Box::new(sql::parse(&path, env)?))),
+        ("remote", Some(m)) => Ok(RegistrySource::Remote(remote::parse(m, auth, dir, env)?)),
         ("file", _) if !path.contains("://") || path.starts_with("file://") => Ok(
             RegistrySource::File(dir.join(path.trim_start_matches("file://"))),
         ),
@@ -70,7 +68,7 @@ pub fn parse(
             "registry '{}' (type {kind}) is not supported; Ferry reads a local file, a SQL \
              registry on PostgreSQL (registry_type: sql) or Feast's registry server \
              (registry_type: remote)",
-            feast_sql::redact(&path)
+            sql::redact(&path)
         )),
     }
 }
@@ -85,14 +83,14 @@ impl RegistrySource {
     }
 
     /// The whole registry (for a SQL registry, `project`'s objects), and a notice for each
-    /// message holding fields our `.proto` does not declare (`feast_unknown`).
+    /// message holding fields our `.proto` does not declare (`unknown`).
     pub fn read(&self, project: &str) -> Result<(fp::Registry, Vec<String>), String> {
         match self {
             RegistrySource::File(file) => {
                 let bytes = std::fs::read(file)
                     .map_err(|e| format!("{e} (has `feast apply` been run in the Feast repo?)"))?;
                 fp::Registry::decode(bytes.as_slice())
-                    .map(|r| (r, super::feast_unknown::notices(&bytes)))
+                    .map(|r| (r, super::unknown::notices(&bytes)))
                     .map_err(|e| format!("not a Feast registry: {e}"))
             }
             RegistrySource::Sql(sql) => {
@@ -167,7 +165,7 @@ fn assemble<'a>(
     for project in specs {
         *project = p();
     }
-    Ok((reg, super::feast_unknown::notices(&bytes)))
+    Ok((reg, super::unknown::notices(&bytes)))
 }
 
 /// A digest of a database or server registry's objects, in the order read.

@@ -325,5 +325,5 @@ fn client_config(ca: &Path) -> Result<rustls::ClientConfig, String> {
 }
 
 #[cfg(test)]
-#[path = "feast_remote_tests.rs"]
+#[path = "remote_tests.rs"]
 mod tests;

@@ -80,7 +80,7 @@ pub struct RawDerivedFeature {
 #[serde(deny_unknown_fields)]
 pub struct RawFeast {
     pub repo: String,
-    /// The CEL of the registry's on-demand feature views (`repo/feast_odfv.rs`).
+    /// The CEL of the registry's on-demand feature views (`feast/odfv.rs`).
     #[serde(default)]
     pub on_demand: Vec<RawFeastOnDemand>,
 }

@@ -288,5 +288,5 @@ impl ServerCertVerifier for Unverified {
 }
 
 #[cfg(test)]
-#[path = "feast_sql_tests.rs"]
+#[path = "sql_tests.rs"]
 mod tests;

@@ -28,7 +28,7 @@ pub fn writes(
     for spec in reg
         .feature_views
         .iter()
-        .filter(|v| !versioning || super::feast_versions::current_version(v) == 0)
+        .filter(|v| !versioning || super::versions::current_version(v) == 0)
         .filter_map(|v| v.spec.as_ref())
         .filter(|s| s.project == project)
     {

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use ferry_protos::feast_proto::{self as fp, on_demand_source::Source, ValueType as Fvt};
 
-use super::feast_types::{feature_type, type_name};
-use super::raw::{RawDerivedFeature, RawFeastOnDemand, RawOnDemandView, RawRequestField};
-use super::Issue;
+use super::types::{feature_type, type_name};
+use crate::ferry_yaml::{RawDerivedFeature, RawFeastOnDemand, RawOnDemandView, RawRequestField};
+use crate::Issue;
 
 /// Where `ferry.yaml` writes them (issue paths of the converted views are renamed to it).
 const LIST: &str = "feast.on_demand";
@@ -246,7 +246,7 @@ fn request_field(
 /// One feature's CEL with the registry's type (a restated type must be it).
 fn feature(
     spec: &fp::OnDemandFeatureViewSpec,
-    f: &super::raw::RawFeastDerived,
+    f: &crate::ferry_yaml::RawFeastDerived,
     path: &str,
     issues: &mut Vec<Issue>,
 ) -> Option<RawDerivedFeature> {
@@ -291,7 +291,7 @@ fn feature(
 }
 
 /// The converted views' issues under the names `ferry.yaml` uses for them.
-pub(super) fn rename_paths(issues: &mut [Issue]) {
+pub(crate) fn rename_paths(issues: &mut [Issue]) {
     for i in issues {
         if let Some(rest) = i.path.strip_prefix("on_demand_views[") {
             i.path = format!("{LIST}[{rest}");

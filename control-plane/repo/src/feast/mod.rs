@@ -1,10 +1,19 @@
 //! A Feast repo as the source of a Ferry repo's entities, views and services (`feast: {repo:
 //! PATH}` in `ferry.yaml`): its `feature_store.yaml` and the registry `feast apply` writes (a
 //! `feast.core.Registry`, decoded with our own subset in `ferry_protos::feast_proto`, read from
-//! a file, a database or Feast's registry server: `feast_registry`).
+//! a file, a database or Feast's registry server: `registry`).
 //! What Ferry cannot serve from Feast's Redis layout is refused by name, never skipped.
-//! Versioned views and view states: `feast_versions`; fields of the registry our `.proto`
-//! does not know: `feast_unknown` (warned about at `ferry apply`).
+//! Versioned views and view states: `versions`; fields of the registry our `.proto`
+//! does not know: `unknown` (warned about at `ferry apply`).
+
+pub(crate) mod odfv;
+mod registry;
+mod remote;
+mod sql;
+mod types;
+mod unknown;
+mod versions;
+mod writes;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -12,13 +21,12 @@ use std::path::{Path, PathBuf};
 use ferry_protos::feast_proto::{self as fp, ValueType as Fvt};
 use serde_norway::Value as Yaml;
 
-use super::feast_odfv;
-use super::feast_registry::{self, RegistrySource};
-use super::feast_types::{feature_type, type_name};
-use super::feast_versions::{self, ViewStorage};
-use super::raw::{RawEntity, RawFeastOnDemand, RawFeature, RawOnDemandView, RawRepo};
-use super::raw::{RawService, RawView};
-use super::Issue;
+use crate::ferry_yaml::{RawEntity, RawFeastOnDemand, RawFeature, RawOnDemandView, RawRepo};
+use crate::ferry_yaml::{RawService, RawView};
+use crate::Issue;
+use registry::RegistrySource;
+use types::{feature_type, type_name};
+use versions::ViewStorage;
 
 /// Feast's repo configuration file.
 pub const FEATURE_STORE_FILE: &str = "feature_store.yaml";
@@ -33,7 +41,7 @@ pub struct FeastRepo {
     /// Its registry: a file, a database or a registry server.
     pub registry: RegistrySource,
     /// The views Ferry writes in Feast's layout, and the push sources feeding them
-    /// ([`super::feast_writes`]).
+    /// ([`writes`]).
     pub write_views: Vec<ferry_protos::v1::WriteView>,
     pub push_sources: Vec<ferry_protos::v1::PushSource>,
     /// Per Ferry view: where Feast stores it (versioned names) and its name in precomputed
@@ -55,7 +63,7 @@ impl FeastRepo {
         features: impl Iterator<Item = &'a str>,
         precomputed: bool,
     ) -> ferry_protos::v1::FeastView {
-        feast_versions::view_layout(self.storage.get(view), view, features, precomputed)
+        versions::view_layout(self.storage.get(view), view, features, precomputed)
     }
 }
 
@@ -141,7 +149,7 @@ pub fn merge(raw: &mut RawRepo, root: &Path) -> Result<Option<FeastRepo>, Vec<Is
         raw.on_demand_views,
     ) = converted;
     let (write_views, push_sources) =
-        super::feast_writes::writes(&registry, &config.project, &config.write, versioning);
+        writes::writes(&registry, &config.project, &config.write, versioning);
     Ok(Some(FeastRepo {
         project: config.project,
         dir,
@@ -202,8 +210,8 @@ fn store_config(dir: &Path) -> Result<StoreConfig, Issue> {
         }
     }
     let env = |name: &str| std::env::var(name).ok();
-    let registry = feast_registry::parse(get("registry"), get("auth"), dir, &env)
-        .map_err(|e| issue(&fpath, e))?;
+    let registry =
+        registry::parse(get("registry"), get("auth"), dir, &env).map_err(|e| issue(&fpath, e))?;
     let versioning = get("registry")
         .and_then(|r| r.get("enable_online_feature_view_versioning"))
         .and_then(Yaml::as_bool)
@@ -288,7 +296,7 @@ struct ProjectViews<'a> {
     given: &'a [RawFeastOnDemand],
     stream: BTreeSet<String>,
     /// Each batch view's version and the pinned views.
-    versions: feast_versions::Versions<'a>,
+    versions: versions::Versions<'a>,
 }
 
 impl<'a> ProjectViews<'a> {
@@ -296,7 +304,7 @@ impl<'a> ProjectViews<'a> {
         reg: &'a fp::Registry,
         project: &str,
         given: &'a [RawFeastOnDemand],
-        pinned: &'a [feast_versions::Pinned],
+        pinned: &'a [versions::Pinned],
     ) -> Self {
         let named = |list: Vec<Option<&fp::NamedSpec>>| -> BTreeSet<String> {
             list.into_iter()
@@ -305,11 +313,11 @@ impl<'a> ProjectViews<'a> {
                 .map(|s| s.name.clone())
                 .collect()
         };
-        let versions = feast_versions::Versions::of(reg, project, pinned);
+        let versions = versions::Versions::of(reg, project, pinned);
         ProjectViews {
             batch: versions.specs().collect(),
             versions,
-            on_demand: feast_odfv::of_project(reg, project),
+            on_demand: odfv::of_project(reg, project),
             given,
             stream: named(
                 reg.stream_feature_views
@@ -331,11 +339,11 @@ fn convert(
     versioning: bool,
     issues: &mut Vec<Issue>,
 ) -> (Converted, Layouts) {
-    let (pinned, problems) = feast_versions::pinned(reg, project, versioning);
+    let (pinned, problems) = versions::pinned(reg, project, versioning);
     issues.extend(problems.into_iter().map(|(path, why)| issue(&path, why)));
     let views = ProjectViews::of(reg, project, given, &pinned);
     let mut selected: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    let (on_demand, read) = feast_odfv::definitions(given, &views.on_demand, &views.batch, issues);
+    let (on_demand, read) = odfv::definitions(given, &views.on_demand, &views.batch, issues);
     for (view, features) in read {
         // Only the types Ferry serves: a feature of another type that an expression names is
         // then "no feature" to the checker, never a refusal of the view.
@@ -413,7 +421,7 @@ fn service<'a>(
             if odfv.disabled {
                 issues.push(issue(&ppath, "is disabled (Feast serves nothing from it)"));
             }
-            if let Err(e) = feast_odfv::select(name, p, views.given, &ppath, &mut refs) {
+            if let Err(e) = odfv::select(name, p, views.given, &ppath, &mut refs) {
                 issues.push(e);
             }
         } else if let Some((name, v)) = views.versions.view(name, p.version_tag) {
@@ -433,7 +441,7 @@ fn service<'a>(
                 refs.push(format!("{name}:{}", c.name));
             }
         } else if p.version_tag.is_some() {
-            // The pin's own problem was reported by `feast_versions::pinned`.
+            // The pin's own problem was reported by `versions::pinned`.
         } else {
             issues.push(issue(&ppath, "not in the registry"));
         }

@@ -294,7 +294,7 @@ fn push_sources_and_write_schemas_come_from_the_feast_registry() {
     );
 }
 
-#[path = "feast_odfv_tests.rs"]
+#[path = "odfv_tests.rs"]
 mod odfv;
 
 fn versioning_on() -> String {

@@ -1,4 +1,4 @@
-//! Feast on-demand feature views with their CEL in ferry.yaml (`repo/feast_odfv.rs`).
+//! Feast on-demand feature views with their CEL in ferry.yaml (`feast/odfv.rs`).
 
 use super::*;
 use crate::types::FeatureType;
