@@ -126,4 +126,5 @@ pub fn check(
 }
 
 #[cfg(test)]
+#[path = "cel_tests.rs"]
 mod tests;
