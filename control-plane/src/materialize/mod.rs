@@ -2,10 +2,9 @@
 //! in Redis. Each view's source is read once (views in parallel) keeping the latest row per
 //! entity; each service's vectors are then encoded and written in pipelined batches.
 
+mod batch;
 mod connection;
-mod merge;
 mod prune;
-pub mod vector;
 mod writer;
 
 use indicatif::ProgressBar;
@@ -13,6 +12,7 @@ use indicatif::ProgressBar;
 use ferry_repo::sources::LatestRows;
 use ferry_repo::tables::{service_entities, Tables};
 use ferry_repo::{FeatureService, Registry};
+use ferry_vector_store::encode;
 
 pub use connection::connect;
 pub use prune::Pruned;
@@ -78,11 +78,11 @@ pub fn parts_for<'a>(
     service: &'a FeatureService,
     tables: &'a Tables,
     entity_key: &str,
-    out: &mut Vec<vector::Part<'a>>,
+    out: &mut Vec<encode::Part<'a>>,
 ) {
     out.clear();
     out.extend(service.views.iter().map(|sv| {
-        vector::Part {
+        encode::Part {
             row: tables.tables[sv.view]
                 .as_ref()
                 .and_then(|t: &'a LatestRows| t.rows.get(entity_key)),
@@ -170,8 +170,8 @@ mod tests {
         let mut parts = Vec::new();
         let mut bytes = Vec::new();
         parts_for(service, &tables, "7\u{1f}u1", &mut parts);
-        vector::encode_into(service.fingerprint, &parts, &mut bytes);
-        let got = vector::decode(&bytes).unwrap();
+        encode::encode_into(service.fingerprint, &parts, &mut bytes);
+        let got = encode::decode(&bytes).unwrap();
         assert_eq!(got.fingerprint, service.fingerprint);
         // alpha (a, c) then zeta (z1, z2); alpha's latest row wins.
         assert_eq!(got.views[0].event_time_us, JAN_1 * 1_000_000);
@@ -191,8 +191,8 @@ mod tests {
 
         // u2 has no alpha row, u3 no zeta row: their parts are empty, the vector still has both.
         parts_for(service, &tables, "8\u{1f}u2", &mut parts);
-        vector::encode_into(service.fingerprint, &parts, &mut bytes);
-        let got = vector::decode(&bytes).unwrap();
+        encode::encode_into(service.fingerprint, &parts, &mut bytes);
+        let got = encode::decode(&bytes).unwrap();
         assert_eq!(got.views.len(), 2);
         assert!(got.views[0].values.is_empty());
         assert_eq!(got.views[0].event_time_us, 0);
@@ -200,10 +200,10 @@ mod tests {
             got.views[1].values,
             [v(Kind::BoolVal(false)), v(Kind::DoubleVal(2.5))]
         );
-        assert_eq!(got, vector::build(service.fingerprint, &parts));
+        assert_eq!(got, encode::build(service.fingerprint, &parts));
 
         parts_for(service, &tables, "9\u{1f}u3", &mut parts);
-        let got = vector::build(service.fingerprint, &parts);
+        let got = encode::build(service.fingerprint, &parts);
         assert_eq!(
             got.views[0].values,
             [

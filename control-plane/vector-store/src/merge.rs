@@ -3,21 +3,34 @@
 //! only by a row at least as new (equal event times overwrite, so a re-push is idempotent);
 //! a vector of another fingerprint or layout is refused, never merged; a new vector leaves
 //! every other view empty (NOT_FOUND to the filter), never zero. The bytes are the
-//! materialize encoder's ([`crate::materialize::vector`]).
+//! materialize encoder's ([`crate::encode`]).
+//!
+//! [`merge_rows`] is the write path's (pushed rows into a stored vector); [`merge_vector`] is
+//! `ferry materialize`'s (the files' whole vector beside a stored one that pushes may have
+//! made newer).
 
 use ferry_protos::v1::StoredVector;
 
-use super::bounded::MAX_VECTOR_BYTES;
-use super::model::Target;
-use super::rows::Row;
-use crate::materialize::vector::{self, Part};
+use ferry_protos::limits::MAX_VECTOR_BYTES;
+use ferry_protos::v1::Value;
 use ferry_repo::sources::ViewRow;
+use prost::Message as _;
+
+use crate::encode::{self, Part};
 
 /// One view's row for one vector.
 #[derive(Clone, Copy, Debug)]
 pub struct Update<'a> {
-    pub target: &'a Target,
-    pub row: &'a Row,
+    /// Where the view's part sits in the vector.
+    pub slot: usize,
+    /// The vector's features of the view, as indexes into `values`, in the vector's order.
+    pub selected: &'a [usize],
+    /// The layout cannot take the view's rows (a held-back snapshot with a feature the served
+    /// schema does not have).
+    pub unfit: bool,
+    pub event_time_us: i64,
+    /// Every feature of the view, in declared order.
+    pub values: &'a [Value],
 }
 
 /// What happened to one update.
@@ -71,7 +84,7 @@ pub struct Merged {
 
 /// Merges `updates` (all for one key: one service at one fingerprint, distinct views) into
 /// `stored`.
-pub fn merge(
+pub fn merge_rows(
     stored: Option<&[u8]>,
     fingerprint: u64,
     views: usize,
@@ -81,7 +94,7 @@ pub fn merge(
         bytes: None,
         outcomes: vec![Outcome::Refused(r); updates.len()],
     };
-    let mut parts: Vec<Option<ViewRow>> = match stored.map(vector::decode) {
+    let mut parts: Vec<Option<ViewRow>> = match stored.map(encode::decode) {
         None => vec![None; views],
         Some(Err(_)) => return refuse_all(Refusal::Undecodable),
         Some(Ok(v)) if v.fingerprint != fingerprint || v.views.len() != views => {
@@ -91,28 +104,27 @@ pub fn merge(
     };
     let mut outcomes = Vec::with_capacity(updates.len());
     for u in updates {
-        let t = u.target;
-        if t.unfit.is_some() {
+        if u.unfit {
             outcomes.push(Outcome::Refused(Refusal::SchemaMismatch));
             continue;
         }
-        let Some(part) = parts.get_mut(t.slot) else {
+        let Some(part) = parts.get_mut(u.slot) else {
             outcomes.push(Outcome::Refused(Refusal::FingerprintMismatch));
             continue;
         };
         if part
             .as_ref()
-            .is_some_and(|p| p.event_time_us > u.row.event_time_us)
+            .is_some_and(|p| p.event_time_us > u.event_time_us)
         {
             outcomes.push(Outcome::SkippedOlder);
             continue;
         }
-        let values: Vec<_> = t
+        let values: Vec<_> = u
             .selected
             .iter()
-            .filter_map(|&i| u.row.values.get(i).cloned())
+            .filter_map(|&i| u.values.get(i).cloned())
             .collect();
-        *part = Some(ViewRow::new(u.row.event_time_us, &values));
+        *part = Some(ViewRow::new(u.event_time_us, &values));
         outcomes.push(Outcome::Written);
     }
     if !outcomes.contains(&Outcome::Written) {
@@ -134,7 +146,7 @@ pub fn merge(
         })
         .collect();
     let mut out = Vec::new();
-    vector::encode_into(fingerprint, &encoded, &mut out);
+    encode::encode_into(fingerprint, &encoded, &mut out);
     within_bound(out, outcomes)
 }
 
@@ -163,6 +175,31 @@ fn stored_parts(v: StoredVector) -> Vec<Option<ViewRow>> {
         .into_iter()
         .map(|p| (!p.values.is_empty()).then(|| ViewRow::new(p.event_time_us, &p.values)))
         .collect()
+}
+
+/// The vector to store: per view, the files' part where it is at least as new as the stored one
+/// (or the stored one is empty), else the stored part. A stored vector of another fingerprint
+/// or number of views, or undecodable, is replaced by the files' (materialize defines the
+/// layout). None when the result is the stored bytes.
+pub fn merge_vector(stored: &[u8], files: &[u8]) -> Option<Vec<u8>> {
+    let Ok(new) = StoredVector::decode(files) else {
+        return Some(files.to_vec());
+    };
+    let old = match StoredVector::decode(stored) {
+        Ok(old) if old.fingerprint == new.fingerprint && old.views.len() == new.views.len() => old,
+        _ => return (stored != files).then(|| files.to_vec()),
+    };
+    let mut out = StoredVector {
+        fingerprint: new.fingerprint,
+        views: Vec::with_capacity(new.views.len()),
+    };
+    for (o, n) in old.views.into_iter().zip(new.views) {
+        let keep_stored =
+            !o.values.is_empty() && (n.values.is_empty() || o.event_time_us > n.event_time_us);
+        out.views.push(if keep_stored { o } else { n });
+    }
+    let bytes = out.encode_to_vec();
+    (bytes != stored).then_some(bytes)
 }
 
 #[cfg(test)]
