@@ -51,129 +51,146 @@ struct OnDemandSourcesEntry {
 /// fields holding messages Ferry reads (checked in turn).
 type Schema = (&'static str, &'static [u32], &'static [(u32, Kind)]);
 
+/// The schema of `kind`: one arm per kind, so a new kind does not build without its own.
 fn schema(kind: Kind) -> Schema {
     use Kind as K;
     match kind {
-        K::Registry => (
-            "feast.core.Registry",
-            &[2, 3, 4, 5, 10, 11, 12, 13, 15, 16, 17, 19],
-            &[
-                (1, K::Entity),
-                (6, K::FeatureView),
-                (7, K::FeatureService),
-                (8, K::OnDemandFeatureView),
-                (14, K::StreamFeatureView),
-                (18, K::VersionHistory),
-            ],
-        ),
-        K::Entity => ("feast.core.Entity", &[2], &[(1, K::EntitySpec)]),
-        K::EntitySpec => ("feast.core.EntitySpecV2", &[3, 8, 10], &[]),
-        K::FeatureView => (
-            "feast.core.FeatureView",
-            &[],
-            &[(1, K::FeatureViewSpec), (2, K::FeatureViewMeta)],
-        ),
-        K::FeatureViewSpec => (
-            "feast.core.FeatureViewSpec",
-            &[5, 10, 11, 13, 14, 15, 16, 17, 19],
-            &[
-                (4, K::FeatureSpec),
-                (7, K::DataSource),
-                (9, K::DataSource),
-                (12, K::FeatureSpec),
-            ],
-        ),
-        K::FeatureViewMeta => ("feast.core.FeatureViewMeta", &[1, 2, 3, 5], &[]),
-        K::FeatureSpec => ("feast.core.FeatureSpecV2", &[3, 4, 5, 6, 7], &[]),
-        K::FeatureService => (
-            "feast.core.FeatureService",
-            &[2],
-            &[(1, K::FeatureServiceSpec)],
-        ),
-        K::FeatureServiceSpec => (
-            "feast.core.FeatureServiceSpec",
-            &[4, 5, 6, 7],
-            &[(3, K::Projection)],
-        ),
-        K::Projection => (
-            "feast.core.FeatureViewProjection",
-            &[5, 6, 7, 8, 9, 11],
-            &[(2, K::FeatureSpec)],
-        ),
-        K::VersionHistory => (
-            "feast.core.FeatureViewVersionHistory",
-            &[],
-            &[(1, K::VersionRecord)],
-        ),
-        K::VersionRecord => (
-            "feast.core.FeatureViewVersionRecord",
-            &[6, 7, 8],
-            &[(5, K::FeatureView)],
-        ),
-        other => source_schema(other),
+        K::Registry => REGISTRY,
+        K::Entity => ENTITY,
+        K::EntitySpec => ENTITY_SPEC,
+        K::FeatureView => FEATURE_VIEW,
+        K::FeatureViewSpec => FEATURE_VIEW_SPEC,
+        K::FeatureViewMeta => FEATURE_VIEW_META,
+        K::FeatureSpec => FEATURE_SPEC,
+        K::FeatureService => FEATURE_SERVICE,
+        K::FeatureServiceSpec => FEATURE_SERVICE_SPEC,
+        K::Projection => PROJECTION,
+        K::VersionHistory => VERSION_HISTORY,
+        K::VersionRecord => VERSION_RECORD,
+        K::OnDemandFeatureView => ON_DEMAND_FEATURE_VIEW,
+        K::OnDemandFeatureViewSpec => ON_DEMAND_FEATURE_VIEW_SPEC,
+        K::OnDemandSourcesEntry => ON_DEMAND_SOURCES_ENTRY,
+        K::OnDemandSource => ON_DEMAND_SOURCE,
+        K::Aggregation => AGGREGATION,
+        K::DataSource => DATA_SOURCE,
+        K::RequestDataOptions => REQUEST_DATA_OPTIONS,
+        K::StreamFeatureView => STREAM_FEATURE_VIEW,
+        K::StreamFeatureViewSpec => STREAM_FEATURE_VIEW_SPEC,
     }
 }
 
-/// [`schema`] of on-demand views and their sources, of data sources and of stream views.
-fn source_schema(kind: Kind) -> Schema {
-    use Kind as K;
-    match kind {
-        K::OnDemandFeatureView => (
-            "feast.core.OnDemandFeatureView",
-            &[2],
-            &[(1, K::OnDemandFeatureViewSpec)],
-        ),
-        K::OnDemandFeatureViewSpec => (
-            "feast.core.OnDemandFeatureViewSpec",
-            &[5, 6, 7, 8, 10, 13, 14, 15, 17, 18],
-            &[
-                (3, K::FeatureSpec),
-                (4, K::OnDemandSourcesEntry),
-                (16, K::Aggregation),
-            ],
-        ),
-        K::OnDemandSourcesEntry => (
-            "feast.core.OnDemandFeatureViewSpec.SourcesEntry",
-            &[],
-            &[(2, K::OnDemandSource)],
-        ),
-        K::OnDemandSource => (
-            "feast.core.OnDemandSource",
-            &[],
-            &[(1, K::FeatureView), (2, K::DataSource), (3, K::Projection)],
-        ),
-        K::Aggregation => ("feast.core.Aggregation", &[3, 4, 5], &[]),
-        // Options of each kind of source, tags, owner, ...: Ferry reads a source's type, name,
-        // project, timestamp field, field mapping, request schema and batch source.
-        K::DataSource => (
-            "feast.core.DataSource",
-            &[
-                4, 5, 11, 12, 13, 14, 15, 16, 17, 19, 22, 23, 24, 25, 27, 28, 30, 35, 50,
-            ],
-            &[(18, K::RequestDataOptions), (26, K::DataSource)],
-        ),
-        K::RequestDataOptions => (
-            "feast.core.DataSource.RequestDataOptions",
-            &[2],
-            &[(3, K::FeatureSpec)],
-        ),
-        // Ferry reads only a stream view's name and project (it serves none).
-        K::StreamFeatureView => (
-            "feast.core.StreamFeatureView",
-            &[2],
-            &[(1, K::StreamFeatureViewSpec)],
-        ),
-        K::StreamFeatureViewSpec => (
-            "feast.core.StreamFeatureViewSpec",
-            &[
-                3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
-            ],
-            &[],
-        ),
-        // The registry's own messages: `schema`.
-        _ => ("", &[], &[]),
-    }
-}
+const REGISTRY: Schema = (
+    "feast.core.Registry",
+    &[2, 3, 4, 5, 10, 11, 12, 13, 15, 16, 17, 19],
+    &[
+        (1, Kind::Entity),
+        (6, Kind::FeatureView),
+        (7, Kind::FeatureService),
+        (8, Kind::OnDemandFeatureView),
+        (14, Kind::StreamFeatureView),
+        (18, Kind::VersionHistory),
+    ],
+);
+const ENTITY: Schema = ("feast.core.Entity", &[2], &[(1, Kind::EntitySpec)]);
+const ENTITY_SPEC: Schema = ("feast.core.EntitySpecV2", &[3, 8, 10], &[]);
+const FEATURE_VIEW: Schema = (
+    "feast.core.FeatureView",
+    &[],
+    &[(1, Kind::FeatureViewSpec), (2, Kind::FeatureViewMeta)],
+);
+const FEATURE_VIEW_SPEC: Schema = (
+    "feast.core.FeatureViewSpec",
+    &[5, 10, 11, 13, 14, 15, 16, 17, 19],
+    &[
+        (4, Kind::FeatureSpec),
+        (7, Kind::DataSource),
+        (9, Kind::DataSource),
+        (12, Kind::FeatureSpec),
+    ],
+);
+const FEATURE_VIEW_META: Schema = ("feast.core.FeatureViewMeta", &[1, 2, 3, 5], &[]);
+const FEATURE_SPEC: Schema = ("feast.core.FeatureSpecV2", &[3, 4, 5, 6, 7], &[]);
+const FEATURE_SERVICE: Schema = (
+    "feast.core.FeatureService",
+    &[2],
+    &[(1, Kind::FeatureServiceSpec)],
+);
+const FEATURE_SERVICE_SPEC: Schema = (
+    "feast.core.FeatureServiceSpec",
+    &[4, 5, 6, 7],
+    &[(3, Kind::Projection)],
+);
+const PROJECTION: Schema = (
+    "feast.core.FeatureViewProjection",
+    &[5, 6, 7, 8, 9, 11],
+    &[(2, Kind::FeatureSpec)],
+);
+const VERSION_HISTORY: Schema = (
+    "feast.core.FeatureViewVersionHistory",
+    &[],
+    &[(1, Kind::VersionRecord)],
+);
+const VERSION_RECORD: Schema = (
+    "feast.core.FeatureViewVersionRecord",
+    &[6, 7, 8],
+    &[(5, Kind::FeatureView)],
+);
+const ON_DEMAND_FEATURE_VIEW: Schema = (
+    "feast.core.OnDemandFeatureView",
+    &[2],
+    &[(1, Kind::OnDemandFeatureViewSpec)],
+);
+const ON_DEMAND_FEATURE_VIEW_SPEC: Schema = (
+    "feast.core.OnDemandFeatureViewSpec",
+    &[5, 6, 7, 8, 10, 13, 14, 15, 17, 18],
+    &[
+        (3, Kind::FeatureSpec),
+        (4, Kind::OnDemandSourcesEntry),
+        (16, Kind::Aggregation),
+    ],
+);
+const ON_DEMAND_SOURCES_ENTRY: Schema = (
+    "feast.core.OnDemandFeatureViewSpec.SourcesEntry",
+    &[],
+    &[(2, Kind::OnDemandSource)],
+);
+const ON_DEMAND_SOURCE: Schema = (
+    "feast.core.OnDemandSource",
+    &[],
+    &[
+        (1, Kind::FeatureView),
+        (2, Kind::DataSource),
+        (3, Kind::Projection),
+    ],
+);
+const AGGREGATION: Schema = ("feast.core.Aggregation", &[3, 4, 5], &[]);
+// Options of each kind of source, tags, owner, ...: Ferry reads a source's type, name,
+// project, timestamp field, field mapping, request schema and batch source.
+const DATA_SOURCE: Schema = (
+    "feast.core.DataSource",
+    &[
+        4, 5, 11, 12, 13, 14, 15, 16, 17, 19, 22, 23, 24, 25, 27, 28, 30, 35, 50,
+    ],
+    &[(18, Kind::RequestDataOptions), (26, Kind::DataSource)],
+);
+const REQUEST_DATA_OPTIONS: Schema = (
+    "feast.core.DataSource.RequestDataOptions",
+    &[2],
+    &[(3, Kind::FeatureSpec)],
+);
+// Ferry reads only a stream view's name and project (it serves none).
+const STREAM_FEATURE_VIEW: Schema = (
+    "feast.core.StreamFeatureView",
+    &[2],
+    &[(1, Kind::StreamFeatureViewSpec)],
+);
+const STREAM_FEATURE_VIEW_SPEC: Schema = (
+    "feast.core.StreamFeatureViewSpec",
+    &[
+        3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
+    ],
+    &[],
+);
 
 /// `bytes` decoded as our message of `kind` and encoded again.
 fn reencode(kind: Kind, bytes: &[u8]) -> Option<Vec<u8>> {
