@@ -108,16 +108,12 @@ fn view(
         views: &all_views,
     };
     let converted = convert_features(rv, path, &scope, issues);
-    let (stored, features) = finish(
-        rv,
-        path,
-        &sources,
-        &source_features,
-        &request_types,
-        converted,
-        views,
-        issues,
-    );
+    let inputs = Inputs {
+        sources: &sources,
+        source_features: &source_features,
+        request_types: &request_types,
+    };
+    let (stored, features) = finish(rv, path, &inputs, converted, views, issues);
     OnDemandView {
         name: rv.name.clone(),
         request,
@@ -156,7 +152,7 @@ fn convert_features(
             }
         };
         match cel::convert(&f.expr, scope) {
-            Ok(c) => converted.push((j, ty, c)),
+            Ok(expr) => converted.push(Converted { index: j, ty, expr }),
             Err(problems) => {
                 for p in problems {
                     issues.add(&format!("{fpath}: expr"), p.to_string());
@@ -167,24 +163,43 @@ fn convert_features(
     converted
 }
 
-type Converted = (usize, Option<FeatureType>, cel::Converted);
+/// One feature's expression converted (its stored inputs' slots still provisional).
+struct Converted {
+    /// Index into the view's features.
+    index: usize,
+    /// None when the declared type was refused (the expression is still numbered).
+    ty: Option<FeatureType>,
+    expr: cel::Converted,
+}
+
+/// What a view's expressions may read: its sources with their features, and its request
+/// fields, each with its expression type.
+struct Inputs<'a> {
+    /// Indexes into the repo's feature views.
+    sources: &'a [usize],
+    /// Per source: its name and its features.
+    source_features: &'a [(&'a str, Vec<(&'a str, Type)>)],
+    request_types: &'a [(&'a str, Type)],
+}
 
 /// Numbers the view's stored inputs (sorted by view, feature) and checks every feature with
 /// its final slot types.
-#[allow(clippy::too_many_arguments)]
 fn finish(
     rv: &RawOnDemandView,
     path: &str,
-    sources: &[usize],
-    source_features: &[(&str, Vec<(&str, Type)>)],
-    request_types: &[(&str, Type)],
+    inputs: &Inputs,
     converted: Vec<Converted>,
     views: &Views,
     issues: &mut Issues,
 ) -> (Vec<(usize, usize)>, Vec<DerivedFeature>) {
+    let Inputs {
+        sources,
+        source_features,
+        request_types,
+    } = *inputs;
     let mut refs: Vec<(usize, usize)> = converted
         .iter()
-        .flat_map(|(_, _, c)| c.stored.iter().copied())
+        .flat_map(|c| c.expr.stored.iter().copied())
         .collect();
     let key = |&(s, f): &(usize, usize)| (source_features[s].0, source_features[s].1[f].0);
     refs.sort_by(|a, b| key(a).cmp(&key(b)));
@@ -194,7 +209,12 @@ fn finish(
     slots.extend(refs.iter().map(|&(s, f)| source_features[s].1[f].1));
     let request_len = request_types.len() as u32;
     let mut features = Vec::with_capacity(converted.len());
-    for (j, ty, mut c) in converted {
+    for Converted {
+        index: j,
+        ty,
+        expr: mut c,
+    } in converted
+    {
         let f = &rv.features[j];
         let order: Vec<u32> = c
             .stored

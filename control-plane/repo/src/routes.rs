@@ -17,15 +17,19 @@ use super::{
 
 use ferry_core::rules;
 
+/// What routes are resolved against: the repo's services (by name and index) and the views
+/// their features come from.
+pub(super) struct Catalog<'a> {
+    /// Service name → index (first definition).
+    pub(super) service_seen: &'a HashMap<&'a str, usize>,
+    pub(super) services: &'a [FeatureService],
+    pub(super) views: &'a [FeatureView],
+    pub(super) on_demand: &'a [OnDemandView],
+}
+
 /// The routes, each checked (`routes::route`) and against the earlier ones: a route that an
 /// earlier one always matches first is never reached.
-pub(super) fn routes(
-    raw: &RawRepo,
-    service_seen: &HashMap<&str, usize>,
-    services: &[FeatureService],
-    views: (&[FeatureView], &[OnDemandView]),
-    issues: &mut Issues,
-) -> Vec<Route> {
+pub(super) fn routes(raw: &RawRepo, catalog: &Catalog, issues: &mut Issues) -> Vec<Route> {
     let mut routes = Vec::with_capacity(raw.routes.len());
     let mut route_seen = Seen::new("route name", "routes");
     let mut match_seen: HashMap<RouteConditions, usize> = HashMap::new();
@@ -39,7 +43,7 @@ pub(super) fn routes(
         let path = format!("routes[{i}] '{}'", names[i]);
         issues.name(&path, "name", &names[i]);
         route_seen.add(issues, &names[i], i, &path);
-        let r = route(rr, &names[i], &path, service_seen, services, views, issues);
+        let r = route(rr, &names[i], &path, catalog, issues);
         if r.matcher.by_name_only() {
             // Selected by name from Envoy route metadata: no match to compare.
         } else if let Some(first) = match_seen.get(&r.matcher) {
@@ -160,15 +164,12 @@ fn word<T: Copy>(
     default
 }
 
-fn route(
-    rr: &RawRoute,
-    name: &str,
-    path: &str,
-    service_seen: &HashMap<&str, usize>,
-    services: &[FeatureService],
-    views: (&[FeatureView], &[OnDemandView]),
-    issues: &mut Issues,
-) -> Route {
+fn route(rr: &RawRoute, name: &str, path: &str, catalog: &Catalog, issues: &mut Issues) -> Route {
+    let Catalog {
+        service_seen,
+        services,
+        ..
+    } = *catalog;
     let matcher = matcher(rr, name, path, issues);
     let (service, extra_services) = services_of(rr, path, service_seen, issues);
     let format = format_of(rr, path, issues);
@@ -199,7 +200,7 @@ fn route(
         format,
         Format::KserveV2 { packed: true } | Format::KserveV2Grpc { packed: true }
     );
-    check_features(&parts, views, packed, feature_names, path, issues);
+    check_features(&parts, catalog, packed, feature_names, path, issues);
     let (on_missing_entity, on_stale, on_reader_error) = policies(rr, path, issues);
     let route = Route {
         name: name.to_owned(),
@@ -457,12 +458,13 @@ fn policies(
 /// packed tensor takes numbers only.
 fn check_features(
     parts: &[(&FeatureService, &Vec<String>)],
-    (views, on_demand): (&[FeatureView], &[OnDemandView]),
+    catalog: &Catalog,
     packed: bool,
     feature_names: FeatureNames,
     path: &str,
     issues: &mut Issues,
 ) {
+    let (views, on_demand) = (catalog.views, catalog.on_demand);
     let entity_fields: Vec<&str> = parts
         .iter()
         .flat_map(|(_, f)| f.iter().map(String::as_str))

@@ -8,7 +8,7 @@ use super::ferry_yaml::RawRepo;
 use super::issues::{Issues, Seen};
 use super::on_demand::on_demand_views;
 use super::push_sources::push_sources;
-use super::routes::routes;
+use super::routes::{routes, Catalog};
 use super::services::services;
 use super::views::views;
 use super::{Entity, Issue, Reader, Registry};
@@ -21,13 +21,13 @@ pub(super) fn validate(raw: RawRepo, root: &Path) -> Result<Registry, Vec<Issue>
     let views = views(&raw, root, &entities, &mut issues);
     let on_demand = on_demand_views(&raw, &views, &mut issues);
     let (services, service_seen) = services(&raw, &views, &on_demand, &entities, &mut issues);
-    let routes = routes(
-        &raw,
-        &service_seen,
-        &services,
-        (&views.list, &on_demand.list),
-        &mut issues,
-    );
+    let catalog = Catalog {
+        service_seen: &service_seen,
+        services: &services,
+        views: &views.list,
+        on_demand: &on_demand.list,
+    };
+    let routes = routes(&raw, &catalog, &mut issues);
     let push_sources = push_sources(&raw, &views, &mut issues);
     check_reader_and_cache(&raw, &mut issues);
     let protected_paths = protected_paths(&raw, &mut issues);
