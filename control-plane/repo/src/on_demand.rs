@@ -9,7 +9,7 @@ use ferry_core::derive::Type;
 
 use super::ferry_yaml::{RawOnDemandView, RawRepo};
 use super::issues::{Issues, Seen};
-use super::views::Views;
+use super::views::{Listed, Views};
 use super::{DerivedFeature, OnDemandView, RequestField};
 use crate::cel::{self, Scope};
 use crate::types::FeatureType;
@@ -23,14 +23,8 @@ const REQUEST_TYPES: [FeatureType; 5] = [
     FeatureType::Float32List,
 ];
 
-pub(super) struct OnDemand<'a> {
-    pub(super) list: Vec<OnDemandView>,
-    /// Name → index (first definition).
-    pub(super) seen: Seen<'a>,
-    /// Every declared feature name per view, valid or not, so that a service's ref to one
-    /// whose definition was refused is not reported a second time.
-    pub(super) declared: Vec<HashSet<&'a str>>,
-}
+/// The repo's on-demand views.
+pub(super) type OnDemand<'a> = Listed<'a, OnDemandView>;
 
 pub(super) fn on_demand_views<'a>(
     raw: &'a RawRepo,

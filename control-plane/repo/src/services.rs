@@ -83,15 +83,15 @@ fn selected_features<'v>(
             .get(view_name)
             .filter(|_| !views.seen.first.contains_key(view_name));
         if let Some(&oi) = on_demand_view {
-            select_derived(
-                &mut derived,
-                &on_demand.list[oi],
-                &on_demand.declared[oi],
-                oi,
-                feature,
-                &rpath,
-                issues,
-            );
+            let v = &on_demand.list[oi];
+            let view = Selectable {
+                what: "on-demand view",
+                name: &v.name,
+                index: oi,
+                features: v.features.iter().map(|f| f.name.as_str()).collect(),
+                declared: &on_demand.declared[oi],
+            };
+            select(&mut derived, &view, feature, &rpath, issues);
             continue;
         }
         let Some(&vi) = views.seen.first.get(view_name) else {
@@ -99,60 +99,53 @@ fn selected_features<'v>(
             continue;
         };
         let v = &views.list[vi];
-        let entry = selected
-            .entry(v.name.as_str())
-            .or_insert((vi, BTreeMap::new()));
-        match feature {
-            None => entry.1.extend(
-                v.features
-                    .iter()
-                    .enumerate()
-                    .map(|(fi, f)| (f.name.as_str(), fi)),
-            ),
-            Some(f) => match v.features.iter().position(|x| x.name == f) {
-                Some(fi) => {
-                    entry.1.insert(&v.features[fi].name, fi);
-                }
-                None if views.declared[vi].contains(f) => {}
-                None => issues.add(
-                    &rpath,
-                    format!("feature view '{view_name}' has no feature '{f}'"),
-                ),
-            },
-        }
+        let view = Selectable {
+            what: "feature view",
+            name: &v.name,
+            index: vi,
+            features: v.features.iter().map(|f| f.name.as_str()).collect(),
+            declared: &views.declared[vi],
+        };
+        select(&mut selected, &view, feature, &rpath, issues);
     }
     (selected, derived)
 }
 
-/// An on-demand view (or one of its features) selected by a service.
-fn select_derived<'v>(
-    derived: &mut Selected<'v>,
-    v: &'v OnDemandView,
-    declared: &HashSet<&str>,
+/// A view a feature ref may name, stored or on-demand.
+struct Selectable<'v, 'd> {
+    /// "feature view" or "on-demand view", for the message.
+    what: &'static str,
+    name: &'v str,
+    /// Index into its list (`Registry::views` or `Registry::on_demand_views`).
     index: usize,
+    /// Its features' names, in declared order.
+    features: Vec<&'v str>,
+    /// Every declared feature name, valid or not: a feature whose own definition was refused
+    /// is not reported again.
+    declared: &'d HashSet<&'d str>,
+}
+
+/// A view (`feature` None) or one of its features selected by a service.
+fn select<'v>(
+    into: &mut Selected<'v>,
+    v: &Selectable<'v, '_>,
     feature: Option<&str>,
     rpath: &str,
     issues: &mut Issues,
 ) {
-    let entry = derived
-        .entry(v.name.as_str())
-        .or_insert((index, BTreeMap::new()));
+    let entry = into.entry(v.name).or_insert((v.index, BTreeMap::new()));
     match feature {
-        None => entry.1.extend(
-            v.features
-                .iter()
-                .enumerate()
-                .map(|(fi, f)| (f.name.as_str(), fi)),
-        ),
-        Some(f) => match v.features.iter().position(|x| x.name == f) {
+        None => entry
+            .1
+            .extend(v.features.iter().enumerate().map(|(fi, &f)| (f, fi))),
+        Some(f) => match v.features.iter().position(|&x| x == f) {
             Some(fi) => {
-                entry.1.insert(&v.features[fi].name, fi);
+                entry.1.insert(v.features[fi], fi);
             }
-            // A feature whose own definition was refused is not reported again.
-            None if declared.contains(f) => {}
+            None if v.declared.contains(f) => {}
             None => issues.add(
                 rpath,
-                format!("on-demand view '{}' has no feature '{f}'", v.name),
+                format!("{} '{}' has no feature '{f}'", v.what, v.name),
             ),
         },
     }

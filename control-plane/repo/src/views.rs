@@ -11,15 +11,20 @@ use super::{Entity, Feature, FeatureView, Source};
 use crate::sources::{read_header, SourceFormat, TimeUnit};
 use crate::types::FeatureType;
 
-/// The repo's feature views, with what feature refs are resolved against.
-pub(super) struct Views<'a> {
-    pub(super) list: Vec<FeatureView>,
+/// A repo's views of one kind (stored or on-demand), with what feature refs are resolved
+/// against.
+pub(super) struct Listed<'a, T> {
+    /// In declared order.
+    pub(super) list: Vec<T>,
     /// View name → index (first definition).
     pub(super) seen: Seen<'a>,
     /// Every declared feature name per view, valid or not, so refs to a feature whose own
     /// definition is broken are not reported a second time.
     pub(super) declared: Vec<HashSet<&'a str>>,
 }
+
+/// The repo's feature views.
+pub(super) type Views<'a> = Listed<'a, FeatureView>;
 
 pub(super) fn views<'a>(
     raw: &'a RawRepo,

@@ -107,30 +107,40 @@ fn the_issue_examples_compile_and_evaluate() {
 
 #[test]
 fn names_are_resolved_or_reported_with_their_position() {
-    assert_eq!(
-        one("request.amount / txns.avg_7d", VT::Float64),
-        "1:18: unknown name 'txns' (names are request.<field>, request.time and <source>.<feature>)"
-    );
-    assert_eq!(
-        one("request.amount + merchant.risk", VT::Float64),
-        "1:18: 'merchant' is not a source of this on-demand view (sources: transactions, user_profile)"
-    );
-    assert_eq!(
-        one("request.amt", VT::Float64),
-        "1:9: request has no field 'amt' (declared: amount, country; and time)"
-    );
-    assert_eq!(
-        one("transactions.avg_30d", VT::Float64),
-        "1:14: view 'transactions' has no feature 'avg_30d'"
-    );
-    assert_eq!(
-        one("amount", VT::Float64),
-        "1:1: unknown name 'amount' (names are request.<field>, request.time and <source>.<feature>; sources: transactions, user_profile)"
-    );
-    assert_eq!(
-        one("transactions", VT::Float64),
-        "1:1: 'transactions' is a view, not a value: name one of its features (transactions.<feature>)"
-    );
+    for (text, t, want) in [
+        (
+            "request.amount / txns.avg_7d",
+            VT::Float64,
+            "1:18: unknown name 'txns' (names are request.<field>, request.time and <source>.<feature>)",
+        ),
+        (
+            "request.amount + merchant.risk",
+            VT::Float64,
+            "1:18: 'merchant' is not a source of this on-demand view (sources: transactions, user_profile)",
+        ),
+        (
+            "request.amt",
+            VT::Float64,
+            "1:9: request has no field 'amt' (declared: amount, country; and time)",
+        ),
+        (
+            "transactions.avg_30d",
+            VT::Float64,
+            "1:14: view 'transactions' has no feature 'avg_30d'",
+        ),
+        (
+            "amount",
+            VT::Float64,
+            "1:1: unknown name 'amount' (names are request.<field>, request.time and <source>.<feature>; sources: transactions, user_profile)",
+        ),
+        (
+            "transactions",
+            VT::Float64,
+            "1:1: 'transactions' is a view, not a value: name one of its features (transactions.<feature>)",
+        ),
+    ] {
+        assert_eq!(one(text, t), want, "{text}");
+    }
     // All problems of an expression at once, on their lines.
     let ps = problems("request.a +\n  request.b", VT::Float64);
     assert_eq!(ps.len(), 2, "{ps:?}");
@@ -143,24 +153,32 @@ fn names_are_resolved_or_reported_with_their_position() {
 
 #[test]
 fn types_are_checked_with_positions() {
-    assert_eq!(
-        one("request.country == transactions.count_7d", VT::Bool),
-        "1:17: '==' does not take string, int (it takes int, int -> bool; double, double -> bool; \
-         bool, bool -> bool; string, string -> bool; bytes, bytes -> bool)"
-    );
-    assert_eq!(
-        one("request.amount + 1", VT::Float64),
-        "1:16: '+' of double and int: CEL does not mix int and double; convert one with double() or int()"
-    );
-    assert_eq!(
-        one("request.amount > 1000.0", VT::Float64),
-        "1:16: the expression is bool, the feature is declared float64 (double)"
-    );
-    // Offsets count characters, so a non-ASCII string before the problem moves it by one.
-    assert_eq!(
-        one("'é' + request.nope", VT::String),
-        "1:15: request has no field 'nope' (declared: amount, country; and time)"
-    );
+    for (text, t, want) in [
+        (
+            "request.country == transactions.count_7d",
+            VT::Bool,
+            "1:17: '==' does not take string, int (it takes int, int -> bool; double, double -> \
+             bool; bool, bool -> bool; string, string -> bool; bytes, bytes -> bool)",
+        ),
+        (
+            "request.amount + 1",
+            VT::Float64,
+            "1:16: '+' of double and int: CEL does not mix int and double; convert one with double() or int()",
+        ),
+        (
+            "request.amount > 1000.0",
+            VT::Float64,
+            "1:16: the expression is bool, the feature is declared float64 (double)",
+        ),
+        // Offsets count characters, so a non-ASCII string before the problem moves it by one.
+        (
+            "'é' + request.nope",
+            VT::String,
+            "1:15: request has no field 'nope' (declared: amount, country; and time)",
+        ),
+    ] {
+        assert_eq!(one(text, t), want, "{text}");
+    }
 }
 
 #[test]

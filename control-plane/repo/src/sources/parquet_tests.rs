@@ -4,11 +4,11 @@ use std::sync::Arc;
 
 use parquet::basic::Compression;
 use parquet::data_type::{
-    BoolType, ByteArray, ByteArrayType, DoubleType, FloatType, Int32Type, Int64Type, Int96,
-    Int96Type,
+    BoolType, ByteArray, ByteArrayType, DataType, DoubleType, FloatType, Int32Type, Int64Type,
+    Int96, Int96Type,
 };
 use parquet::file::properties::WriterProperties;
-use parquet::file::writer::SerializedFileWriter;
+use parquet::file::writer::{SerializedColumnWriter, SerializedFileWriter};
 use parquet::schema::parser::parse_message_type;
 
 use super::super::{load_latest, read_header, SourceFormat};
@@ -45,65 +45,40 @@ fn write_groups(path: &Path, message: &str, props: WriterProperties, groups: Vec
         let mut rg = w.next_row_group().unwrap();
         for leaf in leaves {
             let mut col = rg.next_column().unwrap().unwrap();
+            let c = &mut col;
             match leaf {
                 Leaf::Bytes(v, d) => {
                     let v: Vec<ByteArray> = v.into_iter().map(ByteArray::from).collect();
-                    col.typed::<ByteArrayType>()
-                        .write_batch(&v, d.as_deref(), None)
-                        .unwrap();
+                    put::<ByteArrayType>(c, &v, d.as_deref(), None);
                 }
                 Leaf::Owned(v, d) => {
                     let v: Vec<ByteArray> = v.into_iter().map(ByteArray::from).collect();
-                    col.typed::<ByteArrayType>()
-                        .write_batch(&v, d.as_deref(), None)
-                        .unwrap();
+                    put::<ByteArrayType>(c, &v, d.as_deref(), None);
                 }
-                Leaf::I64(v, d) => {
-                    col.typed::<Int64Type>()
-                        .write_batch(&v, d.as_deref(), None)
-                        .unwrap();
-                }
-                Leaf::I32(v, d) => {
-                    col.typed::<Int32Type>()
-                        .write_batch(&v, d.as_deref(), None)
-                        .unwrap();
-                }
-                Leaf::I96(v, d) => {
-                    col.typed::<Int96Type>()
-                        .write_batch(&v, d.as_deref(), None)
-                        .unwrap();
-                }
-                Leaf::F32(v, d) => {
-                    col.typed::<FloatType>()
-                        .write_batch(&v, d.as_deref(), None)
-                        .unwrap();
-                }
-                Leaf::F64(v, d) => {
-                    col.typed::<DoubleType>()
-                        .write_batch(&v, d.as_deref(), None)
-                        .unwrap();
-                }
-                Leaf::Bool(v, d) => {
-                    col.typed::<BoolType>()
-                        .write_batch(&v, d.as_deref(), None)
-                        .unwrap();
-                }
-                Leaf::F32List(v, d, r) => {
-                    col.typed::<FloatType>()
-                        .write_batch(&v, Some(&d), Some(&r))
-                        .unwrap();
-                }
-                Leaf::I32List(v, d, r) => {
-                    col.typed::<Int32Type>()
-                        .write_batch(&v, Some(&d), Some(&r))
-                        .unwrap();
-                }
+                Leaf::I64(v, d) => put::<Int64Type>(c, &v, d.as_deref(), None),
+                Leaf::I32(v, d) => put::<Int32Type>(c, &v, d.as_deref(), None),
+                Leaf::I96(v, d) => put::<Int96Type>(c, &v, d.as_deref(), None),
+                Leaf::F32(v, d) => put::<FloatType>(c, &v, d.as_deref(), None),
+                Leaf::F64(v, d) => put::<DoubleType>(c, &v, d.as_deref(), None),
+                Leaf::Bool(v, d) => put::<BoolType>(c, &v, d.as_deref(), None),
+                Leaf::F32List(v, d, r) => put::<FloatType>(c, &v, Some(&d), Some(&r)),
+                Leaf::I32List(v, d, r) => put::<Int32Type>(c, &v, Some(&d), Some(&r)),
             }
             col.close().unwrap();
         }
         rg.close().unwrap();
     }
     w.close().unwrap();
+}
+
+/// Writes one leaf column's values with their definition and repetition levels.
+fn put<T: DataType>(
+    col: &mut SerializedColumnWriter<'_>,
+    values: &[T::T],
+    def: Option<&[i16]>,
+    rep: Option<&[i16]>,
+) {
+    col.typed::<T>().write_batch(values, def, rep).unwrap();
 }
 
 const MESSAGE: &str = "message schema {
