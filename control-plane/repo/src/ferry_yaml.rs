@@ -144,7 +144,7 @@ pub struct RawView {
     /// Absent only for a view read from a Feast registry (`from_feast`).
     pub source: Option<RawSource>,
     pub features: Vec<RawFeature>,
-    /// Set by the Feast reader (`repo/feast.rs`), never by `ferry.yaml`.
+    /// Set by the Feast reader (`feast/`), never by `ferry.yaml`.
     #[serde(skip)]
     pub from_feast: bool,
 }
