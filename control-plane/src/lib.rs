@@ -3,7 +3,8 @@
 //!
 //! The repo itself (from `ferry.yaml` or a Feast registry to the snapshot) is the `ferry-repo`
 //! crate; this one holds what is done with it. Module map:
-//! - [`materialize`]: latest row per entity, vector encoding, pipelined writes into Redis.
+//! - [`materialize`]: each service's vectors (from `ferry_repo::tables`, encoded by
+//!   `ferry-vector-store`) written into Redis in pipelined batches, pruning.
 //! - [`envoy_config`]: renders the static Envoy bootstrap with the snapshot inlined.
 //! - [`envoy_xds`]: renders the xDS bootstrap (filter config from the control plane).
 //! - [`xds`]: an xDS server as a library (protocol core without I/O, ADS/ECDS gRPC services)
@@ -12,7 +13,8 @@
 //!   stream table (its callbacks), the filter's xDS resources, HTTP API and its wire types,
 //!   repo watching.
 //! - [`write`]: feature writes (`POST /push`, `/write-to-online-store`, Feast's shapes) that
-//!   `ferry serve` executes: validation, the merge rule, an atomic compare-and-set per vector.
+//!   `ferry serve` executes: validation, then per vector the merge rule and the atomic
+//!   compare-and-set of `ferry-vector-store`.
 //! - [`push`]: the HTTP client `ferry apply --push` uses, and which services a push leaves
 //!   to materialize first.
 //! - [`oci`]: `ferry oci-image`, the filter as an OCI image layout (Istio, Envoy Gateway).

@@ -1,6 +1,7 @@
 //! `ferry materialize`: offline sources → one precomputed vector per entity per FeatureService
-//! in Redis. Each view's source is read once (views in parallel) keeping the latest row per
-//! entity; each service's vectors are then encoded and written in pipelined batches.
+//! in Redis. Each view's source is read once (views in parallel, `ferry_repo::tables`) keeping
+//! the latest row per entity; each service's vectors are then encoded and written in pipelined
+//! batches.
 
 mod batch;
 mod connection;
