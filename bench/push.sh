@@ -58,7 +58,7 @@ REDIS="redis://127.0.0.1:$REDIS_PORT/0"
 "$BIN/ferry" materialize "$RUN_DIR/repo" --redis "$REDIS" >/dev/null 2>"$RUN_DIR/materialize.err"
 
 say "1. Redis's limit: GET and the compare-and-set EVAL, same key"
-CAS=$(sed -n '/^pub const CAS: &str = r"/,/^";/p' control-plane/src/write/store.rs | sed '1d;$d')
+CAS=$(sed -n '/^pub const CAS: &str = r"/,/^";/p' control-plane/vector-store/src/cas.rs | sed '1d;$d')
 redis-cli -p "$REDIS_PORT" -n 2 set k v >/dev/null
 for c in 1 8; do
   for cmd in GET EVAL; do

@@ -17,7 +17,8 @@ import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 PRODUCT = ["protos", "core", "filter", "native", "reader", "redis-conn", "control-plane",
-           "control-plane/xds", "control-plane/log-sink", "demo-model", "http-serve"]
+           "control-plane/repo", "control-plane/vector-store", "control-plane/xds",
+           "control-plane/log-sink", "demo-model", "http-serve"]
 # Not product code, but held to "no import cycle" too.
 OTHER = ["fuzz", "bench", "tests/support", "tests/integration", "tests/wasm-host"]
 MAX_FILE = 500

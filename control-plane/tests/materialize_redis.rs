@@ -9,10 +9,10 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use common::{banking_repo, ferry, stderr, stdout};
-use ferry::sources::cell::{parse_timestamp, parse_value};
-use ferry::sources::TimestampRules;
-use ferry::types::FeatureType;
 use ferry_protos::v1::{Snapshot, StoredVector, ValueType, ViewValues};
+use ferry_repo::sources::cell::{parse_timestamp, parse_value};
+use ferry_repo::sources::TimestampRules;
+use ferry_repo::types::FeatureType;
 use ferry_test_support::redis::RedisServer;
 use prost::Message as _;
 

@@ -7,8 +7,8 @@ use std::time::Instant;
 use anyhow::{Context as _, Result};
 use ferry::materialize::WriteOptions;
 use ferry::serve::client;
-use ferry::{repo, snapshot};
 use ferry_redis::RedisArgs;
+use ferry_repo::{self as repo, snapshot};
 
 use super::materialize::materialize;
 use super::{load, parse_key_ttl};

@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use anyhow::Result;
 use ferry::materialize::{self, WriteOptions};
-use ferry::repo::Registry;
 use ferry_redis::RedisArgs;
+use ferry_repo::Registry;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{load, parse_key_ttl};
@@ -50,7 +50,7 @@ pub fn run(args: MaterializeArgs) -> Result<()> {
 /// Materializes every service of `reg`, reporting as it goes.
 pub fn materialize(reg: &Registry, opts: &WriteOptions) -> Result<()> {
     let started = Instant::now();
-    let tables = materialize::load_tables(reg)?;
+    let tables = ferry_repo::tables::load_tables(reg)?;
     for v in &tables.summaries {
         eprintln!(
             "read view {}: {} rows, {} entities in {:.2}s",

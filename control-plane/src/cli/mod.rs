@@ -26,7 +26,7 @@ pub mod serve;
 use std::path::Path;
 
 use anyhow::Result;
-use ferry::repo::{self, Registry};
+use ferry_repo::{self as repo, Registry};
 
 /// The repo in folder `repo`, validated; every problem is one line of the error.
 pub fn load(repo: &Path) -> Result<Registry> {

@@ -94,7 +94,7 @@ mod tests {
     use crate::envoy_config::render_static;
     use crate::envoy_config::render_tests::opts;
     use crate::envoy_config::StaticOptions;
-    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+    use ferry_repo::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
 
     #[test]
     fn a_log_sink_renders_the_access_log_its_cluster_and_the_request_id_rule() {

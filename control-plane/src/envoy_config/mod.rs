@@ -13,8 +13,8 @@ use std::path::Path;
 
 use base64::Engine as _;
 
-use crate::repo::Registry;
-use crate::snapshot;
+use ferry_repo::snapshot;
+use ferry_repo::Registry;
 
 pub mod filter_build;
 pub mod log_sink;

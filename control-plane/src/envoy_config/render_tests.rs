@@ -1,8 +1,8 @@
 //! Rendered bootstraps checked line by line; the helpers are shared with `xds_bootstrap`'s tests.
 
 use super::*;
-use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
 use ferry_protos::v1::Snapshot;
+use ferry_repo::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
 use prost::Message as _;
 
 /// The options every rendering test starts from.

@@ -6,7 +6,7 @@
 #[cfg(test)]
 use crate::envoy_config::ReaderProtocol;
 use crate::envoy_config::{render_template, Discovery, EnvoyConfigError, StaticOptions, Upstream};
-use crate::repo::Registry;
+use ferry_repo::Registry;
 
 /// The xDS bootstrap template, embedded at build time.
 pub const XDS_TEMPLATE: &str = include_str!("../../../envoy/xds.yaml.tmpl");
@@ -97,7 +97,7 @@ pub fn render_xds(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+    use ferry_repo::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
 
     fn opts() -> (StaticOptions, XdsOptions) {
         (

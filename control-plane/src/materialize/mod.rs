@@ -1,20 +1,19 @@
 //! `ferry materialize`: offline sources → one precomputed vector per entity per FeatureService
-//! in Redis. Each view's source is read once (views in parallel) keeping the latest row per
-//! entity; each service's vectors are then encoded and written in pipelined batches.
+//! in Redis. Each view's source is read once (views in parallel, `ferry_repo::tables`) keeping
+//! the latest row per entity; each service's vectors are then encoded and written in pipelined
+//! batches.
 
+mod batch;
 mod connection;
-mod merge;
 mod prune;
-pub mod vector;
 mod writer;
-
-use std::time::Instant;
 
 use indicatif::ProgressBar;
 
-use crate::repo::{FeatureService, Registry};
-use crate::sources::{load_latest, LatestRows, SourceError, TimestampRules, ViewSpec};
-use crate::types::{FeatureType, KeyType};
+use ferry_repo::sources::LatestRows;
+use ferry_repo::tables::{service_entities, Tables};
+use ferry_repo::{FeatureService, Registry};
+use ferry_vector_store::encode;
 
 pub use connection::connect;
 pub use prune::Pruned;
@@ -22,18 +21,6 @@ pub use writer::WriteOptions;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MaterializeError {
-    /// A Feast-backed repo's vectors are Feast's own (`feast materialize` writes them).
-    #[error(
-        "the repo's features come from the Feast repo {0}: Ferry reads them where `feast \
-         materialize` wrote them, so there is nothing for `ferry materialize` to write"
-    )]
-    FeastBacked(String),
-    #[error("feature view '{view}': {source}")]
-    Source {
-        view: String,
-        #[source]
-        source: SourceError,
-    },
     #[error(transparent)]
     RedisSetup(#[from] ferry_redis::SetupError),
     /// `url` is shown without credentials.
@@ -66,17 +53,6 @@ pub enum MaterializeError {
          against the Redis servers directly"
     )]
     PruneScanReply { service: String },
-    #[error("a source reader thread failed")]
-    Thread,
-}
-
-/// What reading one view's source produced.
-#[derive(Clone, Debug)]
-pub struct ViewSummary {
-    pub view: String,
-    pub rows_read: u64,
-    pub entities: usize,
-    pub seconds: f64,
 }
 
 /// What writing one service produced.
@@ -98,129 +74,16 @@ impl ServiceSummary {
     }
 }
 
-/// The latest rows of every view that some service uses, indexed like `Registry::views`.
-pub struct Tables {
-    pub tables: Vec<Option<LatestRows>>,
-    pub summaries: Vec<ViewSummary>,
-}
-
-/// A view's join keys in canonical order (sorted by join key), as the entity key is built.
-fn view_keys(reg: &Registry, view: usize) -> Vec<(String, KeyType)> {
-    let mut keys: Vec<(String, KeyType)> = reg.views[view]
-        .entities
-        .iter()
-        .map(|&e| (reg.entities[e].join_key.clone(), reg.entities[e].key_type))
-        .collect();
-    keys.sort();
-    keys
-}
-
-/// One view's kept rows and the seconds reading took.
-type Loaded = Result<(LatestRows, f64), SourceError>;
-
-/// Reads the sources of all views used by a service, one thread per view.
-pub fn load_tables(reg: &Registry) -> Result<Tables, MaterializeError> {
-    if let Some(f) = &reg.feast {
-        return Err(MaterializeError::FeastBacked(f.dir.display().to_string()));
-    }
-    let mut used = vec![false; reg.views.len()];
-    for s in &reg.services {
-        for sv in &s.views {
-            used[sv.view] = true;
-        }
-    }
-    // One "now" for every view: the future check means the same for all of them.
-    let now_us = TimestampRules::now(None).now_us;
-    let results: Vec<(usize, Loaded)> = std::thread::scope(|scope| {
-        // Only a Feast-backed repo (refused above) has views without a source.
-        let handles: Vec<_> = (0..reg.views.len())
-            .filter(|&i| used[i])
-            .filter_map(|i| Some((i, reg.views[i].source.as_ref()?)))
-            .map(|(i, source)| {
-                scope.spawn(move || {
-                    let view = &reg.views[i];
-                    let keys = view_keys(reg, i);
-                    let features: Vec<(String, FeatureType)> = view
-                        .features
-                        .iter()
-                        .map(|f| (f.name.clone(), f.ty))
-                        .collect();
-                    let start = Instant::now();
-                    let rows = load_latest(&ViewSpec {
-                        file: &source.file,
-                        format: source.format,
-                        timestamp_field: &source.timestamp_field,
-                        timestamps: TimestampRules {
-                            declared: source.timestamp_unit,
-                            now_us,
-                        },
-                        keys: &keys,
-                        features: &features,
-                    });
-                    (i, rows.map(|r| (r, start.elapsed().as_secs_f64())))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join())
-            .collect::<Result<_, _>>()
-    })
-    .map_err(|_| MaterializeError::Thread)?;
-
-    let mut tables: Vec<Option<LatestRows>> = (0..reg.views.len()).map(|_| None).collect();
-    let mut summaries = Vec::new();
-    for (i, result) in results {
-        let view = reg.views[i].name.clone();
-        let (rows, seconds) = result.map_err(|source| MaterializeError::Source {
-            view: view.clone(),
-            source,
-        })?;
-        summaries.push(ViewSummary {
-            view,
-            rows_read: rows.rows_read,
-            entities: rows.rows.len(),
-            seconds,
-        });
-        tables[i] = Some(rows);
-    }
-    Ok(Tables { tables, summaries })
-}
-
-/// A service's entities: the union of the entity keys of its views, sorted (so runs are
-/// reproducible and a progress bar moves steadily).
-pub fn service_entities<'a>(service: &FeatureService, tables: &'a Tables) -> Vec<&'a str> {
-    let views: Vec<&LatestRows> = service
-        .views
-        .iter()
-        .filter_map(|sv| tables.tables[sv.view].as_ref())
-        .collect();
-    // Each key once, from the first view that has it: sorting the union, not every view's
-    // keys, is what the string comparisons cost.
-    let mut keys: Vec<&str> = Vec::with_capacity(views.first().map_or(0, |t| t.rows.len()));
-    for (i, t) in views.iter().enumerate() {
-        let earlier = &views[..i];
-        keys.extend(
-            t.rows
-                .keys()
-                .map(String::as_str)
-                .filter(|k| !earlier.iter().any(|e| e.rows.contains_key(*k))),
-        );
-    }
-    keys.sort_unstable();
-    keys
-}
-
 /// The vector parts of one entity, in the service's canonical view order.
 pub fn parts_for<'a>(
     service: &'a FeatureService,
     tables: &'a Tables,
     entity_key: &str,
-    out: &mut Vec<vector::Part<'a>>,
+    out: &mut Vec<encode::Part<'a>>,
 ) {
     out.clear();
     out.extend(service.views.iter().map(|sv| {
-        vector::Part {
+        encode::Part {
             row: tables.tables[sv.view]
                 .as_ref()
                 .and_then(|t: &'a LatestRows| t.rows.get(entity_key)),
@@ -269,8 +132,9 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
     use ferry_protos::v1::{value::Kind, FloatList, Value};
+    use ferry_repo::tables::load_tables;
+    use ferry_repo::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
 
     fn v(kind: Kind) -> Value {
         Value { kind: Some(kind) }
@@ -307,8 +171,8 @@ mod tests {
         let mut parts = Vec::new();
         let mut bytes = Vec::new();
         parts_for(service, &tables, "7\u{1f}u1", &mut parts);
-        vector::encode_into(service.fingerprint, &parts, &mut bytes);
-        let got = vector::decode(&bytes).unwrap();
+        encode::encode_into(service.fingerprint, &parts, &mut bytes);
+        let got = encode::decode(&bytes).unwrap();
         assert_eq!(got.fingerprint, service.fingerprint);
         // alpha (a, c) then zeta (z1, z2); alpha's latest row wins.
         assert_eq!(got.views[0].event_time_us, JAN_1 * 1_000_000);
@@ -328,8 +192,8 @@ mod tests {
 
         // u2 has no alpha row, u3 no zeta row: their parts are empty, the vector still has both.
         parts_for(service, &tables, "8\u{1f}u2", &mut parts);
-        vector::encode_into(service.fingerprint, &parts, &mut bytes);
-        let got = vector::decode(&bytes).unwrap();
+        encode::encode_into(service.fingerprint, &parts, &mut bytes);
+        let got = encode::decode(&bytes).unwrap();
         assert_eq!(got.views.len(), 2);
         assert!(got.views[0].values.is_empty());
         assert_eq!(got.views[0].event_time_us, 0);
@@ -337,10 +201,10 @@ mod tests {
             got.views[1].values,
             [v(Kind::BoolVal(false)), v(Kind::DoubleVal(2.5))]
         );
-        assert_eq!(got, vector::build(service.fingerprint, &parts));
+        assert_eq!(got, encode::build(service.fingerprint, &parts));
 
         parts_for(service, &tables, "9\u{1f}u3", &mut parts);
-        let got = vector::build(service.fingerprint, &parts);
+        let got = encode::build(service.fingerprint, &parts);
         assert_eq!(
             got.views[0].values,
             [

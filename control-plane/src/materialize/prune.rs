@@ -8,7 +8,7 @@
 use redis::aio::ConnectionLike;
 
 use super::MaterializeError;
-use crate::repo::{FeatureService, Registry};
+use ferry_repo::{FeatureService, Registry};
 
 /// Keys asked of each SCAN step: a hint to Redis, which bounds the work of one call.
 const SCAN_COUNT: usize = 1000;
@@ -53,7 +53,7 @@ fn scan_reply(reply: redis::Value) -> Option<(u64, Vec<Vec<u8>>)> {
 }
 
 /// Removes the keys of `service` whose entity is not in `entities` (sorted, as
-/// [`super::service_entities`] returns them), UNLINKing `batch_size` at a time.
+/// [`ferry_repo::tables::service_entities`] returns them), UNLINKing `batch_size` at a time.
 pub async fn prune_service<C: ConnectionLike>(
     reg: &Registry,
     service: &FeatureService,

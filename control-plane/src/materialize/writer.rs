@@ -1,5 +1,5 @@
 //! Pipelined bulk writes: `batch_size` entities per round trip (`SET ... NX GET` each, then the
-//! merge rule for the vectors that already exist: [`super::merge`]), a few batches in flight over
+//! merge rule for the vectors that already exist: [`super::batch`]), a few batches in flight over
 //! one multiplexed connection so encoding overlaps the network.
 
 use std::time::Instant;
@@ -8,8 +8,10 @@ use ferry_redis::{Connection, RedisArgs};
 use indicatif::ProgressBar;
 use tokio::task::JoinSet;
 
-use super::{merge, parts_for, vector, MaterializeError, ServiceSummary, Tables};
-use crate::repo::{FeatureService, Registry};
+use ferry_vector_store::encode;
+
+use super::{batch, parts_for, MaterializeError, ServiceSummary, Tables};
+use ferry_repo::{FeatureService, Registry};
 
 /// How vectors are written.
 #[derive(Clone, Debug)]
@@ -71,7 +73,7 @@ pub(super) async fn write_service(
         let mut batch = Vec::with_capacity(chunk.len());
         for entity in chunk {
             parts_for(service, tables, entity, &mut parts);
-            vector::encode_into(service.fingerprint, &parts, &mut value);
+            encode::encode_into(service.fingerprint, &parts, &mut value);
             bytes += value.len() as u64;
             key.clear();
             key.push_str(&prefix);
@@ -83,7 +85,7 @@ pub(super) async fn write_service(
         }
         let c = conn.clone();
         let (n, ttl) = (chunk.len() as u64, opts.key_ttl_seconds);
-        in_flight.spawn(async move { merge::write_batch(&c, batch, ttl).await.map(|_| n) });
+        in_flight.spawn(async move { batch::write_batch(&c, batch, ttl).await.map(|_| n) });
     }
     while !in_flight.is_empty() {
         finish_one(&mut in_flight, progress).await.map_err(fail)?;

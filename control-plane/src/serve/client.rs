@@ -12,7 +12,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 
 use super::api::{ApiError, Pushed, ServiceStatus, Status, PUSH_PATH};
-use crate::repo::Registry;
+use ferry_repo::Registry;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 

@@ -118,12 +118,12 @@ pub fn build(snapshot: &v1::Snapshot, opts: &FilterOptions) -> XdsSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+    use ferry_repo::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
 
     #[test]
     fn ecds_resource_wraps_the_snapshot_in_a_fixed_wasm_config() {
         let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
-        let snap = crate::snapshot::build(&reg.unwrap());
+        let snap = ferry_repo::snapshot::build(&reg.unwrap());
         let opts = FilterOptions {
             filter_name: "ferry".into(),
             wasm_path: "/opt/ferry.wasm".into(),
@@ -159,7 +159,7 @@ mod tests {
     #[test]
     fn native_runtime_serves_a_dynamic_module_filter_with_the_snapshot() {
         let (_dir, reg) = load_repo(ORDER_YAML, &ORDER_FILES);
-        let snap = crate::snapshot::build(&reg.unwrap());
+        let snap = ferry_repo::snapshot::build(&reg.unwrap());
         let opts = FilterOptions {
             filter_name: "ferry".into(),
             wasm_path: String::new(),

@@ -255,7 +255,7 @@ mod tests {
 
     #[test]
     fn every_snapshot_made_current_is_signed_at_a_higher_sequence_across_restarts() {
-        use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+        use ferry_repo::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
         let (repo, _) = load_repo(ORDER_YAML, &ORDER_FILES);
         let pem = repo.path().join("key.pem");
         std::fs::write(&pem, generate().unwrap().1).unwrap();

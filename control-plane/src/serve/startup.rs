@@ -12,7 +12,7 @@ use anyhow::{anyhow, Result};
 use super::persist::{self, StateDir};
 use super::state::State;
 use super::watch::{self, Applied};
-use crate::repo::REPO_FILE;
+use ferry_repo::REPO_FILE;
 
 /// Makes the first snapshot current; returns the hash of the `ferry.yaml` content read (the
 /// watcher's starting point).
@@ -63,7 +63,7 @@ mod tests {
     use super::*;
     use crate::envoy_config::TEMPLATE_READER_CLUSTER;
     use crate::serve::resources::FilterOptions;
-    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+    use ferry_repo::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
 
     const SHORTER_TTL: (&str, &str) = ("ttl: 2h", "ttl: 3h");
     const FEWER_FEATURES: (&str, &str) =

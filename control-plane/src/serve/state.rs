@@ -15,7 +15,7 @@ use super::resources::{self, FilterOptions};
 use super::shared_state::{Committed, Install, Loaded, Record, Shared, Stored, Unavailable};
 use super::signing::{self, Signer};
 use super::streams::{lock, now_ms, Streams};
-use crate::snapshot;
+use ferry_repo::snapshot;
 use ferry_xds::{Node, SnapshotSource, Subscription, XdsSnapshot};
 
 /// The snapshot every Envoy should have.
@@ -551,8 +551,8 @@ mod tests {
     use crate::envoy_config::TEMPLATE_READER_CLUSTER;
     use crate::serve::metrics::{inc, PushOutcome};
     use crate::serve::resources::FilterOptions;
-    use crate::snapshot;
-    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+    use ferry_repo::snapshot;
+    use ferry_repo::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
 
     fn state() -> State {
         let filter = FilterOptions {

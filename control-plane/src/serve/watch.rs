@@ -21,8 +21,8 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use super::state::State;
-use crate::repo::{self, REPO_FILE};
-use crate::snapshot;
+use ferry_repo::snapshot;
+use ferry_repo::{self as repo, REPO_FILE};
 
 /// The content hash of ferry.yaml and of what it reads that can change under it: the Feast
 /// repo's files, or a stamp of its database or server registry (one query or call). None when
@@ -232,7 +232,7 @@ mod tests {
     use super::*;
     use crate::envoy_config::TEMPLATE_READER_CLUSTER;
     use crate::serve::resources::FilterOptions;
-    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+    use ferry_repo::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
     use std::os::unix::fs::symlink;
 
     fn state() -> Arc<State> {

@@ -3,7 +3,7 @@
 //! Feast's skip rule in Feast's. The whole file is read and checked before anything is
 //! written, so a bad row writes nothing.
 //!
-//! Parquet and CSV are read by the sources' readers (`crate::sources`), as `ferry
+//! Parquet and CSV are read by the sources' readers (`ferry_repo::sources`), as `ferry
 //! materialize` reads them: the latest row per entity, the first problem stops the read. JSON
 //! lines (one object per line, `{"column": value, ...}`, as a `/push` `df` holds them) are
 //! checked by the push validation ([`super::rows`]), every problem reported at once.
@@ -20,9 +20,9 @@ use super::answer::Counts;
 use super::model::{ViewModel, WriteModel};
 use super::rows::{self, Problems, Row, ViewRows, MAX_PROBLEMS};
 use super::Writer;
-use crate::repo::Registry;
-use crate::sources::{self, SourceFormat, TimestampRules, ViewSpec};
-use crate::types::{FeatureType, KeyType};
+use ferry_repo::sources::{self, SourceFormat, TimestampRules, ViewSpec};
+use ferry_repo::types::{FeatureType, KeyType};
+use ferry_repo::Registry;
 
 /// Rows written per batch (one call of the write path, as one `/push` request).
 pub const BATCH_ROWS: usize = 10_000;
@@ -57,7 +57,7 @@ pub struct Checked {
 
 /// Reads and checks `file` for `view` of `reg`; nothing is written.
 pub fn check(reg: &Registry, view: &str, file: &Path) -> Result<Checked, BackfillError> {
-    let model = Arc::new(WriteModel::build(&crate::snapshot::build(reg), None));
+    let model = Arc::new(WriteModel::build(&ferry_repo::snapshot::build(reg), None));
     let vm = model.views.get(view).cloned().ok_or_else(|| {
         let mut known: Vec<&str> = model.views.keys().map(String::as_str).collect();
         known.sort_unstable();

@@ -16,8 +16,8 @@ use ferry_redis::Connection;
 use prost::Message as _;
 use tokio::task::JoinSet;
 
-use super::merge::Outcome;
 use super::rows::{Row, ViewRows};
+use ferry_vector_store::merge::Outcome;
 
 /// Writes `ARGV[6..]` (field, value pairs, `_ts:VIEW` among them) into the hash `KEYS[1]`
 /// unless dedup is on (`ARGV[4]` = 1) and the stored field `ARGV[1]` (`_ts:VIEW`) holds a

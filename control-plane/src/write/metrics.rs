@@ -7,7 +7,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use super::merge::Refusal;
+use ferry_vector_store::merge::Refusal;
 
 type Labels = Vec<(String, String)>;
 

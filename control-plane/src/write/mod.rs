@@ -6,7 +6,8 @@
 //! - [`model`]: what a write touches, compiled from the snapshots.
 //! - [`bounded`]: the body read with its bounds (rows, cells, lists) checked as it is read.
 //! - [`rows`]: `df` checked against the views' schemas (every problem, nothing written).
-//! - [`merge`]: the merge rule of one vector; [`store`]: the atomic compare-and-set per key.
+//! - [`store`]: each key read, merged and compare-and-set (the rule and the script are
+//!   `ferry_vector_store`'s, shared with `ferry materialize`).
 //! - [`feast`]: a Feast-backed repo's writes, in Feast's layout and with Feast's skip rule.
 //! - [`metrics`]: the write series of `/metrics`.
 //! - [`parse`]: the thread bodies are parsed on, at a lower CPU priority.
@@ -16,7 +17,6 @@ pub mod answer;
 pub mod backfill;
 pub mod bounded;
 pub mod feast;
-pub mod merge;
 pub mod metrics;
 pub mod model;
 pub mod parse;
@@ -35,13 +35,13 @@ use http_body_util::Full;
 use hyper::Response;
 
 use answer::{Counts, WriteError};
-use merge::Outcome;
 use model::WriteModel;
 use request::{Endpoint, Target};
 use rows::ViewRows;
 use store::KeyWork;
 
-use crate::sources::TimestampRules;
+use ferry_repo::sources::TimestampRules;
+use ferry_vector_store::merge::Outcome;
 
 /// Largest write request body: 8 MiB (about 50,000 rows of a few features as JSON columns).
 pub const MAX_BODY_BYTES: usize = 8 << 20;
@@ -204,7 +204,7 @@ impl Writer {
             Some(store::StoreError::Contended { key }) => Err(WriteError::Contended(format!(
                 "the vector {key} changed under {} attempts in a row; {} row(s) were written \
                  before this, retry the request (re-pushing is idempotent)",
-                store::MAX_ATTEMPTS,
+                ferry_vector_store::cas::MAX_ATTEMPTS,
                 counts.written
             ))),
             Some(e) => Err(WriteError::Redis(format!(

@@ -136,8 +136,8 @@ fn target(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot;
-    use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
+    use ferry_repo::snapshot;
+    use ferry_repo::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
 
     #[test]
     fn every_service_and_held_back_fingerprint_holding_a_view_is_a_target() {

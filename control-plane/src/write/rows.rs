@@ -11,8 +11,8 @@ use serde_json::Value as Json;
 
 use super::bounded::{Exceeded, MAX_VECTOR_BYTES};
 use super::model::ViewModel;
-use crate::sources::cell::parse_timestamp;
-use crate::sources::timestamp::{EventTime, TimeUnit, TimestampRules};
+use ferry_repo::sources::cell::parse_timestamp;
+use ferry_repo::sources::timestamp::{EventTime, TimeUnit, TimestampRules};
 
 /// Problems reported at most; more are counted.
 pub const MAX_PROBLEMS: usize = 100;
@@ -277,7 +277,7 @@ pub fn event_time(cell: &Json, rules: &TimestampRules) -> Result<i64, String> {
                     return Err(format!("timestamp {n} is out of range"));
                 }
                 let us = us as i64;
-                if us < crate::sources::timestamp::EARLIEST_EPOCH_US {
+                if us < ferry_repo::sources::timestamp::EARLIEST_EPOCH_US {
                     return Err(format!("epoch seconds {n} are before 2000-01-01"));
                 }
                 seconds.resolve(EventTime::Micros(us))

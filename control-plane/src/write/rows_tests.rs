@@ -1,7 +1,7 @@
 use super::*;
-use crate::snapshot;
-use crate::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
 use crate::write::model::WriteModel;
+use ferry_repo::snapshot;
+use ferry_repo::test_support::{load_repo, ORDER_FILES, ORDER_YAML};
 use serde_json::json;
 
 /// 2026-01-01T00:00:00Z.

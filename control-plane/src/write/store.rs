@@ -1,9 +1,7 @@
 //! Applying merged vectors to Redis, one key at a time and atomically: read the key, merge in
-//! Rust ([`super::merge`]), then a compare-and-set script writes the new bytes only if the key
-//! still holds what was read; otherwise read again (bounded). This is the optimistic protocol
-//! of WATCH/MULTI/EXEC without its connection state (ARCHITECTURE.md, "Writes"): keys are
-//! written concurrently over one multiplexed connection, and on a Cluster each script touches
-//! one key, so one slot.
+//! Rust ([`ferry_vector_store::merge`]), then the compare-and-set ([`ferry_vector_store::cas`])
+//! writes the new bytes only if the key still holds what was read; otherwise read again
+//! (bounded). Keys are written concurrently over one multiplexed connection.
 
 use std::sync::Arc;
 
@@ -11,31 +9,18 @@ use ferry_redis::Connection;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::merge::{merge, Outcome, Update};
+use ferry_vector_store::cas::cas_cmd;
+use ferry_vector_store::merge::{merge_rows, Outcome, Update};
+
 use super::model::Target;
 use super::rows::Row;
 
-/// Attempts per key before a write is given up as contended.
-pub const MAX_ATTEMPTS: u32 = 16;
+use ferry_vector_store::cas::MAX_ATTEMPTS;
 /// Keys one write works on at once.
 const WORKERS: usize = 8;
 /// Keys worked on at once over every write (a permit each, `Writer`'s): a write flood keeps
 /// at most this many compare-and-sets in flight on the Redis the readers use.
 pub const IN_FLIGHT: usize = 8;
-
-/// Writes `ARGV[3]` if the key holds `ARGV[2]` (`ARGV[1]` = 1), or does not exist (`ARGV[1]` =
-/// 0). An existing key keeps its expiry (KEEPTTL: materialize may have set one).
-pub const CAS: &str = r"
-local cur = redis.call('GET', KEYS[1])
-if ARGV[1] == '0' then
-  if cur then return 0 end
-  redis.call('SET', KEYS[1], ARGV[3])
-  return 1
-end
-if cur ~= ARGV[2] then return 0 end
-redis.call('SET', KEYS[1], ARGV[3], 'KEEPTTL')
-return 1
-";
 
 /// Everything one key receives: one service's vector at one fingerprint, for one entity.
 #[derive(Debug)]
@@ -117,30 +102,18 @@ async fn apply_key(
     let updates: Vec<Update<'_>> = item
         .updates
         .iter()
-        .map(|(target, row, _)| Update { target, row })
+        .map(|(target, row, _)| update(target, row))
         .collect();
     let mut c = conn.clone();
     for _ in 0..MAX_ATTEMPTS {
         let stored: Option<Vec<u8>> = redis::cmd("GET").arg(&item.key).query_async(&mut c).await?;
-        let merged = merge(stored.as_deref(), item.fingerprint, item.views, &updates);
+        let merged = merge_rows(stored.as_deref(), item.fingerprint, item.views, &updates);
         let ids = item.updates.iter().map(|(_, _, id)| *id);
         let Some(bytes) = merged.bytes else {
             done.outcomes.extend(ids.zip(merged.outcomes));
             return Ok(());
         };
-        let (existed, expected) = match &stored {
-            Some(s) => ("1", s.as_slice()),
-            None => ("0", &[][..]),
-        };
-        // EVAL with the text: Redis caches the compiled script by its hash; the text is a few
-        // hundred bytes beside a vector of a few hundred to a few thousand.
-        let set: i64 = redis::cmd("EVAL")
-            .arg(CAS)
-            .arg(1)
-            .arg(&item.key)
-            .arg(existed)
-            .arg(expected)
-            .arg(bytes)
+        let set: i64 = cas_cmd(&item.key, stored.as_deref(), &bytes)
             .query_async(&mut c)
             .await?;
         if set == 1 {
@@ -153,4 +126,15 @@ async fn apply_key(
     Err(StoreError::Contended {
         key: item.key.clone(),
     })
+}
+
+/// What the merge reads of one row for one target.
+fn update<'a>(target: &'a Target, row: &'a Row) -> Update<'a> {
+    Update {
+        slot: target.slot,
+        selected: &target.selected,
+        unfit: target.unfit.is_some(),
+        event_time_us: row.event_time_us,
+        values: &row.values,
+    }
 }

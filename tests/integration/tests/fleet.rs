@@ -56,7 +56,7 @@ fn repo_version(dir: &Path, repo: &Path) -> String {
         .arg(&out));
     let snap =
         ferry_protos::v1::Snapshot::decode(Bytes::from(std::fs::read(&out).unwrap())).unwrap();
-    ferry::snapshot::content_version(&snap)
+    ferry_repo::snapshot::content_version(&snap)
 }
 
 #[test]
@@ -97,7 +97,7 @@ fn a_few_hundred_streams_converge_never_see_refused_or_held_back_versions_and_a_
 
     // A snapshot the filter refuses is refused by the control plane: no stream sees it.
     let bad = snapshots::refused(2);
-    let bad_version = ferry::snapshot::content_version(&bad);
+    let bad_version = ferry_repo::snapshot::content_version(&bad);
     let auth = format!("Bearer {TOKEN}");
     let (code, text) = cp.request(
         "POST",

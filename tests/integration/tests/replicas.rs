@@ -167,7 +167,7 @@ fn two_replicas_share_pushes_survive_a_kill_and_refuse_pushes_without_redis() {
 
     // A snapshot the filter refuses is refused by B: no stream sees it.
     let bad = snapshots::refused(2);
-    let bad_version = ferry::snapshot::content_version(&bad);
+    let bad_version = ferry_repo::snapshot::content_version(&bad);
     let (code, text) = post(&b, &bad);
     assert_eq!(code, 422, "{text}");
     // A repo change to a fingerprint is held back by the lease holder: no stream sees it.
@@ -396,5 +396,5 @@ fn held_back_version(dir: &Path, repo: &Path) -> String {
             .arg(&out),
     );
     let snap = ferry_protos::v1::Snapshot::decode(std::fs::read(&out).unwrap().as_slice()).unwrap();
-    ferry::snapshot::content_version(&snap)
+    ferry_repo::snapshot::content_version(&snap)
 }
