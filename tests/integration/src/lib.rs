@@ -37,49 +37,45 @@ pub fn root() -> PathBuf {
         .expect("workspace root")
 }
 
+/// `path`, which a test needs built or installed; panics naming it and `how` to make it if it
+/// is missing.
+pub fn built(path: PathBuf, how: &str) -> PathBuf {
+    assert!(path.exists(), "{} is missing: {how}", path.display());
+    path
+}
+
+/// The path in environment variable `var`, else `default` under the workspace root.
+fn overridable(var: &str, default: &str) -> PathBuf {
+    std::env::var_os(var).map_or_else(|| root().join(default), PathBuf::from)
+}
+
 pub fn bin(name: &str) -> PathBuf {
-    let dir = std::env::var_os("FERRY_BIN_DIR")
-        .map_or_else(|| root().join("target/debug"), PathBuf::from);
-    let p = dir.join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: run `make test` (it builds the binaries first)",
-        p.display()
-    );
-    p
+    built(
+        overridable("FERRY_BIN_DIR", "target/debug").join(name),
+        "run `make test` (it builds the binaries first)",
+    )
 }
 
 pub fn envoy_bin() -> PathBuf {
-    let p = std::env::var_os("FERRY_ENVOY")
-        .map_or_else(|| root().join(".venv/bin/envoy"), PathBuf::from);
-    assert!(
-        p.exists(),
-        "{} is missing: run `make test` (scripts/setup.sh installs Envoy)",
-        p.display()
-    );
-    p
+    built(
+        overridable("FERRY_ENVOY", ".venv/bin/envoy"),
+        "run `make test` (scripts/setup.sh installs Envoy)",
+    )
 }
 
 /// The Python with Triton's clients (`tritonclient[http,grpc]`): .venv's, or FERRY_PYTHON.
 pub fn python() -> PathBuf {
-    let p = std::env::var_os("FERRY_PYTHON")
-        .map_or_else(|| root().join(".venv/bin/python3"), PathBuf::from);
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/setup.sh (it installs tritonclient into .venv)",
-        p.display()
-    );
-    p
+    built(
+        overridable("FERRY_PYTHON", ".venv/bin/python3"),
+        "run scripts/setup.sh (it installs tritonclient into .venv)",
+    )
 }
 
 pub fn wasm() -> PathBuf {
-    let p = root().join("target/wasm32-wasip1/release/ferry_filter.wasm");
-    assert!(
-        p.exists(),
-        "{} is missing: run `make test` (it builds the filter)",
-        p.display()
-    );
-    p
+    built(
+        root().join("target/wasm32-wasip1/release/ferry_filter.wasm"),
+        "run `make test` (it builds the filter)",
+    )
 }
 
 /// Runs a command to completion, panicking with its output if it fails.
@@ -94,17 +90,19 @@ pub fn run(cmd: &mut Command) -> String {
     text
 }
 
+/// `us` microseconds since the Unix epoch as RFC 3339 UTC (`2026-01-02T03:04:05Z`, with a
+/// six-digit fraction when `us` is not a whole second).
+pub fn rfc3339(us: i64) -> String {
+    ferry_core::civil::rfc3339(us, false)
+}
+
 /// The current time as RFC 3339, second precision (the data generator's anchor).
 pub fn now_rfc3339() -> String {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("clock")
         .as_secs();
-    let out = Command::new("date")
-        .args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%dT%H:%M:%SZ"])
-        .output()
-        .expect("date");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    rfc3339(i64::try_from(secs).expect("seconds since 1970") * 1_000_000)
 }
 
 /// What to change in the example repo for one test.
