@@ -261,6 +261,30 @@ pub fn get_ok(port: u16, path: &str) -> bool {
     .unwrap_or(false)
 }
 
+/// GET 127.0.0.1:port/path on a fresh connection: the whole response, head and body
+/// (blocking).
+pub fn get(port: u16, path: &str) -> String {
+    raw(
+        port,
+        format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+    )
+    .unwrap_or_else(|e| panic!("GET {path} on port {port}: {e}"))
+}
+
+/// The reader's count of keys asked for (`ferry_reader_keys_requested_total` on its
+/// `/metrics`).
+pub fn reader_keys_requested(reader_port: u16) -> i64 {
+    let m = get(reader_port, "/metrics");
+    m.lines()
+        .find_map(|l| {
+            l.strip_prefix("ferry_reader_keys_requested_total ")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no keys counter in:\n{m}"))
+}
+
 /// Writes `request` on a fresh connection and returns everything read until the server closes
 /// (or 5 s pass).
 pub fn raw(port: u16, request: &[u8]) -> std::io::Result<String> {
