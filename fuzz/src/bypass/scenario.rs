@@ -324,14 +324,21 @@ fn feast_body(b: &mut Bytes<'_>, n: usize) -> Json {
             doc["features"] = json!(refs);
         }
     }
-    if b.one_in(2) {
+    let (full, forge) = (b.one_in(2), b.one_in(2));
+    feast_extras(&mut doc, full, forge);
+    doc
+}
+
+/// The end of a Feast REST body: `full_feature_names` when `full`; when `forge`, `results` and
+/// `metadata` holding the canaries (a client's answer-shaped fields Ferry must not pass on).
+pub fn feast_extras(doc: &mut Json, full: bool, forge: bool) {
+    if full {
         doc["full_feature_names"] = json!(true);
     }
-    if b.one_in(2) {
+    if forge {
         doc["results"] = json!([{ "values": [FORGED_NUMBER], "statuses": ["PRESENT"] }]);
         doc["metadata"] = json!({ "feature_names": [FORGED] });
     }
-    doc
 }
 
 fn kserve_v2_body(b: &mut Bytes<'_>, route: &Route, n: usize) -> Json {
