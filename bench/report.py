@@ -190,17 +190,22 @@ def plot_added(rows, path):
                 label = f"{s} (added)" if s in FILTERED else f"{s} (whole lookup)"
                 pts.sort()
                 ax.plot([b for b, _ in pts], [v / 1000 for _, v in pts], marker="o", ms=3, label=label)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xticks([1, 5, 10, 50, 100])
-        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.set_title(f"{title} added over Envoy passthrough, 1 connection", fontsize=9)
-        ax.set_xlabel("entities per request")
-        ax.grid(True, which="both", alpha=0.3)
+        batch_axes(ax, f"{title} added over Envoy passthrough, 1 connection")
     axes[0].set_ylabel("ms (log)")
     axes[1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=72)
+
+
+def batch_axes(ax, title):
+    """One panel of a plot against the batch size: both axes logarithmic, batches 1 to 100."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks([1, 5, 10, 50, 100])
+    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("entities per request")
+    ax.grid(True, which="both", alpha=0.3)
 
 
 def materialize_rates(meta):
@@ -234,13 +239,7 @@ def plot(rows, path):
                          if r["scenario"] == s and r["connections"] == 1 and r["rate"] is None)
             if pts:
                 ax.plot([b for b, _ in pts], [v / 1000 for _, v in pts], marker="o", ms=3, label=s)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xticks([1, 5, 10, 50, 100])
-        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.set_title(f"{title}, closed loop, 1 connection", fontsize=9)
-        ax.set_xlabel("entities per request")
-        ax.grid(True, which="both", alpha=0.3)
+        batch_axes(ax, f"{title}, closed loop, 1 connection")
     axes[0].set_ylabel("latency (ms, log)")
     axes[2].legend(fontsize=7)
     fig.tight_layout()
