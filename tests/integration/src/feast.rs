@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::process::{free_port, Proc};
-use crate::{bin, http, process, render_envoy_config, run, start_envoy, start_reader};
+use crate::{http, process, render_envoy_config, run, start_envoy, start_model, start_reader};
 use crate::{ControlPlane, RedisServer, Runtime};
 
 /// The Feast project of the fixture.
@@ -266,9 +266,7 @@ impl FeastStack {
         let reader_port = free_port();
         let reader = start_reader(dir.path(), reader_port, &["--redis".into(), redis.url()]);
         let model_port = free_port();
-        let mut cmd = Command::new(bin("ferry-demo-model"));
-        cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-        let mut model = Proc::start("model", cmd, dir.path());
+        let mut model = start_model(dir.path(), model_port);
         let url = redis.url();
         let serve_args: Vec<&str> = match write_token {
             Some(t) => vec!["--write-token", t, "--redis", &url],

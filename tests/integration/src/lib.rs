@@ -209,9 +209,7 @@ impl Stack {
         let reader_port = free_port();
         let reader = start_reader(dir.path(), reader_port, &redis_flags);
         let model_port = free_port();
-        let mut cmd = Command::new(bin("ferry-demo-model"));
-        cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-        let model = Proc::start("model", cmd, dir.path());
+        let model = start_model(dir.path(), model_port);
 
         let control_plane = xds.then(|| ControlPlane::start_for(dir.path(), &repo, opts.runtime));
         let (listen_port, admin_port) = (free_port(), free_port());
@@ -480,6 +478,13 @@ fn redis_flags(
 }
 
 /// The reader on 127.0.0.1:`port` over the Redis of `redis_flags`, its log in `dir`.
+/// The demo model (`ferry-demo-model`) on 127.0.0.1:`port`.
+pub fn start_model(dir: &Path, port: u16) -> Proc {
+    let mut cmd = Command::new(bin("ferry-demo-model"));
+    cmd.args(["--listen", &format!("127.0.0.1:{port}")]);
+    Proc::start("model", cmd, dir)
+}
+
 pub fn start_reader(dir: &Path, port: u16, redis_flags: &[String]) -> Proc {
     let mut cmd = Command::new(bin("ferry-reader"));
     cmd.args(["--listen", &format!("127.0.0.1:{port}")])

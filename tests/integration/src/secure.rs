@@ -16,7 +16,7 @@ use crate::control_plane::{READ_TOKEN, TOKEN};
 use crate::data::Source;
 use crate::http::{get_ok, post};
 use crate::RedisServer;
-use crate::{bin, free_port, materialized_example, run, start_envoy, tls, wasm, Proc};
+use crate::{bin, free_port, materialized_example, run, start_envoy, start_model, tls, wasm, Proc};
 
 /// The control plane's DNS name (its certificate's SAN, Envoy's SNI toward it).
 pub const CP_NAME: &str = "ferry-control-plane.test";
@@ -216,9 +216,7 @@ impl SecureStack {
             .args(&opts.reader_args);
         let reader = Proc::start("reader", cmd, d);
         let model_port = free_port();
-        let mut cmd = Command::new(bin("ferry-demo-model"));
-        cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-        let model = Proc::start("model", cmd, d);
+        let model = start_model(d, model_port);
 
         let signing_key = d.join("signing.pem");
         run(Command::new(bin("ferry"))

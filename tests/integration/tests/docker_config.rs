@@ -16,7 +16,8 @@ use ferry_integration_tests::http::{get_ok, post};
 use ferry_integration_tests::process::tcp_open;
 use ferry_integration_tests::secure::{self, block_on, tls_flags, CP_NAME};
 use ferry_integration_tests::{
-    bin, envoy_bin, example_repo, free_port, root, run, tls, Options, Proc, RedisServer,
+    bin, envoy_bin, example_repo, free_port, root, run, start_model, tls, Options, Proc,
+    RedisServer,
 };
 use ferry_test_support::certs::{Ca, LeafFiles};
 use serde_json::{json, Value as Json};
@@ -356,9 +357,7 @@ async fn the_docker_bootstrap_enriches_a_request() {
         .args(tls_flags(&hosted.reader, &hosted.ca_file))
         .env("FERRY_REDIS", redis.url());
     let mut reader = Proc::start("reader", cmd, dir.path());
-    let mut cmd = Command::new(bin("ferry-demo-model"));
-    cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-    let mut model = Proc::start("model", cmd, dir.path());
+    let mut model = start_model(dir.path(), model_port);
     let (xds_port, http_port) = (free_port(), free_port());
     let trust = (&hosted.cp, hosted.ca_file.as_path(), &hosted.ca);
     let _cp = secure::control_plane(dir.path(), &repo, trust, (xds_port, http_port), &[]);

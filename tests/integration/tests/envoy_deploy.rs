@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use ferry_integration_tests::http::{post, raw};
 use ferry_integration_tests::process::tcp_open;
-use ferry_integration_tests::{bin, envoy_bin, free_port, run, wasm, Proc, RedisServer};
+use ferry_integration_tests::{
+    bin, envoy_bin, free_port, run, start_model, wasm, Proc, RedisServer,
+};
 use serde_json::json;
 use support::{
     assert_enriched_like_the_source, envoy_config, small_repo, start_envoy, start_reader, stat,
@@ -163,9 +165,7 @@ fn deploy_with_reader_host_name() -> Deployment {
         .args(["--redis", &redis.url()]));
     let (reader_port, model_port) = (free_port(), free_port());
     let reader = start_reader(dir.path(), reader_port, &redis.url());
-    let mut cmd = Command::new(bin("ferry-demo-model"));
-    cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-    let mut model = Proc::start("model", cmd, dir.path());
+    let mut model = start_model(dir.path(), model_port);
     model.wait_ready(|| tcp_open(model_port), "demo model");
 
     let (listen_port, admin_port) = (free_port(), free_port());

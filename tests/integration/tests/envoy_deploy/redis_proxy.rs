@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ferry_integration_tests::http::{get_ok, raw};
 use ferry_integration_tests::process::tcp_open;
-use ferry_integration_tests::{bin, free_port, run, wasm, Proc, RedisServer};
+use ferry_integration_tests::{bin, free_port, run, start_model, wasm, Proc, RedisServer};
 
 use super::support::{
     assert_enriched_like_the_source, envoy_config, small_repo, start_envoy, start_reader, stat,
@@ -43,9 +43,7 @@ async fn the_reader_reaches_redis_through_envoys_redis_proxy() {
     assert!(written > 0, "materialize did not write through the proxy");
 
     let _reader = start_reader(dir.path(), reader_port, &proxy_url);
-    let mut cmd = Command::new(bin("ferry-demo-model"));
-    cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-    let mut model = Proc::start("model", cmd, dir.path());
+    let mut model = start_model(dir.path(), model_port);
     model.wait_ready(|| tcp_open(model_port), "demo model");
 
     let before = stat(admin_port, "redis.ferry_redis.command.mget.total");
@@ -175,9 +173,7 @@ async fn the_reader_reaches_a_redis_cluster_through_envoys_redis_proxy() {
     }
 
     let _reader = start_reader(dir.path(), reader_port, &proxy_url);
-    let mut cmd = Command::new(bin("ferry-demo-model"));
-    cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-    let mut model = Proc::start("model", cmd, dir.path());
+    let mut model = start_model(dir.path(), model_port);
     model.wait_ready(|| tcp_open(model_port), "demo model");
     let before = stat(admin_port, "redis.ferry_redis.command.mget.total");
     assert_enriched_like_the_source(listen_port, &repo).await;
