@@ -105,6 +105,24 @@ pub fn now_rfc3339() -> String {
     rfc3339(i64::try_from(secs).expect("seconds since 1970") * 1_000_000)
 }
 
+/// A test route as a YAML list item for [`Options::extra_routes`]: `/t/NAME` on the example's
+/// `realtime_scoring`, KServe v1, keyed by `user_id`, with the route's own `key: value` lines.
+/// Routes concatenate: `concat!(user_route!("a"), user_route!("b", "on_stale: reject"))`.
+#[macro_export]
+macro_rules! user_route {
+    ($name:literal $(, $line:literal)* $(,)?) => {
+        concat!(
+            "\n  - name: ", $name,
+            "\n    match: {path_prefix: /t/", $name, "}",
+            "\n    service: realtime_scoring",
+            "\n    format: kserve_v1",
+            "\n    entity: {field: user_id}",
+            $("\n    ", $line,)*
+            "\n"
+        )
+    };
+}
+
 /// What to change in the example repo for one test.
 #[derive(Default)]
 pub struct Options {

@@ -2,17 +2,11 @@
 //! from the proxy without a reader call (even with the reader down), and the counters show it.
 
 use ferry_integration_tests::http::{get, post, reader_keys_requested};
+use ferry_integration_tests::user_route;
 use ferry_integration_tests::{each_runtime, Options, Runtime, Stack};
 use serde_json::{json, Value as Json};
 
-const ROUTES: &str = r#"
-  - name: cached
-    match: {path_prefix: /t/cached}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    cache_max_age_ms: 60000
-"#;
+const ROUTES: &str = user_route!("cached", "cache_max_age_ms: 60000");
 
 /// The value of one of the filter's Envoy stats (`/stats` text format: `name: value`).
 fn stat(stack: &Stack, name: &str) -> i64 {

@@ -5,6 +5,7 @@
 
 use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::{post, raw, Conn, Response};
+use ferry_integration_tests::user_route;
 use ferry_integration_tests::{
     each_runtime, each_runtime_blocking, envoy_bin, run, Options, Runtime, Stack,
 };
@@ -15,33 +16,12 @@ const LENIENT: &str = "/v1/models/fraud-lenient:predict";
 
 /// Routes the tests add to the example repo (they come after the example's own, so their paths
 /// must not start with /v1/models/fraud).
-const TEST_ROUTES: &str = r#"
-  - name: defaults
-    match: {path_prefix: /t/defaults}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    on_missing_entity: default
-  - name: stale-reject
-    match: {path_prefix: /t/stale-reject}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    on_stale: reject
-  - name: small
-    match: {path_prefix: /t/small}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    max_body_bytes: 2048
-    max_entities: 5
-  - name: fail-open
-    match: {path_prefix: /t/fail-open}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    on_reader_error: forward
-"#;
+const TEST_ROUTES: &str = concat!(
+    user_route!("defaults", "on_missing_entity: default"),
+    user_route!("stale-reject", "on_stale: reject"),
+    user_route!("small", "max_body_bytes: 2048", "max_entities: 5"),
+    user_route!("fail-open", "on_reader_error: forward"),
+);
 
 fn stack(runtime: Runtime, entities: usize) -> Stack {
     Stack::start(Options {
