@@ -281,40 +281,41 @@ impl Stack {
 
     /// Another Envoy on the same control plane, reader and model (xDS stacks), once ready.
     pub fn another_envoy(&self, node_id: &str) -> Envoy {
-        let cp = self.cp();
-        let (listen_port, admin_port) = (free_port(), free_port());
-        let config = self.dir.path().join(format!("{node_id}.yaml"));
-        run(Command::new(bin("ferry"))
-            .arg("envoy-config")
-            .arg(&self.repo)
-            .arg("--xds")
-            .args(["--xds-address", &format!("127.0.0.1:{}", cp.xds_port)])
-            .args(["--node-id", node_id])
-            .args(self.runtime.flags())
-            .args(["--listen-port", &listen_port.to_string()])
-            .args(["--admin-port", &admin_port.to_string()])
-            .args(["--reader-port", &self.reader_port.to_string()])
-            .args(["--model-port", &self.model_port.to_string()])
-            .arg("-o")
-            .arg(&config));
-        let mut proc = start_envoy(self.dir.path(), &config, "envoy-b");
-        proc.wait_ready(|| http::get_ok(admin_port, "/ready"), "second envoy /ready");
-        Envoy {
-            proc,
-            listen_port,
-            admin_port,
-            config,
-        }
+        let xds_address = format!("127.0.0.1:{}", self.cp().xds_port);
+        let mode = ["--xds", "--xds-address", &xds_address, "--node-id", node_id];
+        let file = format!("{node_id}.yaml");
+        self.extra_envoy("envoy-b", "second envoy", &file, &mode, |yaml| yaml)
     }
 
     /// A second Envoy in static mode on this stack's reader and model, its bootstrap from
     /// `ferry envoy-config` rewritten by `edit` (e.g. to add Envoy routes with metadata).
     pub fn static_envoy_edited(&self, edit: impl FnOnce(String) -> String) -> Envoy {
+        self.extra_envoy(
+            "envoy-edited",
+            "edited envoy",
+            "envoy-edited.yaml",
+            &[],
+            edit,
+        )
+    }
+
+    /// One more Envoy on this stack's reader and model, started as `name` and ready (`what`
+    /// names it if it is not): `ferry envoy-config` with the `mode` flags into `file` in the
+    /// stack's dir, rewritten by `edit`.
+    fn extra_envoy(
+        &self,
+        name: &'static str,
+        what: &str,
+        file: &str,
+        mode: &[&str],
+        edit: impl FnOnce(String) -> String,
+    ) -> Envoy {
         let (listen_port, admin_port) = (free_port(), free_port());
-        let config = self.dir.path().join("envoy-edited.yaml");
+        let config = self.dir.path().join(file);
         run(Command::new(bin("ferry"))
             .arg("envoy-config")
             .arg(&self.repo)
+            .args(mode)
             .args(self.runtime.flags())
             .args(["--listen-port", &listen_port.to_string()])
             .args(["--admin-port", &admin_port.to_string()])
@@ -324,8 +325,11 @@ impl Stack {
             .arg(&config));
         let yaml = std::fs::read_to_string(&config).expect("read envoy config");
         std::fs::write(&config, edit(yaml)).expect("write envoy config");
-        let mut proc = start_envoy(self.dir.path(), &config, "envoy-edited");
-        proc.wait_ready(|| http::get_ok(admin_port, "/ready"), "edited envoy /ready");
+        let mut proc = start_envoy(self.dir.path(), &config, name);
+        proc.wait_ready(
+            || http::get_ok(admin_port, "/ready"),
+            &format!("{what} /ready"),
+        );
         Envoy {
             proc,
             listen_port,
