@@ -47,6 +47,21 @@ impl Response {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
+    /// An error Ferry answered itself, the model not called: (status, JSON `error`,
+    /// `message`).
+    pub fn ferry_error(&self) -> (u16, String, String) {
+        assert!(
+            self.header("x-echo-headers").is_none(),
+            "the model must not be called on an error"
+        );
+        let v = self.json();
+        (
+            self.status,
+            v["error"].as_str().unwrap().to_string(),
+            v["message"].as_str().unwrap().to_string(),
+        )
+    }
+
     /// The request headers the demo model received (it echoes them in `x-echo-headers`).
     pub fn upstream_headers(&self) -> serde_json::Value {
         let h = self.header("x-echo-headers").unwrap_or_else(|| {

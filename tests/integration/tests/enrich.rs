@@ -59,19 +59,6 @@ fn check_against_source(
     Store::load(stack).check_instances(Service::RealtimeScoring, &body, &users)
 }
 
-fn error_of(resp: &Response) -> (u16, String, String) {
-    assert!(
-        resp.header("x-echo-headers").is_none(),
-        "the model must not be called on an error"
-    );
-    let v = resp.json();
-    (
-        resp.status,
-        v["error"].as_str().unwrap().to_string(),
-        v["message"].as_str().unwrap().to_string(),
-    )
-}
-
 async fn enriches_one_and_fifty_instances_with_the_source_values(runtime: Runtime) {
     let stack = stack(runtime, 10_000);
     let one = vec![user(1)];
@@ -138,8 +125,9 @@ async fn unknown_entity_follows_each_policy(runtime: Runtime) {
     let stack = stack(runtime, 300);
     let users = vec![user(4), "nobody".to_string()];
 
-    let (status, code, message) =
-        error_of(&post(stack.listen_port, STRICT, instances(&users)).await);
+    let (status, code, message) = post(stack.listen_port, STRICT, instances(&users))
+        .await
+        .ferry_error();
     assert_eq!((status, code.as_str()), (404, "entity_not_found"));
     assert!(message.contains("'nobody'"), "{message}");
 
@@ -176,8 +164,9 @@ async fn stale_view_is_null_by_default_and_rejected_when_asked(runtime: Runtime)
         "other views stay"
     );
 
-    let (status, code, message) =
-        error_of(&post(stack.listen_port, "/t/stale-reject", instances(&stale)).await);
+    let (status, code, message) = post(stack.listen_port, "/t/stale-reject", instances(&stale))
+        .await
+        .ferry_error();
     assert_eq!((status, code.as_str()), (422, "stale_features"));
     assert!(message.contains("'u000007'"), "{message}");
 }
@@ -185,10 +174,14 @@ async fn stale_view_is_null_by_default_and_rejected_when_asked(runtime: Runtime)
 async fn bad_requests_get_clear_json_errors(runtime: Runtime) {
     let stack = stack(runtime, 100);
     let p = stack.listen_port;
-    let (s, code, msg) = error_of(&post(p, STRICT, r#"{"instances": [{"user_id": "#).await);
+    let (s, code, msg) = post(p, STRICT, r#"{"instances": [{"user_id": "#)
+        .await
+        .ferry_error();
     assert_eq!((s, code.as_str()), (400, "malformed_json"));
     assert!(msg.starts_with("request body is not valid JSON"), "{msg}");
-    let (s, code, msg) = error_of(&post(p, STRICT, r#"{"instances": [{"uid": "u000001"}]}"#).await);
+    let (s, code, msg) = post(p, STRICT, r#"{"instances": [{"uid": "u000001"}]}"#)
+        .await
+        .ferry_error();
     assert_eq!(
         (s, code.as_str(), msg.as_str()),
         (
@@ -197,16 +190,17 @@ async fn bad_requests_get_clear_json_errors(runtime: Runtime) {
             "instances[0] has no entity id field 'user_id'"
         )
     );
-    let (s, code, _) = error_of(&post(p, STRICT, r#"{"inputs": [1]}"#).await);
+    let (s, code, _) = post(p, STRICT, r#"{"inputs": [1]}"#).await.ferry_error();
     assert_eq!((s, code.as_str()), (400, "bad_request_shape"));
-    let (s, code, _) =
-        error_of(&post(p, STRICT, r#"{"instances": [{"user_id": "a\u0000b"}]}"#).await);
+    let (s, code, _) = post(p, STRICT, r#"{"instances": [{"user_id": "a\u0000b"}]}"#)
+        .await
+        .ferry_error();
     assert_eq!((s, code.as_str()), (400, "invalid_entity_id"));
 
     // Over the route's body limit: declared by content-length, and streamed in chunks.
     let big = instances(&(0..100).map(user).collect::<Vec<_>>());
     assert!(big.len() > 2048);
-    let (s, code, msg) = error_of(&post(p, "/t/small", big.clone()).await);
+    let (s, code, msg) = post(p, "/t/small", big.clone()).await.ferry_error();
     assert_eq!((s, code.as_str()), (413, "body_too_large"));
     assert!(msg.contains("limit of 2048 bytes"), "{msg}");
     let chunk = &big[..1500];
@@ -220,7 +214,7 @@ async fn bad_requests_get_clear_json_errors(runtime: Runtime) {
     assert!(answer.contains("\"error\":\"body_too_large\""), "{answer}");
 
     let six = instances(&(1..=6).map(user).collect::<Vec<_>>());
-    let (s, code, msg) = error_of(&post(p, "/t/small", six).await);
+    let (s, code, msg) = post(p, "/t/small", six).await.ferry_error();
     assert_eq!(
         (s, code.as_str(), msg.as_str()),
         (
@@ -265,7 +259,9 @@ async fn reader_down_fails_closed_or_open_and_recovers(runtime: Runtime) {
     let users = vec![user(1)];
     stack.reader.kill();
 
-    let (s, code, msg) = error_of(&post(stack.listen_port, STRICT, instances(&users)).await);
+    let (s, code, msg) = post(stack.listen_port, STRICT, instances(&users))
+        .await
+        .ferry_error();
     assert_eq!((s, code.as_str()), (503, "reader_unavailable"));
     assert!(msg.starts_with("feature reader unavailable"), "{msg}");
 
@@ -297,7 +293,9 @@ async fn redis_down_is_a_503_and_recovery_needs_no_restart(runtime: Runtime) {
     let mut stack = stack(runtime, 100);
     let users = vec![user(2)];
     stack.redis.stop();
-    let (s, code, _) = error_of(&post(stack.listen_port, STRICT, instances(&users)).await);
+    let (s, code, _) = post(stack.listen_port, STRICT, instances(&users))
+        .await
+        .ferry_error();
     assert_eq!((s, code.as_str()), (503, "redis_unavailable"));
 
     stack.restart_redis();
