@@ -458,6 +458,26 @@ pub fn start_envoy(dir: &Path, config: &Path, name: &'static str) -> Proc {
     start_envoy_with(dir, config, name, &[])
 }
 
+/// `envoy --mode validate -c config`: what Envoy printed, an `Err` unless it accepted the
+/// config (exit 0 and `OK`).
+pub fn envoy_validate(config: &Path) -> Result<String, String> {
+    let out = Command::new(envoy_bin())
+        .args(["--mode", "validate", "-c"])
+        .arg(config)
+        .output()
+        .expect("run envoy --mode validate");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() && text.contains("OK") {
+        Ok(text)
+    } else {
+        Err(text)
+    }
+}
+
 /// [`start_envoy`] with these variables in Envoy's environment.
 pub fn start_envoy_with(
     dir: &Path,

@@ -16,8 +16,8 @@ use ferry_integration_tests::http::{get_ok, post};
 use ferry_integration_tests::process::tcp_open;
 use ferry_integration_tests::secure::{self, block_on, tls_flags, CP_NAME};
 use ferry_integration_tests::{
-    bin, envoy_bin, example_repo, free_port, root, run, start_model, tls, Options, Proc,
-    RedisServer,
+    bin, envoy_bin, envoy_validate, example_repo, free_port, root, run, start_model, tls, Options,
+    Proc, RedisServer,
 };
 use ferry_test_support::certs::{Ca, LeafFiles};
 use serde_json::{json, Value as Json};
@@ -98,24 +98,9 @@ fn envoy_validates_the_committed_docker_bootstrap() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("envoy.yaml");
     std::fs::write(&path, hosted(dir.path()).config).expect("write");
-    let out = Command::new(envoy_bin())
-        .args(["--mode", "validate", "-c"])
-        .arg(&path)
-        .output()
-        .expect("run envoy");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "envoy --mode validate failed:\n{text}"
-    );
-    assert!(
-        text.contains("OK"),
-        "no OK from envoy --mode validate:\n{text}"
-    );
+    if let Err(text) = envoy_validate(&path) {
+        panic!("envoy --mode validate refused it:\n{text}");
+    }
 }
 
 #[test]

@@ -10,14 +10,13 @@ mod redis_proxy;
 #[path = "envoy_deploy/support.rs"]
 mod support;
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ferry_integration_tests::http::{post, raw};
 use ferry_integration_tests::process::tcp_open;
 use ferry_integration_tests::{
-    bin, envoy_bin, free_port, run, start_model, wasm, Proc, RedisServer,
+    bin, envoy_validate, free_port, run, start_model, wasm, Proc, RedisServer,
 };
 use serde_json::json;
 use support::{
@@ -27,24 +26,6 @@ use support::{
 /// Waits for the health check to change a host's flags: generous (checks every 2 s, 3 failures
 /// to turn unhealthy), a bound, not a measurement.
 const HEALTH_WAIT: Duration = Duration::from_secs(60);
-
-fn validate(config: &Path) -> Result<(), String> {
-    let out = Command::new(envoy_bin())
-        .args(["--mode", "validate", "-c"])
-        .arg(config)
-        .output()
-        .expect("run envoy");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if out.status.success() && text.contains("OK") {
-        Ok(())
-    } else {
-        Err(text)
-    }
-}
 
 #[test]
 fn envoy_validates_every_rendered_variant() {
@@ -98,7 +79,7 @@ fn envoy_validates_every_rendered_variant() {
     for (i, args) in variants.iter().enumerate() {
         let out = dir.path().join(format!("variant-{i}.yaml"));
         envoy_config(&repo, &out, args);
-        if let Err(log) = validate(&out) {
+        if let Err(log) = envoy_validate(&out) {
             panic!("envoy --mode validate refused {args:?}:\n{log}");
         }
     }

@@ -46,6 +46,15 @@ fn certs(dir: &Path) -> Certs {
 }
 
 /// `ferry serve` over mTLS, with tokens and a push grant for the CI identity.
+/// The test certificates and a ten-user example repo, in `dir`.
+fn certs_and_repo(dir: &Path) -> (Certs, PathBuf) {
+    let opts = Options {
+        entities: Some(10),
+        ..Options::default()
+    };
+    (certs(dir), example_repo(dir, &opts, |y| y))
+}
+
 fn control_plane(dir: &Path, repo: &Path, c: &Certs) -> (Proc, u16, u16) {
     let (xds, http) = (free_port(), free_port());
     let files = (&c.cp, c.ca_file.as_path(), &c.ca);
@@ -250,15 +259,7 @@ async fn envoy_over_mtls_gets_its_config_and_enriches_and_every_link_refuses_str
 #[test]
 fn a_plaintext_listener_on_a_network_address_does_not_start_without_insecure() {
     let dir = tempfile::tempdir().unwrap();
-    let c = certs(dir.path());
-    let repo = example_repo(
-        dir.path(),
-        &Options {
-            entities: Some(10),
-            ..Options::default()
-        },
-        |y| y,
-    );
+    let (c, repo) = certs_and_repo(dir.path());
     let refusals = plaintext_on_a_network_address_is_refused(&repo, &c.reader);
     assert_eq!(refusals.len(), 4, "{refusals:?}");
 }
@@ -266,15 +267,7 @@ fn a_plaintext_listener_on_a_network_address_does_not_start_without_insecure() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_certificate_and_client_ca_serve_the_next_connection() {
     let dir = tempfile::tempdir().unwrap();
-    let c = certs(dir.path());
-    let repo = example_repo(
-        dir.path(),
-        &Options {
-            entities: Some(10),
-            ..Options::default()
-        },
-        |y| y,
-    );
+    let (c, repo) = certs_and_repo(dir.path());
     let (_cp, _, http) = control_plane(dir.path(), &repo, &c);
     let (code, _) = api(http, &c.ca, Some(&c.ci), "GET", "/status", &[])
         .await
