@@ -376,13 +376,18 @@ pub fn example_repo(dir: &Path, opts: &Options, edit: impl FnOnce(String) -> Str
     repo
 }
 
-/// The example repo with `entities` users in `dir`, materialized into a Redis of its own.
-pub fn materialized_example(dir: &Path, entities: usize) -> (PathBuf, RedisServer) {
+/// The example repo, unedited, with `entities` users, in `dir/repo`.
+pub fn example_repo_with(dir: &Path, entities: usize) -> PathBuf {
     let opts = Options {
         entities: Some(entities),
         ..Options::default()
     };
-    let repo = example_repo(dir, &opts, |y| y);
+    example_repo(dir, &opts, |y| y)
+}
+
+/// The example repo with `entities` users in `dir`, materialized into a Redis of its own.
+pub fn materialized_example(dir: &Path, entities: usize) -> (PathBuf, RedisServer) {
+    let repo = example_repo_with(dir, entities);
     let redis = RedisServer::start();
     run(Command::new(bin("ferry"))
         .arg("materialize")

@@ -604,14 +604,7 @@ fn the_apply_job_materializes_then_fills_the_repo_volume() {
 
     // The first-install path, for real: the container's paths moved under a scratch folder.
     let dir = tempfile::tempdir().unwrap();
-    let work = ferry_integration_tests::example_repo(
-        dir.path(),
-        &ferry_integration_tests::Options {
-            entities: Some(50),
-            ..Default::default()
-        },
-        |y| y,
-    );
+    let work = ferry_integration_tests::example_repo_with(dir.path(), 50);
     let volume = dir.path().join("volume");
     let script = script
         .replace("/work/repo", work.to_str().unwrap())

@@ -16,7 +16,7 @@ use ferry_integration_tests::http::{get_ok, post};
 use ferry_integration_tests::process::tcp_open;
 use ferry_integration_tests::secure::{self, block_on, tls_flags, CP_NAME};
 use ferry_integration_tests::{
-    bin, envoy_bin, envoy_validate, example_repo, free_port, root, run, start_model, tls, Options,
+    bin, envoy_bin, envoy_validate, example_repo_with, free_port, root, run, start_model, tls,
     Proc, RedisServer,
 };
 use ferry_test_support::certs::{Ca, LeafFiles};
@@ -319,14 +319,7 @@ fn the_local_override_changes_only_images_and_build_arguments() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_docker_bootstrap_enriches_a_request() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let repo = example_repo(
-        dir.path(),
-        &Options {
-            entities: Some(100),
-            ..Options::default()
-        },
-        |y| y,
-    );
+    let repo = example_repo_with(dir.path(), 100);
     let redis = RedisServer::start();
     // What the compose `init` service runs (after generating the data).
     run(Command::new(bin("ferry"))

@@ -15,8 +15,8 @@ use ferry_integration_tests::secure::{
     plaintext_on_a_network_address_is_refused, tls_flags, CI, CP_NAME, ENVOY, READER_NAME, WEB,
 };
 use ferry_integration_tests::{
-    bin, example_repo, free_port, materialized_example, run, secure, start_envoy, start_model, tls,
-    Options, Proc,
+    bin, example_repo_with, free_port, materialized_example, run, secure, start_envoy, start_model,
+    tls, Proc,
 };
 use ferry_test_support::certs::{Ca, LeafFiles};
 use serde_json::json;
@@ -45,16 +45,12 @@ fn certs(dir: &Path) -> Certs {
     }
 }
 
-/// `ferry serve` over mTLS, with tokens and a push grant for the CI identity.
 /// The test certificates and a ten-user example repo, in `dir`.
 fn certs_and_repo(dir: &Path) -> (Certs, PathBuf) {
-    let opts = Options {
-        entities: Some(10),
-        ..Options::default()
-    };
-    (certs(dir), example_repo(dir, &opts, |y| y))
+    (certs(dir), example_repo_with(dir, 10))
 }
 
+/// `ferry serve` over mTLS, with tokens and a push grant for the CI identity.
 fn control_plane(dir: &Path, repo: &Path, c: &Certs) -> (Proc, u16, u16) {
     let (xds, http) = (free_port(), free_port());
     let files = (&c.cp, c.ca_file.as_path(), &c.ca);

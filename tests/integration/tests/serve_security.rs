@@ -8,15 +8,11 @@ use std::process::Command;
 use ferry::serve::api::Status;
 use ferry_integration_tests::http::{get_ok, raw};
 use ferry_integration_tests::pollers::{idle_pollers_then_push, IDLE_POLLERS};
-use ferry_integration_tests::{bin, example_repo, free_port, wasm, Options, Proc};
+use ferry_integration_tests::{bin, example_repo_with, free_port, wasm, Proc};
 
 /// A small example repo in `dir`.
 fn repo(dir: &Path) -> PathBuf {
-    let opts = Options {
-        entities: Some(10),
-        ..Options::default()
-    };
-    example_repo(dir, &opts, |y| y)
+    example_repo_with(dir, 10)
 }
 
 /// `ferry serve REPO` on `http` (xDS on a free loopback port), no token from the environment.
