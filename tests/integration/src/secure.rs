@@ -41,6 +41,24 @@ pub fn tls_flags(leaf: &LeafFiles, ca: &Path) -> Vec<OsString> {
     ]
 }
 
+/// `ferry serve REPO` in plaintext on `http` (xDS on a free loopback port), its state in
+/// `dir/state`, no token from the environment: the command, to add flags to.
+pub fn plain_serve(dir: &Path, repo: &Path, http: &str) -> Command {
+    let mut cmd = Command::new(bin("ferry"));
+    cmd.arg("serve")
+        .arg(repo)
+        .arg("--wasm")
+        .arg(wasm())
+        .args(["--xds-listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--http-listen", http])
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .env_remove("FERRY_PUSH_TOKEN")
+        .env_remove("FERRY_READ_TOKEN")
+        .env_remove("FERRY_WRITE_TOKEN");
+    cmd
+}
+
 /// A start that must fail: its stderr.
 pub fn refused_start(cmd: &mut Command) -> String {
     let out = cmd.output().expect("the process runs");
