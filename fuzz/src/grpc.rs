@@ -26,6 +26,16 @@ use serde_json::Value as Json;
 
 use super::{check_keys, features, seed};
 
+/// A KServe v2 JSON tensor's `data`, flattened one level (rows of a 2-D tensor run on).
+pub fn tensor_data(tensor: &Json) -> Vec<&Json> {
+    tensor["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|v| v.as_array().map_or(vec![v], |inner| inner.iter().collect()))
+        .collect()
+}
+
 /// Puts the KServe v2 document `doc`'s `parameters` on `r`, each value as `choice` makes it.
 pub fn set_parameters(
     r: &mut ModelInferRequest,

@@ -56,12 +56,7 @@ pub fn body(doc: &Json, raw: bool) -> Vec<u8> {
     };
     for t in doc["inputs"].as_array().into_iter().flatten() {
         let datatype = t["datatype"].as_str().unwrap_or("BYTES");
-        let data: Vec<&Json> = t["data"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|v| v.as_array().map_or(vec![v], |inner| inner.iter().collect()))
-            .collect();
+        let data = crate::grpc::tensor_data(t);
         let column = match datatype {
             "INT64" => Column::I64(data.iter().map(|v| int(v)).collect()),
             "FP32" => Column::F32(

@@ -17,7 +17,7 @@ use ferry_protos::inference::{InferTensorContents, ModelInferRequest};
 use ferry_protos::v1::ValueType as T;
 use serde_json::{json, Map, Value as Json};
 
-use crate::bypass::scenario::{feast_extras, id_fields};
+use crate::bypass::scenario::{chunks_at, feast_extras, id_fields};
 
 use super::pick::Pick;
 use super::snapshot::{route_prefix, ROOT, TENANT};
@@ -137,17 +137,12 @@ pub fn request(p: &mut Pick<'_>, config: &Config) -> Request {
         let value = p.of(&[FORGED.to_string(), FORGED_NUMBER.to_string()]);
         headers.push((name.into(), value));
     }
-    let mut chunks = Vec::new();
-    if !body.is_empty() || p.one_in(6) {
-        let mut cuts: Vec<usize> = (0..p.below(4)).map(|_| p.below(body.len() + 1)).collect();
-        cuts.sort_unstable();
-        let mut from = 0;
-        for c in cuts {
-            chunks.push(body[from..c].to_vec());
-            from = c;
-        }
-        chunks.push(body[from..].to_vec());
-    }
+    let chunks = if !body.is_empty() || p.one_in(6) {
+        let cuts: Vec<usize> = (0..p.below(4)).map(|_| p.below(body.len() + 1)).collect();
+        chunks_at(&body, cuts)
+    } else {
+        Vec::new()
+    };
     let trailers = if p.one_in(4) {
         vec![("x-ferry-status".into(), FORGED.into())]
     } else {
@@ -493,12 +488,7 @@ fn grpc(p: &mut Pick<'_>, doc: &Json) -> Vec<u8> {
     };
     for t in doc["inputs"].as_array().into_iter().flatten() {
         let datatype = t["datatype"].as_str().unwrap_or("BYTES").to_string();
-        let data: Vec<&Json> = t["data"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|v| v.as_array().map_or(vec![v], |inner| inner.iter().collect()))
-            .collect();
+        let data = crate::grpc::tensor_data(t);
         let mut shape: Vec<i64> = t["shape"]
             .as_array()
             .map(|s| {
