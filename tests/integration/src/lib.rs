@@ -123,6 +123,35 @@ macro_rules! user_route {
     };
 }
 
+/// The test route `feast`: Feast's REST path on `realtime_scoring`, nulls for unknown users.
+#[macro_export]
+macro_rules! feast_route {
+    () => {
+        r#"  - name: feast
+    match: {path_exact: /get-online-features}
+    service: realtime_scoring
+    format: feast_rest
+    entity: {field: user_id}
+    on_missing_entity: "null"
+"#
+    };
+}
+
+/// The test route `fraud-grpc`: Triton's gRPC `ModelInfer` on `realtime_scoring`, nulls for
+/// unknown users.
+#[macro_export]
+macro_rules! fraud_grpc_route {
+    () => {
+        r#"  - name: fraud-grpc
+    match: {path_prefix: /inference.GRPCInferenceService/ModelInfer}
+    service: realtime_scoring
+    format: kserve_v2_grpc
+    entity: {field: user_id}
+    on_missing_entity: "null"
+"#
+    };
+}
+
 /// What to change in the example repo for one test.
 #[derive(Default)]
 pub struct Options {

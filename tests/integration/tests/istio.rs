@@ -20,8 +20,8 @@ use std::process::Command;
 use ferry_integration_tests::data::{same, VIEWS};
 use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::Conn;
-use ferry_integration_tests::user_route;
 use ferry_integration_tests::{bin, run, Options, Stack};
+use ferry_integration_tests::{feast_route, user_route};
 use serde_json::{json, Value as Json};
 
 #[path = "istio/crash.rs"]
@@ -42,13 +42,7 @@ const ROUTES: &str = concat!(
     user_route!("small", "max_body_bytes: 2048"),
     user_route!("fail-open", "on_reader_error: forward"),
     user_route!("cached", "cache_max_age_ms: 60000"),
-    r#"  - name: feast
-    match: {path_exact: /get-online-features}
-    service: realtime_scoring
-    format: feast_rest
-    entity: {field: user_id}
-    on_missing_entity: "null"
-"#,
+    feast_route!(),
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
