@@ -55,6 +55,16 @@ pub fn fixture_named(name: &str) -> PathBuf {
 }
 
 /// Runs a command of the Feast venv (`feast ...` or `python ...`) in `dir`; its output.
+/// The feature names of a Feast-shaped answer (`metadata.feature_names`), in column order.
+pub fn feature_names(answer: &serde_json::Value) -> Vec<&str> {
+    answer["metadata"]["feature_names"]
+        .as_array()
+        .expect("feature_names")
+        .iter()
+        .map(|n| n.as_str().expect("name"))
+        .collect()
+}
+
 pub fn feast(dir: &Path, program: &str, args: &[&str]) -> String {
     run(Command::new(feast_venv().join("bin").join(program))
         .args(args)

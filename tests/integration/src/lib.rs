@@ -495,9 +495,21 @@ pub fn start_envoy(dir: &Path, config: &Path, name: &'static str) -> Proc {
 /// `envoy --mode validate -c config`: what Envoy printed, an `Err` unless it accepted the
 /// config (exit 0 and `OK`).
 pub fn envoy_validate(config: &Path) -> Result<String, String> {
+    let (ok, text) = envoy_validate_with(config, &[]);
+    if ok && text.contains("OK") {
+        Ok(text)
+    } else {
+        Err(text)
+    }
+}
+
+/// `envoy --mode validate -c config` with `env` in Envoy's environment: whether it exited 0,
+/// and what it printed.
+pub fn envoy_validate_with(config: &Path, env: &[(&str, &str)]) -> (bool, String) {
     let out = Command::new(envoy_bin())
         .args(["--mode", "validate", "-c"])
         .arg(config)
+        .envs(env.iter().copied())
         .output()
         .expect("run envoy --mode validate");
     let text = format!(
@@ -505,11 +517,7 @@ pub fn envoy_validate(config: &Path) -> Result<String, String> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    if out.status.success() && text.contains("OK") {
-        Ok(text)
-    } else {
-        Err(text)
-    }
+    (out.status.success(), text)
 }
 
 /// [`start_envoy`] with these variables in Envoy's environment.
