@@ -22,17 +22,9 @@ async fn the_reader_reaches_redis_through_envoys_redis_proxy() {
     let dir = tempfile::tempdir().expect("tempdir");
     let repo = small_repo(dir.path());
     let redis = RedisServer::start();
-    let (reader_port, model_port) = (free_port(), free_port());
-    let (listen_port, admin_port, proxy_port) = (free_port(), free_port(), free_port());
-    let config = dir.path().join("envoy.yaml");
-    let ports = [listen_port, admin_port, reader_port, model_port, proxy_port];
-    proxy_config(
-        &repo,
-        &config,
-        ports,
-        &["--redis-upstream", &format!("127.0.0.1:{}", redis.port)],
-    );
-    let mut envoy = start_envoy(dir.path(), &config, admin_port);
+    let upstream = format!("127.0.0.1:{}", redis.port);
+    let (mut envoy, ports) = proxy_envoy(dir.path(), &repo, &["--redis-upstream", &upstream]);
+    let [_, admin_port, reader_port, _, proxy_port] = ports;
     let proxy_url = materialize_through(&repo, proxy_port);
     // Materialize writes each vector with SET NX GET (an existing one through a
     // compare-and-set script, EVALSHA): a fresh Redis takes SETs only.
@@ -119,22 +111,11 @@ async fn the_reader_reaches_a_redis_cluster_through_envoys_redis_proxy() {
             .all(|&p| redis_cli(p, &["cluster", "info"]).contains("cluster_state:ok"))
     });
 
-    let (reader_port, model_port) = (free_port(), free_port());
-    let (listen_port, admin_port, proxy_port) = (free_port(), free_port(), free_port());
-    let config = dir.path().join("envoy.yaml");
-    let ports = [listen_port, admin_port, reader_port, model_port, proxy_port];
-    proxy_config(
-        &repo,
-        &config,
-        ports,
-        // One seed: Envoy discovers the other masters from it.
-        &[
-            "--redis-cluster",
-            "--redis-upstream",
-            &format!("127.0.0.1:{}", ports[0]),
-        ],
-    );
-    let _envoy = start_envoy(dir.path(), &config, admin_port);
+    // One seed: Envoy discovers the other masters from it.
+    let seed = format!("127.0.0.1:{}", ports[0]);
+    let upstream = ["--redis-cluster", "--redis-upstream", &seed];
+    let (_envoy, proxy_ports) = proxy_envoy(dir.path(), &repo, &upstream);
+    let [_, admin_port, _, _, proxy_port] = proxy_ports;
     wait_for("Envoy to discover the three masters", || {
         let list = raw(
             admin_port,
@@ -155,7 +136,7 @@ async fn the_reader_reaches_a_redis_cluster_through_envoys_redis_proxy() {
         assert!(keys > 0, "master 127.0.0.1:{p} holds no vector");
     }
 
-    let _running = enriched_through(dir.path(), &repo, &proxy_url, ports).await;
+    let _running = enriched_through(dir.path(), &repo, &proxy_url, proxy_ports).await;
 
     // Envoy answers SCAN over the shards with one [cursor, keys] pair per shard: `--prune`
     // refuses that shape and deletes nothing.
@@ -205,6 +186,15 @@ async fn enriched_through(dir: &Path, repo: &Path, proxy_url: &str, ports: [u16;
         "the reader's MGET went through the proxy"
     );
     [reader, model]
+}
+
+/// An Envoy with a redis_proxy listener in front of `upstream`, on free ports (listen, admin,
+/// reader, model, proxy): the process and the ports.
+fn proxy_envoy(dir: &Path, repo: &Path, upstream: &[&str]) -> (Proc, [u16; 5]) {
+    let ports = [(); 5].map(|_| free_port());
+    let config = dir.join("envoy.yaml");
+    proxy_config(repo, &config, ports, upstream);
+    (start_envoy(dir, &config, ports[1]), ports)
 }
 
 /// `ports`: listen, admin, reader, model, proxy.
