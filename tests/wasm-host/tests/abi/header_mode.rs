@@ -206,21 +206,15 @@ fn header_mode_values_are_ascii_json_and_never_carry_cr_or_lf() {
     let host = host_with(&typed_snapshot(header_route));
     let (s, _) = get(&host, &[("x-user-id", b"u1")]);
     let city = "Zürich\r\nx-injected: 1\u{0}\u{1b}😀";
-    answer(
-        &host,
-        &s,
-        vec![typed_vector(
-            30,
-            More {
-                active: Some(true),
-                city: Some(city.into()),
-                ratio: Some(-0.5),
-                rank: Some(3),
-                emb: Some(vec![0.5, -1.25]),
-                blob: Some(b"\r\n".to_vec()),
-            },
-        )],
-    );
+    let more = More {
+        active: Some(true),
+        city: Some(city.into()),
+        ratio: Some(-0.5),
+        rank: Some(3),
+        emb: Some(vec![0.5, -1.25]),
+        blob: Some(b"\r\n".to_vec()),
+    };
+    answer(&host, &s, vec![typed_vector(30, more)]);
     assert!(s.resumed(), "log:\n{}", host.log_text());
     let v = ascii_json(&s, "x-ferry-features");
     assert_eq!(v["more__city"], city, "the value survives, escaped");
@@ -305,17 +299,11 @@ fn del_is_escaped_in_the_features_header() {
     let host = host_with(&typed_snapshot(header_route));
     let s = host.stream();
     s.request_headers(&get_headers(&[("x-user-id", b"u1")]), true);
-    answer(
-        &host,
-        &s,
-        vec![typed_vector(
-            30,
-            More {
-                city: Some("a\u{7f}b".into()),
-                ..More::nulls()
-            },
-        )],
-    );
+    let more = More {
+        city: Some("a\u{7f}b".into()),
+        ..More::nulls()
+    };
+    answer(&host, &s, vec![typed_vector(30, more)]);
     assert!(s.resumed());
     let v = s.request_header("x-ferry-features").unwrap();
     assert!(
