@@ -22,6 +22,12 @@ pub fn v2_route(r: &mut pb::Route) {
     });
 }
 
+/// [`v2_route`], packed: Ferry's features as one FP32 tensor.
+pub fn packed_v2_route(r: &mut pb::Route) {
+    v2_route(r);
+    r.packed = true;
+}
+
 /// A BYTES id tensor `user_id` of shape [N].
 pub fn ids_tensor(ids: &[&str]) -> Json {
     json!({"name": "user_id", "shape": [ids.len()], "datatype": "BYTES", "data": ids})
@@ -389,8 +395,7 @@ fn v2_embeddings_of_different_lengths_in_one_batch_are_a_bad_vector() {
 #[test]
 fn v2_packed_is_one_fp32_tensor_n_by_f() {
     let mut snap = snapshot_with(|r| {
-        v2_route(r);
-        r.packed = true;
+        packed_v2_route(r);
         r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32;
     });
     snap.services[0].views.push(pb::ServiceView {
@@ -462,10 +467,7 @@ fn v2_packed_is_one_fp32_tensor_n_by_f() {
 #[test]
 fn v2_packed_route_with_non_numeric_features_is_refused_at_configure() {
     let host = Host::load_filter();
-    let snap = typed_snapshot(|r| {
-        v2_route(r);
-        r.packed = true;
-    });
+    let snap = typed_snapshot(packed_v2_route);
     assert!(!host.configure(&snap.encode_to_vec()));
     assert!(
         host.log_text().contains("is string, not numeric"),
