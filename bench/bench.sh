@@ -74,12 +74,10 @@ if [ -n "${BENCH_BIN_DIR:-}" ]; then
   BIN=$BENCH_BIN_DIR; WASM=$BENCH_BIN_DIR/$(basename "$WASM"); NATIVE=$BENCH_BIN_DIR/$(basename "$NATIVE")
 fi
 
-for p in $PROCS; do stop "$p" >/dev/null || true; done
-for p in $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT $PASS_PORT $FEAST_PORT \
-  $FF_LISTEN_PORT $FF_ADMIN_PORT $FF_READER_PORT \
-  $NATIVE_PORT $NATIVE_ADMIN_PORT; do
-  port_free "$p" || { echo "bench: port $p is in use; set BENCH_PORT_BASE" >&2; exit 1; }
-done
+stop_all $PROCS
+ports_free bench BENCH_PORT_BASE $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT \
+  $PASS_PORT $FEAST_PORT $FF_LISTEN_PORT $FF_ADMIN_PORT $FF_READER_PORT \
+  $NATIVE_PORT $NATIVE_ADMIN_PORT
 rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"
 ROWS="$RUN_DIR/rows.jsonl"; META="$RUN_DIR/meta.json"
 echo '{}' > "$META"

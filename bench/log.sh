@@ -36,15 +36,9 @@ WINDOW=1
 stop_at_exit log $PROCS
 say() { echo "== $(date +%H:%M:%S) $*" >&2; }
 
-if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
-  say "building (release)"
-  cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model -p bench
-  cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
-fi
-for p in $PROCS; do stop "$p" >/dev/null || true; done
-for p in $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT $SINK_PORT $SINK_HTTP; do
-  port_free "$p" || { echo "log: port $p is in use; set LOG_PORT_BASE" >&2; exit 1; }
-done
+bench_build bench
+stop_all $PROCS
+ports_free log LOG_PORT_BASE $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT $SINK_PORT $SINK_HTTP
 rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR/repo" "$RUN_DIR/bin"
 # Copies, so that another checkout's build into the shared target/ cannot swap them mid-run.
 cp "$BIN/ferry" "$BIN/ferry-reader" "$BIN/ferry-demo-model" "$BIN/ferry-bench" "$WASM" "$RUN_DIR/bin/"

@@ -46,10 +46,8 @@ if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
   cargo build --profile native --quiet -p ferry-native
 fi
 [ -x "$PY" ] || { echo "miss_path: no bench/.venv; run make bench once" >&2; exit 1; }
-for p in $PROCS; do stop "$p" >/dev/null || true; done
-for p in $REDIS_PORT $READER_PORT $MODEL_PORT $PASS_PORT $A_PORT $((A_PORT + 1)) $B_PORT $((B_PORT + 1)); do
-  port_free "$p" || { echo "miss_path: port $p is in use; set MP_PORT_BASE" >&2; exit 1; }
-done
+stop_all $PROCS
+ports_free miss_path MP_PORT_BASE $REDIS_PORT $READER_PORT $MODEL_PORT $PASS_PORT $A_PORT $((A_PORT + 1)) $B_PORT $((B_PORT + 1))
 rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"
 
 say "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

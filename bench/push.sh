@@ -36,15 +36,9 @@ PROCS="feast envoy cp model reader redis"
 stop_at_exit push $PROCS
 say() { echo "== $(date +%H:%M:%S) $*" >&2; }
 
-if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
-  say "building (release)"
-  cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model
-  cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
-fi
-for p in $PROCS; do stop "$p" >/dev/null || true; done
-for p in $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT $FEAST_PORT $XDS_PORT $CP_PORT; do
-  port_free "$p" || { echo "push: port $p is in use; set PUSH_PORT_BASE" >&2; exit 1; }
-done
+bench_build
+stop_all $PROCS
+ports_free push PUSH_PORT_BASE $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT $FEAST_PORT $XDS_PORT $CP_PORT
 rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR/repo"
 say "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 

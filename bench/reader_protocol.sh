@@ -50,10 +50,8 @@ if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
   if [ "$RUNTIME" = native ]; then cargo build --profile native --quiet -p ferry-native; fi
 fi
 [ -x "$PY" ] || { echo "reader_protocol: no bench/.venv; run make bench once" >&2; exit 1; }
-for p in envoy-http2 envoy-http1 model reader redis; do stop "$p" >/dev/null || true; done
-for p in $REDIS_PORT $READER_PORT $MODEL_PORT $PASS_PORT $(for x in $PROTOCOLS; do listen_port $x; admin_port $x; done); do
-  port_free "$p" || { echo "reader_protocol: port $p is in use; set RP_PORT_BASE" >&2; exit 1; }
-done
+stop_all envoy-http2 envoy-http1 model reader redis
+ports_free reader_protocol RP_PORT_BASE $REDIS_PORT $READER_PORT $MODEL_PORT $PASS_PORT $(for x in $PROTOCOLS; do listen_port $x; admin_port $x; done)
 rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"
 ROWS="$RUN_DIR/rows.jsonl"
 

@@ -188,19 +188,35 @@ def plot_added(rows, path):
                     pts.append((r["batch"], r[key]))
             if pts:
                 label = f"{s} (added)" if s in FILTERED else f"{s} (whole lookup)"
-                pts.sort()
-                ax.plot([b for b, _ in pts], [v / 1000 for _, v in pts], marker="o", ms=3, label=label)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xticks([1, 5, 10, 50, 100])
-        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.set_title(f"{title} added over Envoy passthrough, 1 connection", fontsize=9)
-        ax.set_xlabel("entities per request")
-        ax.grid(True, which="both", alpha=0.3)
+                plot_us(ax, sorted(pts), label)
+        batch_axes(ax, f"{title} added over Envoy passthrough, 1 connection")
     axes[0].set_ylabel("ms (log)")
-    axes[1].legend(fontsize=7)
+    save(fig, axes[1], path)
+
+
+def plot_us(ax, pts, label):
+    """One line of (batch, microseconds) points, drawn in milliseconds."""
+    ax.plot([b for b, _ in pts], [v / 1000 for _, v in pts], marker="o", ms=3, label=label)
+
+
+def save(fig, legend_ax, path):
+    """Writes the figure to `path`, the legend on `legend_ax`."""
+    legend_ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=72)
+
+
+def batch_axes(ax, title):
+    """One panel of a plot against the batch size: both axes logarithmic, batches 1 to 100."""
+    import matplotlib.ticker
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks([1, 5, 10, 50, 100])
+    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("entities per request")
+    ax.grid(True, which="both", alpha=0.3)
 
 
 def materialize_rates(meta):
@@ -233,18 +249,10 @@ def plot(rows, path):
             pts = sorted((r["batch"], r[key]) for r in rows
                          if r["scenario"] == s and r["connections"] == 1 and r["rate"] is None)
             if pts:
-                ax.plot([b for b, _ in pts], [v / 1000 for _, v in pts], marker="o", ms=3, label=s)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xticks([1, 5, 10, 50, 100])
-        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.set_title(f"{title}, closed loop, 1 connection", fontsize=9)
-        ax.set_xlabel("entities per request")
-        ax.grid(True, which="both", alpha=0.3)
+                plot_us(ax, pts, s)
+        batch_axes(ax, f"{title}, closed loop, 1 connection")
     axes[0].set_ylabel("latency (ms, log)")
-    axes[2].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=72)
+    save(fig, axes[2], path)
 
 
 def table(rows, connections, rate):

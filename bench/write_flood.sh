@@ -51,15 +51,9 @@ REDIS_CPU=()
 stop_at_exit write_flood $PROCS
 say() { echo "== $(date +%H:%M:%S) $*" >&2; }
 
-if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then
-  say "building (release)"
-  cargo build --release --quiet -p ferry -p ferry-reader -p ferry-demo-model -p bench
-  cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
-fi
-for p in $PROCS; do stop "$p" >/dev/null || true; done
-for p in $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT $XDS_PORT $CP_PORT; do
-  port_free "$p" || { echo "write_flood: port $p is in use; set FLOOD_PORT_BASE" >&2; exit 1; }
-done
+bench_build bench
+stop_all $PROCS
+ports_free write_flood FLOOD_PORT_BASE $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT $XDS_PORT $CP_PORT
 rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR/repo"
 
 "$PY" "$BENCH/repo/generate_data.py" --entities "$ENTITIES" --out "$RUN_DIR/repo/data" >/dev/null

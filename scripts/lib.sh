@@ -58,4 +58,31 @@ wait_for() {
   return 1
 }
 
+# ports_free NAME KNOB PORT...: fails, as NAME, at the first PORT in use, naming KNOB (the
+# variable that moves the ports).
+ports_free() {
+  local name=$1 knob=$2 p
+  shift 2
+  for p in "$@"; do
+    port_free "$p" || { echo "$name: port $p is in use; set $knob" >&2; exit 1; }
+  done
+}
+
+# bench_build [PKG...]: unless BENCH_NO_BUILD=1, the release builds a Wasm bench runs: ferry,
+# the reader, the demo model, each PKG, and the filter (.wasm).
+bench_build() {
+  [ "${BENCH_NO_BUILD:-0}" != 1 ] || return 0
+  echo "== $(date +%H:%M:%S) building (release)" >&2
+  local pkgs=(-p ferry -p ferry-reader -p ferry-demo-model) p
+  for p in "$@"; do pkgs+=(-p "$p"); done
+  cargo build --release --quiet "${pkgs[@]}"
+  cargo build --release --quiet -p ferry-filter --target wasm32-wasip1
+}
+
+# stop_all PROC...: stops what an earlier run left of each PROC (started by start).
+stop_all() {
+  local p
+  for p in "$@"; do stop "$p" >/dev/null || true; done
+}
+
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }

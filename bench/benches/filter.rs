@@ -27,18 +27,10 @@ const BATCHES: [usize; 3] = [1, 10, 100];
 /// has(count_0) ? count_0 : 0, `gold` = attr_0 == 'gold', `ratio` = amount / amount_0, `web` =
 /// channel == 'web'.
 fn derived5() -> pb::OnDemandView {
-    use ferry_test_support::on_demand::{call, dbl, feature, has, input, int, string};
+    use ferry_test_support::on_demand::{
+        call, dbl, feature, has, input, int, request_field as field, stored, string,
+    };
     use pb::{Function as F, ValueType as T};
-    let field = |name: &str, t: T| pb::RequestField {
-        name: name.into(),
-        field: name.into(),
-        r#type: t as i32,
-    };
-    let stored = |view: &str, feature: &str, t: T| pb::StoredInput {
-        view: view.into(),
-        feature: feature.into(),
-        r#type: t as i32,
-    };
     pb::OnDemandView {
         name: "d5".into(),
         request: vec![field("amount", T::Float64), field("channel", T::String)],
@@ -110,6 +102,23 @@ fn reader_answer(batch: usize) -> Vec<u8> {
     service::reader_answer(batch, Floats::Halves)
 }
 
+/// A whole request up to enrichment: `body` parsed on `route`, the reader call for every key
+/// written, `answer` decoded into the stored vectors.
+fn parse_and_read(
+    config: &Config,
+    route: &Route,
+    body: &[u8],
+    answer: &[u8],
+) -> Result<(kserve_v1::ParsedRequest, Vec<Vec<u8>>), &'static str> {
+    let parsed = kserve_v1::parse(black_box(body), route).map_err(|e| e.code())?;
+    let all: Vec<usize> = (0..parsed.keys.len()).collect();
+    let call = enrich::reader_request(config, route, &parsed.keys, &all);
+    black_box(&call.body);
+    let vectors =
+        enrich::reader_vectors(black_box(answer), &call.lookup_sizes).map_err(|e| e.code())?;
+    Ok((parsed, vectors))
+}
+
 fn route(config: &Config) -> &Route {
     &config.routes[0]
 }
@@ -175,12 +184,7 @@ fn whole_request_of(c: &mut Criterion, name: &str, derived: bool) {
         let answer = reader_answer(batch);
         group.bench_with_input(BenchmarkId::from_parameter(batch), &batch, |b, _| {
             b.iter(|| {
-                let parsed = kserve_v1::parse(black_box(&body), route).map_err(|e| e.code())?;
-                let all: Vec<usize> = (0..parsed.keys.len()).collect();
-                let call = enrich::reader_request(&config, route, &parsed.keys, &all);
-                black_box(&call.body);
-                let vectors = enrich::reader_vectors(black_box(&answer), &call.lookup_sizes)
-                    .map_err(|e| e.code())?;
+                let (parsed, vectors) = parse_and_read(&config, route, &body, &answer)?;
                 enrich::enrich(route, parsed.into(), &vectors, NOW_US).map_err(|e| e.code())
             })
         });
@@ -308,12 +312,7 @@ fn derived(c: &mut Criterion) {
             }
             group.bench_with_input(BenchmarkId::new(*name, batch), &batch, |b, _| {
                 b.iter(|| {
-                    let parsed = kserve_v1::parse(black_box(&body), route).map_err(|e| e.code())?;
-                    let all: Vec<usize> = (0..parsed.keys.len()).collect();
-                    let call = enrich::reader_request(config, route, &parsed.keys, &all);
-                    black_box(&call.body);
-                    let vectors = enrich::reader_vectors(black_box(&answer), &call.lookup_sizes)
-                        .map_err(|e| e.code())?;
+                    let (parsed, vectors) = parse_and_read(config, route, &body, &answer)?;
                     enrich::enrich(route, parsed.into(), &vectors, FIXTURE_NOW_US)
                         .map_err(|e| e.code())
                 })
@@ -471,12 +470,7 @@ fn served_log_request(
                 b.iter(|| {
                     i = (i + 1) % ids.len();
                     let id = ids[i].as_str();
-                    let parsed = kserve_v1::parse(black_box(&body), route).map_err(|e| e.code())?;
-                    let all: Vec<usize> = (0..parsed.keys.len()).collect();
-                    let call = enrich::reader_request(&config, route, &parsed.keys, &all);
-                    black_box(&call.body);
-                    let vectors = enrich::reader_vectors(black_box(&answer), &call.lookup_sizes)
-                        .map_err(|e| e.code())?;
+                    let (parsed, vectors) = parse_and_read(&config, route, &body, &answer)?;
                     let keep = |s| route.log.is_some_and(|p| p.picks(id, s));
                     let mut out =
                         enrich::enrich_at(route, parsed.into(), &vectors, NOW_US, NOW_US, &keep)

@@ -8,44 +8,27 @@
 //! !profile.verified`. Output order: stored features, then these by name.
 
 use ferry_core::vector::FeatureStatus;
-use ferry_protos::v1::{self as pb, expr::Kind as E, literal::Value as Lit, value::Kind};
+use ferry_protos::v1::{self as pb, value::Kind};
 use ferry_protos::v1::{Function as F, ValueType as T};
-use ferry_test_support::on_demand::{call, dbl, feature, has, input};
+use ferry_test_support::on_demand::{
+    boolean, call, dbl, feature, has, input, request_field, stored,
+};
 
 /// The request field the view reads, in every instance.
 pub const FIELD: &str = "amount";
 
-/// CEL's `true` (the shared builders have no bool literal).
-fn yes() -> pb::Expr {
-    pb::Expr {
-        kind: Some(E::Literal(pb::Literal {
-            value: Some(Lit::Bool(true)),
-        })),
-        offset: 0,
-    }
-}
-
 /// Slots: 0 `request.amount`, 1 `request.time`, 2 `txn.sum`, 3 `profile.verified`.
 pub fn view() -> pb::OnDemandView {
-    let stored = |view: &str, feature: &str, t: T| pb::StoredInput {
-        view: view.into(),
-        feature: feature.into(),
-        r#type: t as i32,
-    };
     pb::OnDemandView {
         name: "od".into(),
-        request: vec![pb::RequestField {
-            name: FIELD.into(),
-            field: FIELD.into(),
-            r#type: T::Float64 as i32,
-        }],
+        request: vec![request_field(FIELD, T::Float64)],
         sources: vec!["profile".into(), "txn".into()],
         stored: vec![
             stored("txn", "sum", T::Float64),
             stored("profile", "verified", T::Bool),
         ],
         features: vec![
-            feature("seen", T::Bool, call(F::Or, vec![has(0), yes()])),
+            feature("seen", T::Bool, call(F::Or, vec![has(0), boolean(true)])),
             feature("sum2", T::Float64, call(F::Mul, vec![input(2), dbl(2.0)])),
             feature("unverified", T::Bool, call(F::Not, vec![input(3)])),
         ],

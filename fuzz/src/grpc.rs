@@ -26,6 +26,45 @@ use serde_json::Value as Json;
 
 use super::{check_keys, features, seed};
 
+/// A KServe v2 JSON tensor's `data`, flattened one level (rows of a 2-D tensor run on).
+pub fn tensor_data(tensor: &Json) -> Vec<&Json> {
+    tensor["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|v| v.as_array().map_or(vec![v], |inner| inner.iter().collect()))
+        .collect()
+}
+
+/// Puts the KServe v2 document `doc`'s `parameters` on `r`, each value as `choice` makes it.
+pub fn set_parameters(
+    r: &mut ModelInferRequest,
+    doc: &Json,
+    choice: impl Fn(&Json) -> ParameterChoice,
+) {
+    for (k, v) in doc["parameters"].as_object().into_iter().flatten() {
+        r.parameters.insert(
+            k.clone(),
+            InferParameter {
+                parameter_choice: Some(choice(v)),
+            },
+        );
+    }
+}
+
+/// `r` as one uncompressed gRPC message: the flag byte, the length, the message.
+pub fn framed(r: &ModelInferRequest) -> Vec<u8> {
+    let message = r.encode_to_vec();
+    let mut out = vec![0];
+    out.extend_from_slice(
+        &u32::try_from(message.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
+    out.extend_from_slice(&message);
+    out
+}
+
 pub fn check(data: &[u8], route: &Route) {
     let Ok(req) = format::parse(data, route, None) else {
         return;

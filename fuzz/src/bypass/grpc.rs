@@ -56,12 +56,7 @@ pub fn body(doc: &Json, raw: bool) -> Vec<u8> {
     };
     for t in doc["inputs"].as_array().into_iter().flatten() {
         let datatype = t["datatype"].as_str().unwrap_or("BYTES");
-        let data: Vec<&Json> = t["data"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|v| v.as_array().map_or(vec![v], |inner| inner.iter().collect()))
-            .collect();
+        let data = crate::grpc::tensor_data(t);
         let column = match datatype {
             "INT64" => Column::I64(data.iter().map(|v| int(v)).collect()),
             "FP32" => Column::F32(
@@ -88,28 +83,12 @@ pub fn body(doc: &Json, raw: bool) -> Vec<u8> {
         }
         r.inputs.push(input);
     }
-    for (k, v) in doc["parameters"].as_object().into_iter().flatten() {
-        let choice = match v {
-            Json::String(s) => ParameterChoice::StringParam(s.clone()),
-            Json::Bool(b) => ParameterChoice::BoolParam(*b),
-            other => ParameterChoice::DoubleParam(other.as_f64().unwrap_or(0.0)),
-        };
-        r.parameters.insert(
-            k.clone(),
-            InferParameter {
-                parameter_choice: Some(choice),
-            },
-        );
-    }
-    let message = r.encode_to_vec();
-    let mut out = vec![0];
-    out.extend_from_slice(
-        &u32::try_from(message.len())
-            .unwrap_or(u32::MAX)
-            .to_be_bytes(),
-    );
-    out.extend_from_slice(&message);
-    out
+    crate::grpc::set_parameters(&mut r, doc, |v| match v {
+        Json::String(s) => ParameterChoice::StringParam(s.clone()),
+        Json::Bool(b) => ParameterChoice::BoolParam(*b),
+        other => ParameterChoice::DoubleParam(other.as_f64().unwrap_or(0.0)),
+    });
+    crate::grpc::framed(&r)
 }
 
 /// An id for an INT64 tensor (the scenario's wrong-typed ids become numbers gRPC can carry).

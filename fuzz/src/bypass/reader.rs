@@ -58,6 +58,15 @@ pub fn value(t: ValueType, i: usize) -> Option<Kind> {
     })
 }
 
+/// A stored value of type `t` drawn from `b`: null one time in eight, else one of [`value`]'s.
+fn drawn_value(b: &mut Bytes<'_>, t: ValueType) -> Option<Kind> {
+    if b.one_in(8) {
+        None
+    } else {
+        value(t, b.below(8))
+    }
+}
+
 fn finite(k: &Kind) -> bool {
     match k {
         Kind::FloatVal(f) => f.is_finite(),
@@ -102,11 +111,7 @@ fn synth(b: &mut Bytes<'_>, service: &Service) -> (Vec<u8>, Synth) {
                 stale |= past_ttl;
                 let mut values = Vec::new();
                 for f in &view.features {
-                    let kind = if b.one_in(8) {
-                        None
-                    } else {
-                        value(f.value_type, b.below(8))
-                    };
+                    let kind = drawn_value(b, f.value_type);
                     let expect = match (&kind, past_ttl) {
                         (_, true) => (None, FeatureStatus::OutsideMaxAge),
                         (Some(k), false) if finite(k) => (kind.clone(), FeatureStatus::Present),
@@ -123,11 +128,7 @@ fn synth(b: &mut Bytes<'_>, service: &Service) -> (Vec<u8>, Synth) {
             _ => {
                 let mut values = Vec::new();
                 for f in &view.features {
-                    let kind = if b.one_in(8) {
-                        None
-                    } else {
-                        value(f.value_type, b.below(8))
-                    };
+                    let kind = drawn_value(b, f.value_type);
                     features.push(match &kind {
                         Some(k) if finite(k) => (kind.clone(), FeatureStatus::Present),
                         _ => (None, FeatureStatus::NullValue),

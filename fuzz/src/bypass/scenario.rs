@@ -96,17 +96,12 @@ impl Scenario {
                 }
             }
         };
-        let mut chunks = Vec::new();
-        if !body.is_empty() || b.one_in(6) {
-            let mut cuts: Vec<usize> = (0..b.below(4)).map(|_| b.below(body.len() + 1)).collect();
-            cuts.sort_unstable();
-            let mut from = 0;
-            for c in cuts {
-                chunks.push(body[from..c].to_vec());
-                from = c;
-            }
-            chunks.push(body[from..].to_vec());
-        }
+        let chunks = if !body.is_empty() || b.one_in(6) {
+            let cuts: Vec<usize> = (0..b.below(4)).map(|_| b.below(body.len() + 1)).collect();
+            chunks_at(&body, cuts)
+        } else {
+            Vec::new()
+        };
         let trailers = b.one_in(4);
         let headers = headers(b, config, route, &method, &path, body.len());
         let reader = match b.below(24) {
@@ -324,14 +319,34 @@ fn feast_body(b: &mut Bytes<'_>, n: usize) -> Json {
             doc["features"] = json!(refs);
         }
     }
-    if b.one_in(2) {
+    let (full, forge) = (b.one_in(2), b.one_in(2));
+    feast_extras(&mut doc, full, forge);
+    doc
+}
+
+/// `body` cut at `cuts` (any order, repeats allowed: empty chunks) into data frames.
+pub fn chunks_at(body: &[u8], mut cuts: Vec<usize>) -> Vec<Vec<u8>> {
+    cuts.sort_unstable();
+    let mut chunks = Vec::new();
+    let mut from = 0;
+    for c in cuts {
+        chunks.push(body[from..c].to_vec());
+        from = c;
+    }
+    chunks.push(body[from..].to_vec());
+    chunks
+}
+
+/// The end of a Feast REST body: `full_feature_names` when `full`; when `forge`, `results` and
+/// `metadata` holding the canaries (a client's answer-shaped fields Ferry must not pass on).
+pub fn feast_extras(doc: &mut Json, full: bool, forge: bool) {
+    if full {
         doc["full_feature_names"] = json!(true);
     }
-    if b.one_in(2) {
+    if forge {
         doc["results"] = json!([{ "values": [FORGED_NUMBER], "statuses": ["PRESENT"] }]);
         doc["metadata"] = json!({ "feature_names": [FORGED] });
     }
-    doc
 }
 
 fn kserve_v2_body(b: &mut Bytes<'_>, route: &Route, n: usize) -> Json {

@@ -98,6 +98,18 @@ impl Run {
         self.check_forward();
     }
 
+    /// A request meant for a route found one: its error code is not `no_route`.
+    fn assert_routed(&self, code: &str) {
+        if let Target::Route(i) = self.req.target {
+            assert_ne!(
+                code,
+                "no_route",
+                "route {i}'s request found no route: {}",
+                self.describe()
+            );
+        }
+    }
+
     pub(super) fn route(&self) -> Option<&Route> {
         match self.req.target {
             Target::Route(i) => Some(&self.config.routes[i]),
@@ -119,14 +131,7 @@ impl Run {
                 ctx()
             );
             let message = header(headers, "grpc-message").unwrap_or("");
-            if let Target::Route(i) = self.req.target {
-                assert_ne!(
-                    code,
-                    "no_route",
-                    "route {i}'s request found no route: {}",
-                    ctx()
-                );
-            }
+            self.assert_routed(code);
             assert!(
                 message.starts_with(&format!("{code}: ")),
                 "grpc-message {message:?} for {code}: {}",
@@ -176,14 +181,7 @@ impl Run {
         if self.req.target == Target::NoRoute && !self.config.protected_paths.is_empty() {
             assert_eq!((status, code), (404, "no_route"), "{}", ctx());
         }
-        if let Target::Route(i) = self.req.target {
-            assert_ne!(
-                code,
-                "no_route",
-                "route {i}'s request found no route: {}",
-                ctx()
-            );
-        }
+        self.assert_routed(code);
     }
 
     pub(super) fn check_forward(&self) {

@@ -13,12 +13,11 @@ use ferry_core::config::{Config, Format, KeyKind, Route};
 use ferry_core::format::kserve_v2::PACKED_TENSOR;
 use ferry_protos::inference::infer_parameter::ParameterChoice;
 use ferry_protos::inference::model_infer_request::InferInputTensor;
-use ferry_protos::inference::{InferParameter, InferTensorContents, ModelInferRequest};
+use ferry_protos::inference::{InferTensorContents, ModelInferRequest};
 use ferry_protos::v1::ValueType as T;
-use prost::Message;
 use serde_json::{json, Map, Value as Json};
 
-use crate::bypass::scenario::id_fields;
+use crate::bypass::scenario::{chunks_at, feast_extras, id_fields};
 
 use super::pick::Pick;
 use super::snapshot::{route_prefix, ROOT, TENANT};
@@ -138,17 +137,12 @@ pub fn request(p: &mut Pick<'_>, config: &Config) -> Request {
         let value = p.of(&[FORGED.to_string(), FORGED_NUMBER.to_string()]);
         headers.push((name.into(), value));
     }
-    let mut chunks = Vec::new();
-    if !body.is_empty() || p.one_in(6) {
-        let mut cuts: Vec<usize> = (0..p.below(4)).map(|_| p.below(body.len() + 1)).collect();
-        cuts.sort_unstable();
-        let mut from = 0;
-        for c in cuts {
-            chunks.push(body[from..c].to_vec());
-            from = c;
-        }
-        chunks.push(body[from..].to_vec());
-    }
+    let chunks = if !body.is_empty() || p.one_in(6) {
+        let cuts: Vec<usize> = (0..p.below(4)).map(|_| p.below(body.len() + 1)).collect();
+        chunks_at(&body, cuts)
+    } else {
+        Vec::new()
+    };
     let trailers = if p.one_in(4) {
         vec![("x-ferry-status".into(), FORGED.into())]
     } else {
@@ -455,13 +449,8 @@ fn feast(p: &mut Pick<'_>, route: &Route, n: usize) -> Json {
         let take = 1 + p.below(refs.len());
         doc["features"] = json!(refs[..take]);
     }
-    if p.one_in(2) {
-        doc["full_feature_names"] = json!(true);
-    }
-    if p.one_in(2) {
-        doc["results"] = json!([{ "values": [FORGED_NUMBER], "statuses": ["PRESENT"] }]);
-        doc["metadata"] = json!({ "feature_names": [FORGED] });
-    }
+    let (full, forge) = (p.one_in(2), p.one_in(2));
+    feast_extras(&mut doc, full, forge);
     doc
 }
 
@@ -499,12 +488,7 @@ fn grpc(p: &mut Pick<'_>, doc: &Json) -> Vec<u8> {
     };
     for t in doc["inputs"].as_array().into_iter().flatten() {
         let datatype = t["datatype"].as_str().unwrap_or("BYTES").to_string();
-        let data: Vec<&Json> = t["data"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|v| v.as_array().map_or(vec![v], |inner| inner.iter().collect()))
-            .collect();
+        let data = crate::grpc::tensor_data(t);
         let mut shape: Vec<i64> = t["shape"]
             .as_array()
             .map(|s| {
@@ -581,23 +565,11 @@ fn grpc(p: &mut Pick<'_>, doc: &Json) -> Vec<u8> {
         }
         r.inputs.push(input);
     }
-    for (k, v) in doc["parameters"].as_object().into_iter().flatten() {
-        let choice = match v {
-            Json::String(s) => ParameterChoice::StringParam(s.clone()),
-            other => ParameterChoice::DoubleParam(other.as_f64().unwrap_or(0.0)),
-        };
-        r.parameters.insert(
-            k.clone(),
-            InferParameter {
-                parameter_choice: Some(choice),
-            },
-        );
-    }
-    let message = r.encode_to_vec();
-    let mut out = vec![0];
-    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
-    out.extend_from_slice(&message);
-    out
+    crate::grpc::set_parameters(&mut r, doc, |v| match v {
+        Json::String(s) => ParameterChoice::StringParam(s.clone()),
+        other => ParameterChoice::DoubleParam(other.as_f64().unwrap_or(0.0)),
+    });
+    crate::grpc::framed(&r)
 }
 
 /// Whether these bytes spell a canary (a value only the client's forged fields hold).

@@ -10,6 +10,7 @@ import sys
 
 from feast import FeatureStore
 from feast.feature_view import FeatureViewState
+from online_json import online_json
 
 store = FeatureStore(repo_path=".")
 command = sys.argv[1]
@@ -24,17 +25,7 @@ if command == "online":
     except Exception as e:  # Feast's refusal is what the test compares
         print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
         sys.exit(0)
-    out = {"names": list(resp.metadata.feature_names.val), "values": [], "statuses": [],
-           "event_seconds": []}
-    for vec in resp.results:
-        vals = []
-        for v in vec.values:
-            kind = v.WhichOneof("val")
-            vals.append(None if kind in (None, "null_val") else getattr(v, kind))
-        out["values"].append(vals)
-        out["statuses"].append([int(s) for s in vec.statuses])
-        out["event_seconds"].append([t.seconds for t in vec.event_timestamps])
-    print(json.dumps(out))
+    print(json.dumps(online_json(resp)))
 elif command == "state":
     store.set_feature_view_state(sys.argv[2], FeatureViewState[sys.argv[3]])
 elif command == "disable":

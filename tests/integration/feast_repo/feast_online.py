@@ -12,6 +12,7 @@ import json
 import sys
 
 from feast import FeatureStore
+from online_json import online_json
 
 repo, service, rows = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 full_names = sys.argv[4:] != ["short"]
@@ -23,14 +24,4 @@ resp = store.get_online_features(
     entity_rows=rows,
     full_feature_names=full_names,
 ).proto
-names = list(resp.metadata.feature_names.val)
-out = {"names": names, "values": [], "statuses": [], "event_seconds": []}
-for vec in resp.results:
-    vals = []
-    for v in vec.values:
-        kind = v.WhichOneof("val")
-        vals.append(None if kind in (None, "null_val") else getattr(v, kind))
-    out["values"].append(vals)
-    out["statuses"].append([int(s) for s in vec.statuses])
-    out["event_seconds"].append([t.seconds for t in vec.event_timestamps])
-print(json.dumps(out))
+print(json.dumps(online_json(resp)))

@@ -42,6 +42,32 @@ pub enum Kind {
 
 type Row = HashMap<String, String>;
 
+/// The latest row (by `event_timestamp`, with its time in Unix seconds) per key of the source
+/// CSV of `view` under `dir`, each row's key as `key` reads it.
+fn latest_rows<K: std::hash::Hash + Eq>(
+    dir: &Path,
+    view: &str,
+    key: impl Fn(&Row) -> K,
+) -> HashMap<K, (f64, Row)> {
+    let mut latest: HashMap<K, (f64, Row)> = HashMap::new();
+    let mut r = csv::Reader::from_path(dir.join(format!("{view}.csv"))).expect("source csv");
+    let headers = r.headers().expect("header").clone();
+    for rec in r.records() {
+        let rec = rec.expect("csv row");
+        let row: Row = headers
+            .iter()
+            .zip(rec.iter())
+            .map(|(h, v)| (h.to_string(), v.to_string()))
+            .collect();
+        let t = parse_time(&row["event_timestamp"]);
+        let k = key(&row);
+        if latest.get(&k).is_none_or(|(old, _)| t > *old) {
+            latest.insert(k, (t, row));
+        }
+    }
+    latest
+}
+
 pub struct Source {
     /// view → user → (event time in seconds, row)
     views: HashMap<String, HashMap<String, (f64, Row)>>,
@@ -51,23 +77,7 @@ impl Source {
     pub fn load(dir: &Path) -> Source {
         let mut views = HashMap::new();
         for (view, _) in VIEWS {
-            let mut latest: HashMap<String, (f64, Row)> = HashMap::new();
-            let mut r =
-                csv::Reader::from_path(dir.join(format!("{view}.csv"))).expect("source csv");
-            let headers = r.headers().expect("header").clone();
-            for rec in r.records() {
-                let rec = rec.expect("csv row");
-                let row: Row = headers
-                    .iter()
-                    .zip(rec.iter())
-                    .map(|(h, v)| (h.to_string(), v.to_string()))
-                    .collect();
-                let t = parse_time(&row["event_timestamp"]);
-                let user = row["user_id"].clone();
-                if latest.get(&user).is_none_or(|(old, _)| t > *old) {
-                    latest.insert(user, (t, row));
-                }
-            }
+            let latest = latest_rows(dir, view, |row| row["user_id"].clone());
             views.insert(view.to_string(), latest);
         }
         Source { views }
@@ -157,22 +167,9 @@ impl KeyedView {
             .iter()
             .find(|(v, _, _)| *v == view)
             .expect("a view of KEYED_VIEWS");
-        let mut rows: HashMap<Vec<String>, (f64, Row)> = HashMap::new();
-        let mut r = csv::Reader::from_path(dir.join(format!("{view}.csv"))).expect("source csv");
-        let headers = r.headers().expect("header").clone();
-        for rec in r.records() {
-            let rec = rec.expect("csv row");
-            let row: Row = headers
-                .iter()
-                .zip(rec.iter())
-                .map(|(h, v)| (h.to_string(), v.to_string()))
-                .collect();
-            let t = parse_time(&row["event_timestamp"]);
-            let key: Vec<String> = key_columns.iter().map(|c| row[*c].clone()).collect();
-            if rows.get(&key).is_none_or(|(old, _)| t > *old) {
-                rows.insert(key, (t, row));
-            }
-        }
+        let rows = latest_rows(dir, view, |row| {
+            key_columns.iter().map(|c| row[*c].clone()).collect()
+        });
         KeyedView { features, rows }
     }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::process::{free_port, Proc};
-use crate::{bin, http, process, render_envoy_config, run, start_envoy, start_reader};
+use crate::{http, process, render_envoy_config, run, start_envoy, start_model, start_reader};
 use crate::{ControlPlane, RedisServer, Runtime};
 
 /// The Feast project of the fixture.
@@ -55,6 +55,16 @@ pub fn fixture_named(name: &str) -> PathBuf {
 }
 
 /// Runs a command of the Feast venv (`feast ...` or `python ...`) in `dir`; its output.
+/// The feature names of a Feast-shaped answer (`metadata.feature_names`), in column order.
+pub fn feature_names(answer: &serde_json::Value) -> Vec<&str> {
+    answer["metadata"]["feature_names"]
+        .as_array()
+        .expect("feature_names")
+        .iter()
+        .map(|n| n.as_str().expect("name"))
+        .collect()
+}
+
 pub fn feast(dir: &Path, program: &str, args: &[&str]) -> String {
     run(Command::new(feast_venv().join("bin").join(program))
         .args(args)
@@ -266,9 +276,7 @@ impl FeastStack {
         let reader_port = free_port();
         let reader = start_reader(dir.path(), reader_port, &["--redis".into(), redis.url()]);
         let model_port = free_port();
-        let mut cmd = Command::new(bin("ferry-demo-model"));
-        cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-        let mut model = Proc::start("model", cmd, dir.path());
+        let mut model = start_model(dir.path(), model_port);
         let url = redis.url();
         let serve_args: Vec<&str> = match write_token {
             Some(t) => vec!["--write-token", t, "--redis", &url],

@@ -47,6 +47,21 @@ impl Response {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
+    /// An error Ferry answered itself, the model not called: (status, JSON `error`,
+    /// `message`).
+    pub fn ferry_error(&self) -> (u16, String, String) {
+        assert!(
+            self.header("x-echo-headers").is_none(),
+            "the model must not be called on an error"
+        );
+        let v = self.json();
+        (
+            self.status,
+            v["error"].as_str().unwrap().to_string(),
+            v["message"].as_str().unwrap().to_string(),
+        )
+    }
+
     /// The request headers the demo model received (it echoes them in `x-echo-headers`).
     pub fn upstream_headers(&self) -> serde_json::Value {
         let h = self.header("x-echo-headers").unwrap_or_else(|| {
@@ -259,6 +274,30 @@ pub fn get_ok(port: u16, path: &str) -> bool {
     )
     .map(|r| r.starts_with("HTTP/1.0 2") || r.starts_with("HTTP/1.1 2"))
     .unwrap_or(false)
+}
+
+/// GET 127.0.0.1:port/path on a fresh connection: the whole response, head and body
+/// (blocking).
+pub fn get(port: u16, path: &str) -> String {
+    raw(
+        port,
+        format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+    )
+    .unwrap_or_else(|e| panic!("GET {path} on port {port}: {e}"))
+}
+
+/// The reader's count of keys asked for (`ferry_reader_keys_requested_total` on its
+/// `/metrics`).
+pub fn reader_keys_requested(reader_port: u16) -> i64 {
+    let m = get(reader_port, "/metrics");
+    m.lines()
+        .find_map(|l| {
+            l.strip_prefix("ferry_reader_keys_requested_total ")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no keys counter in:\n{m}"))
 }
 
 /// Writes `request` on a fresh connection and returns everything read until the server closes

@@ -37,49 +37,45 @@ pub fn root() -> PathBuf {
         .expect("workspace root")
 }
 
+/// `path`, which a test needs built or installed; panics naming it and `how` to make it if it
+/// is missing.
+pub fn built(path: PathBuf, how: &str) -> PathBuf {
+    assert!(path.exists(), "{} is missing: {how}", path.display());
+    path
+}
+
+/// The path in environment variable `var`, else `default` under the workspace root.
+fn overridable(var: &str, default: &str) -> PathBuf {
+    std::env::var_os(var).map_or_else(|| root().join(default), PathBuf::from)
+}
+
 pub fn bin(name: &str) -> PathBuf {
-    let dir = std::env::var_os("FERRY_BIN_DIR")
-        .map_or_else(|| root().join("target/debug"), PathBuf::from);
-    let p = dir.join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: run `make test` (it builds the binaries first)",
-        p.display()
-    );
-    p
+    built(
+        overridable("FERRY_BIN_DIR", "target/debug").join(name),
+        "run `make test` (it builds the binaries first)",
+    )
 }
 
 pub fn envoy_bin() -> PathBuf {
-    let p = std::env::var_os("FERRY_ENVOY")
-        .map_or_else(|| root().join(".venv/bin/envoy"), PathBuf::from);
-    assert!(
-        p.exists(),
-        "{} is missing: run `make test` (scripts/setup.sh installs Envoy)",
-        p.display()
-    );
-    p
+    built(
+        overridable("FERRY_ENVOY", ".venv/bin/envoy"),
+        "run `make test` (scripts/setup.sh installs Envoy)",
+    )
 }
 
 /// The Python with Triton's clients (`tritonclient[http,grpc]`): .venv's, or FERRY_PYTHON.
 pub fn python() -> PathBuf {
-    let p = std::env::var_os("FERRY_PYTHON")
-        .map_or_else(|| root().join(".venv/bin/python3"), PathBuf::from);
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/setup.sh (it installs tritonclient into .venv)",
-        p.display()
-    );
-    p
+    built(
+        overridable("FERRY_PYTHON", ".venv/bin/python3"),
+        "run scripts/setup.sh (it installs tritonclient into .venv)",
+    )
 }
 
 pub fn wasm() -> PathBuf {
-    let p = root().join("target/wasm32-wasip1/release/ferry_filter.wasm");
-    assert!(
-        p.exists(),
-        "{} is missing: run `make test` (it builds the filter)",
-        p.display()
-    );
-    p
+    built(
+        root().join("target/wasm32-wasip1/release/ferry_filter.wasm"),
+        "run `make test` (it builds the filter)",
+    )
 }
 
 /// Runs a command to completion, panicking with its output if it fails.
@@ -94,17 +90,66 @@ pub fn run(cmd: &mut Command) -> String {
     text
 }
 
+/// `us` microseconds since the Unix epoch as RFC 3339 UTC (`2026-01-02T03:04:05Z`, with a
+/// six-digit fraction when `us` is not a whole second).
+pub fn rfc3339(us: i64) -> String {
+    ferry_core::civil::rfc3339(us, false)
+}
+
 /// The current time as RFC 3339, second precision (the data generator's anchor).
 pub fn now_rfc3339() -> String {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("clock")
         .as_secs();
-    let out = Command::new("date")
-        .args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%dT%H:%M:%SZ"])
-        .output()
-        .expect("date");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    rfc3339(i64::try_from(secs).expect("seconds since 1970") * 1_000_000)
+}
+
+/// A test route as a YAML list item for [`Options::extra_routes`]: `/t/NAME` on the example's
+/// `realtime_scoring`, KServe v1, keyed by `user_id`, with the route's own `key: value` lines.
+/// Routes concatenate: `concat!(user_route!("a"), user_route!("b", "on_stale: reject"))`.
+#[macro_export]
+macro_rules! user_route {
+    ($name:literal $(, $line:literal)* $(,)?) => {
+        concat!(
+            "\n  - name: ", $name,
+            "\n    match: {path_prefix: /t/", $name, "}",
+            "\n    service: realtime_scoring",
+            "\n    format: kserve_v1",
+            "\n    entity: {field: user_id}",
+            $("\n    ", $line,)*
+            "\n"
+        )
+    };
+}
+
+/// The test route `feast`: Feast's REST path on `realtime_scoring`, nulls for unknown users.
+#[macro_export]
+macro_rules! feast_route {
+    () => {
+        r#"  - name: feast
+    match: {path_exact: /get-online-features}
+    service: realtime_scoring
+    format: feast_rest
+    entity: {field: user_id}
+    on_missing_entity: "null"
+"#
+    };
+}
+
+/// The test route `fraud-grpc`: Triton's gRPC `ModelInfer` on `realtime_scoring`, nulls for
+/// unknown users.
+#[macro_export]
+macro_rules! fraud_grpc_route {
+    () => {
+        r#"  - name: fraud-grpc
+    match: {path_prefix: /inference.GRPCInferenceService/ModelInfer}
+    service: realtime_scoring
+    format: kserve_v2_grpc
+    entity: {field: user_id}
+    on_missing_entity: "null"
+"#
+    };
 }
 
 /// What to change in the example repo for one test.
@@ -211,9 +256,7 @@ impl Stack {
         let reader_port = free_port();
         let reader = start_reader(dir.path(), reader_port, &redis_flags);
         let model_port = free_port();
-        let mut cmd = Command::new(bin("ferry-demo-model"));
-        cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-        let model = Proc::start("model", cmd, dir.path());
+        let model = start_model(dir.path(), model_port);
 
         let control_plane = xds.then(|| ControlPlane::start_for(dir.path(), &repo, opts.runtime));
         let (listen_port, admin_port) = (free_port(), free_port());
@@ -267,40 +310,41 @@ impl Stack {
 
     /// Another Envoy on the same control plane, reader and model (xDS stacks), once ready.
     pub fn another_envoy(&self, node_id: &str) -> Envoy {
-        let cp = self.cp();
-        let (listen_port, admin_port) = (free_port(), free_port());
-        let config = self.dir.path().join(format!("{node_id}.yaml"));
-        run(Command::new(bin("ferry"))
-            .arg("envoy-config")
-            .arg(&self.repo)
-            .arg("--xds")
-            .args(["--xds-address", &format!("127.0.0.1:{}", cp.xds_port)])
-            .args(["--node-id", node_id])
-            .args(self.runtime.flags())
-            .args(["--listen-port", &listen_port.to_string()])
-            .args(["--admin-port", &admin_port.to_string()])
-            .args(["--reader-port", &self.reader_port.to_string()])
-            .args(["--model-port", &self.model_port.to_string()])
-            .arg("-o")
-            .arg(&config));
-        let mut proc = start_envoy(self.dir.path(), &config, "envoy-b");
-        proc.wait_ready(|| http::get_ok(admin_port, "/ready"), "second envoy /ready");
-        Envoy {
-            proc,
-            listen_port,
-            admin_port,
-            config,
-        }
+        let xds_address = format!("127.0.0.1:{}", self.cp().xds_port);
+        let mode = ["--xds", "--xds-address", &xds_address, "--node-id", node_id];
+        let file = format!("{node_id}.yaml");
+        self.extra_envoy("envoy-b", "second envoy", &file, &mode, |yaml| yaml)
     }
 
     /// A second Envoy in static mode on this stack's reader and model, its bootstrap from
     /// `ferry envoy-config` rewritten by `edit` (e.g. to add Envoy routes with metadata).
     pub fn static_envoy_edited(&self, edit: impl FnOnce(String) -> String) -> Envoy {
+        self.extra_envoy(
+            "envoy-edited",
+            "edited envoy",
+            "envoy-edited.yaml",
+            &[],
+            edit,
+        )
+    }
+
+    /// One more Envoy on this stack's reader and model, started as `name` and ready (`what`
+    /// names it if it is not): `ferry envoy-config` with the `mode` flags into `file` in the
+    /// stack's dir, rewritten by `edit`.
+    fn extra_envoy(
+        &self,
+        name: &'static str,
+        what: &str,
+        file: &str,
+        mode: &[&str],
+        edit: impl FnOnce(String) -> String,
+    ) -> Envoy {
         let (listen_port, admin_port) = (free_port(), free_port());
-        let config = self.dir.path().join("envoy-edited.yaml");
+        let config = self.dir.path().join(file);
         run(Command::new(bin("ferry"))
             .arg("envoy-config")
             .arg(&self.repo)
+            .args(mode)
             .args(self.runtime.flags())
             .args(["--listen-port", &listen_port.to_string()])
             .args(["--admin-port", &admin_port.to_string()])
@@ -310,8 +354,11 @@ impl Stack {
             .arg(&config));
         let yaml = std::fs::read_to_string(&config).expect("read envoy config");
         std::fs::write(&config, edit(yaml)).expect("write envoy config");
-        let mut proc = start_envoy(self.dir.path(), &config, "envoy-edited");
-        proc.wait_ready(|| http::get_ok(admin_port, "/ready"), "edited envoy /ready");
+        let mut proc = start_envoy(self.dir.path(), &config, name);
+        proc.wait_ready(
+            || http::get_ok(admin_port, "/ready"),
+            &format!("{what} /ready"),
+        );
         Envoy {
             proc,
             listen_port,
@@ -358,13 +405,18 @@ pub fn example_repo(dir: &Path, opts: &Options, edit: impl FnOnce(String) -> Str
     repo
 }
 
-/// The example repo with `entities` users in `dir`, materialized into a Redis of its own.
-pub fn materialized_example(dir: &Path, entities: usize) -> (PathBuf, RedisServer) {
+/// The example repo, unedited, with `entities` users, in `dir/repo`.
+pub fn example_repo_with(dir: &Path, entities: usize) -> PathBuf {
     let opts = Options {
         entities: Some(entities),
         ..Options::default()
     };
-    let repo = example_repo(dir, &opts, |y| y);
+    example_repo(dir, &opts, |y| y)
+}
+
+/// The example repo with `entities` users in `dir`, materialized into a Redis of its own.
+pub fn materialized_example(dir: &Path, entities: usize) -> (PathBuf, RedisServer) {
+    let repo = example_repo_with(dir, entities);
     let redis = RedisServer::start();
     run(Command::new(bin("ferry"))
         .arg("materialize")
@@ -440,6 +492,34 @@ pub fn start_envoy(dir: &Path, config: &Path, name: &'static str) -> Proc {
     start_envoy_with(dir, config, name, &[])
 }
 
+/// `envoy --mode validate -c config`: what Envoy printed, an `Err` unless it accepted the
+/// config (exit 0 and `OK`).
+pub fn envoy_validate(config: &Path) -> Result<String, String> {
+    let (ok, text) = envoy_validate_with(config, &[]);
+    if ok && text.contains("OK") {
+        Ok(text)
+    } else {
+        Err(text)
+    }
+}
+
+/// `envoy --mode validate -c config` with `env` in Envoy's environment: whether it exited 0,
+/// and what it printed.
+pub fn envoy_validate_with(config: &Path, env: &[(&str, &str)]) -> (bool, String) {
+    let out = Command::new(envoy_bin())
+        .args(["--mode", "validate", "-c"])
+        .arg(config)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run envoy --mode validate");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 /// [`start_envoy`] with these variables in Envoy's environment.
 pub fn start_envoy_with(
     dir: &Path,
@@ -482,6 +562,13 @@ fn redis_flags(
 }
 
 /// The reader on 127.0.0.1:`port` over the Redis of `redis_flags`, its log in `dir`.
+/// The demo model (`ferry-demo-model`) on 127.0.0.1:`port`.
+pub fn start_model(dir: &Path, port: u16) -> Proc {
+    let mut cmd = Command::new(bin("ferry-demo-model"));
+    cmd.args(["--listen", &format!("127.0.0.1:{port}")]);
+    Proc::start("model", cmd, dir)
+}
+
 pub fn start_reader(dir: &Path, port: u16, redis_flags: &[String]) -> Proc {
     let mut cmd = Command::new(bin("ferry-reader"));
     cmd.args(["--listen", &format!("127.0.0.1:{port}")])

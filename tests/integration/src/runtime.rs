@@ -73,13 +73,10 @@ fn shell_quoted(word: &str) -> String {
 
 /// The built native module.
 pub fn native_module() -> PathBuf {
-    let p = crate::root().join("target/native/libferry_native.so");
-    assert!(
-        p.exists(),
-        "{} is missing: run `make test` (it builds the native module)",
-        p.display()
-    );
-    p
+    crate::built(
+        crate::root().join("target/native/libferry_native.so"),
+        "run `make test` (it builds the native module)",
+    )
 }
 
 /// One test per runtime from one async body `async fn NAME(runtime: Runtime)`: the tests are

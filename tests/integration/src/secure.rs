@@ -16,7 +16,7 @@ use crate::control_plane::{READ_TOKEN, TOKEN};
 use crate::data::Source;
 use crate::http::{get_ok, post};
 use crate::RedisServer;
-use crate::{bin, free_port, materialized_example, run, start_envoy, tls, wasm, Proc};
+use crate::{bin, free_port, materialized_example, run, start_envoy, start_model, tls, wasm, Proc};
 
 /// The control plane's DNS name (its certificate's SAN, Envoy's SNI toward it).
 pub const CP_NAME: &str = "ferry-control-plane.test";
@@ -39,6 +39,24 @@ pub fn tls_flags(leaf: &LeafFiles, ca: &Path) -> Vec<OsString> {
         "--client-ca".into(),
         ca.into(),
     ]
+}
+
+/// `ferry serve REPO` in plaintext on `http` (xDS on a free loopback port), its state in
+/// `dir/state`, no token from the environment: the command, to add flags to.
+pub fn plain_serve(dir: &Path, repo: &Path, http: &str) -> Command {
+    let mut cmd = Command::new(bin("ferry"));
+    cmd.arg("serve")
+        .arg(repo)
+        .arg("--wasm")
+        .arg(wasm())
+        .args(["--xds-listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--http-listen", http])
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .env_remove("FERRY_PUSH_TOKEN")
+        .env_remove("FERRY_READ_TOKEN")
+        .env_remove("FERRY_WRITE_TOKEN");
+    cmd
 }
 
 /// A start that must fail: its stderr.
@@ -216,9 +234,7 @@ impl SecureStack {
             .args(&opts.reader_args);
         let reader = Proc::start("reader", cmd, d);
         let model_port = free_port();
-        let mut cmd = Command::new(bin("ferry-demo-model"));
-        cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-        let model = Proc::start("model", cmd, d);
+        let model = start_model(d, model_port);
 
         let signing_key = d.join("signing.pem");
         run(Command::new(bin("ferry"))

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ferry_test_support::certs::{Ca, LeafFiles};
 use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
@@ -123,6 +123,66 @@ pub async fn served_certificate(
         .and_then(|c| c.first())
         .map(|c| c.as_ref().to_vec())
         .ok_or_else(|| "no certificate".to_owned())
+}
+
+/// Who calls a TLS server: trusting `ca`, presenting `client` when given.
+pub type Caller<'a> = (&'a Ca, Option<&'a LeafFiles>);
+
+/// One unary gRPC call over TLS (h2) to `server_name` at 127.0.0.1:`port`: POSTs `message`,
+/// framed, to `path` and returns the `grpc-status` the call ended with (from the headers, else
+/// the trailers), or the error that ended the call.
+pub async fn grpc_status(
+    port: u16,
+    (ca, client): Caller<'_>,
+    server_name: &str,
+    path: &str,
+    message: &[u8],
+) -> Result<u32, String> {
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(
+        &u32::try_from(message.len())
+            .map_err(|e| e.to_string())?
+            .to_be_bytes(),
+    );
+    framed.extend_from_slice(message);
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = ServerName::try_from(server_name.to_owned()).map_err(|e| e.to_string())?;
+    let stream = connector_alpn(ca, client, b"h2")
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let request = hyper::Request::post(format!("https://{server_name}{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(Full::new(Bytes::from(framed)))
+        .map_err(|e| e.to_string())?;
+    let resp = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = |h: &hyper::HeaderMap| {
+        h.get("grpc-status")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u32>().ok())
+    };
+    if let Some(code) = status(resp.headers()) {
+        return Ok(code);
+    }
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?;
+    body.trailers()
+        .and_then(status)
+        .ok_or_else(|| "no grpc-status".to_owned())
 }
 
 /// The DER of the first certificate of a PEM text.

@@ -21,8 +21,9 @@ fn soon() -> i64 {
     i64::try_from(now.as_secs()).unwrap() + 60
 }
 
+/// `s` seconds since the epoch as RFC 3339.
 fn rfc3339(s: i64) -> String {
-    ferry_core::civil::rfc3339(s * 1_000_000, false)
+    ferry_integration_tests::rfc3339(s * 1_000_000)
 }
 
 fn backfill(w: &WriteStack, file: &Path) -> Output {

@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_integration_tests::expected::{Entity, Store};
-use ferry_integration_tests::http::{Conn, Protocol, Response};
+use ferry_integration_tests::http::{reader_keys_requested, Conn, Protocol, Response};
 use ferry_integration_tests::{each_runtime, Options, Runtime, Stack};
 
 use case::Case;
@@ -68,23 +68,6 @@ async fn send(port: u16, protocol: Protocol, case: Arc<Case>) -> Response {
                 .await
         }
     }
-}
-
-/// The reader's count of keys asked for (`ferry_reader_keys_requested_total`).
-fn keys_requested(reader_port: u16) -> i64 {
-    let m = ferry_integration_tests::http::raw(
-        reader_port,
-        b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
-    )
-    .expect("the reader's metrics");
-    m.lines()
-        .find_map(|l| {
-            l.strip_prefix("ferry_reader_keys_requested_total ")?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("no keys counter in:\n{m}"))
 }
 
 fn panic_text(e: tokio::task::JoinError) -> String {
@@ -129,14 +112,16 @@ async fn the_model_only_ever_sees_features_from_the_store(runtime: Runtime) {
             {
                 // Its own task: a request that fails or hangs names its case instead of ending
                 // the matrix.
-                let keys_before = case.no_reader_call.then(|| keys_requested(reader_port));
+                let keys_before = case
+                    .no_reader_call
+                    .then(|| reader_keys_requested(reader_port));
                 let sent = tokio::spawn(send(port, protocol, case.clone())).await;
                 let mut verdict = match sent {
                     Ok(resp) => outcome::check(&case.expect, &case.body, &resp, &store),
                     Err(e) => Err(format!("request failed: {}", panic_text(e))),
                 };
                 if let (Ok(()), Some(before)) = (&verdict, keys_before) {
-                    let after = keys_requested(reader_port);
+                    let after = reader_keys_requested(reader_port);
                     if after != before {
                         verdict = Err(format!(
                             "the reader was asked for {} keys on a route that looks nothing up",

@@ -1,26 +1,12 @@
 //! The near cache and the filter's Envoy stats, through real Envoy: repeat entities are served
 //! from the proxy without a reader call (even with the reader down), and the counters show it.
 
-use ferry_integration_tests::http::{post, raw};
+use ferry_integration_tests::http::{get, post, reader_keys_requested};
+use ferry_integration_tests::user_route;
 use ferry_integration_tests::{each_runtime, Options, Runtime, Stack};
 use serde_json::{json, Value as Json};
 
-const ROUTES: &str = r#"
-  - name: cached
-    match: {path_prefix: /t/cached}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    cache_max_age_ms: 60000
-"#;
-
-fn get(port: u16, path: &str) -> String {
-    raw(
-        port,
-        format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
-    )
-    .unwrap()
-}
+const ROUTES: &str = user_route!("cached", "cache_max_age_ms: 60000");
 
 /// The value of one of the filter's Envoy stats (`/stats` text format: `name: value`).
 fn stat(stack: &Stack, name: &str) -> i64 {
@@ -31,18 +17,6 @@ fn stat(stack: &Stack, name: &str) -> i64 {
         .find(|(n, _)| *n == full)
         .and_then(|(_, v)| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("no stat {name} in:\n{all}"))
-}
-
-fn keys_requested(stack: &Stack) -> i64 {
-    let m = get(stack.reader_port, "/metrics");
-    m.lines()
-        .find_map(|l| {
-            l.strip_prefix("ferry_reader_keys_requested_total ")?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("no keys counter in:\n{m}"))
 }
 
 fn body(users: &[&str]) -> String {
@@ -65,12 +39,12 @@ async fn repeat_entities_come_from_the_near_cache(runtime: Runtime) {
         "{}",
         String::from_utf8_lossy(&first.body)
     );
-    assert_eq!(keys_requested(&stack), 2);
+    assert_eq!(reader_keys_requested(stack.reader_port), 2);
 
     let again = post(p, "/t/cached", body(&["u000002", "u000001"])).await;
     assert_eq!(again.status, 200);
     assert_eq!(
-        keys_requested(&stack),
+        reader_keys_requested(stack.reader_port),
         2,
         "served from the near cache: no reader call"
     );
@@ -84,11 +58,11 @@ async fn repeat_entities_come_from_the_near_cache(runtime: Runtime) {
     // One new entity among cached ones: only it is fetched.
     let mixed = post(p, "/t/cached", body(&["u000001", "u000003"])).await;
     assert_eq!(mixed.status, 200);
-    assert_eq!(keys_requested(&stack), 3);
+    assert_eq!(reader_keys_requested(stack.reader_port), 3);
 
     // The uncached route still reads Redis every time.
     post(p, "/v1/models/fraud:predict", body(&["u000001"])).await;
-    assert_eq!(keys_requested(&stack), 4);
+    assert_eq!(reader_keys_requested(stack.reader_port), 4);
 
     // With the reader down, cached entities are still served; others fail closed.
     stack.reader.kill();

@@ -96,19 +96,6 @@ fn check_pairs(stack: &Stack, resp: &Response, pairs: &[Pair]) -> BTreeMap<&'sta
     Store::load(stack).check_instances(Service::UserMerchantScoring, &body, &entities)
 }
 
-fn error_of(resp: &Response) -> (u16, String, String) {
-    assert!(
-        resp.header("x-echo-headers").is_none(),
-        "the model must not be called on an error"
-    );
-    let v = resp.json();
-    (
-        resp.status,
-        v["error"].as_str().unwrap().to_string(),
-        v["message"].as_str().unwrap().to_string(),
-    )
-}
-
 /// Every pair of users u000001..=u000010 in the source (u000007's first pair is stale by
 /// design), as (merchant, user).
 fn present_pairs(src: &KeyedView) -> Vec<Pair> {
@@ -213,7 +200,7 @@ async fn composite_ids_follow_the_key_types_and_the_strict_policy(runtime: Runti
     for (inst, code, place) in cases {
         let body = json!({ "instances": [inst] }).to_string();
         for path in [PAIR, "/t/pair-strict"] {
-            let (status, got, message) = error_of(&post(p, path, body.clone()).await);
+            let (status, got, message) = post(p, path, body.clone()).await.ferry_error();
             assert_eq!(
                 (status, got.as_str()),
                 (400, code),
@@ -225,7 +212,7 @@ async fn composite_ids_follow_the_key_types_and_the_strict_policy(runtime: Runti
 
     // An absent pair on the strict route: 404 naming both ids; the model is not called.
     let body = instances(&[known.clone(), pair(1001, "u000001")]);
-    let (status, code, message) = error_of(&post(p, "/t/pair-strict", body).await);
+    let (status, code, message) = post(p, "/t/pair-strict", body).await.ferry_error();
     assert_eq!((status, code.as_str()), (404, "entity_not_found"));
     assert!(
         message.contains("1001") && message.contains("u000001") && message.contains("1 entity"),
@@ -310,7 +297,7 @@ async fn composite_keys_in_kserve_v2_and_header_mode_and_the_merchant_service(ru
         {"name": "merchant_id", "shape": [1], "datatype": "BYTES", "data": ["1038"]},
     ]});
     let bad = post(p, "/t/pair-v2/models/fraud/infer", bad.to_string()).await;
-    let (status, code, message) = error_of(&bad);
+    let (status, code, message) = bad.ferry_error();
     assert_eq!(
         (status, code.as_str()),
         (400, "bad_request_shape"),
@@ -346,7 +333,7 @@ async fn composite_keys_in_kserve_v2_and_header_mode_and_the_merchant_service(ru
             "",
         )
         .await;
-    let (status, code, message) = error_of(&resp);
+    let (status, code, message) = resp.ferry_error();
     assert_eq!((status, code.as_str()), (400, "invalid_entity_id"));
     assert!(message.contains("x-merchant-id"), "{message}");
 

@@ -208,15 +208,7 @@ fn the_chart_lints_and_its_renderings_pass_the_real_schemas() {
     let dir = tempfile::tempdir().unwrap();
     let mut files = Vec::new();
     for (i, (name, args)) in renderings().into_iter().enumerate() {
-        let mut all = vec![
-            "template",
-            "ferry",
-            "deploy/helm/ferry",
-            "--namespace",
-            "ferry",
-        ];
-        all.extend(args);
-        let out = helm(&all);
+        let out = template("ferry", &args);
         assert!(
             out.status.success(),
             "helm template ({name}):\n{}",
@@ -262,17 +254,9 @@ fn the_plain_manifest_is_the_charts_rendering() {
 /// the control plane).
 #[test]
 fn the_charts_attachments_configure_the_filter_closed() {
-    let (_, args) = renderings().remove(2);
-    let mut all = vec![
-        "template",
-        "ferry",
-        "deploy/helm/ferry",
-        "--namespace",
-        "ferry",
-    ];
-    all.extend(args);
-    all.extend(["--set", "attach.istio.enabled=true"]);
-    let out = helm(&all);
+    let (_, mut args) = renderings().remove(2);
+    args.extend(["--set", "attach.istio.enabled=true"]);
+    let out = template("ferry", &args);
     assert!(out.status.success(), "{}", text(&out));
     let rendered = String::from_utf8(out.stdout).unwrap();
     let mut configs = Vec::new();
@@ -604,14 +588,7 @@ fn the_apply_job_materializes_then_fills_the_repo_volume() {
 
     // The first-install path, for real: the container's paths moved under a scratch folder.
     let dir = tempfile::tempdir().unwrap();
-    let work = ferry_integration_tests::example_repo(
-        dir.path(),
-        &ferry_integration_tests::Options {
-            entities: Some(50),
-            ..Default::default()
-        },
-        |y| y,
-    );
+    let work = ferry_integration_tests::example_repo_with(dir.path(), 50);
     let volume = dir.path().join("volume");
     let script = script
         .replace("/work/repo", work.to_str().unwrap())

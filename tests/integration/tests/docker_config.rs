@@ -16,7 +16,8 @@ use ferry_integration_tests::http::{get_ok, post};
 use ferry_integration_tests::process::tcp_open;
 use ferry_integration_tests::secure::{self, block_on, tls_flags, CP_NAME};
 use ferry_integration_tests::{
-    bin, envoy_bin, example_repo, free_port, root, run, tls, Options, Proc, RedisServer,
+    bin, envoy_bin, envoy_validate, example_repo_with, free_port, root, run, start_model, tls,
+    Proc, RedisServer,
 };
 use ferry_test_support::certs::{Ca, LeafFiles};
 use serde_json::{json, Value as Json};
@@ -97,24 +98,9 @@ fn envoy_validates_the_committed_docker_bootstrap() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("envoy.yaml");
     std::fs::write(&path, hosted(dir.path()).config).expect("write");
-    let out = Command::new(envoy_bin())
-        .args(["--mode", "validate", "-c"])
-        .arg(&path)
-        .output()
-        .expect("run envoy");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "envoy --mode validate failed:\n{text}"
-    );
-    assert!(
-        text.contains("OK"),
-        "no OK from envoy --mode validate:\n{text}"
-    );
+    if let Err(text) = envoy_validate(&path) {
+        panic!("envoy --mode validate refused it:\n{text}");
+    }
 }
 
 #[test]
@@ -333,14 +319,7 @@ fn the_local_override_changes_only_images_and_build_arguments() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_docker_bootstrap_enriches_a_request() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let repo = example_repo(
-        dir.path(),
-        &Options {
-            entities: Some(100),
-            ..Options::default()
-        },
-        |y| y,
-    );
+    let repo = example_repo_with(dir.path(), 100);
     let redis = RedisServer::start();
     // What the compose `init` service runs (after generating the data).
     run(Command::new(bin("ferry"))
@@ -356,9 +335,7 @@ async fn the_docker_bootstrap_enriches_a_request() {
         .args(tls_flags(&hosted.reader, &hosted.ca_file))
         .env("FERRY_REDIS", redis.url());
     let mut reader = Proc::start("reader", cmd, dir.path());
-    let mut cmd = Command::new(bin("ferry-demo-model"));
-    cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-    let mut model = Proc::start("model", cmd, dir.path());
+    let mut model = start_model(dir.path(), model_port);
     let (xds_port, http_port) = (free_port(), free_port());
     let trust = (&hosted.cp, hosted.ca_file.as_path(), &hosted.ca);
     let _cp = secure::control_plane(dir.path(), &repo, trust, (xds_port, http_port), &[]);

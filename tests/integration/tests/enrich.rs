@@ -5,8 +5,9 @@
 
 use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::{post, raw, Conn, Response};
+use ferry_integration_tests::user_route;
 use ferry_integration_tests::{
-    each_runtime, each_runtime_blocking, envoy_bin, run, Options, Runtime, Stack,
+    each_runtime, each_runtime_blocking, envoy_validate, run, Options, Runtime, Stack,
 };
 use serde_json::{json, Value as Json};
 
@@ -15,33 +16,12 @@ const LENIENT: &str = "/v1/models/fraud-lenient:predict";
 
 /// Routes the tests add to the example repo (they come after the example's own, so their paths
 /// must not start with /v1/models/fraud).
-const TEST_ROUTES: &str = r#"
-  - name: defaults
-    match: {path_prefix: /t/defaults}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    on_missing_entity: default
-  - name: stale-reject
-    match: {path_prefix: /t/stale-reject}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    on_stale: reject
-  - name: small
-    match: {path_prefix: /t/small}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    max_body_bytes: 2048
-    max_entities: 5
-  - name: fail-open
-    match: {path_prefix: /t/fail-open}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    on_reader_error: forward
-"#;
+const TEST_ROUTES: &str = concat!(
+    user_route!("defaults", "on_missing_entity: default"),
+    user_route!("stale-reject", "on_stale: reject"),
+    user_route!("small", "max_body_bytes: 2048", "max_entities: 5"),
+    user_route!("fail-open", "on_reader_error: forward"),
+);
 
 fn stack(runtime: Runtime, entities: usize) -> Stack {
     Stack::start(Options {
@@ -77,19 +57,6 @@ fn check_against_source(
     }
     let users: Vec<Entity> = users.iter().cloned().map(Entity::User).collect();
     Store::load(stack).check_instances(Service::RealtimeScoring, &body, &users)
-}
-
-fn error_of(resp: &Response) -> (u16, String, String) {
-    assert!(
-        resp.header("x-echo-headers").is_none(),
-        "the model must not be called on an error"
-    );
-    let v = resp.json();
-    (
-        resp.status,
-        v["error"].as_str().unwrap().to_string(),
-        v["message"].as_str().unwrap().to_string(),
-    )
 }
 
 async fn enriches_one_and_fifty_instances_with_the_source_values(runtime: Runtime) {
@@ -158,8 +125,9 @@ async fn unknown_entity_follows_each_policy(runtime: Runtime) {
     let stack = stack(runtime, 300);
     let users = vec![user(4), "nobody".to_string()];
 
-    let (status, code, message) =
-        error_of(&post(stack.listen_port, STRICT, instances(&users)).await);
+    let (status, code, message) = post(stack.listen_port, STRICT, instances(&users))
+        .await
+        .ferry_error();
     assert_eq!((status, code.as_str()), (404, "entity_not_found"));
     assert!(message.contains("'nobody'"), "{message}");
 
@@ -196,8 +164,9 @@ async fn stale_view_is_null_by_default_and_rejected_when_asked(runtime: Runtime)
         "other views stay"
     );
 
-    let (status, code, message) =
-        error_of(&post(stack.listen_port, "/t/stale-reject", instances(&stale)).await);
+    let (status, code, message) = post(stack.listen_port, "/t/stale-reject", instances(&stale))
+        .await
+        .ferry_error();
     assert_eq!((status, code.as_str()), (422, "stale_features"));
     assert!(message.contains("'u000007'"), "{message}");
 }
@@ -205,10 +174,14 @@ async fn stale_view_is_null_by_default_and_rejected_when_asked(runtime: Runtime)
 async fn bad_requests_get_clear_json_errors(runtime: Runtime) {
     let stack = stack(runtime, 100);
     let p = stack.listen_port;
-    let (s, code, msg) = error_of(&post(p, STRICT, r#"{"instances": [{"user_id": "#).await);
+    let (s, code, msg) = post(p, STRICT, r#"{"instances": [{"user_id": "#)
+        .await
+        .ferry_error();
     assert_eq!((s, code.as_str()), (400, "malformed_json"));
     assert!(msg.starts_with("request body is not valid JSON"), "{msg}");
-    let (s, code, msg) = error_of(&post(p, STRICT, r#"{"instances": [{"uid": "u000001"}]}"#).await);
+    let (s, code, msg) = post(p, STRICT, r#"{"instances": [{"uid": "u000001"}]}"#)
+        .await
+        .ferry_error();
     assert_eq!(
         (s, code.as_str(), msg.as_str()),
         (
@@ -217,16 +190,17 @@ async fn bad_requests_get_clear_json_errors(runtime: Runtime) {
             "instances[0] has no entity id field 'user_id'"
         )
     );
-    let (s, code, _) = error_of(&post(p, STRICT, r#"{"inputs": [1]}"#).await);
+    let (s, code, _) = post(p, STRICT, r#"{"inputs": [1]}"#).await.ferry_error();
     assert_eq!((s, code.as_str()), (400, "bad_request_shape"));
-    let (s, code, _) =
-        error_of(&post(p, STRICT, r#"{"instances": [{"user_id": "a\u0000b"}]}"#).await);
+    let (s, code, _) = post(p, STRICT, r#"{"instances": [{"user_id": "a\u0000b"}]}"#)
+        .await
+        .ferry_error();
     assert_eq!((s, code.as_str()), (400, "invalid_entity_id"));
 
     // Over the route's body limit: declared by content-length, and streamed in chunks.
     let big = instances(&(0..100).map(user).collect::<Vec<_>>());
     assert!(big.len() > 2048);
-    let (s, code, msg) = error_of(&post(p, "/t/small", big.clone()).await);
+    let (s, code, msg) = post(p, "/t/small", big.clone()).await.ferry_error();
     assert_eq!((s, code.as_str()), (413, "body_too_large"));
     assert!(msg.contains("limit of 2048 bytes"), "{msg}");
     let chunk = &big[..1500];
@@ -240,7 +214,7 @@ async fn bad_requests_get_clear_json_errors(runtime: Runtime) {
     assert!(answer.contains("\"error\":\"body_too_large\""), "{answer}");
 
     let six = instances(&(1..=6).map(user).collect::<Vec<_>>());
-    let (s, code, msg) = error_of(&post(p, "/t/small", six).await);
+    let (s, code, msg) = post(p, "/t/small", six).await.ferry_error();
     assert_eq!(
         (s, code.as_str(), msg.as_str()),
         (
@@ -285,7 +259,9 @@ async fn reader_down_fails_closed_or_open_and_recovers(runtime: Runtime) {
     let users = vec![user(1)];
     stack.reader.kill();
 
-    let (s, code, msg) = error_of(&post(stack.listen_port, STRICT, instances(&users)).await);
+    let (s, code, msg) = post(stack.listen_port, STRICT, instances(&users))
+        .await
+        .ferry_error();
     assert_eq!((s, code.as_str()), (503, "reader_unavailable"));
     assert!(msg.starts_with("feature reader unavailable"), "{msg}");
 
@@ -317,7 +293,9 @@ async fn redis_down_is_a_503_and_recovery_needs_no_restart(runtime: Runtime) {
     let mut stack = stack(runtime, 100);
     let users = vec![user(2)];
     stack.redis.stop();
-    let (s, code, _) = error_of(&post(stack.listen_port, STRICT, instances(&users)).await);
+    let (s, code, _) = post(stack.listen_port, STRICT, instances(&users))
+        .await
+        .ferry_error();
     assert_eq!((s, code.as_str()), (503, "redis_unavailable"));
 
     stack.restart_redis();
@@ -384,10 +362,9 @@ async fn keep_alive_connection_survives_rewritten_bodies_and_passthrough(runtime
 
 fn rendered_bootstrap_validates_with_envoy(runtime: Runtime) {
     let stack = stack(runtime, 10);
-    let out = run(std::process::Command::new(envoy_bin())
-        .args(["--mode", "validate", "-c"])
-        .arg(&stack.envoy_config));
-    assert!(out.contains("OK"), "{out}");
+    if let Err(out) = envoy_validate(&stack.envoy_config) {
+        panic!("{out}");
+    }
 }
 
 each_runtime!(

@@ -10,13 +10,14 @@ mod redis_proxy;
 #[path = "envoy_deploy/support.rs"]
 mod support;
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ferry_integration_tests::http::{post, raw};
 use ferry_integration_tests::process::tcp_open;
-use ferry_integration_tests::{bin, envoy_bin, free_port, run, wasm, Proc, RedisServer};
+use ferry_integration_tests::{
+    bin, envoy_validate, free_port, run, start_model, wasm, Proc, RedisServer,
+};
 use serde_json::json;
 use support::{
     assert_enriched_like_the_source, envoy_config, small_repo, start_envoy, start_reader, stat,
@@ -25,24 +26,6 @@ use support::{
 /// Waits for the health check to change a host's flags: generous (checks every 2 s, 3 failures
 /// to turn unhealthy), a bound, not a measurement.
 const HEALTH_WAIT: Duration = Duration::from_secs(60);
-
-fn validate(config: &Path) -> Result<(), String> {
-    let out = Command::new(envoy_bin())
-        .args(["--mode", "validate", "-c"])
-        .arg(config)
-        .output()
-        .expect("run envoy");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if out.status.success() && text.contains("OK") {
-        Ok(())
-    } else {
-        Err(text)
-    }
-}
 
 #[test]
 fn envoy_validates_every_rendered_variant() {
@@ -96,7 +79,7 @@ fn envoy_validates_every_rendered_variant() {
     for (i, args) in variants.iter().enumerate() {
         let out = dir.path().join(format!("variant-{i}.yaml"));
         envoy_config(&repo, &out, args);
-        if let Err(log) = validate(&out) {
+        if let Err(log) = envoy_validate(&out) {
             panic!("envoy --mode validate refused {args:?}:\n{log}");
         }
     }
@@ -163,9 +146,7 @@ fn deploy_with_reader_host_name() -> Deployment {
         .args(["--redis", &redis.url()]));
     let (reader_port, model_port) = (free_port(), free_port());
     let reader = start_reader(dir.path(), reader_port, &redis.url());
-    let mut cmd = Command::new(bin("ferry-demo-model"));
-    cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-    let mut model = Proc::start("model", cmd, dir.path());
+    let mut model = start_model(dir.path(), model_port);
     model.wait_ready(|| tcp_open(model_port), "demo model");
 
     let (listen_port, admin_port) = (free_port(), free_port());

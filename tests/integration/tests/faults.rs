@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::{post, Response};
+use ferry_integration_tests::user_route;
 use ferry_integration_tests::{bin, run, Options, Stack};
 use serde_json::json;
 
@@ -24,14 +25,7 @@ use serde_json::json;
 const STRICT: &str = "/v1/models/fraud:predict";
 /// The same service, failing open.
 const OPEN: &str = "/t/fail-open";
-const ROUTES: &str = r#"
-  - name: fail-open
-    match: {path_prefix: /t/fail-open}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    on_reader_error: forward
-"#;
+const ROUTES: &str = user_route!("fail-open", "on_reader_error: forward");
 
 /// Requests per second, alternating between the two routes.
 const RATE: u32 = 200;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ferry_integration_tests::feast::FeastStack;
+use ferry_integration_tests::feast::{feature_names, FeastStack};
 use ferry_integration_tests::http::post;
 use serde_json::{json, Value as Json};
 
@@ -146,12 +146,7 @@ async fn compare_rest(
     counts: &mut BTreeMap<&'static str, usize>,
 ) {
     let got = stack.rest(service, &rows).await;
-    let names: Vec<&str> = got["metadata"]["feature_names"]
-        .as_array()
-        .expect("feature_names")
-        .iter()
-        .map(|n| n.as_str().expect("name"))
-        .collect();
+    let names = feature_names(&got);
     let ferry: FerryAnswer<'_> = Box::new(|name, i| {
         let col = names.iter().position(|n| *n == name);
         let col = col.unwrap_or_else(|| panic!("{name} not in the answer's {names:?}"));

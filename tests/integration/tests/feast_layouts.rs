@@ -37,15 +37,19 @@ fn routes(extra_services: &str) -> String {
     )
 }
 
-/// Feast's `get_online_features` for `service` (by FeatureService) over `rows`.
-fn feast_by_service(stack: &FeastStack, service: &str, rows: &Json) -> Json {
+/// `feast_layouts.py ARGS...` on the stack's Feast repo: what it printed.
+fn layouts_script(stack: &FeastStack, args: &[&str]) -> String {
     let script = stack.fixture.join("feast_layouts.py");
     let script = script.to_str().expect("utf-8 path");
-    let out = feast(
-        &stack.feast_repo,
-        "python",
-        &[script, "online", service, &rows.to_string()],
-    );
+    let all: Vec<&str> = std::iter::once(script)
+        .chain(args.iter().copied())
+        .collect();
+    feast(&stack.feast_repo, "python", &all)
+}
+
+/// Feast's `get_online_features` for `service` (by FeatureService) over `rows`.
+fn feast_by_service(stack: &FeastStack, service: &str, rows: &Json) -> Json {
+    let out = layouts_script(stack, &["online", service, &rows.to_string()]);
     // Feast logs its warnings on the same output: the answer is the last JSON line.
     let last = out
         .lines()
@@ -298,20 +302,7 @@ async fn precomputed_versioned_and_materializing_views_against_feast() {
     );
 
     // 4. MATERIALIZING: Feast refuses to serve the view; Ferry serves what Redis holds.
-    feast(
-        &stack.feast_repo,
-        "python",
-        &[
-            stack
-                .fixture
-                .join("feast_layouts.py")
-                .to_str()
-                .expect("path"),
-            "state",
-            "merchant_stats",
-            "MATERIALIZING",
-        ],
-    );
+    layouts_script(&stack, &["state", "merchant_stats", "MATERIALIZING"]);
     let refused = feast_by_service(&stack, "merchant_risk", &merchants);
     let why = refused["error"].as_str().unwrap_or_default();
     assert!(why.contains("MATERIALIZING"), "{refused}");
@@ -328,19 +319,7 @@ async fn precomputed_versioned_and_materializing_views_against_feast() {
     assert_eq!(rate["statuses"], json!(["PRESENT", "PRESENT"]));
 
     // 5. A disabled view: `ferry apply` refuses the service using it, by name.
-    feast(
-        &stack.feast_repo,
-        "python",
-        &[
-            stack
-                .fixture
-                .join("feast_layouts.py")
-                .to_str()
-                .expect("path"),
-            "disable",
-            "user_merchant",
-        ],
-    );
+    layouts_script(&stack, &["disable", "user_merchant"]);
     let out = Command::new(bin("ferry"))
         .args(["apply", stack.repo.to_str().expect("path")])
         .output()

@@ -9,7 +9,7 @@
 
 use std::process::Command;
 
-use ferry_integration_tests::feast::{fixture_named, FeastStack};
+use ferry_integration_tests::feast::{feature_names, fixture_named, FeastStack};
 use ferry_integration_tests::http::post;
 use ferry_integration_tests::{bin, run};
 use serde_json::{json, Value as Json};
@@ -154,12 +154,7 @@ async fn ferrys_cel_and_feasts_python_odfv_give_the_same_features() {
     // Short names: Feast 0.67 drops a python-mode ODFV's outputs under full feature names.
     let feast = Feast(stack.feast_online_named("txn_scoring", &rows, false));
     let got = ferry_answer(&stack).await;
-    let names: Vec<&str> = got["metadata"]["feature_names"]
-        .as_array()
-        .expect("feature_names")
-        .iter()
-        .map(|n| n.as_str().expect("name"))
-        .collect();
+    let names = feature_names(&got);
     let feast_names: Vec<&str> = feast.0["names"]
         .as_array()
         .expect("names")

@@ -21,6 +21,7 @@ use ferry_integration_tests::data::{same, VIEWS};
 use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::Conn;
 use ferry_integration_tests::{bin, run, Options, Stack};
+use ferry_integration_tests::{feast_route, user_route};
 use serde_json::{json, Value as Json};
 
 #[path = "istio/crash.rs"]
@@ -36,38 +37,13 @@ mod support;
 
 use support::{as_istio, check_unheld, error_of, instances, post, send, ISTIO_CLUSTER};
 
-const ROUTES: &str = r#"
-  - name: stale-reject
-    match: {path_prefix: /t/stale-reject}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    on_stale: reject
-  - name: small
-    match: {path_prefix: /t/small}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    max_body_bytes: 2048
-  - name: fail-open
-    match: {path_prefix: /t/fail-open}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    on_reader_error: forward
-  - name: cached
-    match: {path_prefix: /t/cached}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    cache_max_age_ms: 60000
-  - name: feast
-    match: {path_exact: /get-online-features}
-    service: realtime_scoring
-    format: feast_rest
-    entity: {field: user_id}
-    on_missing_entity: "null"
-"#;
+const ROUTES: &str = concat!(
+    user_route!("stale-reject", "on_stale: reject"),
+    user_route!("small", "max_body_bytes: 2048"),
+    user_route!("fail-open", "on_reader_error: forward"),
+    user_route!("cached", "cache_max_age_ms: 60000"),
+    feast_route!(),
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_format_and_policy_without_the_flag_and_with_a_json_config() {

@@ -183,22 +183,19 @@ fn cases(store: &Store) -> Vec<Case> {
     for binary in [true, false] {
         for n in [1, 50] {
             let form = if binary { "binary" } else { "json" };
-            out.push(Case {
-                name: format!("fraud-{form}-{n}"),
-                forged: forged(Service::RealtimeScoring, &users[0]),
-                model: "fraud",
-                service: Service::RealtimeScoring,
-                binary,
-                entities: users[..n].to_vec(),
-            });
-            out.push(Case {
-                name: format!("pair-{form}-{n}"),
-                forged: forged(Service::UserMerchantScoring, &pairs[0]),
-                model: "pair",
-                service: Service::UserMerchantScoring,
-                binary,
-                entities: pairs[..n].to_vec(),
-            });
+            for (model, service, entities) in [
+                ("fraud", Service::RealtimeScoring, &users),
+                ("pair", Service::UserMerchantScoring, &pairs),
+            ] {
+                out.push(Case {
+                    name: format!("{model}-{form}-{n}"),
+                    forged: forged(service, &entities[0]),
+                    model,
+                    service,
+                    binary,
+                    entities: entities[..n].to_vec(),
+                });
+            }
         }
     }
     out

@@ -9,11 +9,12 @@
 
 use ferry_integration_tests::data::{same, tensor_zero, Kind};
 use ferry_integration_tests::expected::{Entity, Feature, Service, Store};
-use ferry_integration_tests::{client_script, Options, Stack};
+use ferry_integration_tests::{client_script, fraud_grpc_route, Options, Stack};
 use serde_json::{json, Value as Json};
 
 /// One gRPC path, three routes told apart by the `x-route` metadata (first match wins).
-const ROUTES: &str = r#"
+const ROUTES: &str = concat!(
+    r#"
   - name: pair-grpc-packed
     match:
       path_prefix: /inference.GRPCInferenceService/ModelInfer
@@ -33,13 +34,9 @@ const ROUTES: &str = r#"
     on_missing_entity: reject
     max_entities: 20
     max_body_bytes: 4096
-  - name: fraud-grpc
-    match: {path_prefix: /inference.GRPCInferenceService/ModelInfer}
-    service: realtime_scoring
-    format: kserve_v2_grpc
-    entity: {field: user_id}
-    on_missing_entity: "null"
-"#;
+"#,
+    fraud_grpc_route!(),
+);
 
 /// The client's own inputs the script sends besides the ids (and the forged tensor).
 const CLIENT_INPUTS: [&str; 2] = ["amount", "note"];

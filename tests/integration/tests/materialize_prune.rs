@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use ferry_integration_tests::data::{Source, VIEWS};
-use ferry_integration_tests::{bin, example_repo, run, Options, RedisServer};
+use ferry_integration_tests::{bin, example_repo_with, run, RedisServer};
 use ferry_protos::v1::StoredVector;
 use prost::Message as _;
 
@@ -94,14 +94,7 @@ fn remove_user(repo: &Path, user: &str) {
 #[test]
 fn prune_removes_only_the_vectors_of_entities_gone_from_the_sources() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let repo = example_repo(
-        dir.path(),
-        &Options {
-            entities: Some(50),
-            ..Options::default()
-        },
-        |y| y,
-    );
+    let repo = example_repo_with(dir.path(), 50);
     let redis = RedisServer::start();
     materialize(&repo, &redis, false);
     let before = vectors(&redis);
@@ -165,14 +158,7 @@ fn prune_removes_only_the_vectors_of_entities_gone_from_the_sources() {
 #[test]
 fn prune_refuses_to_remove_every_vector_of_a_service() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let repo = example_repo(
-        dir.path(),
-        &Options {
-            entities: Some(20),
-            ..Options::default()
-        },
-        |y| y,
-    );
+    let repo = example_repo_with(dir.path(), 20);
     let redis = RedisServer::start();
     materialize(&repo, &redis, false);
     let merchants = keys(&redis, "merchant_risk");

@@ -15,8 +15,8 @@ use ferry_integration_tests::secure::{
     plaintext_on_a_network_address_is_refused, tls_flags, CI, CP_NAME, ENVOY, READER_NAME, WEB,
 };
 use ferry_integration_tests::{
-    bin, example_repo, free_port, materialized_example, run, secure, start_envoy, tls, Options,
-    Proc,
+    bin, example_repo_with, free_port, materialized_example, run, secure, start_envoy, start_model,
+    tls, Proc,
 };
 use ferry_test_support::certs::{Ca, LeafFiles};
 use serde_json::json;
@@ -43,6 +43,11 @@ fn certs(dir: &Path) -> Certs {
         web: ca.issue(&[], &[WEB]).write(dir, "web"),
         ca,
     }
+}
+
+/// The test certificates and a ten-user example repo, in `dir`.
+fn certs_and_repo(dir: &Path) -> (Certs, PathBuf) {
+    (certs(dir), example_repo_with(dir, 10))
 }
 
 /// `ferry serve` over mTLS, with tokens and a push grant for the CI identity.
@@ -88,6 +93,21 @@ fn envoy(
     (start_envoy(dir, &config, "envoy"), p.listen, p.admin)
 }
 
+/// `GET /status` on the control plane with the read token (no client certificate).
+async fn cp_status(http: u16, ca: &Ca) -> (u16, String) {
+    let read = format!("Bearer {READ_TOKEN}");
+    api(
+        http,
+        ca,
+        None,
+        "GET",
+        "/status",
+        &[("authorization", &read)],
+    )
+    .await
+    .unwrap()
+}
+
 /// The count of `ferry_xds_refused_total{reason=...}` on the control plane's /metrics.
 async fn refused(http: u16, ca: &Ca, reason: &str) -> u64 {
     let (_, text) = api(http, ca, None, "GET", "/metrics", &[]).await.unwrap();
@@ -114,9 +134,7 @@ async fn envoy_over_mtls_gets_its_config_and_enriches_and_every_link_refuses_str
     .args(tls_flags(&c.reader, &c.ca_file));
     let _reader = Proc::start("reader", cmd, dir.path());
     let model_port = free_port();
-    let mut cmd = Command::new(bin("ferry-demo-model"));
-    cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-    let _model = Proc::start("model", cmd, dir.path());
+    let _model = start_model(dir.path(), model_port);
     let (_cp, xds, http) = control_plane(dir.path(), &repo, &c);
 
     // Envoy, with its SPIFFE id as node id: configured over mTLS xDS, enriching over mTLS.
@@ -141,17 +159,7 @@ async fn envoy_over_mtls_gets_its_config_and_enriches_and_every_link_refuses_str
         "{}",
         resp.json()
     );
-    let read = format!("Bearer {READ_TOKEN}");
-    let (code, status) = api(
-        http,
-        &c.ca,
-        None,
-        "GET",
-        "/status",
-        &[("authorization", &read)],
-    )
-    .await
-    .unwrap();
+    let (code, status) = cp_status(http, &c.ca).await;
     assert_eq!(code, 200, "{status}");
     let status: ferry::serve::api::Status = serde_json::from_str(&status).unwrap();
     assert!(
@@ -173,16 +181,7 @@ async fn envoy_over_mtls_gets_its_config_and_enriches_and_every_link_refuses_str
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let (_, text) = api(
-        http,
-        &c.ca,
-        None,
-        "GET",
-        "/status",
-        &[("authorization", &read)],
-    )
-    .await
-    .unwrap();
+    let (_, text) = cp_status(http, &c.ca).await;
     assert!(
         !text.contains(WEB),
         "the refused stream left no entry: {text}"
@@ -256,15 +255,7 @@ async fn envoy_over_mtls_gets_its_config_and_enriches_and_every_link_refuses_str
 #[test]
 fn a_plaintext_listener_on_a_network_address_does_not_start_without_insecure() {
     let dir = tempfile::tempdir().unwrap();
-    let c = certs(dir.path());
-    let repo = example_repo(
-        dir.path(),
-        &Options {
-            entities: Some(10),
-            ..Options::default()
-        },
-        |y| y,
-    );
+    let (c, repo) = certs_and_repo(dir.path());
     let refusals = plaintext_on_a_network_address_is_refused(&repo, &c.reader);
     assert_eq!(refusals.len(), 4, "{refusals:?}");
 }
@@ -272,15 +263,7 @@ fn a_plaintext_listener_on_a_network_address_does_not_start_without_insecure() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_certificate_and_client_ca_serve_the_next_connection() {
     let dir = tempfile::tempdir().unwrap();
-    let c = certs(dir.path());
-    let repo = example_repo(
-        dir.path(),
-        &Options {
-            entities: Some(10),
-            ..Options::default()
-        },
-        |y| y,
-    );
+    let (c, repo) = certs_and_repo(dir.path());
     let (_cp, _, http) = control_plane(dir.path(), &repo, &c);
     let (code, _) = api(http, &c.ca, Some(&c.ci), "GET", "/status", &[])
         .await

@@ -7,7 +7,7 @@
 
 use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::post;
-use ferry_integration_tests::{envoy_bin, Options, Runtime, Stack};
+use ferry_integration_tests::{envoy_validate_with, Options, Runtime, Stack};
 use serde_json::{json, Value as Json};
 
 fn stack() -> Stack {
@@ -91,21 +91,9 @@ fn an_unusable_setting_stops_envoy_from_loading_the_module() {
         ("--redis not-a-url", "not-a-url"),
         ("--no-such-flag", "--no-such-flag"),
     ] {
-        let out = std::process::Command::new(envoy_bin())
-            .args(["--mode", "validate", "-c"])
-            .arg(&stack.envoy_config)
-            .env("FERRY_NATIVE_READER", setting)
-            .output()
-            .expect("run envoy --mode validate");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            !out.status.success(),
-            "{setting}: Envoy accepted it:\n{text}"
-        );
+        let (ok, text) =
+            envoy_validate_with(&stack.envoy_config, &[("FERRY_NATIVE_READER", setting)]);
+        assert!(!ok, "{setting}: Envoy accepted it:\n{text}");
         assert!(
             text.contains("FERRY_NATIVE_READER") && text.contains(named),
             "{setting}: the reason is not in Envoy's output:\n{text}"

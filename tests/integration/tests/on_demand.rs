@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use ferry_integration_tests::data::{KeyedView, Source};
 use ferry_integration_tests::expected::ttl;
-use ferry_integration_tests::http::{post, Response};
+use ferry_integration_tests::http::{post, reader_keys_requested, Response};
 use ferry_integration_tests::{each_runtime, Options, Runtime, Stack};
 use serde_json::{json, Value as Json};
 
@@ -269,22 +269,6 @@ async fn send(stack: &Stack, sent: &[Json]) -> (Response, (i64, i64)) {
     (resp, (before, after))
 }
 
-fn keys_requested(stack: &Stack) -> i64 {
-    let m = ferry_integration_tests::http::raw(
-        stack.reader_port,
-        b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
-    )
-    .unwrap();
-    m.lines()
-        .find_map(|l| {
-            l.strip_prefix("ferry_reader_keys_requested_total ")?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("no keys counter in:\n{m}"))
-}
-
 async fn derived_values_match_the_source_data(runtime: Runtime) {
     let stack = stack(runtime);
     stack
@@ -329,7 +313,7 @@ async fn derived_values_match_the_source_data(runtime: Runtime) {
     );
 
     // A service of request fields only: no reader call.
-    let before = keys_requested(&stack);
+    let before = reader_keys_requested(stack.reader_port);
     let body = json!({"instances": [{"amount": 2.5}, {"amount": null}, {}]}).to_string();
     let resp = post(stack.listen_port, REQ, body).await;
     assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
@@ -340,7 +324,11 @@ async fn derived_values_match_the_source_data(runtime: Runtime) {
         "NULL_VALUE"
     );
     assert_eq!(v["ferry"]["statuses"][2]["req__double_amount"], "NOT_FOUND");
-    assert_eq!(keys_requested(&stack), before, "no reader call");
+    assert_eq!(
+        reader_keys_requested(stack.reader_port),
+        before,
+        "no reader call"
+    );
 
     // An expression change pushed to ferry serve, no materialize: Envoy computes the new
     // formula at once, under the same fingerprint and a new derived version.
@@ -500,7 +488,7 @@ async fn the_examples_views_match_the_source_data(runtime: Runtime) {
         assert!(counts.get(s).is_some_and(|n| *n > 0), "no {s}: {counts:?}");
     }
 
-    let before = keys_requested(&stack);
+    let before = reader_keys_requested(stack.reader_port);
     let sent = vec![
         json!({"amount": 120.0, "items": 4}),
         json!({"amount": 80.0, "items": 0}),
@@ -511,7 +499,11 @@ async fn the_examples_views_match_the_source_data(runtime: Runtime) {
     let resp = post(stack.listen_port, "/v1/models/basket:predict", body).await;
     let counts = check_wants(&resp, &sent, sent.iter().map(basket_expected).collect());
     assert_eq!(counts.values().sum::<usize>(), 8, "{counts:?}");
-    assert_eq!(keys_requested(&stack), before, "no reader call");
+    assert_eq!(
+        reader_keys_requested(stack.reader_port),
+        before,
+        "no reader call"
+    );
 }
 
 each_runtime!(the_examples_views_match_the_source_data);

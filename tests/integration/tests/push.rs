@@ -12,6 +12,7 @@ mod harness;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use ferry_integration_tests::rfc3339;
 use ferry_protos::v1::{value::Kind, Value};
 use harness::{WriteStack, PUSH_TOKEN, READ, WRITE_TOKEN};
 use serde_json::{json, Value as Json};
@@ -21,10 +22,6 @@ use serde_json::{json, Value as Json};
 fn soon_us() -> i64 {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
     i64::try_from(now.as_micros()).unwrap() + 60_000_000
-}
-
-fn rfc3339(us: i64) -> String {
-    ferry_core::civil::rfc3339(us, false)
 }
 
 /// A user_profile push of one row for `user` whose features all encode `n`.

@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ferry_integration_tests::feast::{feast_venv, FeastStack, PROJECT};
 use ferry_integration_tests::http::{self, post, Conn};
 use ferry_integration_tests::resp::{command as resp, line};
-use ferry_integration_tests::{free_port, root, Graceful, Proc};
+use ferry_integration_tests::{free_port, rfc3339, root, Graceful, Proc};
 use ferry_protos::v1::FeastJoinKey;
 use serde_json::{json, Value as Json};
 
@@ -47,10 +47,6 @@ fn features() -> String {
 fn now_us() -> i64 {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
     i64::try_from(now.as_micros()).unwrap()
-}
-
-fn rfc3339(us: i64) -> String {
-    ferry_core::civil::rfc3339(us, false)
 }
 
 /// One batch of user_profile rows: (user, event time µs, age, segment).

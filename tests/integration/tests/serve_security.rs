@@ -8,39 +8,19 @@ use std::process::Command;
 use ferry::serve::api::Status;
 use ferry_integration_tests::http::{get_ok, raw};
 use ferry_integration_tests::pollers::{idle_pollers_then_push, IDLE_POLLERS};
-use ferry_integration_tests::{bin, example_repo, free_port, wasm, Options, Proc};
+use ferry_integration_tests::secure::{plain_serve, refused_start};
+use ferry_integration_tests::{example_repo_with, free_port, Proc};
 
 /// A small example repo in `dir`.
 fn repo(dir: &Path) -> PathBuf {
-    let opts = Options {
-        entities: Some(10),
-        ..Options::default()
-    };
-    example_repo(dir, &opts, |y| y)
+    example_repo_with(dir, 10)
 }
 
-/// `ferry serve REPO` on `http` (xDS on a free loopback port), no token from the environment.
+/// [`plain_serve`] with `args`.
 fn serve(dir: &Path, repo: &Path, http: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::new(bin("ferry"));
-    cmd.arg("serve")
-        .arg(repo)
-        .arg("--wasm")
-        .arg(wasm())
-        .args(["--xds-listen", &format!("127.0.0.1:{}", free_port())])
-        .args(["--http-listen", http])
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .args(args)
-        .env_remove("FERRY_PUSH_TOKEN")
-        .env_remove("FERRY_READ_TOKEN");
+    let mut cmd = plain_serve(dir, repo, http);
+    cmd.args(args);
     cmd
-}
-
-/// A start that must fail: its stderr.
-fn refused(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("ferry runs");
-    assert!(!out.status.success(), "started: {out:?}");
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// One request over a fresh connection: (status code, body).
@@ -62,13 +42,13 @@ fn an_empty_token_or_an_open_network_address_is_refused_at_start_unless_insecure
     let repo = repo(dir.path());
     let loopback = format!("127.0.0.1:{}", free_port());
 
-    let e = refused(serve(dir.path(), &repo, &loopback, &[]).env("FERRY_PUSH_TOKEN", ""));
+    let e = refused_start(serve(dir.path(), &repo, &loopback, &[]).env("FERRY_PUSH_TOKEN", ""));
     assert!(e.contains("FERRY_PUSH_TOKEN is set but empty"), "{e}");
-    let e = refused(&mut serve(dir.path(), &repo, &loopback, &["--token", ""]));
+    let e = refused_start(&mut serve(dir.path(), &repo, &loopback, &["--token", ""]));
     assert!(e.contains("--token") && e.contains("empty"), "{e}");
     let file = dir.path().join("empty-token");
     std::fs::write(&file, "\n").unwrap();
-    let e = refused(
+    let e = refused_start(
         serve(dir.path(), &repo, &loopback, &[])
             .arg("--push-token-file")
             .arg(&file),
@@ -76,7 +56,7 @@ fn an_empty_token_or_an_open_network_address_is_refused_at_start_unless_insecure
     assert!(e.contains("empty-token") && e.contains("empty"), "{e}");
 
     // Replicas sign their shared records (#35): no key, no start.
-    let e = refused(&mut serve(
+    let e = refused_start(&mut serve(
         dir.path(),
         &repo,
         &loopback,
@@ -90,7 +70,7 @@ fn an_empty_token_or_an_open_network_address_is_refused_at_start_unless_insecure
     // Every address, not only loopback, without a token: refused, naming --insecure.
     let port = free_port();
     let network = format!("0.0.0.0:{port}");
-    let e = refused(&mut serve(dir.path(), &repo, &network, &[]));
+    let e = refused_start(&mut serve(dir.path(), &repo, &network, &[]));
     assert!(
         e.contains("not a loopback address") && e.contains("--insecure"),
         "{e}"

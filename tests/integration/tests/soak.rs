@@ -14,20 +14,13 @@ use std::time::{Duration, Instant};
 
 use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::{post, Conn, Response};
+use ferry_integration_tests::user_route;
 use ferry_integration_tests::{Options, Stack};
 use prost::Message;
 use serde_json::json;
 
 /// A near-cache route that takes bodies up to 2 MiB.
-const ROUTES: &str = r#"
-  - name: soak
-    match: {path_prefix: /t/soak}
-    service: realtime_scoring
-    format: kserve_v1
-    entity: {field: user_id}
-    max_body_bytes: 2097152
-    cache_max_age_ms: 60000
-"#;
+const ROUTES: &str = user_route!("soak", "max_body_bytes: 2097152", "cache_max_age_ms: 60000");
 const SOAK: &str = "/t/soak";
 const STRICT: &str = "/v1/models/fraud:predict";
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ferry_integration_tests::http::{get_ok, post, Response};
 use ferry_integration_tests::{
-    bin, envoy_bin, example_repo, free_port, run, wasm, ControlPlane, Options, Proc, Stack,
+    bin, envoy_bin, example_repo_with, free_port, run, wasm, ControlPlane, Options, Proc, Stack,
 };
 use serde_json::json;
 
@@ -218,12 +218,7 @@ async fn one_envoys_nack_keeps_the_version_from_that_envoy_only() {
 #[test]
 fn a_half_written_ferry_yaml_is_not_applied_and_a_renamed_one_is() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        extra_routes: "",
-        entities: Some(20),
-        ..Options::default()
-    };
-    let repo = example_repo(dir.path(), &opts, |y| y);
+    let repo = example_repo_with(dir.path(), 20);
     let cp = ControlPlane::start(dir.path(), &repo);
     let first = cp.version();
     let yaml = std::fs::read_to_string(repo.join("ferry.yaml")).unwrap();

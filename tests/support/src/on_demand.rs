@@ -37,6 +37,12 @@ pub fn dbl(d: f64) -> pb::Expr {
     }))
 }
 
+pub fn boolean(b: bool) -> pb::Expr {
+    node(Kind::Literal(pb::Literal {
+        value: Some(Lit::Bool(b)),
+    }))
+}
+
 pub fn string(s: &str) -> pb::Expr {
     node(Kind::Literal(pb::Literal {
         value: Some(Lit::String(s.into())),
@@ -68,7 +74,8 @@ pub fn feature(name: &str, t: ValueType, expr: pb::Expr) -> pb::DerivedFeature {
     }
 }
 
-fn request_field(name: &str, t: ValueType) -> pb::RequestField {
+/// A request field read under its own name.
+pub fn request_field(name: &str, t: ValueType) -> pb::RequestField {
     pb::RequestField {
         name: name.into(),
         field: name.into(),
@@ -76,7 +83,7 @@ fn request_field(name: &str, t: ValueType) -> pb::RequestField {
     }
 }
 
-fn stored(view: &str, feature: &str, t: ValueType) -> pb::StoredInput {
+pub fn stored(view: &str, feature: &str, t: ValueType) -> pb::StoredInput {
     pb::StoredInput {
         view: view.into(),
         feature: feature.into(),

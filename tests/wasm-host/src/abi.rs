@@ -70,8 +70,28 @@ pub fn add_to_linker(l: &mut Linker<State>) -> Result<()> {
     l.func_wrap("env", "proxy_dequeue_shared_queue", dequeue_shared_queue)?;
     l.func_wrap("env", "proxy_continue_stream", continue_stream)?;
     l.func_wrap("env", "proxy_close_stream", close_stream)?;
-    l.func_wrap("env", "proxy_send_local_response", send_local_response)?;
-    l.func_wrap("env", "proxy_http_call", http_call)?;
+    l.func_wrap(
+        "env",
+        "proxy_send_local_response",
+        |c: C<'_>, code, dptr, dlen, bptr, blen, hptr, hlen, grpc_status| {
+            let (details, body) = (Span(dptr, dlen), Span(bptr, blen));
+            send_local_response(c, code, details, body, Span(hptr, hlen), grpc_status)
+        },
+    )?;
+    l.func_wrap(
+        "env",
+        "proxy_http_call",
+        |c: C<'_>, uptr, ulen, hptr, hlen, bptr, blen, tptr, tlen, timeout_ms, token_ptr| {
+            let call = HttpCall {
+                upstream: Span(uptr, ulen),
+                headers: Span(hptr, hlen),
+                body: Span(bptr, blen),
+                trailers: Span(tptr, tlen),
+                timeout_ms,
+            };
+            http_call(c, call, token_ptr)
+        },
+    )?;
     l.func_wrap("env", "proxy_set_effective_context", set_effective_context)?;
     l.func_wrap("env", "proxy_done", |_: C<'_>| status::OK)?;
     l.func_wrap("env", "proxy_get_status", get_status)?;
@@ -582,21 +602,27 @@ fn lossy_pairs(pairs: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<(String, String)> {
         .collect()
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A range of guest memory as the ABI passes it: pointer, length.
+#[derive(Clone, Copy)]
+struct Span(i32, i32);
+
+impl Span {
+    fn read(self, c: &C<'_>) -> Result<Vec<u8>, i32> {
+        read(c, self.0, self.1)
+    }
+}
+
 fn send_local_response(
     mut c: C<'_>,
     code: i32,
-    dptr: i32,
-    dlen: i32,
-    bptr: i32,
-    blen: i32,
-    hptr: i32,
-    hlen: i32,
+    details: Span,
+    body: Span,
+    headers: Span,
     grpc_status: i32,
 ) -> Result<i32> {
-    let details = String::from_utf8_lossy(&tri!(read(&c, dptr, dlen))).into_owned();
-    let body = tri!(read(&c, bptr, blen));
-    let Some(headers) = deserialize_pairs(&tri!(read(&c, hptr, hlen))) else {
+    let details = String::from_utf8_lossy(&tri!(details.read(&c))).into_owned();
+    let body = tri!(body.read(&c));
+    let Some(headers) = deserialize_pairs(&tri!(headers.read(&c))) else {
         return Ok(c
             .data_mut()
             .abi_error("proxy_send_local_response", "malformed header map"));
@@ -623,24 +649,28 @@ fn send_local_response(
     Ok(status::OK)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn http_call(
-    mut c: C<'_>,
-    uptr: i32,
-    ulen: i32,
-    hptr: i32,
-    hlen: i32,
-    bptr: i32,
-    blen: i32,
-    tptr: i32,
-    tlen: i32,
+/// `proxy_http_call`'s request: where the upstream name, headers, body and trailers are in
+/// guest memory, and the timeout.
+struct HttpCall {
+    upstream: Span,
+    headers: Span,
+    body: Span,
+    trailers: Span,
     timeout_ms: i32,
-    token_ptr: i32,
-) -> Result<i32> {
-    let cluster = tri!(read_string(&c, uptr, ulen));
-    let headers = deserialize_pairs(&tri!(read(&c, hptr, hlen)));
-    let body = tri!(read(&c, bptr, blen));
-    let trailers = deserialize_pairs(&tri!(read(&c, tptr, tlen)));
+}
+
+fn http_call(mut c: C<'_>, call: HttpCall, token_ptr: i32) -> Result<i32> {
+    let HttpCall {
+        upstream,
+        headers,
+        body,
+        trailers,
+        timeout_ms,
+    } = call;
+    let cluster = tri!(read_string(&c, upstream.0, upstream.1));
+    let headers = deserialize_pairs(&tri!(headers.read(&c)));
+    let body = tri!(body.read(&c));
+    let trailers = deserialize_pairs(&tri!(trailers.read(&c)));
     let st = c.data_mut();
     let (Some(headers), Some(trailers)) = (headers, trailers) else {
         return Ok(st.abi_error("proxy_http_call", "malformed header map"));

@@ -29,7 +29,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use wasmtime::{Engine, Linker, Module, Store, TypedFunc};
 
 pub use memory::{deserialize_pairs, serialize_pairs};
-use state::{CallResponse, GuestFns, State, StreamState};
+use state::{CallResponse, Direction, GuestFns, State, StreamState};
 pub use state::{DispatchedCall, LocalReply, LogEntry, Metric, MetricKind};
 
 /// What a stream callback told the host to do.
@@ -50,11 +50,11 @@ struct Exports {
     on_vm_start: TypedFunc<(i32, i32), i32>,
     on_configure: TypedFunc<(i32, i32), i32>,
     on_tick: TypedFunc<i32, ()>,
-    on_request_headers: TypedFunc<(i32, i32, i32), i32>,
-    on_request_body: TypedFunc<(i32, i32, i32), i32>,
+    on_request_headers: StreamFn,
+    on_request_body: StreamFn,
     on_request_trailers: TypedFunc<(i32, i32), i32>,
-    on_response_headers: TypedFunc<(i32, i32, i32), i32>,
-    on_response_body: TypedFunc<(i32, i32, i32), i32>,
+    on_response_headers: StreamFn,
+    on_response_body: StreamFn,
     on_http_call_response: TypedFunc<(i32, i32, i32, i32, i32), ()>,
     on_done: TypedFunc<i32, i32>,
     on_log: TypedFunc<i32, ()>,
@@ -496,6 +496,35 @@ fn lowercase_pairs<K: AsRef<str>, V: AsRef<[u8]>>(pairs: &[(K, V)]) -> Vec<(Stri
         .collect()
 }
 
+/// A stream callback: (context, size, end of stream) -> action.
+type StreamFn = TypedFunc<(i32, i32, i32), i32>;
+
+/// A stream callback's export name and where [`Exports`] holds it.
+#[derive(Clone, Copy)]
+struct Hook {
+    name: &'static str,
+    export: fn(&Exports) -> &StreamFn,
+}
+
+impl Hook {
+    const REQUEST_HEADERS: Hook = Hook {
+        name: "proxy_on_request_headers",
+        export: |e| &e.on_request_headers,
+    };
+    const REQUEST_BODY: Hook = Hook {
+        name: "proxy_on_request_body",
+        export: |e| &e.on_request_body,
+    };
+    const RESPONSE_HEADERS: Hook = Hook {
+        name: "proxy_on_response_headers",
+        export: |e| &e.on_response_headers,
+    };
+    const RESPONSE_BODY: Hook = Hook {
+        name: "proxy_on_response_body",
+        export: |e| &e.on_response_body,
+    };
+}
+
 fn to_action(what: &str, v: i32) -> Action {
     match v {
         0 => Action::Continue,
@@ -543,39 +572,43 @@ impl Stream {
     }
 
     fn headers(&self, request: bool, headers: Vec<(String, Vec<u8>)>, eos: bool) -> Action {
+        let hook = if request {
+            Hook::REQUEST_HEADERS
+        } else {
+            Hook::RESPONSE_HEADERS
+        };
+        self.run_hook(request, eos, hook, |d| {
+            let n = headers.len() as i32;
+            d.headers = headers;
+            d.headers_open = true;
+            n
+        })
+    }
+
+    /// Runs `hook` on the request (or response) direction, unless the stream is finished:
+    /// `fill` first hands the direction what arrived and returns the size the hook is told;
+    /// the hook's action then forwards the direction (Continue) or pauses it.
+    fn run_hook(
+        &self,
+        request: bool,
+        eos: bool,
+        hook: Hook,
+        fill: impl FnOnce(&mut Direction) -> i32,
+    ) -> Action {
         let mut vm = self.vm.borrow_mut();
         let id = self.id;
         let s = vm.stream(id);
         if s.finished {
             return Action::Pause;
         }
-        let d = if request {
-            &mut s.request
-        } else {
-            &mut s.response
-        };
-        let n = headers.len() as i32;
-        d.headers = headers;
-        d.headers_open = true;
+        let d = s.direction(request);
+        let size = fill(d);
         d.end_of_stream = eos;
-        let (what, raw) = if request {
-            let r = vm.call("proxy_on_request_headers", id, |e, s| {
-                e.on_request_headers.call(s, (id as i32, n, eos as i32))
-            });
-            ("proxy_on_request_headers", r)
-        } else {
-            let r = vm.call("proxy_on_response_headers", id, |e, s| {
-                e.on_response_headers.call(s, (id as i32, n, eos as i32))
-            });
-            ("proxy_on_response_headers", r)
-        };
-        let action = to_action(what, raw);
-        let s = vm.stream(id);
-        let d = if request {
-            &mut s.request
-        } else {
-            &mut s.response
-        };
+        let raw = vm.call(hook.name, id, |e, s| {
+            (hook.export)(e).call(s, (id as i32, size, eos as i32))
+        });
+        let action = to_action(hook.name, raw);
+        let d = vm.stream(id).direction(request);
         match action {
             Action::Continue => d.forward(),
             Action::Pause => d.paused = true,
@@ -594,43 +627,15 @@ impl Stream {
     }
 
     fn body(&self, request: bool, chunk: &[u8], eos: bool) -> Action {
-        let mut vm = self.vm.borrow_mut();
-        let id = self.id;
-        let s = vm.stream(id);
-        if s.finished {
-            return Action::Pause;
-        }
-        let d = if request {
-            &mut s.request
+        let hook = if request {
+            Hook::REQUEST_BODY
         } else {
-            &mut s.response
+            Hook::RESPONSE_BODY
         };
-        d.body.extend_from_slice(chunk);
-        d.end_of_stream = eos;
-        let size = (d.body.len() - d.buffered_from) as i32;
-        let (what, raw) = if request {
-            let r = vm.call("proxy_on_request_body", id, |e, s| {
-                e.on_request_body.call(s, (id as i32, size, eos as i32))
-            });
-            ("proxy_on_request_body", r)
-        } else {
-            let r = vm.call("proxy_on_response_body", id, |e, s| {
-                e.on_response_body.call(s, (id as i32, size, eos as i32))
-            });
-            ("proxy_on_response_body", r)
-        };
-        let action = to_action(what, raw);
-        let s = vm.stream(id);
-        let d = if request {
-            &mut s.request
-        } else {
-            &mut s.response
-        };
-        match action {
-            Action::Continue => d.forward(),
-            Action::Pause => d.paused = true,
-        }
-        action
+        self.run_hook(request, eos, hook, |d| {
+            d.body.extend_from_slice(chunk);
+            (d.body.len() - d.buffered_from) as i32
+        })
     }
 
     /// Delivers the request trailers, which end the request (the last data frame was sent

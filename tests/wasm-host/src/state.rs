@@ -129,6 +129,17 @@ pub struct StreamState {
     pub finished: bool,
 }
 
+impl StreamState {
+    /// The request direction, or the response's.
+    pub fn direction(&mut self, request: bool) -> &mut Direction {
+        if request {
+            &mut self.request
+        } else {
+            &mut self.response
+        }
+    }
+}
+
 /// The answer to a dispatched call, while `proxy_on_http_call_response` runs.
 #[derive(Debug, Default, Clone)]
 pub struct CallResponse {

@@ -205,10 +205,9 @@ pub fn check(expect: &Expect, sent: &[u8], resp: &Response, store: &Store) -> Re
                 .enumerate()
                 .map(|(i, e)| derived::features(route, e, amounts.get(i).unwrap_or(&None), store))
                 .collect();
-            enriched(
-                route, entities, &feats, model_path, numbers, sent, resp, store,
-            )
-            .map_err(|e| format!("route {}: {e}", route.name))
+            let exchange = Exchange { sent, resp, store };
+            enriched(route, entities, &feats, model_path, numbers, &exchange)
+                .map_err(|e| format!("route {}: {e}", route.name))
         }
         (Outcome::Model, Expect::Untouched { model_path }) => {
             path_is(resp, model_path)?;
@@ -293,19 +292,24 @@ pub fn check(expect: &Expect, sent: &[u8], resp: &Response, store: &Store) -> Re
     }
 }
 
+/// One case's request as sent, what the model received, and the store to check it against.
+struct Exchange<'a> {
+    sent: &'a [u8],
+    resp: &'a Response,
+    store: &'a Store,
+}
+
 /// Outcome (a) on an enriching route: the path, the headers and the body the model received;
 /// `feats`: what each entity's features must be.
-#[allow(clippy::too_many_arguments)]
 fn enriched(
     route: &Route,
     entities: &[Entity],
     feats: &[Vec<Feature>],
     model_path: &str,
     numbers: &[(&'static str, &'static str)],
-    sent: &[u8],
-    resp: &Response,
-    store: &Store,
+    exchange: &Exchange<'_>,
 ) -> Result<(), String> {
+    let Exchange { sent, resp, store } = *exchange;
     path_is(resp, model_path)?;
     for (field, token) in numbers {
         let got = number_token(&String::from_utf8_lossy(&resp.body), field);

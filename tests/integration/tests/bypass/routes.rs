@@ -5,13 +5,15 @@
 //! on-demand views of `derived.rs` with their routes (`od-*`).
 
 use ferry_integration_tests::expected::Service;
+use ferry_integration_tests::{feast_route, fraud_grpc_route};
 
 use crate::derived::Derived;
 use crate::outcome::{Format, Route};
 
 /// Routes the matrix adds to the example repo, all under its protected prefix /v1/models/ and
 /// none starting with an example route's prefix (routes are tried in order).
-pub const EXTRA_ROUTES: &str = r#"
+pub const EXTRA_ROUTES: &str = concat!(
+    r#"
   - name: gated
     match:
       path_prefix: /v1/models/gated
@@ -40,19 +42,10 @@ pub const EXTRA_ROUTES: &str = r#"
     format: kserve_v2_grpc
     entity: {fields: [merchant_id, user_id]}
     on_missing_entity: "null"
-  - name: fraud-grpc
-    match: {path_prefix: /inference.GRPCInferenceService/ModelInfer}
-    service: realtime_scoring
-    format: kserve_v2_grpc
-    entity: {field: user_id}
-    on_missing_entity: "null"
-  - name: feast
-    match: {path_exact: /get-online-features}
-    service: realtime_scoring
-    format: feast_rest
-    entity: {field: user_id}
-    on_missing_entity: "null"
-  - name: od-v1
+"#,
+    fraud_grpc_route!(),
+    feast_route!(),
+    r#"  - name: od-v1
     match: {path_prefix: /v1/models/od-v1}
     service: od_scoring
     format: kserve_v1
@@ -82,7 +75,8 @@ pub const EXTRA_ROUTES: &str = r#"
     match: {path_prefix: /v1/models/od-req}
     service: req_only
     format: kserve_v1
-"#;
+"#,
+);
 
 /// The example's protected_paths line, and the matrix's.
 const PROTECTED: &str = "protected_paths: [/v1/models/, /v2/models/, /score, /v1/risk]";

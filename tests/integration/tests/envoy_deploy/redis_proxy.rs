@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ferry_integration_tests::http::{get_ok, raw};
 use ferry_integration_tests::process::tcp_open;
-use ferry_integration_tests::{bin, free_port, run, wasm, Proc, RedisServer};
+use ferry_integration_tests::{bin, free_port, run, start_model, wasm, Proc, RedisServer};
 
 use super::support::{
     assert_enriched_like_the_source, envoy_config, small_repo, start_envoy, start_reader, stat,
@@ -22,40 +22,16 @@ async fn the_reader_reaches_redis_through_envoys_redis_proxy() {
     let dir = tempfile::tempdir().expect("tempdir");
     let repo = small_repo(dir.path());
     let redis = RedisServer::start();
-    let (reader_port, model_port) = (free_port(), free_port());
-    let (listen_port, admin_port, proxy_port) = (free_port(), free_port(), free_port());
-    let config = dir.path().join("envoy.yaml");
-    proxy_config(
-        &repo,
-        &config,
-        [listen_port, admin_port, reader_port, model_port, proxy_port],
-        &["--redis-upstream", &format!("127.0.0.1:{}", redis.port)],
-    );
-    let mut envoy = start_envoy(dir.path(), &config, admin_port);
-    let proxy_url = format!("redis://127.0.0.1:{proxy_port}");
-    run(Command::new(bin("ferry"))
-        .arg("materialize")
-        .arg(&repo)
-        .args(["--redis", &proxy_url]));
+    let upstream = format!("127.0.0.1:{}", redis.port);
+    let (mut envoy, ports) = proxy_envoy(dir.path(), &repo, &["--redis-upstream", &upstream]);
+    let [_, admin_port, reader_port, _, proxy_port] = ports;
+    let proxy_url = materialize_through(&repo, proxy_port);
     // Materialize writes each vector with SET NX GET (an existing one through a
     // compare-and-set script, EVALSHA): a fresh Redis takes SETs only.
     let written = stat(admin_port, "redis.ferry_redis.command.set.total");
     assert!(written > 0, "materialize did not write through the proxy");
 
-    let _reader = start_reader(dir.path(), reader_port, &proxy_url);
-    let mut cmd = Command::new(bin("ferry-demo-model"));
-    cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-    let mut model = Proc::start("model", cmd, dir.path());
-    model.wait_ready(|| tcp_open(model_port), "demo model");
-
-    let before = stat(admin_port, "redis.ferry_redis.command.mget.total");
-    assert_enriched_like_the_source(listen_port, &repo).await;
-    let after = stat(admin_port, "redis.ferry_redis.command.mget.total");
-    assert_eq!(
-        after,
-        before + 1,
-        "the reader's MGET went through the proxy"
-    );
+    let _running = enriched_through(dir.path(), &repo, &proxy_url, ports).await;
     // Redis gone behind the proxy: Envoy still answers PING, but the reader's health check
     // reads a key, so it says Redis is down (within its one-second cache, and a little more).
     assert!(get_ok(reader_port, "/healthz"));
@@ -135,21 +111,11 @@ async fn the_reader_reaches_a_redis_cluster_through_envoys_redis_proxy() {
             .all(|&p| redis_cli(p, &["cluster", "info"]).contains("cluster_state:ok"))
     });
 
-    let (reader_port, model_port) = (free_port(), free_port());
-    let (listen_port, admin_port, proxy_port) = (free_port(), free_port(), free_port());
-    let config = dir.path().join("envoy.yaml");
-    proxy_config(
-        &repo,
-        &config,
-        [listen_port, admin_port, reader_port, model_port, proxy_port],
-        // One seed: Envoy discovers the other masters from it.
-        &[
-            "--redis-cluster",
-            "--redis-upstream",
-            &format!("127.0.0.1:{}", ports[0]),
-        ],
-    );
-    let _envoy = start_envoy(dir.path(), &config, admin_port);
+    // One seed: Envoy discovers the other masters from it.
+    let seed = format!("127.0.0.1:{}", ports[0]);
+    let upstream = ["--redis-cluster", "--redis-upstream", &seed];
+    let (_envoy, proxy_ports) = proxy_envoy(dir.path(), &repo, &upstream);
+    let [_, admin_port, _, _, proxy_port] = proxy_ports;
     wait_for("Envoy to discover the three masters", || {
         let list = raw(
             admin_port,
@@ -163,28 +129,14 @@ async fn the_reader_reaches_a_redis_cluster_through_envoys_redis_proxy() {
         })
     });
 
-    let proxy_url = format!("redis://127.0.0.1:{proxy_port}");
-    run(Command::new(bin("ferry"))
-        .arg("materialize")
-        .arg(&repo)
-        .args(["--redis", &proxy_url]));
+    let proxy_url = materialize_through(&repo, proxy_port);
     // The vectors landed on every master (keys spread by slot), not on the seed alone.
     for p in ports {
         let keys: u64 = redis_cli(p, &["dbsize"]).trim().parse().expect("dbsize");
         assert!(keys > 0, "master 127.0.0.1:{p} holds no vector");
     }
 
-    let _reader = start_reader(dir.path(), reader_port, &proxy_url);
-    let mut cmd = Command::new(bin("ferry-demo-model"));
-    cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-    let mut model = Proc::start("model", cmd, dir.path());
-    model.wait_ready(|| tcp_open(model_port), "demo model");
-    let before = stat(admin_port, "redis.ferry_redis.command.mget.total");
-    assert_enriched_like_the_source(listen_port, &repo).await;
-    assert_eq!(
-        stat(admin_port, "redis.ferry_redis.command.mget.total"),
-        before + 1
-    );
+    let _running = enriched_through(dir.path(), &repo, &proxy_url, proxy_ports).await;
 
     // Envoy answers SCAN over the shards with one [cursor, keys] pair per shard: `--prune`
     // refuses that shape and deletes nothing.
@@ -207,6 +159,45 @@ async fn the_reader_reaches_a_redis_cluster_through_envoys_redis_proxy() {
 
 /// A static bootstrap with a redis_proxy listener: listener, admin, reader, model and proxy
 /// ports, then how the proxy finds Redis.
+/// `ferry materialize` of `repo` through the proxy at `proxy_port`: the proxy's URL.
+fn materialize_through(repo: &Path, proxy_port: u16) -> String {
+    let proxy_url = format!("redis://127.0.0.1:{proxy_port}");
+    run(Command::new(bin("ferry"))
+        .arg("materialize")
+        .arg(repo)
+        .args(["--redis", &proxy_url]));
+    proxy_url
+}
+
+/// Starts the reader on `proxy_url` and the demo model, then checks that a request is enriched
+/// like the source with one MGET through the proxy; `ports` as [`proxy_config`] takes them.
+/// The reader and the model, to keep running.
+async fn enriched_through(dir: &Path, repo: &Path, proxy_url: &str, ports: [u16; 5]) -> [Proc; 2] {
+    let [listen_port, admin_port, reader_port, model_port, _] = ports;
+    let reader = start_reader(dir, reader_port, proxy_url);
+    let mut model = start_model(dir, model_port);
+    model.wait_ready(|| tcp_open(model_port), "demo model");
+    let before = stat(admin_port, "redis.ferry_redis.command.mget.total");
+    assert_enriched_like_the_source(listen_port, repo).await;
+    let after = stat(admin_port, "redis.ferry_redis.command.mget.total");
+    assert_eq!(
+        after,
+        before + 1,
+        "the reader's MGET went through the proxy"
+    );
+    [reader, model]
+}
+
+/// An Envoy with a redis_proxy listener in front of `upstream`, on free ports (listen, admin,
+/// reader, model, proxy): the process and the ports.
+fn proxy_envoy(dir: &Path, repo: &Path, upstream: &[&str]) -> (Proc, [u16; 5]) {
+    let ports = [(); 5].map(|_| free_port());
+    let config = dir.join("envoy.yaml");
+    proxy_config(repo, &config, ports, upstream);
+    (start_envoy(dir, &config, ports[1]), ports)
+}
+
+/// `ports`: listen, admin, reader, model, proxy.
 fn proxy_config(repo: &Path, config: &Path, ports: [u16; 5], upstream: &[&str]) {
     let [listen, admin, reader, model, proxy] = ports.map(|p| p.to_string());
     let wasm = wasm().display().to_string();

@@ -7,18 +7,11 @@ use std::process::Command;
 
 use ferry_integration_tests::expected::{Entity, Service, Store};
 use ferry_integration_tests::http::{get_ok, post, raw};
-use ferry_integration_tests::{bin, envoy_bin, example_repo, run, Options, Proc};
+use ferry_integration_tests::{bin, envoy_bin, example_repo_with, run, Proc};
 use serde_json::json;
 
 pub fn small_repo(dir: &Path) -> std::path::PathBuf {
-    example_repo(
-        dir,
-        &Options {
-            entities: Some(100),
-            ..Options::default()
-        },
-        |y| y,
-    )
+    example_repo_with(dir, 100)
 }
 
 pub fn envoy_config(repo: &Path, out: &Path, args: &[&str]) {

@@ -11,7 +11,8 @@ use ferry_integration_tests::control_plane::{READ_TOKEN, TOKEN};
 use ferry_integration_tests::process::tcp_open;
 use ferry_integration_tests::secure::block_on;
 use ferry_integration_tests::{
-    bin, free_port, materialized_example, run, start_reader, tls, wasm, Proc, RedisServer,
+    bin, free_port, materialized_example, run, start_model, start_reader, tls, wasm, Proc,
+    RedisServer,
 };
 use ferry_test_support::certs::Ca;
 
@@ -65,9 +66,7 @@ impl Stack {
         }
         let mut reader = start_reader(d, READER_PORT, &flags);
         let model_port = free_port();
-        let mut cmd = Command::new(bin("ferry-demo-model"));
-        cmd.args(["--listen", &format!("127.0.0.1:{model_port}")]);
-        let mut model = Proc::start("model", cmd, d);
+        let mut model = start_model(d, model_port);
 
         let leaf = ca.issue(&[CP_NAME], &[]).write(d, "control-plane");
         let signing = d.join("signing.pem");

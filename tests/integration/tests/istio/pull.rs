@@ -60,6 +60,77 @@ pub fn enriched(resp: &Response) -> bool {
     resp.status == 200 && resp.header("x-ferry-status") == Some("ok")
 }
 
+/// The users every pull test asks for.
+pub const USERS: [&str; 2] = ["u000001", "u000002"];
+
+/// A signing `ferry serve` on a stack's repo, down until the test restarts it, and the plugin
+/// config of a filter that pulls from it.
+pub struct Puller {
+    pub cp: ControlPlane,
+    /// The snapshot URL the filter polls.
+    pub url: String,
+    /// `ferry plugin-config`'s output: polls every 200 ms, with the read token and the key.
+    pub plugin_config: String,
+}
+
+impl Puller {
+    /// Down when Envoy starts (its ports are known, nothing listens on them); `extra` goes to
+    /// `ferry plugin-config` before the pull's flags.
+    pub fn down(stack: &Stack, extra: &[&str]) -> Puller {
+        let key = keygen(stack.dir.path());
+        let mut cp = ControlPlane::start_with_args(
+            stack.dir.path(),
+            &stack.repo,
+            &["--signing-key", &key.display().to_string()],
+        );
+        cp.proc.kill();
+        let url = format!("{}/v1/snapshot", cp.url());
+        let plugin_config = run(Command::new(bin("ferry"))
+            .arg("plugin-config")
+            .arg(&stack.repo)
+            .args(extra)
+            .args(["--snapshot-url", &url, "--snapshot-cluster", CP_CLUSTER])
+            .args(["--snapshot-poll-ms", "200"])
+            .args(["--snapshot-token", READ_TOKEN])
+            .arg("--snapshot-key")
+            .arg(&key)
+            .arg("--insecure"));
+        Puller {
+            cp,
+            url,
+            plugin_config,
+        }
+    }
+
+    /// Before the control plane answers, every request on Envoy's port `p`, on a Ferry route
+    /// or not, gets the JSON 503 naming the snapshot URL; once it comes up, the next poll
+    /// loads the snapshot: that first enriched answer, its values checked against `store`.
+    pub async fn first_pull(&mut self, p: u16, store: &Store) -> Response {
+        for path in ["/v1/models/fraud:predict", "/elsewhere"] {
+            let resp = post(p, path, instances(&["u000001"])).await;
+            assert_eq!(error_of(&resp), (503, "snapshot_not_loaded".into()));
+            let message = resp.json()["message"].as_str().unwrap_or("").to_owned();
+            assert!(message.contains(&self.url), "{message}");
+        }
+        self.cp.restart();
+        let resp = post_until(p, "/v1/models/fraud:predict", "first pull", enriched).await;
+        store.check_instances(Service::RealtimeScoring, &resp.json(), &users());
+        resp
+    }
+}
+
+/// [`USERS`] as the store's entities.
+pub fn users() -> [Entity; 2] {
+    USERS.map(|u| Entity::User(u.into()))
+}
+
+/// Appends [`NEW_ROUTE`] to the stack repo's ferry.yaml (the change a test then pushes).
+pub fn add_new_route(stack: &Stack) {
+    let yaml = stack.repo.join("ferry.yaml");
+    let text = std::fs::read_to_string(&yaml).unwrap() + NEW_ROUTE;
+    std::fs::write(&yaml, text).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes() {
     let stack = Stack::start(Options {
@@ -67,52 +138,21 @@ async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes(
         entities: Some(50),
         ..Options::default()
     });
-    // Down when Envoy starts: its ports are known, nothing listens on them.
-    let key = keygen(stack.dir.path());
-    let mut cp = ControlPlane::start_with_args(
-        stack.dir.path(),
-        &stack.repo,
-        &["--signing-key", &key.display().to_string()],
-    );
-    cp.proc.kill();
-    let url = format!("{}/v1/snapshot", cp.url());
-    let plugin_config = run(Command::new(bin("ferry"))
-        .arg("plugin-config")
-        .arg(&stack.repo)
-        .args(["--reader-cluster", ISTIO_CLUSTER])
-        .args(["--snapshot-url", &url, "--snapshot-cluster", CP_CLUSTER])
-        .args(["--snapshot-poll-ms", "200"])
-        .args(["--snapshot-token", READ_TOKEN])
-        .arg("--snapshot-key")
-        .arg(&key)
-        .arg("--insecure"));
+    let mut pull = Puller::down(&stack, &["--reader-cluster", ISTIO_CLUSTER]);
+    let plugin_config = &pull.plugin_config;
     assert!(
         plugin_config.contains("\"snapshot_keys\""),
         "{plugin_config}"
     );
-    let cp_port = cp.http_port;
-    let envoy =
-        stack.static_envoy_edited(|y| with_cp_cluster(as_istio(y, &plugin_config), cp_port));
+    let cp_port = pull.cp.http_port;
+    let envoy = stack.static_envoy_edited(|y| with_cp_cluster(as_istio(y, plugin_config), cp_port));
     let p = envoy.listen_port;
 
-    // No snapshot yet: every request, on a Ferry route or not, gets the JSON 503.
-    for path in ["/v1/models/fraud:predict", "/elsewhere"] {
-        let resp = post(p, path, instances(&["u000001"])).await;
-        assert_eq!(error_of(&resp), (503, "snapshot_not_loaded".into()));
-        let message = resp.json()["message"].as_str().unwrap_or("").to_owned();
-        assert!(message.contains(&url), "{message}");
-    }
-
     // The control plane comes up: the next poll loads the snapshot, values as in the store.
-    cp.restart();
-    let resp = post_until(p, "/v1/models/fraud:predict", "first pull", enriched).await;
-    check_unheld(&resp, Some("ok"));
-    let users = [
-        Entity::User("u000001".into()),
-        Entity::User("u000002".into()),
-    ];
     let store = Store::load(&stack);
-    store.check_instances(Service::RealtimeScoring, &resp.json(), &users);
+    let resp = pull.first_pull(p, &store).await;
+    check_unheld(&resp, Some("ok"));
+    let users = users();
     let before = post(p, "/t/added-later", instances(&["u000001"])).await;
     assert_eq!(before.status, 200);
     assert!(
@@ -121,9 +161,8 @@ async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes(
     );
 
     // A repo change pushed to ferry serve reaches the filter by re-pull.
-    let yaml = stack.repo.join("ferry.yaml");
-    let text = std::fs::read_to_string(&yaml).unwrap() + NEW_ROUTE;
-    std::fs::write(&yaml, text).unwrap();
+    add_new_route(&stack);
+    let Puller { cp, url, .. } = &mut pull;
     let v2 = cp.apply_push(&stack.repo, &stack.redis.url(), false);
     assert_eq!(cp.version(), v2);
     // What a poll costs once the filter has it: a 304 without a body.
@@ -173,7 +212,7 @@ async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(envoy.proc.log_text().contains(&url));
+    assert!(envoy.proc.log_text().contains(url.as_str()));
     let resp = post(p, "/t/added-later", instances(&["u000001", "u000002"])).await;
     check_unheld(&resp, Some("ok"));
     store.check_instances(Service::RealtimeScoring, &resp.json(), &users);

@@ -62,7 +62,7 @@ fn user(e: usize) -> String {
 /// One row of `view` for `user` at `t_us` whose every feature encodes `id` (< 2^24, exact in
 /// float32).
 fn row(view: &str, user: &str, t_us: i64, id: i64) -> Json {
-    let ts = json!(ferry_core::civil::rfc3339(t_us, false));
+    let ts = json!(ferry_integration_tests::rfc3339(t_us));
     let df = match view {
         "user_profile" => json!({
             "user_id": [user], "event_timestamp": [ts], "age": [id], "credit_score": [id],

@@ -9,17 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use ferry_integration_tests::secure::{block_on, refused_start, tls_flags, ENVOY};
 use ferry_integration_tests::{bin, free_port, tls, Proc};
 use ferry_protos::v1::{
     value::Kind, FeatureStatus, ServedInstance, ServedLog, ServedService, Value, ValueType,
 };
 use ferry_test_support::certs::LeafFiles;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use prost::Message;
-use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::{Ctx, Fut};
@@ -201,59 +197,14 @@ async fn send(
         }),
     }
     .encode_to_vec();
-    let mut framed = vec![0u8];
-    framed.extend_from_slice(
-        &u32::try_from(msg.len())
-            .map_err(|e| e.to_string())?
-            .to_be_bytes(),
-    );
-    framed.extend_from_slice(&msg);
-    call(port, client, c, framed).await
-}
-
-async fn call(port: u16, client: &LeafFiles, c: &Ctx, framed: Vec<u8>) -> Result<u32, String> {
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .map_err(|e| e.to_string())?;
-    let stream = tls::connector_alpn(&c.stack.ca, Some(client), b"h2")
-        .connect(
-            ServerName::try_from(SINK_NAME).map_err(|e| e.to_string())?,
-            tcp,
-        )
-        .await
-        .map_err(|e| format!("handshake: {e}"))?;
-    let (mut sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
-    let request = hyper::Request::post(format!(
-        "https://{SINK_NAME}/envoy.service.accesslog.v3.AccessLogService/StreamAccessLogs"
-    ))
-    .header("content-type", "application/grpc")
-    .header("te", "trailers")
-    .body(Full::new(Bytes::from(framed)))
-    .map_err(|e| e.to_string())?;
-    let resp = sender
-        .send_request(request)
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = |h: &hyper::HeaderMap| {
-        h.get("grpc-status")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u32>().ok())
-    };
-    if let Some(code) = status(resp.headers()) {
-        return Ok(code);
-    }
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?;
-    body.trailers()
-        .and_then(status)
-        .ok_or_else(|| "no grpc-status".to_owned())
+    tls::grpc_status(
+        port,
+        (&c.stack.ca, Some(client)),
+        SINK_NAME,
+        "/envoy.service.accesslog.v3.AccessLogService/StreamAccessLogs",
+        &msg,
+    )
+    .await
 }
 
 /// Every file and folder under `dir` (relative paths, sorted).

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use ferry_integration_tests::control_plane::TOKEN;
 use ferry_integration_tests::http::get_ok;
-use ferry_integration_tests::secure::{block_on, control_plane, refused_start, CP_NAME};
-use ferry_integration_tests::{bin, free_port, tls, wasm, Proc};
+use ferry_integration_tests::secure::{self, block_on, control_plane, refused_start, CP_NAME};
+use ferry_integration_tests::{free_port, tls, Proc};
 
 use super::xds::ads_once;
 use super::{Ctx, Fut};
@@ -22,19 +22,7 @@ pub fn plain_serve(c: &Ctx, name: &str, http: u16) -> Command {
 /// [`plain_serve`] of another repo.
 pub fn plain_serve_repo(c: &Ctx, repo: &std::path::Path, name: &str, http: u16) -> Command {
     let dir = c.stack.dir.path().join(name);
-    let mut cmd = Command::new(bin("ferry"));
-    cmd.arg("serve")
-        .arg(repo)
-        .arg("--wasm")
-        .arg(wasm())
-        .args(["--xds-listen", &format!("127.0.0.1:{}", free_port())])
-        .args(["--http-listen", &format!("127.0.0.1:{http}")])
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .env_remove("FERRY_PUSH_TOKEN")
-        .env_remove("FERRY_READ_TOKEN")
-        .env_remove("FERRY_WRITE_TOKEN");
-    cmd
+    secure::plain_serve(&dir, repo, &format!("127.0.0.1:{http}"))
 }
 
 /// A start to refuse: what the error must name, the flags, a variable to set.

@@ -3,14 +3,10 @@
 //! detail, answered with the gRPC status the control plane ends the stream with. The messages
 //! are the few fields of Envoy's `DiscoveryRequest` these cases send (same tags, same wire).
 
-use bytes::Bytes;
 use ferry_integration_tests::secure::CP_NAME;
 use ferry_integration_tests::tls;
 use ferry_test_support::certs::{Ca, LeafFiles};
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use prost::Message;
-use rustls::pki_types::ServerName;
 
 /// The ECDS type URL (the filter's configuration).
 pub const ECDS: &str = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig";
@@ -69,48 +65,12 @@ pub async fn ads_once(
             message: "forged: the filter refused this snapshot".into(),
         }),
     };
-    let msg = req.encode_to_vec();
-    let mut framed = vec![0u8];
-    framed.extend_from_slice(&u32::try_from(msg.len()).unwrap().to_be_bytes());
-    framed.extend_from_slice(&msg);
-
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .map_err(|e| e.to_string())?;
-    let stream = tls::connector_alpn(ca, client, b"h2")
-        .connect(ServerName::try_from(CP_NAME).unwrap(), tcp)
-        .await
-        .map_err(|e| format!("handshake: {e}"))?;
-    let (mut sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
-    let request = hyper::Request::post(format!(
-        "https://{CP_NAME}/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources"
-    ))
-    .header("content-type", "application/grpc")
-    .header("te", "trailers")
-    .body(Full::new(Bytes::from(framed)))
-    .unwrap();
-    let resp = sender
-        .send_request(request)
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = |h: &hyper::HeaderMap| {
-        h.get("grpc-status")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u32>().ok())
-    };
-    if let Some(code) = status(resp.headers()) {
-        return Ok(code);
-    }
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?;
-    body.trailers()
-        .and_then(status)
-        .ok_or_else(|| "no grpc-status".to_owned())
+    tls::grpc_status(
+        port,
+        (ca, client),
+        CP_NAME,
+        "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources",
+        &req.encode_to_vec(),
+    )
+    .await
 }

@@ -7,7 +7,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ferry_integration_tests::feast::feast_venv;
-use ferry_integration_tests::http::{raw, Conn, Response};
+pub use ferry_integration_tests::http::get;
+use ferry_integration_tests::http::{Conn, Response};
 use ferry_integration_tests::{bin, free_port, http, run, start_envoy, Proc, Stack};
 use serde_json::{json, Value as Json};
 
@@ -75,14 +76,6 @@ impl Sink {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-}
-
-pub fn get(port: u16, path: &str) -> String {
-    raw(
-        port,
-        format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
-    )
-    .unwrap()
 }
 
 /// A second Envoy on the stack's reader and model that sends served-feature logs to `sink`.

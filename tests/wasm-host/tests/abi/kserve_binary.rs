@@ -8,7 +8,7 @@ use ferry_protos::v1 as pb;
 use ferry_wasm_host::{Action, Stream};
 use serde_json::{json, Value as Json};
 
-use super::kserve_v2::{v2_route, V2_PATH};
+use super::kserve_v2::{packed_v2_route, v2_route, V2_PATH};
 use super::support::*;
 
 /// A BYTES tensor's binary data: each element as a 4-byte little-endian length and its bytes.
@@ -137,10 +137,7 @@ fn binary_bytes_ids_features_in_the_header_client_data_unchanged_forged_dropped(
 
 #[test]
 fn binary_int64_ids_and_packed_features() {
-    let mut snap = snapshot_with(|r| {
-        v2_route(r);
-        r.packed = true;
-    });
+    let mut snap = snapshot_with(packed_v2_route);
     snap.services[0].entity_keys[0].r#type = pb::ValueType::Int64 as i32;
     let host = host_with(&snap);
     let ids: Vec<u8> = [7i64, -2].iter().flat_map(|i| i.to_le_bytes()).collect();
@@ -225,7 +222,7 @@ fn bad_framing_is_refused_before_any_reader_call() {
         let s = host.stream();
         post_framed(&s, V2_PATH, &body, &length);
         let e = assert_error(&s, 400, "bad_binary_framing", "fraud");
-        assert!(e["message"].as_str().unwrap().contains(says), "{e}");
+        assert_says(&e, says);
     }
     // Twice: Ferry and the model could each read a different one.
     let s = host.stream();

@@ -22,6 +22,12 @@ pub fn v2_route(r: &mut pb::Route) {
     });
 }
 
+/// [`v2_route`], packed: Ferry's features as one FP32 tensor.
+pub fn packed_v2_route(r: &mut pb::Route) {
+    v2_route(r);
+    r.packed = true;
+}
+
 /// A BYTES id tensor `user_id` of shape [N].
 pub fn ids_tensor(ids: &[&str]) -> Json {
     json!({"name": "user_id", "shape": [ids.len()], "datatype": "BYTES", "data": ids})
@@ -382,18 +388,14 @@ fn v2_embeddings_of_different_lengths_in_one_batch_are_a_bad_vector() {
         ],
     );
     let err = assert_error(&s, 502, "bad_vector", "fraud");
-    assert!(
-        err["message"].as_str().unwrap().contains("more__emb"),
-        "{err}"
-    );
+    assert_says(&err, "more__emb");
     assert_clean(&host);
 }
 
 #[test]
 fn v2_packed_is_one_fp32_tensor_n_by_f() {
     let mut snap = snapshot_with(|r| {
-        v2_route(r);
-        r.packed = true;
+        packed_v2_route(r);
         r.on_missing_entity = pb::MissingEntityPolicy::MissingNull as i32;
     });
     snap.services[0].views.push(pb::ServiceView {
@@ -465,10 +467,7 @@ fn v2_packed_is_one_fp32_tensor_n_by_f() {
 #[test]
 fn v2_packed_route_with_non_numeric_features_is_refused_at_configure() {
     let host = Host::load_filter();
-    let snap = typed_snapshot(|r| {
-        v2_route(r);
-        r.packed = true;
-    });
+    let snap = typed_snapshot(packed_v2_route);
     assert!(!host.configure(&snap.encode_to_vec()));
     assert!(
         host.log_text().contains("is string, not numeric"),
@@ -615,10 +614,7 @@ fn v2_bad_requests_are_answered_without_a_reader_call() {
         );
         let err = assert_error(&s, status, code, "fraud");
         if code == "missing_entity_id" {
-            assert!(
-                err["message"].as_str().unwrap().contains("'user_id'"),
-                "{err}"
-            );
+            assert_says(&err, "'user_id'");
         }
     }
     assert!(host.dispatched_calls().is_empty());

@@ -122,7 +122,7 @@ fn the_snapshot_is_pulled_polled_and_a_bad_one_is_refused() {
         (status, json["error"].as_str()),
         (503, Some("snapshot_not_loaded"))
     );
-    assert!(json["message"].as_str().unwrap().contains(URL), "{json}");
+    assert_says(&json, URL);
     let reply = s.local_reply().unwrap();
     assert_eq!(reply.header("x-ferry-error"), Some("snapshot_not_loaded"));
 

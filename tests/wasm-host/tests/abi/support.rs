@@ -155,6 +155,37 @@ pub fn assert_error(s: &Stream, status: u32, code: &str, route: &str) -> serde_j
     json
 }
 
+/// The reader's own errors, and Envoy's own 504 for the reader cluster: (the reader call's
+/// `:status`, its body, the status and error code the filter answers the client with).
+pub const READER_ERRORS: [(&str, &[u8], u32, &str); 3] = [
+    (
+        "503",
+        br#"{"error":"redis_unavailable","message":"down"}"#,
+        503,
+        "redis_unavailable",
+    ),
+    ("504", b"upstream request timeout", 504, "reader_timeout"),
+    ("500", b"oops", 502, "reader_error"),
+];
+
+/// The request went on degraded by `error`: the headers the model sees say so.
+pub fn assert_degraded_by(s: &Stream, error: &str) {
+    assert_eq!(
+        s.request_header("x-ferry-status").as_deref(),
+        Some("degraded")
+    );
+    assert_eq!(s.request_header("x-ferry-error").as_deref(), Some(error));
+}
+
+/// The JSON error `err`'s message mentions `text`.
+pub fn assert_says(err: &serde_json::Value, text: &str) {
+    let message = err["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(text),
+        "the message does not say {text:?}: {err}"
+    );
+}
+
 /// The `x-ferry-*` summary headers of an enriched request: (entities, missing, stale, status).
 pub fn assert_summary(s: &Stream, entities: usize, missing: usize, stale: usize, status: &str) {
     let want = [

@@ -179,6 +179,20 @@ impl NativeStream<'_> {
         !self.envoy.0.replies.borrow().is_empty()
     }
 
+    /// After `hook` returned (Continue when `go`): unless the filter answered, Continue
+    /// releases the request and anything else pauses it.
+    fn settle(&mut self, hook: &'static str, go: bool) {
+        self.verdict(hook, go);
+        if self.answered_now() {
+            return;
+        }
+        if go {
+            self.release();
+        } else {
+            self.paused = true;
+        }
+    }
+
     /// After a delivery: a `continue_decoding` releases the request.
     fn after_delivery(&mut self, continued_before: u32) {
         if self.envoy.0.continued_decoding.get() > continued_before && !self.answered_now() {
@@ -194,15 +208,7 @@ impl Schedule for NativeStream<'_> {
             .set_headers(HeaderKind::RequestHeader, &headers(&h));
         let status = self.stream.on_request_headers(end_of_stream);
         let go = status == HeadersStatus::Continue;
-        self.verdict("request_headers", go);
-        if self.answered_now() {
-            return;
-        }
-        if go {
-            self.release();
-        } else {
-            self.paused = true;
-        }
+        self.settle("request_headers", go);
     }
 
     /// Envoy hands the frame to the hook as the received chunk; Continue sends the buffered
@@ -211,18 +217,12 @@ impl Schedule for NativeStream<'_> {
         self.envoy.set_body(BodyKind::ReceivedRequest, chunk);
         let status = self.stream.on_request_body(end_of_stream);
         let go = status == BodyStatus::Continue;
-        self.verdict("request_body", go);
-        if self.answered_now() {
-            return;
-        }
-        if go {
-            self.release();
-        } else {
+        if !go && !self.answered_now() {
             let received = self.envoy.body_of(BodyKind::ReceivedRequest);
             self.envoy.append_body(BodyKind::BufferedRequest, &received);
             self.envoy.set_body(BodyKind::ReceivedRequest, b"");
-            self.paused = true;
         }
+        self.settle("request_body", go);
     }
 
     fn trailers(&mut self) {
@@ -231,15 +231,7 @@ impl Schedule for NativeStream<'_> {
             .set_headers(HeaderKind::RequestTrailer, &headers(&t));
         let status = self.stream.on_request_trailers();
         let go = status == ferry_native::abi::TrailersStatus::Continue;
-        self.verdict("request_trailers", go);
-        if self.answered_now() {
-            return;
-        }
-        if go {
-            self.release();
-        } else {
-            self.paused = true;
-        }
+        self.settle("request_trailers", go);
     }
 
     fn answered(&self) -> bool {
