@@ -7,7 +7,6 @@ use prost::Message;
 use serde_json::Value as Json;
 
 use crate::config::{Config, OnMissing, OnStale, Route};
-use crate::derive::{cost::DEFAULT_REQUEST_BUDGET, Budget};
 use crate::error::FerryError;
 use crate::format::kserve_v1::{self, Rendered};
 use crate::format::{self, ParsedRequest, Rewritten};
@@ -16,6 +15,7 @@ use crate::metrics::Served;
 use crate::request::derived::{self, DerivedCounts};
 use crate::values::{FeatureValue, ValueRef};
 use crate::vector::{self, EntityFeatures, FeatureStatus, Sink};
+use ferry_expr::{cost::DEFAULT_REQUEST_BUDGET, Budget};
 
 /// Longest reader error message copied into Ferry's own error.
 const MAX_DETAIL: usize = 300;

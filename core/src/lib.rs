@@ -5,8 +5,6 @@
 //! - [`config`]: the registry snapshot as the filter uses it: validated once, pre-indexed.
 //! - [`plugin_config`]: the filter's plugin configuration: a binary snapshot, or JSON (Istio,
 //!   Envoy Gateway), inline or pulled from a URL ([`snapshot_pull`]), signed ([`signature`]).
-//! - [`derive`]: request-time features: on-demand views' expression trees checked, compiled
-//!   once per snapshot and evaluated per instance under a budget.
 //! - [`format`]: the request formats (one module per `format:` word) and what they share.
 //! - [`vector`], [`values`]: decoding stored vectors, TTL and fingerprint checks, typed values.
 //! - [`enrich`]: the reader call and its answer, features per entity, the rewrite.
@@ -21,7 +19,8 @@
 
 pub mod civil;
 pub mod config;
-pub mod derive;
+/// Transitional: the expression engine's old path, until its users name `ferry_expr`.
+pub use ferry_expr as derive;
 pub mod enrich;
 pub mod error;
 pub mod format;

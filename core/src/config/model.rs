@@ -112,7 +112,7 @@ pub struct DerivedFeature {
     pub value_type: pb::ValueType,
     /// The CEL text as written.
     pub text: String,
-    pub program: crate::derive::Program,
+    pub program: ferry_expr::Program,
 }
 
 /// The features of one on-demand view a service lists, bound to the service's stored vector.

@@ -60,7 +60,7 @@ impl ParsedRequest {
 impl ParsedRequest {
     /// The request fields of every instance, `RouteDerived::fields` per instance in order
     /// (empty when the route reads none).
-    pub fn fields(&self) -> &[crate::derive::Input<'static>] {
+    pub fn fields(&self) -> &[ferry_expr::Input<'static>] {
         match self {
             ParsedRequest::KserveV1(r) => &r.request_fields,
             ParsedRequest::KserveV2(r) => &r.fields,

@@ -7,9 +7,9 @@
 use std::borrow::Cow;
 
 use crate::config::{DerivedBinding, Route};
-use crate::derive::{Absence, Budget, Input, Invalid, List, Outcome, Val};
 use crate::values::FeatureValue;
 use crate::vector::{EntityFeatures, FeatureStatus};
+use ferry_expr::{Absence, Budget, Input, Invalid, List, Outcome, Val};
 
 /// What one request's evaluation gave, for metrics.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use crate::config::model::{
     DerivedBinding, DerivedFeature, DerivedPart, OnDemandView, RequestField, RouteDerived,
     RouteField, RoutePart, StoredInput, View,
 };
-use crate::derive::{cost, Program, Type};
+use ferry_expr::{cost, Program, Type};
 
 /// Most request fields, stored inputs and features of one on-demand view.
 pub const MAX_VIEW_ITEMS: usize = 256;

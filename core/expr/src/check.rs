@@ -5,10 +5,10 @@
 
 use ferry_protos::v1::{self as pb, expr::Kind, literal::Value as Lit};
 
-use super::cost::{self, MAX_DEPTH, MAX_NESTED_COMPREHENSIONS, MAX_NODES};
-use super::functions::{self, Cost, Op};
-use super::tree::{CompKind, Const, Node};
-use super::types::Type;
+use crate::cost::{self, MAX_DEPTH, MAX_NESTED_COMPREHENSIONS, MAX_NODES};
+use crate::functions::{self, Cost, Op};
+use crate::tree::{CompKind, Const, Node};
+use crate::types::Type;
 
 /// Why a tree is refused: where (a byte offset in the expression text) and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

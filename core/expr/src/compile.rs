@@ -5,10 +5,10 @@
 
 use ferry_protos::v1::{self as pb, ValueType};
 
-use super::check::{self, CheckError};
-use super::cost::MAX_EXPR_COST;
-use super::tree::Node;
-use super::types::Type;
+use crate::check::{self, CheckError};
+use crate::cost::MAX_EXPR_COST;
+use crate::tree::Node;
+use crate::types::Type;
 
 /// One derived feature's expression, ready to evaluate per instance.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,7 +54,7 @@ impl Program {
                 message: format!(
                     "cost bound {cost} is over the limit of {MAX_EXPR_COST} (each list counted \
                      at {} elements; a macro costs its body once per element)",
-                    super::cost::MAX_LIST_LEN
+                    crate::cost::MAX_LIST_LEN
                 ),
             });
         }

@@ -1,6 +1,6 @@
 //! The checked tree the evaluator walks: names already slots, calls typed operations.
 
-use super::functions::{Cost, Op};
+use crate::functions::{Cost, Op};
 
 /// A constant of the program, borrowed by the values computed from it.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,8 +4,10 @@ use std::borrow::Cow;
 
 use ferry_protos::v1::{ComprehensionKind as CK, Expr, Function as F, ValueType as VT};
 
-use super::testing::*;
 use super::*;
+use ferry_test_support::on_demand::{
+    boolean, bytes, call, comp, dbl, has, input, int, list, string, var,
+};
 
 /// Slots: 0 double, 1 string, 2 int, 3 list, 4 bool, 5 bytes, 6 list (f64).
 const SLOTS: [Type; 7] = [

@@ -2,8 +2,8 @@
 
 use ferry_protos::v1::{ComprehensionKind as CK, Function as F, ValueType as VT};
 
-use super::testing::*;
 use super::*;
+use ferry_test_support::on_demand::{boolean, call, comp, dbl, has, input, int, list, string, var};
 
 const SLOTS: [Type; 6] = [
     Type::Double,

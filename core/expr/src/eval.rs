@@ -6,12 +6,12 @@ use std::borrow::Cow;
 
 use ferry_protos::v1::ValueType;
 
-use super::compile::Program;
-use super::cost::{self, MAX_LIST_LEN, MAX_NESTED_COMPREHENSIONS};
-use super::functions::{Cost, Op};
-use super::ops;
-use super::tree::{CompKind, Const, Node};
-use super::types::{Absence, Budget, Input, Invalid, List, Outcome, Val};
+use crate::compile::Program;
+use crate::cost::{self, MAX_LIST_LEN, MAX_NESTED_COMPREHENSIONS};
+use crate::functions::{Cost, Op};
+use crate::ops;
+use crate::tree::{CompKind, Const, Node};
+use crate::types::{Absence, Budget, Input, Invalid, List, Outcome, Val};
 
 /// Why an evaluation stopped before a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 
 use ferry_protos::v1::Function;
 
-use super::types::Type;
+use crate::types::Type;
 
 /// How a function is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,9 +3,9 @@
 //! counted in (one unit per node evaluated, one per list element a list function or macro goes
 //! through, one per 256 bytes a string function reads).
 
-use super::functions::Cost;
-use super::tree::{Const, Node};
-use super::types::{Type, Val};
+use crate::functions::Cost;
+use crate::tree::{Const, Node};
+use crate::types::{Type, Val};
 
 /// Longest expression text, in bytes.
 pub const MAX_TEXT_BYTES: usize = 2048;

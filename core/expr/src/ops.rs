@@ -4,9 +4,9 @@
 use std::borrow::Cow;
 use std::cmp::Ordering;
 
-use super::cost::MAX_STRING_BYTES;
-use super::functions::Op;
-use super::types::{Invalid, List, Val};
+use crate::cost::MAX_STRING_BYTES;
+use crate::functions::Op;
+use crate::types::{Invalid, List, Val};
 
 type R<'a> = Result<Val<'a>, Invalid>;
 

@@ -1,6 +1,8 @@
-//! Request-time features: the expressions of on-demand views, as `ferry apply` compiled them
-//! from CEL into a `ferry.v1.Expr` tree, checked again here (a pushed snapshot is untrusted),
-//! compiled once per snapshot and evaluated per instance under a budget.
+//! Ferry's expression language, the request-time features of on-demand views: the expressions
+//! as `ferry apply` compiled them from CEL into a `ferry.v1.Expr` tree, checked again here (a
+//! pushed snapshot is untrusted), compiled once per snapshot and evaluated per instance under a
+//! budget. Used by ferry-core (the request path), the control plane (`ferry apply`), the bench
+//! and the fuzz targets.
 //!
 //! - `types.rs`: the expression types, values, inputs a caller binds per instance, outcomes.
 //! - `functions.rs`: the one table of operators and functions (signatures, cost).
@@ -29,8 +31,6 @@ pub use compile::{result_type, Program};
 pub use types::{Absence, Budget, Input, Invalid, List, Outcome, Type, Val};
 
 #[cfg(test)]
+mod check_tests;
+#[cfg(test)]
 mod eval_tests;
-#[cfg(test)]
-pub(crate) mod testing;
-#[cfg(test)]
-mod tests;

@@ -4,8 +4,7 @@
 use std::borrow::Cow;
 
 use ferry_protos::v1::{value::Kind, ValueType};
-
-use crate::values::FeatureValue;
+use ferry_protos::FeatureValue;
 
 /// CEL's types as on-demand views use them. `null` is no type: a missing input is tested with
 /// `has()`, never compared.
