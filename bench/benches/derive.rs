@@ -11,8 +11,8 @@ use std::sync::Arc;
 use cel::{Context, Value};
 use criterion::{criterion_group, criterion_main, Criterion};
 use ferry::expr::{self, Scope};
-use ferry_core::derive::{Budget, Input, List, Program, Type, Val};
 use ferry_core::values::FeatureValue;
+use ferry_expr::{Budget, Input, List, Program, Type, Val};
 use ferry_protos::v1::{value::Kind, FloatList, ValueType as VT};
 
 const EXPRESSIONS: [(&str, &str, VT); 5] = [
