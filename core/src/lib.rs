@@ -19,8 +19,6 @@
 
 pub mod civil;
 pub mod config;
-/// Transitional: the expression engine's old path, until its users name `ferry_expr`.
-pub use ferry_expr as derive;
 pub mod enrich;
 pub mod error;
 pub mod format;
