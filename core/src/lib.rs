@@ -19,7 +19,6 @@
 
 pub mod civil;
 pub mod config;
-pub mod enrich;
 pub mod error;
 pub mod format;
 pub mod host;

@@ -8,6 +8,17 @@ pub mod views;
 
 pub use views::{Served, ViewMetrics};
 
+/// What one request's on-demand features gave (`request/on_demand.rs`), for metrics.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DerivedCounts {
+    /// Derived features computed to a value.
+    pub values: usize,
+    /// Derived features `INVALID` (budget included).
+    pub invalid: usize,
+    /// The request's budget ran out (its remaining derived features are `INVALID`).
+    pub budget_spent: bool,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Counter,
@@ -162,7 +173,7 @@ impl Metrics {
     }
 
     /// Counts what computing a request's on-demand features gave.
-    pub fn count_derived(&self, host: &impl Host, d: &crate::request::derived::DerivedCounts) {
+    pub fn count_derived(&self, host: &impl Host, d: &DerivedCounts) {
         self.count(host, Metric::DerivedValues, d.values);
         self.count(host, Metric::DerivedInvalid, d.invalid);
         self.count(

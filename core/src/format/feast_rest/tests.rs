@@ -1,6 +1,6 @@
 use super::response::rfc3339;
 use super::*;
-use crate::enrich;
+use crate::request::enrich;
 use ferry_protos::v1::{self as pb, ValueType};
 use ferry_test_support::snapshot::{merchant, snapshot};
 use ferry_test_support::vector::{self as vectors, NOW_US as NOW};

@@ -7,20 +7,10 @@
 use std::borrow::Cow;
 
 use crate::config::{DerivedBinding, Route};
+use crate::metrics::DerivedCounts;
 use crate::values::FeatureValue;
 use crate::vector::{EntityFeatures, FeatureStatus};
 use ferry_expr::{Absence, Budget, Input, Invalid, List, Outcome, Val};
-
-/// What one request's evaluation gave, for metrics.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct DerivedCounts {
-    /// Derived features computed to a value.
-    pub values: usize,
-    /// Derived features `INVALID` (budget included).
-    pub invalid: usize,
-    /// The request's budget ran out (its remaining derived features are `INVALID`).
-    pub budget_spent: bool,
-}
 
 /// Appends every entity's derived features to `features` (entity i: request fields at
 /// `fields[i * route.derived.fields.len()..]`); `received_s` is `request.time`.

@@ -182,7 +182,7 @@ fn a_spent_budget_makes_the_rest_invalid() {
     let mut features = vec![entity(), entity()];
     // Enough for the first entity's six features, not for the second's.
     let mut budget = Budget::new(20);
-    let counts = super::derived::evaluate(route, req.fields(), &mut features, NOW_S, &mut budget);
+    let counts = super::on_demand::evaluate(route, req.fields(), &mut features, NOW_S, &mut budget);
     assert!(counts.budget_spent);
     assert_eq!(
         features[0].statuses[3..]
