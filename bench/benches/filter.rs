@@ -14,7 +14,8 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use ferry_core::config::{Config, Route};
 use ferry_core::format::kserve_v1;
-use ferry_core::{enrich, vector};
+use ferry_core::request::{enrich, reader};
+use ferry_core::vector;
 use ferry_protos::v1::{self as pb, value::Kind};
 use ferry_test_support::bench_service::{self as service, Floats, NOW_US};
 use ferry_test_support::snapshot as fixture;
@@ -177,9 +178,9 @@ fn whole_request_of(c: &mut Criterion, name: &str, derived: bool) {
             b.iter(|| {
                 let parsed = kserve_v1::parse(black_box(&body), route).map_err(|e| e.code())?;
                 let all: Vec<usize> = (0..parsed.keys.len()).collect();
-                let call = enrich::reader_request(&config, route, &parsed.keys, &all);
+                let call = reader::reader_request(&config, route, &parsed.keys, &all);
                 black_box(&call.body);
-                let vectors = enrich::reader_vectors(black_box(&answer), &call.lookup_sizes)
+                let vectors = reader::reader_vectors(black_box(&answer), &call.lookup_sizes)
                     .map_err(|e| e.code())?;
                 enrich::enrich(route, parsed.into(), &vectors, NOW_US).map_err(|e| e.code())
             })
@@ -213,8 +214,8 @@ fn derived5_stages(c: &mut Criterion) {
                     let call = parsed
                         .as_ref()
                         .map_err(|e| *e)
-                        .map(|p| enrich::reader_request(config, route, &p.keys, &all));
-                    let vectors = call.map(|c| enrich::reader_vectors(&answer, &c.lookup_sizes));
+                        .map(|p| reader::reader_request(config, route, &p.keys, &all));
+                    let vectors = call.map(|c| reader::reader_vectors(&answer, &c.lookup_sizes));
                     (parsed, vectors)
                 },
                 |(parsed, vectors)| {
@@ -310,9 +311,9 @@ fn derived(c: &mut Criterion) {
                 b.iter(|| {
                     let parsed = kserve_v1::parse(black_box(&body), route).map_err(|e| e.code())?;
                     let all: Vec<usize> = (0..parsed.keys.len()).collect();
-                    let call = enrich::reader_request(config, route, &parsed.keys, &all);
+                    let call = reader::reader_request(config, route, &parsed.keys, &all);
                     black_box(&call.body);
-                    let vectors = enrich::reader_vectors(black_box(&answer), &call.lookup_sizes)
+                    let vectors = reader::reader_vectors(black_box(&answer), &call.lookup_sizes)
                         .map_err(|e| e.code())?;
                     enrich::enrich(route, parsed.into(), &vectors, FIXTURE_NOW_US)
                         .map_err(|e| e.code())
@@ -395,9 +396,9 @@ fn served_log(c: &mut Criterion) {
         let all: Vec<usize> = (0..batch).collect();
         let parsed = || {
             let parsed = kserve_v1::parse(&body, route_on).map_err(|e| e.code())?;
-            let call = enrich::reader_request(&config, route_on, &parsed.keys, &all);
+            let call = reader::reader_request(&config, route_on, &parsed.keys, &all);
             let vectors =
-                enrich::reader_vectors(&answer, &call.lookup_sizes).map_err(|e| e.code())?;
+                reader::reader_vectors(&answer, &call.lookup_sizes).map_err(|e| e.code())?;
             Ok::<_, &str>((parsed, vectors))
         };
         let keep_all = |_: ServedStatus| true;
@@ -473,9 +474,9 @@ fn served_log_request(
                     let id = ids[i].as_str();
                     let parsed = kserve_v1::parse(black_box(&body), route).map_err(|e| e.code())?;
                     let all: Vec<usize> = (0..parsed.keys.len()).collect();
-                    let call = enrich::reader_request(&config, route, &parsed.keys, &all);
+                    let call = reader::reader_request(&config, route, &parsed.keys, &all);
                     black_box(&call.body);
-                    let vectors = enrich::reader_vectors(black_box(&answer), &call.lookup_sizes)
+                    let vectors = reader::reader_vectors(black_box(&answer), &call.lookup_sizes)
                         .map_err(|e| e.code())?;
                     let keep = |s| route.log.is_some_and(|p| p.picks(id, s));
                     let mut out =

@@ -5,7 +5,8 @@ use std::rc::Rc;
 use ferry_core::config::Config;
 use ferry_core::config::Format;
 use ferry_core::format::header;
-use ferry_core::{enrich, format, vector};
+use ferry_core::request::{enrich, reader};
+use ferry_core::{format, vector};
 
 use super::{config, features, format_target, routes_named, seed, NOW_US};
 
@@ -238,10 +239,10 @@ const READER_BODY: &[u8] = br#"{"instances":[{"user_id":"u1"},{"user_id":"u2"},{
 /// policy: `check_reader_status`, `reader_vectors`, `enrich`.
 pub fn reader_response(data: &[u8]) {
     CONFIG.with(|c| {
-        let _ = enrich::check_reader_status(None, data, 100);
-        let _ = enrich::check_reader_status(Some(503), data, 100);
-        let _ = enrich::check_reader_status(Some(200), data, 100);
-        let Ok(vectors) = enrich::reader_vectors(data, &[3]) else {
+        let _ = reader::check_reader_status(None, data, 100);
+        let _ = reader::check_reader_status(Some(503), data, 100);
+        let _ = reader::check_reader_status(Some(200), data, 100);
+        let Ok(vectors) = reader::reader_vectors(data, &[3]) else {
             return;
         };
         for i in routes_named(c, "kserve_v1")
