@@ -353,7 +353,7 @@ pub struct Route {
     /// `feast_services`); empty on other formats and on a route built for one request.
     pub feast_services: Vec<Rc<Service>>,
     /// Served-feature logging (`log:`); None = off.
-    pub log: Option<crate::log::LogPolicy>,
+    pub log: Option<crate::config::log_policy::LogPolicy>,
 }
 
 impl Route {

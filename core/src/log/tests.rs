@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use super::*;
 use crate::config::fixture::{route_with, FP};
 use crate::request::testing::*;
-use ferry_protos::v1::{value::Kind, ServedLog};
+use ferry_protos::v1::{self as pb, value::Kind, ServedLog};
 use prost::Message;
 
 fn policy(sample: f64, statuses: &[(&str, f64)]) -> Result<LogPolicy, String> {
