@@ -62,7 +62,7 @@ const MAX_MAX_BYTES: u64 = 64 << 20;
 pub enum Plugin {
     /// The snapshot itself (binary, or the JSON form's `snapshot_base64`).
     Snapshot(Config),
-    /// The JSON form's `snapshot_url`: pulled by the filter, see `snapshot_pull.rs`.
+    /// The JSON form's `snapshot_url`: pulled by the filter, see `snapshot_pull/`.
     Pull(Pull),
 }
 

@@ -210,6 +210,7 @@ async fn drain(stop: &watch::Sender<bool>, grace: Duration) {
 }
 
 #[cfg(test)]
+#[path = "http_serve_tests.rs"]
 mod tests;
 
 #[cfg(test)]

@@ -21,4 +21,5 @@ pub const MAX_RECORD_BYTES: usize = 256 * 1024;
 pub const FILTER_STATE_KEY: &str = "ferry.log";
 
 #[cfg(test)]
+#[path = "log_tests.rs"]
 mod tests;

@@ -449,4 +449,5 @@ impl Instances for Rendered<'_> {
 }
 
 #[cfg(test)]
+#[path = "kserve_v1_tests.rs"]
 mod tests;

@@ -9,6 +9,7 @@
 
 mod tensors;
 #[cfg(test)]
+#[path = "kserve_v2_grpc_tests.rs"]
 mod tests;
 
 use ferry_protos::inference::infer_parameter::ParameterChoice;

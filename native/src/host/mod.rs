@@ -248,4 +248,5 @@ impl<E: Envoy> Host for EnvoyHost<E> {
 }
 
 #[cfg(test)]
+#[path = "host_tests.rs"]
 mod tests;

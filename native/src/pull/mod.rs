@@ -142,4 +142,5 @@ impl HeldStore for SharedHeld {
 }
 
 #[cfg(test)]
+#[path = "pull_tests.rs"]
 mod tests;

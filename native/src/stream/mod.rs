@@ -293,4 +293,5 @@ fn injected_fault(host: &impl ferry_core::host::Host, hook: &str) {
 }
 
 #[cfg(test)]
+#[path = "stream_tests.rs"]
 mod tests;

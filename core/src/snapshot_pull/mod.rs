@@ -369,4 +369,5 @@ impl Puller {
 }
 
 #[cfg(test)]
+#[path = "snapshot_pull_tests.rs"]
 mod tests;
