@@ -3,7 +3,15 @@
 //! field); all of a request's `HMGET`s go in one pipeline, one round trip. Each answer becomes
 //! the same `StoredVector` Ferry's own layout stores, so the filter checks TTLs and applies its
 //! policies to both layouts alike. A `precompute_online` service is read from its one
-//! precomputed field instead (`feast_precomputed`).
+//! precomputed field instead.
+//!
+//! - `precomputed.rs`: a `precompute_online` service's one vector per entity, its schema checked.
+//! - `values.rs`: Feast's stored values (`feast.types.Value`, `Timestamp`) as Ferry's.
+//! - `wire.rs`: a borrowing walk over a protobuf message's fields (the precomputed read).
+
+mod precomputed;
+mod values;
+mod wire;
 
 use ferry_protos::feast::{hash_key, layout_problem};
 use ferry_protos::feast_proto;
@@ -12,8 +20,7 @@ use prost::Message;
 use redis::Value;
 
 use crate::error::ReaderError;
-use crate::feast_precomputed;
-use crate::feast_value::{micros, value, Read};
+use values::{micros, value, Read};
 
 /// The fields of one `HMGET`: the precomputed field alone, or per view, its features' fields
 /// then its timestamp field.
@@ -58,13 +65,13 @@ pub fn add_lookup(
 pub struct Reading<'a> {
     layout: &'a FeastLayout,
     fingerprint: u64,
-    precomputed: Option<feast_precomputed::Schema<'a>>,
+    precomputed: Option<precomputed::Schema<'a>>,
 }
 
 impl<'a> Reading<'a> {
     pub fn new(layout: &'a FeastLayout, fingerprint: u64) -> Reading<'a> {
         let precomputed =
-            (!layout.precomputed_field.is_empty()).then(|| feast_precomputed::Schema::new(layout));
+            (!layout.precomputed_field.is_empty()).then(|| precomputed::Schema::new(layout));
         Reading {
             layout,
             fingerprint,

@@ -13,9 +13,9 @@ use ferry_protos::feast_proto::Timestamp;
 use ferry_protos::v1::FeastLayout;
 use prost::Message;
 
+use super::values::{micros, transcode, Read};
+use super::wire::{fields, put_key, put_varint, WireType};
 use crate::error::ReaderError;
-use crate::feast_value::{micros, transcode, Read};
-use crate::feast_wire::{fields, put_key, put_varint, WireType};
 
 /// A precomputed lookup's schema, compiled once per request from its layout, and the order of
 /// the names in the vectors it has read. Feast writes every entity's vector with the service's

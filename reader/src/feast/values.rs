@@ -1,14 +1,14 @@
 //! Feast's stored values as Ferry's: a `feast.types.Value` (a hash field, or an entry of a
 //! precomputed vector), a `Timestamp`, and what one entity's read gives. Shared by the
-//! per-field read (`feast`) and the precomputed one (`feast_precomputed`).
+//! per-field read (`mod.rs`) and the precomputed one (`precomputed.rs`).
 
 use ferry_protos::feast_proto::{self, value::Val};
 use ferry_protos::v1::{self, value::Kind};
 use prost::encoding::encoded_len_varint;
 use prost::Message;
 
+use super::wire::{fields, put_key, put_varint, WireType};
 use crate::error::ReaderError;
-use crate::feast_wire::{fields, put_key, put_varint, WireType};
 
 /// One entity's answer: the bytes of its `StoredVector` (empty: not found), and whether a
 /// vector Feast holds was refused for its schema (counted, and served as not found).

@@ -1,7 +1,7 @@
 //! A borrowing walk over a protobuf message's fields: the precomputed read takes a
 //! `PrecomputedFeatureVector`'s names and values as slices of the bytes Redis answered, where
 //! prost's decoding would allocate a `String` and a `Vec` per feature of every entity, and
-//! copies each value's scalar bytes into Ferry's `Value` (`feast_value::transcode`).
+//! copies each value's scalar bytes into Ferry's `Value` (`values::transcode`).
 
 pub use prost::encoding::WireType;
 
