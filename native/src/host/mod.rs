@@ -200,11 +200,11 @@ impl<E: Envoy> Host for EnvoyHost<E> {
     }
 
     fn shared_get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
-        crate::shared::store().get(key)
+        crate::shared_data::store().get(key)
     }
 
     fn shared_set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
-        crate::shared::store().set(key, value, cas)
+        crate::shared_data::store().set(key, value, cas)
     }
 
     fn metric_add(&self, id: u32, delta: i64) {

@@ -133,11 +133,11 @@ struct SharedHeld;
 
 impl HeldStore for SharedHeld {
     fn get(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
-        crate::shared::store().get(key)
+        crate::shared_data::store().get(key)
     }
 
     fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
-        crate::shared::store().set(key, value, cas)
+        crate::shared_data::store().set(key, value, cas)
     }
 }
 

@@ -1,6 +1,6 @@
-//! The near cache's store in the native build: a process-wide map shared by Envoy's worker
-//! threads, in place of proxy-wasm shared data, with the same contract (a value and a CAS
-//! token per key). Sharded by key hash so workers rarely wait on one another's lock.
+//! Proxy-wasm shared data in the native build (the near cache's sets, a pulled snapshot's held
+//! sequence): a process-wide map shared by Envoy's worker threads, with shared data's contract
+//! (a value and a CAS token per key). Sharded by key hash so workers rarely wait on one another's lock.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
