@@ -1,6 +1,6 @@
 //! On-demand views compiled: their request fields and stored inputs (the slot layout the
 //! request path fills per instance), their features' expressions checked again and compiled
-//! (`derive`), and a service's listing of them bound to its stored vector.
+//! (`ferry-expr`), and a service's listing of them bound to its stored vector.
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
