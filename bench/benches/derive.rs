@@ -1,6 +1,6 @@
 //! Request-time features: the five expressions of issue #21's example evaluated per instance,
 //! binding included, with the `cel` crate's interpreter (compiled once, a `Context` per
-//! instance) and with ferry-core's engine (`derive`: compiled once, borrowed inputs).
+//! instance) and with ferry-expr's engine (compiled once, borrowed inputs).
 
 // A benchmark: a broken setup should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::panic)]
