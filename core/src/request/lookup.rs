@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::config::{Config, Route};
 use crate::error::FerryError;
 use crate::format::ParsedRequest;
-use crate::host::Host;
+use crate::host::{Host, HttpCall};
 use crate::metrics::{Metric, Metrics};
 use crate::near_cache;
 use crate::request::reader::{self, ReaderCall};
@@ -82,7 +82,13 @@ pub(super) fn ask_reader(
         ("content-type", ferry_protos::PROTOBUF_CONTENT_TYPE),
     ];
     let timeout = Duration::from_millis(u64::from(route.reader_timeout_ms));
-    match host.dispatch(&config.reader_cluster, headers, &call.body, timeout) {
+    let dispatched = host.dispatch(HttpCall {
+        cluster: &config.reader_cluster,
+        headers,
+        body: &call.body,
+        timeout,
+    });
+    match dispatched {
         Ok(token) => Ok((token, call)),
         Err(detail) => Err(FerryError::DispatchFailed { detail }),
     }

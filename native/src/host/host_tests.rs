@@ -92,7 +92,12 @@ fn callouts_carry_their_id_or_envoys_reason() {
     let headers = vec![(":path", "/v1/vectors")];
     let timeout = Duration::from_millis(5);
     assert_eq!(
-        h.dispatch("ferry_reader", headers.clone(), b"q", timeout),
+        h.dispatch(HttpCall {
+            cluster: "ferry_reader",
+            headers: headers.clone(),
+            body: b"q",
+            timeout
+        }),
         Ok(1)
     );
     assert_eq!(envoy.0.callouts.borrow()[0].2, b"q");
@@ -100,7 +105,12 @@ fn callouts_carry_their_id_or_envoys_reason() {
         .0
         .refuse_callouts
         .set(Some(CalloutInit::ClusterNotFound));
-    let err = h.dispatch("nowhere", headers, b"q", timeout);
+    let err = h.dispatch(HttpCall {
+        cluster: "nowhere",
+        headers,
+        body: b"q",
+        timeout,
+    });
     assert_eq!(
         err,
         Err("callout to cluster 'nowhere' failed: cluster not found".into())

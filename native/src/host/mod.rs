@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use ferry_core::host::{Host, Stage};
+use ferry_core::host::{Host, HttpCall, Stage};
 
 use crate::abi::{BodyKind, HeaderKind, LogLevel};
 use crate::direct;
@@ -137,29 +137,24 @@ impl<E: Envoy> Host for EnvoyHost<E> {
         self.envoy.append_body(target, body);
     }
 
-    fn dispatch(
-        &self,
-        cluster: &str,
-        headers: Vec<(&str, &str)>,
-        body: &[u8],
-        timeout: Duration,
-    ) -> Result<u32, String> {
+    fn dispatch(&self, call: HttpCall<'_>) -> Result<u32, String> {
         self.marks.done(stages::Stage::LookupRequest);
-        let to_reader = headers
+        let to_reader = call
+            .headers
             .iter()
             .any(|(n, v)| *n == ":path" && *v == ferry_protos::READER_PATH);
         if let (Some(d), true) = (direct::get(), to_reader) {
             if !self.direct.ready(|| self.envoy.scheduler()) {
                 return Err("Envoy gave no scheduler for the in-process reader".into());
             }
-            return Ok(self.submit_direct(d, body, timeout));
+            return Ok(self.submit_direct(d, call.body, call.timeout));
         }
         let id = self
             .envoy
-            .callout(cluster, &headers, body, timeout)
+            .callout(call.cluster, &call.headers, call.body, call.timeout)
             .map_err(|refused| {
                 let reason = refused.reason();
-                format!("callout to cluster '{cluster}' failed: {reason}")
+                format!("callout to cluster '{}' failed: {reason}", call.cluster)
             })?;
         u32::try_from(id).map_err(|_| format!("callout id {id} out of range"))
     }
