@@ -545,6 +545,11 @@ mod tests {
                 "'snapshot_cluster' goes with 'snapshot_url' only",
             ),
         ];
+        all_refused(&cases);
+    }
+
+    /// Every plugin configuration of `cases` is refused, its error saying what the case expects.
+    fn all_refused(cases: &[(String, &str)]) {
         for (json, expected) in cases {
             let err = parse_plugin(json.as_bytes()).unwrap_err().to_string();
             assert!(err.contains(expected), "{json}: {err}");
@@ -583,10 +588,7 @@ mod tests {
                 "'snapshot_keys' goes with 'snapshot_url' only",
             ),
         ];
-        for (json, expected) in cases {
-            let err = parse_plugin(json.as_bytes()).unwrap_err().to_string();
-            assert!(err.contains(expected), "{json}: {err}");
-        }
+        all_refused(&cases);
     }
 
     /// Project name lengths whose length byte reads as JSON whitespace or `{`: the snapshot
