@@ -3,13 +3,14 @@
 //! the in-memory `testing::FakeEnvoy`. Everything Envoy lends (header values, body chunks) is
 //! copied before a method returns, so nothing borrowed outlives the hook it came from.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::abi::{
     self, BodyKind, CalloutInit, EnvoyBuffer, EnvoyHeader, EnvoyPtr, HeaderKind, LogLevel,
     MetadataSource, ModuleBuffer, ModuleHeader, ResetReason,
 };
 use crate::slot::Scheduler;
+use ferry_core::host::HttpCall;
 
 /// The metadata namespace of Ferry's route keys, and the details of its local replies.
 const FERRY: &[u8] = b"ferry";
@@ -30,13 +31,7 @@ pub trait Envoy {
     fn continue_decoding(&self);
     fn continue_encoding(&self);
     /// Starts an HTTP call; its id comes back with the answer (`on_http_callout_done`).
-    fn callout(
-        &self,
-        cluster: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-        timeout: Duration,
-    ) -> Result<u64, CalloutInit>;
+    fn callout(&self, call: &HttpCall<'_>) -> Result<u64, CalloutInit>;
     /// A scheduler through which other threads wake this stream (`on_scheduled`).
     fn scheduler(&self) -> Option<Scheduler>;
     /// A string under `ferry` in the matched route's metadata.
@@ -67,12 +62,7 @@ pub fn system_now_us() -> i64 {
 pub trait ConfigEnvoy {
     /// Starts an HTTP call; its id comes back with the answer
     /// (`on_http_filter_config_http_callout_done`).
-    fn callout(
-        &self,
-        cluster: &str,
-        headers: &[(&str, &str)],
-        timeout: Duration,
-    ) -> Result<u64, CalloutInit>;
+    fn callout(&self, call: &HttpCall<'_>) -> Result<u64, CalloutInit>;
     fn log(&self, level: LogLevel, message: &str) {
         log(level, message);
     }
@@ -92,32 +82,43 @@ impl EnvoyConfig {
 }
 
 impl ConfigEnvoy for EnvoyConfig {
-    fn callout(
-        &self,
-        cluster: &str,
-        headers: &[(&str, &str)],
-        timeout: Duration,
-    ) -> Result<u64, CalloutInit> {
-        let mut h = module_headers(headers);
-        let mut id: u64 = 0;
-        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        // SAFETY: the config object is live during the hook (`new`'s contract); Envoy copies
-        // the cluster name and headers into the request it sends.
-        let code = unsafe {
+    fn callout(&self, call: &HttpCall<'_>) -> Result<u64, CalloutInit> {
+        // SAFETY: the config object is live during the hook (`new`'s contract).
+        start_callout(call, |id, cluster, headers, count, body, ms| unsafe {
             abi::envoy_dynamic_module_callback_http_filter_config_http_callout(
-                self.0,
-                &mut id,
-                ModuleBuffer::of(cluster.as_bytes()),
-                h.as_mut_ptr(),
-                h.len(),
-                ModuleBuffer::of(&[]),
-                ms,
+                self.0, id, cluster, headers, count, body, ms,
             )
-        };
-        match CalloutInit::from_raw(code) {
-            CalloutInit::Success => Ok(id),
-            refused => Err(refused),
-        }
+        })
+    }
+}
+
+/// Starts a callout through `start`, the stream's or the config's ABI function (the same
+/// arguments); Envoy copies the cluster name, headers and body into the request it sends.
+fn start_callout(
+    call: &HttpCall<'_>,
+    start: impl FnOnce(
+        *mut u64,
+        ModuleBuffer<'_>,
+        *mut ModuleHeader<'_>,
+        usize,
+        ModuleBuffer<'_>,
+        u64,
+    ) -> u32,
+) -> Result<u64, CalloutInit> {
+    let mut h = module_headers(&call.headers);
+    let mut id: u64 = 0;
+    let ms = u64::try_from(call.timeout.as_millis()).unwrap_or(u64::MAX);
+    let code = start(
+        &mut id,
+        ModuleBuffer::of(call.cluster.as_bytes()),
+        h.as_mut_ptr(),
+        h.len(),
+        ModuleBuffer::of(call.body),
+        ms,
+    );
+    match CalloutInit::from_raw(code) {
+        CalloutInit::Success => Ok(id),
+        refused => Err(refused),
     }
 }
 
@@ -240,32 +241,12 @@ impl Envoy for EnvoyFilter {
         unsafe { abi::envoy_dynamic_module_callback_http_filter_continue_encoding(self.0) }
     }
 
-    fn callout(
-        &self,
-        cluster: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-        timeout: Duration,
-    ) -> Result<u64, CalloutInit> {
-        let mut h = module_headers(headers);
-        let mut id: u64 = 0;
-        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        // Envoy copies the cluster name, headers and body into the request it sends.
-        let code = unsafe {
+    fn callout(&self, call: &HttpCall<'_>) -> Result<u64, CalloutInit> {
+        start_callout(call, |id, cluster, headers, count, body, ms| unsafe {
             abi::envoy_dynamic_module_callback_http_filter_http_callout(
-                self.0,
-                &mut id,
-                ModuleBuffer::of(cluster.as_bytes()),
-                h.as_mut_ptr(),
-                h.len(),
-                ModuleBuffer::of(body),
-                ms,
+                self.0, id, cluster, headers, count, body, ms,
             )
-        };
-        match CalloutInit::from_raw(code) {
-            CalloutInit::Success => Ok(id),
-            refused => Err(refused),
-        }
+        })
     }
 
     fn scheduler(&self) -> Option<Scheduler> {

@@ -149,13 +149,10 @@ impl<E: Envoy> Host for EnvoyHost<E> {
             }
             return Ok(self.submit_direct(d, call.body, call.timeout));
         }
-        let id = self
-            .envoy
-            .callout(call.cluster, &call.headers, call.body, call.timeout)
-            .map_err(|refused| {
-                let reason = refused.reason();
-                format!("callout to cluster '{}' failed: {reason}", call.cluster)
-            })?;
+        let id = self.envoy.callout(&call).map_err(|refused| {
+            let reason = refused.reason();
+            format!("callout to cluster '{}' failed: {reason}", call.cluster)
+        })?;
         u32::try_from(id).map_err(|_| format!("callout id {id} out of range"))
     }
 

@@ -14,6 +14,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use ferry_core::error::FerryError;
+use ferry_core::host::HttpCall;
 use ferry_core::plugin_config::{Overrides, Pull};
 use ferry_core::snapshot_pull::{Answer, HeldStore, Pulled, Puller};
 
@@ -88,7 +89,13 @@ impl Pulling {
             .map(|(n, v)| (n.as_str(), v.as_str()))
             .collect();
         let pull = puller.pull();
-        match envoy.callout(&pull.cluster, &headers, pull.timeout) {
+        let call = HttpCall {
+            cluster: &pull.cluster,
+            headers,
+            body: b"",
+            timeout: pull.timeout,
+        };
+        match envoy.callout(&call) {
             Ok(_) => puller.sent(),
             Err(refused) => {
                 if let Some(m) = puller.not_sent(refused.reason()) {
