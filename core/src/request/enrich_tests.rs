@@ -1,15 +1,13 @@
-//! Enrichment: policies, the rendered KServe v1 body against the typed one, served-value metrics
-//! (and the reader call and answer it is handed).
+//! Enrichment: policies, the rendered KServe v1 body against the typed one, served-value metrics,
+//! and a reader answer that does not hold what was asked.
 
 use super::*;
 use crate::config::fixture::{config, route_with, FP};
 use crate::config::Config;
-use crate::request::reader::{check_reader_status, reader_request, reader_vectors};
-use ferry_protos::v1::VectorRequest;
+use crate::request::reader::reader_vectors;
 use ferry_protos::v1::{self as pb, value::Kind};
 use ferry_test_support::reader::response;
 use ferry_test_support::vector::{scoring, vector, NOW_US as NOW};
-use prost::Message;
 use serde_json::json;
 use serde_json::Value as Json;
 use std::collections::HashMap;
@@ -38,19 +36,6 @@ fn header<'a>(h: &'a [(&'static str, String)], name: &str) -> &'a str {
         .find(|(n, _)| *n == name)
         .map(|(_, v)| v.as_str())
         .unwrap()
-}
-
-#[test]
-fn one_request_for_the_whole_batch() {
-    let c = config();
-    let keys = ["u1".to_string(), "u2".to_string()];
-    let call = reader_request(&c, &c.routes[0], &keys, &[0, 1]);
-    assert_eq!((call.order, call.lookup_sizes), (vec![0, 1], vec![2]));
-    let req = VectorRequest::decode(call.body.as_slice()).unwrap();
-    assert_eq!(req.project, "banking");
-    assert_eq!(req.lookups.len(), 1);
-    assert_eq!(req.lookups[0].fingerprint, FP);
-    assert_eq!(req.lookups[0].entity_keys, ["u1", "u2"]);
 }
 
 #[test]
@@ -117,42 +102,9 @@ fn stale_policies() {
     assert_eq!((e.status(), e.code()), (422, "stale_features"));
 }
 
+/// A reader answer that does not hold what was asked is refused before any vector is used.
 #[test]
-fn reader_answers_are_judged() {
-    assert!(check_reader_status(Some(200), b"", 100).is_ok());
-    let judge = |status, body: &[u8]| {
-        let e = check_reader_status(status, body, 100).unwrap_err();
-        (e.status(), e.code(), e.message())
-    };
-    assert_eq!(judge(None, b"").1, "reader_unavailable");
-    let redis_down = br#"{"error":"redis_unavailable","message":"connection refused"}"#;
-    assert_eq!(
-        judge(Some(503), redis_down),
-        (
-            503,
-            "redis_unavailable",
-            "feature store (Redis) unavailable: connection refused".into()
-        )
-    );
-    let redis_slow = br#"{"error":"redis_timeout","message":"no answer in 50 ms"}"#;
-    assert_eq!(judge(Some(504), redis_slow).1, "redis_timeout");
-    // Envoy's own replies when the reader cluster is down or slow carry no reader JSON.
-    let envoy_503 = b"upstream connect error or disconnect/reset before headers";
-    assert_eq!(judge(Some(503), envoy_503).0, 503);
-    assert_eq!(judge(Some(503), envoy_503).1, "reader_unavailable");
-    assert_eq!(
-        judge(Some(504), b"upstream request timeout").1,
-        "reader_timeout"
-    );
-    let refused = br#"{"error":"batch_too_large","message":"1001 keys"}"#;
-    assert_eq!(
-        judge(Some(413), refused),
-        (
-            502,
-            "reader_rejected",
-            "feature reader refused the call (413): 1001 keys".into()
-        )
-    );
+fn unusable_reader_answers_are_refused() {
     let c = config();
     let e = run(&c, r#"{"instances":[{"user_id":"a"}]}"#, vec![]).unwrap_err();
     assert_eq!(

@@ -143,3 +143,7 @@ pub fn reader_vectors(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+#[path = "reader_tests.rs"]
+mod tests;
