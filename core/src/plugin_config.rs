@@ -28,7 +28,8 @@ use serde_json::{Map, Value};
 use crate::config::{Config, ConfigError};
 use crate::signature::Keys;
 
-/// Keys of the JSON form; any other key is refused (a typo must not pass silently).
+/// Keys of the JSON form; any other key is refused (a typo must not pass silently). The seven
+/// after the first two are a pull's settings ([`PULL_KEYS`]).
 const KEYS: [&str; 11] = [
     "snapshot_base64",
     "snapshot_url",
@@ -42,6 +43,9 @@ const KEYS: [&str; 11] = [
     "reader_cluster",
     "allow_on_headers_stop_iteration",
 ];
+
+/// The keys that go with `snapshot_url` only: `KEYS[2..9]`.
+const PULL_KEYS: &[&str] = KEYS.split_at(2).1.split_at(7).0;
 
 /// How often a pulled snapshot is checked for a new version, unless configured.
 pub const DEFAULT_POLL: Duration = Duration::from_secs(5);
@@ -196,18 +200,7 @@ fn from_json(bytes: &[u8]) -> Result<Plugin, ConfigError> {
     let url = string(&obj, "snapshot_url")?;
     match (inline, url) {
         (Some(snapshot), None) => {
-            if let Some(k) = [
-                "snapshot_cluster",
-                "snapshot_token",
-                "snapshot_poll_ms",
-                "snapshot_timeout_ms",
-                "snapshot_keys",
-                "snapshot_max_bytes",
-                "insecure",
-            ]
-            .into_iter()
-            .find(|k| obj.contains_key(*k))
-            {
+            if let Some(k) = PULL_KEYS.iter().find(|k| obj.contains_key(**k)) {
                 return Err(bad(format!("'{k}' goes with 'snapshot_url' only")));
             }
             let raw = base64::engine::general_purpose::STANDARD
