@@ -5,7 +5,16 @@ For every product crate (the ones that ship; tests, fuzz and bench are not produ
 - no file over MAX_FILE code lines (blank lines, comments and `#[cfg(test)]` items excluded);
 - no function over MAX_FN lines, from `fn` to its closing brace;
 - no cycle of `use` imports between the files of one crate (this one also for fuzz, bench and the
-  test crates).
+  test crates);
+- the layer order that ARCHITECTURE.md declares (its ```layers block, the one home of it): the
+  product crates, lowest first, each depending (`[dependencies]`) only on crates of lower layers;
+  and for a crate listed there by its folder, its top-level modules, each importing only modules
+  of its own layer or lower ones. Every workspace member is a product crate of the block or a
+  known test/tool crate, and every top-level module of a listed crate has a layer;
+- no product crate holds more than MAX_SHARE of the product's code lines;
+- one module style and one test-file name: no `x.rs` beside a folder `x/` (a module with
+  children is `x/mod.rs`), no file named plain `tests.rs` (a module's tests in a file of their
+  own are `<module>_tests.rs` beside it).
 
 `python3 scripts/shape.py` prints what breaks a rule and exits 1 if anything does;
 `--report` prints the measures (largest files, longest functions, import edges) and exits 0.
@@ -14,15 +23,98 @@ Stdlib only: it reads the sources as text, so a macro-generated item is invisibl
 import os
 import re
 import sys
+import tomllib
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-PRODUCT = ["protos", "core", "filter", "native", "reader", "redis-conn", "control-plane",
-           "control-plane/repo", "control-plane/vector-store", "control-plane/xds",
-           "control-plane/log-sink", "demo-model", "http-serve"]
 # Not product code, but held to "no import cycle" too.
 OTHER = ["fuzz", "bench", "tests/support", "tests/integration", "tests/wasm-host"]
 MAX_FILE = 500
 MAX_FN = 70
+MAX_SHARE = 0.30
+
+
+def declared_layers():
+    """ARCHITECTURE.md's ```layers block: {"crates": {folder: layer}, folder: {module: layer}}.
+    Its lines are `name:` (a section: `crates`, or a crate's folder) and `N  item item ...`."""
+    with open(os.path.join(ROOT, "ARCHITECTURE.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    m = re.search(r"^```layers\n(.*?)^```", text, re.S | re.M)
+    if not m:
+        sys.exit("shape: ARCHITECTURE.md has no ```layers block")
+    layers, section = {}, None
+    for line in m.group(1).splitlines():
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if len(words) == 1 and words[0].endswith(":"):
+            section = layers.setdefault(words[0][:-1], {})
+        elif section is not None and words[0].isdigit():
+            for item in words[1:]:
+                section[item] = int(words[0])
+        else:
+            sys.exit(f"shape: ARCHITECTURE.md's layers block: cannot read {line!r}")
+    if "crates" not in layers:
+        sys.exit("shape: ARCHITECTURE.md's layers block has no `crates:` section")
+    return layers
+
+
+LAYERS = declared_layers()
+PRODUCT = list(LAYERS["crates"])
+
+
+def crate_layer_problems():
+    """A product crate's `[dependencies]` on another crate of the workspace must be lower."""
+    with open(os.path.join(ROOT, "Cargo.toml"), "rb") as fh:
+        members = tomllib.load(fh)["workspace"]["members"]
+    problems = [f"workspace member {m} is neither a product crate of ARCHITECTURE.md's layers "
+                f"nor a test/tool crate" for m in members if m not in PRODUCT and m not in OTHER]
+    problems += [f"ARCHITECTURE.md's layers name {c}, which is no workspace member"
+                 for c in PRODUCT if c not in members]
+    folder_of = {}
+    manifests = {}
+    for m in members:
+        with open(os.path.join(ROOT, m, "Cargo.toml"), "rb") as fh:
+            manifests[m] = tomllib.load(fh)
+        folder_of[manifests[m]["package"]["name"]] = m
+    for crate in PRODUCT:
+        if crate not in manifests:
+            continue
+        for dep in manifests[crate].get("dependencies", {}):
+            target = folder_of.get(dep)
+            if target is None:
+                continue
+            if target not in LAYERS["crates"]:
+                problems.append(f"{crate} depends on {target}, which is not a product crate")
+            elif LAYERS["crates"][target] >= LAYERS["crates"][crate]:
+                problems.append(f"{crate} (layer {LAYERS['crates'][crate]}) depends on {target} "
+                                f"(layer {LAYERS['crates'][target]}): not a lower layer")
+    return problems
+
+
+def module_layer_problem(crate, here, target):
+    """Why an import from module `here` to `target` (tuples) of `crate` breaks its layers."""
+    order = LAYERS.get(crate)
+    if order is None or not here or not target or here[0] == target[0]:
+        return None
+    a, b = order.get(here[0]), order.get(target[0])
+    if a is None or b is None or b <= a:
+        return None
+    return (f"{crate}: {'::'.join(here)} (layer {a}) imports {'::'.join(target)} (layer {b}): "
+            f"up the layer order")
+
+
+def style_problems(crate):
+    problems = []
+    for d, dirs, files in os.walk(os.path.join(ROOT, crate, "src")):
+        for f in files:
+            rel = os.path.relpath(os.path.join(d, f), ROOT)
+            if f == "tests.rs":
+                problems.append(f"{rel}: a test file is named after its module "
+                                f"(`<module>_tests.rs`)")
+            if f.endswith(".rs") and f[:-3] in dirs:
+                problems.append(f"{rel} beside {f[:-3]}/: a module with children is "
+                                f"`{f[:-3]}/mod.rs`")
+    return problems
 
 FN_RE = re.compile(r'^\s*(pub(\([^)]*\))?\s+)?(default\s+)?(const\s+)?(async\s+)?(unsafe\s+)?'
                    r'(extern\s+"C"\s+)?fn\s+(\w+)')
@@ -223,11 +315,18 @@ def cycles(edges):
 
 def main():
     report = "--report" in sys.argv
-    problems, sizes, fns = [], [], []
+    problems, sizes, fns = crate_layer_problems(), [], []
     for crate in PRODUCT + OTHER:
         if not os.path.isdir(os.path.join(ROOT, crate, "src")):
             continue
+        problems += style_problems(crate)
         modules = crate_files(crate)
+        if crate in LAYERS:
+            tops = {m[0] for m in modules if m}
+            problems += [f"{crate}: module {t} has no layer in ARCHITECTURE.md"
+                         for t in sorted(tops - set(LAYERS[crate]))]
+            problems += [f"ARCHITECTURE.md's layers of {crate} name {t}, which is no module"
+                         for t in sorted(set(LAYERS[crate]) - tops)]
         by_file = {f: m for m, f in modules.items()}
         uses = {}  # module -> [(is pub use, path)]
         for m, f in modules.items():
@@ -254,7 +353,7 @@ def main():
                 with open(path, encoding="utf-8") as fh:
                     kept = without_tests(fh.read().split("\n"))
                 if crate in PRODUCT:
-                    sizes.append((code_lines(kept), rel))
+                    sizes.append((code_lines(kept), rel, crate))
                     fns.extend((n, rel, name, at) for n, name, at in long_functions(kept))
                 here = by_file.get(path)
                 if here is None:
@@ -265,16 +364,30 @@ def main():
                         continue
                     if public and target[: len(here)] == here:
                         continue  # a module's facade re-exporting its own children
+                    why = module_layer_problem(crate, here, target)
+                    if why and why not in problems:
+                        problems.append(why)
                     edges.setdefault(rel, set()).add(os.path.relpath(modules[target], ROOT))
         for comp in cycles(edges):
             problems.append("import cycle: " + " <-> ".join(comp))
-    problems += [f"{rel}: {n} lines of code (max {MAX_FILE})" for n, rel in sizes if n > MAX_FILE]
+    problems += [f"{rel}: {n} lines of code (max {MAX_FILE})" for n, rel, _ in sizes
+                 if n > MAX_FILE]
+    total = sum(n for n, _, _ in sizes) or 1
+    share = {}
+    for n, _, crate in sizes:
+        share[crate] = share.get(crate, 0) + n
+    problems += [f"{crate}: {n} of the product's {total} lines of code ({100 * n / total:.1f} %, "
+                 f"max {100 * MAX_SHARE:.0f} %)" for crate, n in share.items()
+                 if n > MAX_SHARE * total]
     problems += [f"{rel}:{at}: fn {name} is {n} lines (max {MAX_FN})"
                  for n, rel, name, at in fns if n > MAX_FN]
     if report:
         print("largest files (lines of code):")
-        for n, rel in sorted(sizes, reverse=True)[:10]:
+        for n, rel, _ in sorted(sizes, reverse=True)[:10]:
             print(f"  {n:5}  {rel}")
+        print("product crates (lines of code, share):")
+        for crate, n in sorted(share.items(), key=lambda kv: -kv[1]):
+            print(f"  {n:5}  {100 * n / total:4.1f} %  {crate}")
         print("longest functions (lines):")
         for n, rel, name, at in sorted(fns, reverse=True)[:10]:
             print(f"  {n:5}  {rel}:{at} {name}")
@@ -282,8 +395,9 @@ def main():
     for p in problems:
         print("shape: " + p)
     if not problems:
-        print(f"shape: {len(sizes)} product files, none over {MAX_FILE} lines of code, "
-              f"no fn over {MAX_FN} lines, no import cycle")
+        print(f"shape: {len(sizes)} product files in {len(share)} crates, none over "
+              f"{100 * MAX_SHARE:.0f} % of the code, no file over {MAX_FILE} lines of code, no fn "
+              f"over {MAX_FN} lines, no import cycle, no import up the declared layers")
     return 1 if problems and not report else 0
 
 

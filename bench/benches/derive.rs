@@ -1,6 +1,6 @@
 //! Request-time features: the five expressions of issue #21's example evaluated per instance,
 //! binding included, with the `cel` crate's interpreter (compiled once, a `Context` per
-//! instance) and with ferry-core's engine (`derive`: compiled once, borrowed inputs).
+//! instance) and with ferry-expr's engine (compiled once, borrowed inputs).
 
 // A benchmark: a broken setup should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::panic)]
@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use cel::{Context, Value};
 use criterion::{criterion_group, criterion_main, Criterion};
-use ferry_core::derive::{Budget, Input, List, Program, Type, Val};
 use ferry_core::values::FeatureValue;
+use ferry_expr::{Budget, Input, List, Program, Type, Val};
 use ferry_protos::v1::{value::Kind, FloatList, ValueType as VT};
 use ferry_repo::cel::{self as expr, Scope};
 

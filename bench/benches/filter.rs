@@ -14,7 +14,8 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use ferry_core::config::{Config, Route};
 use ferry_core::format::kserve_v1;
-use ferry_core::{enrich, vector};
+use ferry_core::request::{enrich, reader};
+use ferry_core::vector;
 use ferry_protos::v1::{self as pb, value::Kind};
 use ferry_test_support::bench_service::{self as service, Floats, NOW_US};
 use ferry_test_support::snapshot as fixture;
@@ -112,10 +113,10 @@ fn parse_and_read(
 ) -> Result<(kserve_v1::ParsedRequest, Vec<Vec<u8>>), &'static str> {
     let parsed = kserve_v1::parse(black_box(body), route).map_err(|e| e.code())?;
     let all: Vec<usize> = (0..parsed.keys.len()).collect();
-    let call = enrich::reader_request(config, route, &parsed.keys, &all);
+    let call = reader::reader_request(config, route, &parsed.keys, &all);
     black_box(&call.body);
     let vectors =
-        enrich::reader_vectors(black_box(answer), &call.lookup_sizes).map_err(|e| e.code())?;
+        reader::reader_vectors(black_box(answer), &call.lookup_sizes).map_err(|e| e.code())?;
     Ok((parsed, vectors))
 }
 
@@ -217,8 +218,8 @@ fn derived5_stages(c: &mut Criterion) {
                     let call = parsed
                         .as_ref()
                         .map_err(|e| *e)
-                        .map(|p| enrich::reader_request(config, route, &p.keys, &all));
-                    let vectors = call.map(|c| enrich::reader_vectors(&answer, &c.lookup_sizes));
+                        .map(|p| reader::reader_request(config, route, &p.keys, &all));
+                    let vectors = call.map(|c| reader::reader_vectors(&answer, &c.lookup_sizes));
                     (parsed, vectors)
                 },
                 |(parsed, vectors)| {
@@ -394,9 +395,9 @@ fn served_log(c: &mut Criterion) {
         let all: Vec<usize> = (0..batch).collect();
         let parsed = || {
             let parsed = kserve_v1::parse(&body, route_on).map_err(|e| e.code())?;
-            let call = enrich::reader_request(&config, route_on, &parsed.keys, &all);
+            let call = reader::reader_request(&config, route_on, &parsed.keys, &all);
             let vectors =
-                enrich::reader_vectors(&answer, &call.lookup_sizes).map_err(|e| e.code())?;
+                reader::reader_vectors(&answer, &call.lookup_sizes).map_err(|e| e.code())?;
             Ok::<_, &str>((parsed, vectors))
         };
         let keep_all = |_: ServedStatus| true;

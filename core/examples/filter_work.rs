@@ -10,8 +10,9 @@
 use std::hint::black_box;
 
 use ferry_core::config::{Config, Route};
-use ferry_core::enrich::{self, Enriched, ReaderCall};
 use ferry_core::format::kserve_v1::{self, ParsedRequest};
+use ferry_core::request::enrich::{self, Enriched};
+use ferry_core::request::reader::{self, ReaderCall};
 use ferry_test_support::bench_service::{self as service, Floats, NOW_US};
 
 /// `FILTER_WORK_FLOATS=random`: the float features drawn as the end-to-end bench's data are
@@ -31,12 +32,12 @@ fn stage_parse(body: &[u8], route: &Route) -> Result<ParsedRequest, String> {
 #[inline(never)]
 fn stage_reader_request(config: &Config, route: &Route, keys: &[String]) -> ReaderCall {
     let all: Vec<usize> = (0..keys.len()).collect();
-    enrich::reader_request(config, route, keys, &all)
+    reader::reader_request(config, route, keys, &all)
 }
 
 #[inline(never)]
 fn stage_reader_vectors(answer: &[u8], call: &ReaderCall) -> Result<Vec<Vec<u8>>, String> {
-    enrich::reader_vectors(answer, &call.lookup_sizes).map_err(|e| e.to_string())
+    reader::reader_vectors(answer, &call.lookup_sizes).map_err(|e| e.to_string())
 }
 
 #[inline(never)]

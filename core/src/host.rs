@@ -18,6 +18,16 @@ pub enum Stage {
     Rewritten,
 }
 
+/// An HTTP call the host dispatches (the reader call): to `cluster`, with its pseudo-headers
+/// and headers, its body, and how long to wait for the answer.
+#[derive(Debug, Clone)]
+pub struct HttpCall<'a> {
+    pub cluster: &'a str,
+    pub headers: Vec<(&'a str, &'a str)>,
+    pub body: &'a [u8],
+    pub timeout: Duration,
+}
+
 pub trait Host {
     fn request_header(&self, name: &str) -> Option<String>;
     fn request_header_names(&self) -> Vec<String>;
@@ -29,13 +39,7 @@ pub trait Host {
     /// Replaces the whole buffered request body (`old_size` bytes) with `body`.
     fn replace_request_body(&self, old_size: usize, body: &[u8]);
     /// Dispatches an HTTP call; the token identifies its response.
-    fn dispatch(
-        &self,
-        cluster: &str,
-        headers: Vec<(&str, &str)>,
-        body: &[u8],
-        timeout: Duration,
-    ) -> Result<u32, String>;
+    fn dispatch(&self, call: HttpCall<'_>) -> Result<u32, String>;
     /// The `:status` of the dispatched call's response being delivered.
     fn call_response_status(&self) -> Option<u16>;
     fn call_response_body(&self, size: usize) -> Option<Vec<u8>>;
@@ -161,20 +165,17 @@ pub mod testing {
         fn replace_request_body(&self, _old_size: usize, body: &[u8]) {
             *self.body.borrow_mut() = body.to_vec();
         }
-        fn dispatch(
-            &self,
-            cluster: &str,
-            headers: Vec<(&str, &str)>,
-            body: &[u8],
-            timeout: Duration,
-        ) -> Result<u32, String> {
+        fn dispatch(&self, call: HttpCall<'_>) -> Result<u32, String> {
             if let Some(e) = self.dispatch_error.borrow().clone() {
                 return Err(e);
             }
-            let h = owned(headers);
-            self.dispatched
-                .borrow_mut()
-                .push((cluster.to_string(), h, body.to_vec(), timeout));
+            let h = owned(call.headers);
+            self.dispatched.borrow_mut().push((
+                call.cluster.to_string(),
+                h,
+                call.body.to_vec(),
+                call.timeout,
+            ));
             Ok(7)
         }
         fn call_response_status(&self) -> Option<u16> {

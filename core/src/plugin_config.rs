@@ -28,7 +28,8 @@ use serde_json::{Map, Value};
 use crate::config::{Config, ConfigError};
 use crate::signature::Keys;
 
-/// Keys of the JSON form; any other key is refused (a typo must not pass silently).
+/// Keys of the JSON form; any other key is refused (a typo must not pass silently). The seven
+/// after the first two are a pull's settings ([`PULL_KEYS`]).
 const KEYS: [&str; 11] = [
     "snapshot_base64",
     "snapshot_url",
@@ -42,6 +43,9 @@ const KEYS: [&str; 11] = [
     "reader_cluster",
     "allow_on_headers_stop_iteration",
 ];
+
+/// The keys that go with `snapshot_url` only: `KEYS[2..9]`.
+const PULL_KEYS: &[&str] = KEYS.split_at(2).1.split_at(7).0;
 
 /// How often a pulled snapshot is checked for a new version, unless configured.
 pub const DEFAULT_POLL: Duration = Duration::from_secs(5);
@@ -62,7 +66,7 @@ const MAX_MAX_BYTES: u64 = 64 << 20;
 pub enum Plugin {
     /// The snapshot itself (binary, or the JSON form's `snapshot_base64`).
     Snapshot(Config),
-    /// The JSON form's `snapshot_url`: pulled by the filter, see [`crate::snapshot_pull`].
+    /// The JSON form's `snapshot_url`: pulled by the filter, see `snapshot_pull/`.
     Pull(Pull),
 }
 
@@ -196,18 +200,7 @@ fn from_json(bytes: &[u8]) -> Result<Plugin, ConfigError> {
     let url = string(&obj, "snapshot_url")?;
     match (inline, url) {
         (Some(snapshot), None) => {
-            if let Some(k) = [
-                "snapshot_cluster",
-                "snapshot_token",
-                "snapshot_poll_ms",
-                "snapshot_timeout_ms",
-                "snapshot_keys",
-                "snapshot_max_bytes",
-                "insecure",
-            ]
-            .into_iter()
-            .find(|k| obj.contains_key(*k))
-            {
+            if let Some(k) = PULL_KEYS.iter().find(|k| obj.contains_key(**k)) {
                 return Err(bad(format!("'{k}' goes with 'snapshot_url' only")));
             }
             let raw = base64::engine::general_purpose::STANDARD
@@ -545,6 +538,11 @@ mod tests {
                 "'snapshot_cluster' goes with 'snapshot_url' only",
             ),
         ];
+        all_refused(&cases);
+    }
+
+    /// Every plugin configuration of `cases` is refused, its error saying what the case expects.
+    fn all_refused(cases: &[(String, &str)]) {
         for (json, expected) in cases {
             let err = parse_plugin(json.as_bytes()).unwrap_err().to_string();
             assert!(err.contains(expected), "{json}: {err}");
@@ -583,10 +581,7 @@ mod tests {
                 "'snapshot_keys' goes with 'snapshot_url' only",
             ),
         ];
-        for (json, expected) in cases {
-            let err = parse_plugin(json.as_bytes()).unwrap_err().to_string();
-            assert!(err.contains(expected), "{json}: {err}");
-        }
+        all_refused(&cases);
     }
 
     /// Project name lengths whose length byte reads as JSON whitespace or `{`: the snapshot

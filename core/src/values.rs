@@ -6,8 +6,7 @@ use base64::Engine;
 use ferry_protos::v1::{value::Kind, ValueType};
 use serde_json::Value as Json;
 
-/// One feature's value as decoded from a stored vector; `None` is null.
-pub type FeatureValue = Option<Kind>;
+pub use ferry_protos::FeatureValue;
 
 /// Whether a stored value fits the registry type. Null (no kind) fits every type.
 pub fn matches_type(v: &FeatureValue, t: ValueType) -> bool {

@@ -14,7 +14,7 @@ use proxy_wasm::types::{
 
 use ferry_core::config::Config;
 use ferry_core::error::FerryError;
-use ferry_core::host::Host;
+use ferry_core::host::{Host, HttpCall};
 use ferry_core::metrics::{self, Metrics, ViewMetrics};
 use ferry_core::plugin_config::{self, Plugin, Pull};
 use ferry_core::request::{Action, HttpFilter};
@@ -360,16 +360,12 @@ impl Host for HostCalls {
         let _ = hostcalls::set_buffer(BufferType::HttpRequestBody, 0, old_size, body);
     }
 
-    fn dispatch(
-        &self,
-        cluster: &str,
-        headers: Vec<(&str, &str)>,
-        body: &[u8],
-        timeout: Duration,
-    ) -> Result<u32, String> {
-        hostcalls::dispatch_http_call(cluster, headers, Some(body), vec![], timeout).map_err(
-            |status| format!("dispatch to cluster '{cluster}' failed with status {status:?}"),
-        )
+    fn dispatch(&self, call: HttpCall<'_>) -> Result<u32, String> {
+        let cluster = call.cluster;
+        hostcalls::dispatch_http_call(cluster, call.headers, Some(call.body), vec![], call.timeout)
+            .map_err(|status| {
+                format!("dispatch to cluster '{cluster}' failed with status {status:?}")
+            })
     }
 
     fn call_response_status(&self) -> Option<u16> {

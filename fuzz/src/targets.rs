@@ -5,7 +5,8 @@ use std::rc::Rc;
 use ferry_core::config::Config;
 use ferry_core::config::Format;
 use ferry_core::format::header;
-use ferry_core::{enrich, format, vector};
+use ferry_core::request::{enrich, reader};
+use ferry_core::{format, vector};
 
 use super::{config, features, format_target, routes_named, seed, NOW_US};
 
@@ -193,7 +194,7 @@ pub fn snapshot(data: &[u8]) {
 /// Every feature of an on-demand view evaluated over one value of each slot's type, then with
 /// every slot absent: an outcome, never a panic, and the budget never overdrawn.
 fn derived(v: &ferry_core::config::OnDemandView) {
-    use ferry_core::derive::{Budget, Input, List, Outcome, Val};
+    use ferry_expr::{Budget, Input, List, Outcome, Val};
     use ferry_protos::v1::ValueType as T;
     let list = [0.5f32, -1.0, 2.0];
     let of = |t: T| match t {
@@ -213,10 +214,10 @@ fn derived(v: &ferry_core::config::OnDemandView) {
     present.extend(v.stored.iter().map(|s| Input::Present(of(s.value_type))));
     assert_eq!(present.len(), v.slot_count());
     let absent: Vec<Input> = (0..v.slot_count())
-        .map(|_| Input::Absent(ferry_core::derive::Absence::NotFound))
+        .map(|_| Input::Absent(ferry_expr::Absence::NotFound))
         .collect();
     for inputs in [&present, &absent] {
-        let mut budget = Budget::new(ferry_core::derive::cost::DEFAULT_REQUEST_BUDGET);
+        let mut budget = Budget::new(ferry_expr::cost::DEFAULT_REQUEST_BUDGET);
         for f in &v.features {
             let before = budget.left();
             match f.program.eval(inputs, &mut budget) {
@@ -238,10 +239,10 @@ const READER_BODY: &[u8] = br#"{"instances":[{"user_id":"u1"},{"user_id":"u2"},{
 /// policy: `check_reader_status`, `reader_vectors`, `enrich`.
 pub fn reader_response(data: &[u8]) {
     CONFIG.with(|c| {
-        let _ = enrich::check_reader_status(None, data, 100);
-        let _ = enrich::check_reader_status(Some(503), data, 100);
-        let _ = enrich::check_reader_status(Some(200), data, 100);
-        let Ok(vectors) = enrich::reader_vectors(data, &[3]) else {
+        let _ = reader::check_reader_status(None, data, 100);
+        let _ = reader::check_reader_status(Some(503), data, 100);
+        let _ = reader::check_reader_status(Some(200), data, 100);
+        let Ok(vectors) = reader::reader_vectors(data, &[3]) else {
             return;
         };
         for i in routes_named(c, "kserve_v1")

@@ -73,6 +73,17 @@ impl Default for Options {
     }
 }
 
+/// A response body any connection can carry (HTTP/1.1 or h2, on any worker thread).
+pub trait ResponseBody:
+    Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
+impl<B> ResponseBody for B where
+    B: Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
 /// Serves `handler` on an already bound `listener` until `shutdown` completes; then stops
 /// accepting and lets requests in flight finish for up to [`Options::grace`].
 pub async fn serve<H, F, B>(
@@ -83,9 +94,7 @@ pub async fn serve<H, F, B>(
 ) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: ResponseBody,
 {
     let builder = builder(options);
     let permits = options.max_connections.map(|n| Arc::new(Semaphore::new(n)));
@@ -127,9 +136,7 @@ async fn serve_one<H, F, B>(
 ) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: ResponseBody,
 {
     let activity = idle::Activity::new();
     let addr = peer.addr;
@@ -212,6 +219,7 @@ async fn drain(stop: &watch::Sender<bool>, grace: Duration) {
 }
 
 #[cfg(test)]
+#[path = "http_serve_tests.rs"]
 mod tests;
 
 #[cfg(test)]

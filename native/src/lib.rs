@@ -1,7 +1,7 @@
 //! Ferry as an Envoy dynamic module (`libferry_native.so`): the same host-agnostic core as the
 //! Wasm filter, driven by Envoy's dynamic-module event hooks instead of proxy-wasm. The
 //! filter config is the snapshot (a `ferry.v1.Snapshot` or its JSON form); the near cache is a
-//! process-wide sharded map ([`shared`]) instead of proxy-wasm shared data. With
+//! process-wide sharded map ([`shared_data`]) instead of proxy-wasm shared data. With
 //! `FERRY_NATIVE_READER` set, the reader's lookup runs inside Envoy (`direct`) instead of being
 //! a dispatched call to the reader cluster. With `snapshot_url` the config pulls its snapshot
 //! from `ferry serve` (`pull`, on a clock of its own: `ticker`), as the Wasm filter does.
@@ -23,7 +23,7 @@ pub mod host;
 pub mod pull;
 pub mod reader_flags;
 pub mod reentry;
-pub mod shared;
+pub mod shared_data;
 pub mod slot;
 pub mod stages;
 pub mod stream;

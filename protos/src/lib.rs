@@ -17,6 +17,9 @@ pub mod inference {
 /// before they get here, so the joined form is unambiguous.
 pub const ENTITY_KEY_SEPARATOR: char = '\u{1f}';
 
+/// One feature's value as decoded from a stored vector; `None` is null.
+pub type FeatureValue = Option<v1::value::Kind>;
+
 pub mod feast;
 pub mod path;
 pub mod policy;

@@ -11,7 +11,7 @@
 //! - [`batch`]: validates a `VectorRequest`, builds its single `MGET`, cuts the answer back into
 //!   one result per lookup.
 //! - [`feast`]: lookups of Feast-backed services: Feast's hashes read in place (pipelined
-//!   `HMGET`s), answered as Ferry's `StoredVector`s; `feast_precomputed` reads a
+//!   `HMGET`s), answered as Ferry's `StoredVector`s; `feast/precomputed.rs` reads a
 //!   `precompute_online` service's one vector per entity and checks its schema.
 //! - [`store`]: Redis (one server or a Cluster, see `ferry-redis`) behind one multiplexed
 //!   self-healing connection, deadlines, silent connections replaced, error classification, the
@@ -26,9 +26,6 @@ pub mod batch;
 pub mod config;
 pub mod error;
 pub mod feast;
-mod feast_precomputed;
-mod feast_value;
-mod feast_wire;
 pub mod health;
 pub mod metrics;
 pub mod scan;

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use ferry_core::derive::Type;
+use ferry_expr::Type;
 
 use super::ferry_yaml::{RawOnDemandView, RawRepo};
 use super::issues::{Issues, Seen};

@@ -11,11 +11,13 @@
 //!   [`ConfigError`] (`error.rs`) and Envoy keeps the last good snapshot.
 //! - `matching.rs`: which route a request takes (path, host, headers), and the protected
 //!   prefixes under which an unmatched request is refused.
+//! - `log_policy.rs`: a route's served-feature logging rates and the sampling decision.
 //! - `encode.rs`: the model written back into a snapshot, for the control plane.
 //! - `fixture.rs` (tests only): the standard snapshot as the filter holds it.
 
 mod compile;
 mod encode;
+pub mod log_policy;
 mod matching;
 mod model;
 

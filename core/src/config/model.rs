@@ -112,7 +112,7 @@ pub struct DerivedFeature {
     pub value_type: pb::ValueType,
     /// The CEL text as written.
     pub text: String,
-    pub program: crate::derive::Program,
+    pub program: ferry_expr::Program,
 }
 
 /// The features of one on-demand view a service lists, bound to the service's stored vector.
@@ -353,7 +353,7 @@ pub struct Route {
     /// `feast_services`); empty on other formats and on a route built for one request.
     pub feast_services: Vec<Rc<Service>>,
     /// Served-feature logging (`log:`); None = off.
-    pub log: Option<crate::log::LogPolicy>,
+    pub log: Option<crate::config::log_policy::LogPolicy>,
 }
 
 impl Route {

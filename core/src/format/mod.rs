@@ -1,7 +1,7 @@
 //! Request formats, one module per `format:` word of a route (`kserve_v1`, `kserve_v2`,
 //! `kserve_v2_grpc`, `json`, `header`), and this dispatcher, which only dispatches: each format gets its options from its
 //! `Format` variant. What formats share lives in `document` (the JSON body), `entity` (ids and
-//! batch limits) and `metadata` (the `ferry` field); `raw` reads a JSON body without building
+//! batch limits) and `metadata` (the `ferry` field); `raw_json` reads a JSON body without building
 //! it (KServe v1).
 
 pub mod declared;
@@ -14,7 +14,7 @@ pub mod kserve_v1;
 pub mod kserve_v2;
 pub mod kserve_v2_grpc;
 pub mod metadata;
-pub mod raw;
+pub mod raw_json;
 pub mod request_fields;
 
 use crate::config::{Format, Route};
@@ -60,7 +60,7 @@ impl ParsedRequest {
 impl ParsedRequest {
     /// The request fields of every instance, `RouteDerived::fields` per instance in order
     /// (empty when the route reads none).
-    pub fn fields(&self) -> &[crate::derive::Input<'static>] {
+    pub fn fields(&self) -> &[ferry_expr::Input<'static>] {
         match self {
             ParsedRequest::KserveV1(r) => &r.request_fields,
             ParsedRequest::KserveV2(r) => &r.fields,

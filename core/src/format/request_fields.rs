@@ -12,8 +12,8 @@ use serde_json::Value as Json;
 use super::declared;
 use super::entity::type_name;
 use crate::config::{Route, RouteField};
-use crate::derive::{cost::MAX_LIST_LEN, Absence, Input, List, Val};
 use crate::error::FerryError;
+use ferry_expr::{cost::MAX_LIST_LEN, Absence, Input, List, Val};
 
 /// The request field values of a request: instance i's field k at `i * fields.len() + k`.
 pub type Fields = Vec<Input<'static>>;

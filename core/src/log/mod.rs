@@ -1,6 +1,7 @@
-//! Served-feature logging: which requests of a route are logged (`log:` in `ferry.yaml`, one
-//! rule for `ferry apply` and the filter), the sampling decision on a hash of Envoy's request
-//! id, and the `ferry.v1.ServedLog` record of what the model received (`record`).
+//! Served-feature logging: the `ferry.v1.ServedLog` record of what the model received
+//! (`record`), and where it goes. Which requests of a route are logged (`log:` in `ferry.yaml`,
+//! one rule for `ferry apply` and the filter) and the sampling decision on a hash of Envoy's
+//! request id are the route's compiled policy (`config/log_policy.rs`, re-exported here).
 //!
 //! The record leaves the filter as Envoy filter state (`request/log.rs` hands it to the host);
 //! Envoy's gRPC access-log service carries it to `ferry log-sink`. Nothing here can fail or
@@ -8,7 +9,7 @@
 
 pub mod record;
 
-use ferry_protos::v1 as pb;
+pub use crate::config::log_policy::{request_hash, LogPolicy, ServedStatus};
 
 /// Largest encoded record handed to Envoy. A larger one (a huge batch, long strings, big
 /// embeddings) is dropped and counted (`ferry_logs_dropped`), never truncated: a partial record
@@ -19,100 +20,6 @@ pub const MAX_RECORD_BYTES: usize = 256 * 1024;
 /// The filter-state name the record is stored under (Wasm: `wasm.` is prepended by Envoy).
 pub const FILTER_STATE_KEY: &str = "ferry.log";
 
-/// The request outcome a rate is chosen by, as `x-ferry-status` spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ServedStatus {
-    Ok,
-    Partial,
-    Degraded,
-}
-
-impl ServedStatus {
-    pub const ALL: [ServedStatus; 3] = [
-        ServedStatus::Ok,
-        ServedStatus::Partial,
-        ServedStatus::Degraded,
-    ];
-
-    pub fn word(self) -> &'static str {
-        match self {
-            ServedStatus::Ok => "ok",
-            ServedStatus::Partial => "partial",
-            ServedStatus::Degraded => "degraded",
-        }
-    }
-}
-
-/// A route's compiled `log:`: one rate per status, each in 0..1.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LogPolicy {
-    /// Indexed like [`ServedStatus::ALL`].
-    rates: [f64; 3],
-}
-
-impl LogPolicy {
-    /// Checks and compiles a route's `log` (the one rule `ferry apply` and the filter share):
-    /// every rate a number in 0..1, status keys only `ok`, `partial`, `degraded`.
-    pub fn from_proto(log: &pb::RouteLog) -> Result<LogPolicy, String> {
-        let rate = |what: &str, v: f64| {
-            if (0.0..=1.0).contains(&v) {
-                Ok(v)
-            } else {
-                Err(format!("log {what} must be a number in 0..1, not {v}"))
-            }
-        };
-        let sample = rate("sample", log.sample)?;
-        let mut rates = [sample; 3];
-        let mut keys: Vec<&String> = log.statuses.keys().collect();
-        keys.sort();
-        for key in keys {
-            let Some(i) = ServedStatus::ALL.iter().position(|s| s.word() == key) else {
-                return Err(format!(
-                    "log statuses: unknown status '{key}' (expected ok, partial or degraded)"
-                ));
-            };
-            rates[i] = rate(&format!("statuses.{key}"), log.statuses[key])?;
-        }
-        Ok(LogPolicy { rates })
-    }
-
-    pub fn rate(&self, status: ServedStatus) -> f64 {
-        self.rates[status as usize]
-    }
-
-    /// Whether a request with this id and outcome is logged. The same id always gets the same
-    /// answer (the hash is fixed), and a rate of 1 logs every request, 0 none.
-    pub fn picks(&self, request_id: &str, status: ServedStatus) -> bool {
-        picked(request_hash(request_id), self.rate(status))
-    }
-
-    /// Whether any request could be logged (some rate above 0).
-    pub fn is_on(&self) -> bool {
-        self.rates.iter().any(|r| *r > 0.0)
-    }
-}
-
-/// FNV-1a (64 bits) of the request id: stable across builds, hosts and versions (unlike std's
-/// hasher), and a few nanoseconds for a UUID.
-pub fn request_hash(request_id: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in request_id.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    // FNV's low bits mix poorly for similar inputs: one round of a finaliser spreads them.
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^ (h >> 33)
-}
-
-/// Whether a hash falls under `rate`: its top 53 bits as a fraction of 1.
-fn picked(hash: u64, rate: f64) -> bool {
-    if rate >= 1.0 {
-        return true;
-    }
-    ((hash >> 11) as f64) / ((1u64 << 53) as f64) < rate
-}
-
 #[cfg(test)]
+#[path = "log_tests.rs"]
 mod tests;

@@ -1,9 +1,9 @@
 //! The enriched request sent on: the new body, the features header(s) and `x-ferry-*` written
 //! into it.
 
-use crate::enrich::Enriched;
 use crate::error::FerryError;
 use crate::host::Host;
+use crate::request::enrich::Enriched;
 
 /// Writes what Ferry enriched into the request; the `x-ferry-*` pairs are returned, for the
 /// client's response. When the headers already went on (`headers_sent`), only the body is

@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use crate::config::{Config, Route};
-use crate::enrich::{self, ReaderCall};
 use crate::error::FerryError;
 use crate::format::ParsedRequest;
-use crate::host::Host;
+use crate::host::{Host, HttpCall};
 use crate::metrics::{Metric, Metrics};
 use crate::near_cache;
+use crate::request::reader::{self, ReaderCall};
 
 /// A request waiting for the reader.
 pub(super) struct Pending {
@@ -74,7 +74,7 @@ pub(super) fn ask_reader(
     keys: &[String],
     misses: &[usize],
 ) -> Result<(u32, ReaderCall), FerryError> {
-    let call = enrich::reader_request(config, route, keys, misses);
+    let call = reader::reader_request(config, route, keys, misses);
     let headers = vec![
         (":method", "POST"),
         (":path", ferry_protos::READER_PATH),
@@ -82,7 +82,13 @@ pub(super) fn ask_reader(
         ("content-type", ferry_protos::PROTOBUF_CONTENT_TYPE),
     ];
     let timeout = Duration::from_millis(u64::from(route.reader_timeout_ms));
-    match host.dispatch(&config.reader_cluster, headers, &call.body, timeout) {
+    let dispatched = host.dispatch(HttpCall {
+        cluster: &config.reader_cluster,
+        headers,
+        body: &call.body,
+        timeout,
+    });
+    match dispatched {
         Ok(token) => Ok((token, call)),
         Err(detail) => Err(FerryError::DispatchFailed { detail }),
     }
@@ -108,8 +114,8 @@ pub(super) fn answered(
         host.call_response_status()
     };
     let body = host.call_response_body(body_size).unwrap_or_default();
-    enrich::check_reader_status(status, &body, route.reader_timeout_ms)?;
-    let fetched = enrich::reader_vectors(&body, &p.lookup_sizes)?;
+    reader::check_reader_status(status, &body, route.reader_timeout_ms)?;
+    let fetched = reader::reader_vectors(&body, &p.lookup_sizes)?;
     for (i, v) in p.misses.iter().zip(fetched) {
         p.vectors[*i] = v;
     }

@@ -9,11 +9,12 @@
 //! - `admission.rs`: the headers Ferry owns removed, the route selected, a body route's
 //!   method, size and framing checked.
 //! - `parse.rs`: the entities, from the headers (header mode) or the buffered body.
-//! - `lookup.rs`: the near cache, then one reader call for the misses; its answer judged
-//!   (none for a service of on-demand views over request fields only).
-//! - `derived.rs`: the on-demand features of every entity, computed after the lookup (called
-//!   by [`crate::enrich`], between the route's policies and the rewrite).
-//! - [`crate::enrich`]: features per entity under the route's policies, and the rewrite.
+//! - `lookup.rs`: the near cache, then one reader call for the misses (`reader.rs`: the call's
+//!   body, its answer judged, the vectors it holds; none for a service of on-demand views over
+//!   request fields only).
+//! - `enrich.rs`: features per entity under the route's policies, and the rewrite.
+//! - `on_demand.rs`: the on-demand features of every entity, computed after the lookup (called
+//!   by `enrich.rs`, between the route's policies and the rewrite).
 //! - `log.rs`: served-feature logging: the route's sampling decision on the request id, and
 //!   the record of what the model received handed to the host (called from `finish`).
 //! - `forward.rs`: the enriched request sent on; `reply.rs`: Ferry's own answers (errors as
@@ -27,23 +28,25 @@
 //! that ends the wait.
 
 mod admission;
-pub(crate) mod derived;
+pub mod enrich;
 mod forward;
 pub(crate) mod log;
 mod lookup;
+mod on_demand;
 mod parse;
+pub mod reader;
 mod reply;
 
 use std::rc::Rc;
 
 use crate::config::{Config, Format, Route};
-use crate::enrich::{self, Enriched};
 use crate::error::FerryError;
 use crate::format::ParsedRequest;
 use crate::host::{Host, Stage};
 use crate::log::record;
 use crate::metrics::{Metric, Metrics};
 use admission::Admitted;
+use enrich::Enriched;
 use lookup::Pending;
 
 /// What the host should do with the stream after a callback.
@@ -434,12 +437,13 @@ pub(crate) mod testing;
 #[cfg(test)]
 mod admission_tests;
 #[cfg(test)]
-mod derived_tests;
-#[cfg(test)]
 mod lookup_tests;
+#[cfg(test)]
+mod on_demand_tests;
 #[cfg(test)]
 mod reply_tests;
 #[cfg(test)]
+#[path = "request_tests.rs"]
 mod tests;
 #[cfg(test)]
 mod unheld_tests;

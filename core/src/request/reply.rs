@@ -1,9 +1,9 @@
 //! Ferry's own answers to the client: an error as a JSON body, or to a gRPC client as a gRPC
 //! status; a `feast_rest` route's features; and the `x-ferry-*` summary on the response.
 
-use crate::enrich::Enriched;
 use crate::error::FerryError;
 use crate::host::Host;
+use crate::request::enrich::Enriched;
 
 /// Answers the request with `err`: a JSON error body naming `route`, or to a gRPC client (its
 /// `content-type` said so) a gRPC status whose message starts with the error's code.

@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::{ConfigEnvoy, Envoy};
 use crate::abi::{BodyKind, CalloutInit, HeaderKind, LogLevel};
 use crate::slot::Scheduler;
+use ferry_core::host::HttpCall;
 
 pub type Headers = Vec<(String, String)>;
 
@@ -83,23 +84,23 @@ impl FakeEnvoy {
     }
 
     /// A callout as Envoy starts one (a stream's or the config's): recorded, or refused.
-    fn start_callout(
-        &self,
-        cluster: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-        timeout: Duration,
-    ) -> Result<u64, CalloutInit> {
+    fn start_callout(&self, call: &HttpCall<'_>) -> Result<u64, CalloutInit> {
         if let Some(refused) = self.0.refuse_callouts.get() {
             return Err(refused);
         }
-        let h = headers
+        let h = call
+            .headers
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let id = {
             let mut calls = self.0.callouts.borrow_mut();
-            calls.push((cluster.to_string(), h, body.to_vec(), timeout));
+            calls.push((
+                call.cluster.to_string(),
+                h,
+                call.body.to_vec(),
+                call.timeout,
+            ));
             calls.len() as u64
         };
         if let Some(answer) = self.0.answer_inline.borrow().as_ref() {
@@ -182,14 +183,8 @@ impl Envoy for FakeEnvoy {
         n.set(n.get() + 1);
     }
 
-    fn callout(
-        &self,
-        cluster: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-        timeout: Duration,
-    ) -> Result<u64, CalloutInit> {
-        self.start_callout(cluster, headers, body, timeout)
+    fn callout(&self, call: &HttpCall<'_>) -> Result<u64, CalloutInit> {
+        self.start_callout(call)
     }
 
     fn scheduler(&self) -> Option<Scheduler> {
@@ -224,13 +219,8 @@ impl Envoy for FakeEnvoy {
 
 /// The same fake as the config's Envoy object: its callouts and logs are recorded alike.
 impl ConfigEnvoy for FakeEnvoy {
-    fn callout(
-        &self,
-        cluster: &str,
-        headers: &[(&str, &str)],
-        timeout: Duration,
-    ) -> Result<u64, CalloutInit> {
-        self.start_callout(cluster, headers, b"", timeout)
+    fn callout(&self, call: &HttpCall<'_>) -> Result<u64, CalloutInit> {
+        self.start_callout(call)
     }
 
     fn log(&self, level: LogLevel, message: &str) {

@@ -1,5 +1,6 @@
 //! On-demand views in a snapshot, as `ferry apply` compiles them (`ferry.v1.Expr` trees), for
-//! the request path's tests, the ABI tests, the benches and the fuzz targets.
+//! the expression engine's and the request path's tests, the ABI tests, the benches and the fuzz
+//! targets; the tree builders (literals, inputs, calls, lists, comprehensions) are its own.
 //!
 //! [`with_risk`] is the standard [`snapshot`] whose `scoring` service also lists the on-demand
 //! view `risk` (request fields `amount` float64 and `country` string; stored inputs
@@ -49,6 +50,12 @@ pub fn string(s: &str) -> pb::Expr {
     }))
 }
 
+pub fn bytes(b: &[u8]) -> pb::Expr {
+    node(Kind::Literal(pb::Literal {
+        value: Some(Lit::Bytes(b.to_vec())),
+    }))
+}
+
 pub fn input(slot: u32) -> pb::Expr {
     node(Kind::Input(slot))
 }
@@ -57,11 +64,33 @@ pub fn has(slot: u32) -> pb::Expr {
     node(Kind::Has(slot))
 }
 
+pub fn var(n: u32) -> pb::Expr {
+    node(Kind::IterVar(n))
+}
+
+pub fn list(items: Vec<pb::Expr>) -> pb::Expr {
+    node(Kind::List(pb::ListLiteral { elements: items }))
+}
+
 pub fn call(f: F, args: Vec<pb::Expr>) -> pb::Expr {
     node(Kind::Call(pb::Call {
         function: f as i32,
         args,
     }))
+}
+
+pub fn comp(
+    kind: pb::ComprehensionKind,
+    range: pb::Expr,
+    predicate: Option<pb::Expr>,
+    body: pb::Expr,
+) -> pb::Expr {
+    node(Kind::Comprehension(Box::new(pb::Comprehension {
+        kind: kind as i32,
+        range: Some(Box::new(range)),
+        predicate: predicate.map(Box::new),
+        body: Some(Box::new(body)),
+    })))
 }
 
 pub fn feature(name: &str, t: ValueType, expr: pb::Expr) -> pb::DerivedFeature {

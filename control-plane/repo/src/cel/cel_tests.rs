@@ -1,6 +1,6 @@
 //! CEL text to Ferry's tree: names, positions, the macros, and what is refused.
 
-use ferry_core::derive::{Budget, Input, Outcome, Type, Val};
+use ferry_expr::{Budget, Input, Outcome, Type, Val};
 use ferry_protos::v1::ValueType as VT;
 
 use super::*;

@@ -5,7 +5,7 @@
 use cel::common::ast::{
     operators as op, CallExpr, ComprehensionExpr, Expr, IdedExpr, LiteralValue, SourceInfo,
 };
-use ferry_core::derive::functions::{self, Style};
+use ferry_expr::functions::{self, Style};
 use ferry_protos::v1::{self as pb, expr::Kind, literal::Value as Lit, Function as F};
 
 use super::{problem_at, Converted, Problem, Scope};

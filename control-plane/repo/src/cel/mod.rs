@@ -5,7 +5,7 @@
 
 mod convert;
 
-use ferry_core::derive::{cost, Program, Type};
+use ferry_expr::{cost, Program, Type};
 use ferry_protos::v1::{self as pb, ValueType};
 
 /// What an expression may name.

@@ -123,6 +123,7 @@ fn owned_headers(routes: &[Route]) -> Vec<String> {
 }
 
 #[cfg(test)]
+#[path = "compile_tests.rs"]
 mod tests;
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! On-demand views compiled: their request fields and stored inputs (the slot layout the
 //! request path fills per instance), their features' expressions checked again and compiled
-//! (`derive`), and a service's listing of them bound to its stored vector.
+//! (`ferry-expr`), and a service's listing of them bound to its stored vector.
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -12,7 +12,7 @@ use crate::config::model::{
     DerivedBinding, DerivedFeature, DerivedPart, OnDemandView, RequestField, RouteDerived,
     RouteField, RoutePart, StoredInput, View,
 };
-use crate::derive::{cost, Program, Type};
+use ferry_expr::{cost, Program, Type};
 
 /// Most request fields, stored inputs and features of one on-demand view.
 pub const MAX_VIEW_ITEMS: usize = 256;

@@ -5,18 +5,8 @@ use ferry_protos::v1::{self as pb, Function as F, ValueType as T};
 
 use crate::config::fixture::*;
 use crate::config::Config;
-use crate::derive::testing::{call, dbl, input, int};
-use crate::derive::{Absence, Budget, Input, Outcome, Val};
-
-fn feature(name: &str, t: T, expr: pb::Expr) -> pb::DerivedFeature {
-    pb::DerivedFeature {
-        name: name.into(),
-        r#type: t as i32,
-        text: String::new(),
-        expr: Some(expr),
-        cost: 0,
-    }
-}
+use ferry_expr::{Absence, Budget, Input, Outcome, Val};
+use ferry_test_support::on_demand::{call, dbl, feature, input, int};
 
 /// `risk`: request `amount` (float64, slot 0), request.time (slot 1), stored `profile.score`
 /// (slot 2) and `txn.count` (slot 3).

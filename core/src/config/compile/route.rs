@@ -88,7 +88,7 @@ pub(super) fn route(r: pb::Route, services: &Services) -> Result<Route, ConfigEr
     let (services_label, fingerprints_label) = labels(&parts);
     let feast_services = feast_services(&r, &format, &parts, services).map_err(wrap)?;
     let log = match &r.log {
-        Some(l) => Some(crate::log::LogPolicy::from_proto(l).map_err(wrap)?),
+        Some(l) => Some(crate::config::log_policy::LogPolicy::from_proto(l).map_err(wrap)?),
         None => None,
     };
     Ok(Route {

@@ -366,4 +366,5 @@ fn parts_of(services: Vec<Rc<Service>>) -> Vec<RoutePart> {
 }
 
 #[cfg(test)]
+#[path = "feast_rest_tests.rs"]
 mod tests;

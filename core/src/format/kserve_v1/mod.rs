@@ -2,7 +2,7 @@
 //! features into every instance. Whatever the client put under a feature's name is dropped and
 //! written again by Ferry.
 //!
-//! No JSON value is built for the body: it is read member by member (`raw`), and every member
+//! No JSON value is built for the body: it is read member by member (`raw_json`), and every member
 //! Ferry does not own, at the top level and in each instance, is kept as a span of the client's
 //! text and copied into the new body as sent (numbers such as `1e400` or `-0`, escapes, nested
 //! objects and arrays byte for byte). The features are written straight from the decoded stored
@@ -21,7 +21,7 @@ use serde_json::Value as Json;
 use super::document::shape;
 use super::entity;
 use super::metadata::METADATA_FIELD;
-use super::raw::{self, Field};
+use super::raw_json::{self, Field};
 use super::request_fields;
 use crate::config::{OnMissing, Route};
 use crate::error::FerryError;
@@ -62,7 +62,7 @@ enum Name {
 }
 
 pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
-    let top = raw::document(body)?
+    let top = raw_json::document(body)?
         .ok_or_else(|| shape("the body must be a JSON object with an \"instances\" array"))?;
     let mut named = top.iter().filter(|f| f.name == "instances");
     let instances = match (named.next(), named.next()) {
@@ -76,12 +76,12 @@ pub fn parse(body: &[u8], route: &Route) -> Result<ParsedRequest, FerryError> {
     };
     // An array of objects is read in one pass; anything else element by element, so that
     // the first element in error is reported, in turn with the others' errors, as before.
-    let items: Vec<Result<Option<Vec<Field>>, FerryError>> = match raw::objects(instances) {
+    let items: Vec<Result<Option<Vec<Field>>, FerryError>> = match raw_json::objects(instances) {
         Some(objects) => objects.into_iter().map(|f| Ok(Some(f))).collect(),
-        None => raw::array(instances)?
+        None => raw_json::array(instances)?
             .ok_or_else(|| shape("\"instances\" must be an array of objects"))?
             .into_iter()
-            .map(raw::object)
+            .map(raw_json::object)
             .collect(),
     };
     entity::check_count(items.len(), route)?;
@@ -178,12 +178,12 @@ fn id_value(text: &str) -> Result<Json, FerryError> {
 
 fn member(body: &[u8], f: &Field) -> Result<Member, FerryError> {
     let name = match &f.name {
-        Cow::Borrowed(name) => Name::Span(raw::span(body, name)?),
+        Cow::Borrowed(name) => Name::Span(raw_json::span(body, name)?),
         Cow::Owned(name) => Name::Unescaped(name.clone()),
     };
     Ok(Member {
         name,
-        value: raw::span(body, f.value.get())?,
+        value: raw_json::span(body, f.value.get())?,
     })
 }
 
@@ -449,4 +449,5 @@ impl Instances for Rendered<'_> {
 }
 
 #[cfg(test)]
+#[path = "kserve_v1_tests.rs"]
 mod tests;

@@ -54,13 +54,7 @@ pub(super) fn feature_tensors(
     features: &[EntityFeatures],
 ) -> Result<Vec<Json>, FerryError> {
     let n = features.len();
-    let mut tensors = Vec::with_capacity(route.feature_count);
-    for (j, (name, t)) in route
-        .output_names
-        .iter()
-        .zip(route.value_types())
-        .enumerate()
-    {
+    per_feature(route, |j, name, t| {
         let column: Vec<Json> = features
             .iter()
             .map(|f| f.values.get(j).map_or(Json::Null, values::to_json))
@@ -74,7 +68,25 @@ pub(super) fn feature_tensors(
                 .collect();
             (json!([n]), data)
         };
-        tensors.push(json!({"name": name, "shape": shape, "datatype": datatype(t), "data": data}));
+        Ok(json!({"name": name, "shape": shape, "datatype": datatype(t), "data": data}))
+    })
+}
+
+/// One tensor per output feature of the route, in output order (both KServe v2 formats):
+/// `tensor(j, name, type)` builds the tensor of column `j` (the index into every entity's
+/// values).
+pub(crate) fn per_feature<T>(
+    route: &Route,
+    mut tensor: impl FnMut(usize, &str, ValueType) -> Result<T, FerryError>,
+) -> Result<Vec<T>, FerryError> {
+    let mut tensors = Vec::with_capacity(route.feature_count);
+    for (j, (name, t)) in route
+        .output_names
+        .iter()
+        .zip(route.value_types())
+        .enumerate()
+    {
+        tensors.push(tensor(j, name, t)?);
     }
     Ok(tensors)
 }

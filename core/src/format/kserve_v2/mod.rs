@@ -12,6 +12,7 @@
 pub mod binary;
 pub(crate) mod features;
 #[cfg(test)]
+#[path = "kserve_v2_tests.rs"]
 mod tests;
 
 use serde_json::{Map, Value as Json};

@@ -9,6 +9,7 @@
 
 mod tensors;
 #[cfg(test)]
+#[path = "kserve_v2_grpc_tests.rs"]
 mod tests;
 
 use ferry_protos::inference::infer_parameter::ParameterChoice;
@@ -157,18 +158,22 @@ fn field_tensor(
         "UINT64" => c.uint64_contents.into_iter().map(Json::from).collect(),
         _ => c.uint_contents.into_iter().map(Json::from).collect(),
     };
-    let dims = t
-        .shape
+    let dims = dims(t, &f.field)?;
+    Ok(Some((elements, dims, t.datatype.clone())))
+}
+
+/// A tensor's shape as sizes (input tensor `name`): refused unless every dimension is
+/// non-negative.
+fn dims(t: &InferInputTensor, name: &str) -> Result<Vec<u64>, FerryError> {
+    t.shape
         .iter()
         .map(|d| u64::try_from(*d).ok())
         .collect::<Option<_>>()
         .ok_or_else(|| {
             shape(&format!(
-                "input tensor '{}': shape must be non-negative integers",
-                f.field
+                "input tensor '{name}': shape must be non-negative integers"
             ))
-        })?;
-    Ok(Some((elements, dims, t.datatype.clone())))
+        })
 }
 
 /// The canonical ids of one entity tensor; `raw` is its raw contents in raw mode.
@@ -179,16 +184,7 @@ fn id_column(
     route: &Route,
 ) -> Result<Vec<String>, FerryError> {
     let name = t.name.as_str();
-    let dims: Vec<u64> = t
-        .shape
-        .iter()
-        .map(|d| u64::try_from(*d).ok())
-        .collect::<Option<_>>()
-        .ok_or_else(|| {
-            shape(&format!(
-                "input tensor '{name}': shape must be non-negative integers"
-            ))
-        })?;
+    let dims = dims(t, name)?;
     let n = kserve_v2::id_count(&t.datatype, &dims, name, kind, route)?;
     let values = match raw {
         Some(data) => binary::ids(data, &t.datatype, n),

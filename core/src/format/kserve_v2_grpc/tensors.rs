@@ -132,13 +132,7 @@ pub(super) fn per_feature(
     features: &[EntityFeatures],
 ) -> Result<Vec<Tensor>, FerryError> {
     let n = features.len();
-    let mut tensors = Vec::with_capacity(route.feature_count);
-    for (j, (name, t)) in route
-        .output_names
-        .iter()
-        .zip(route.value_types())
-        .enumerate()
-    {
+    features::per_feature(route, |j, name, t| {
         let column: Vec<Option<&Kind>> = features
             .iter()
             .map(|e| e.values.get(j).and_then(Option::as_ref))
@@ -148,13 +142,12 @@ pub(super) fn per_feature(
         } else {
             (vec![dim(n)], scalar_column(t, &column))
         };
-        tensors.push(Tensor {
-            name: name.clone(),
+        Ok(Tensor {
+            name: name.to_owned(),
             shape,
             data,
-        });
-    }
-    Ok(tensors)
+        })
+    })
 }
 
 /// A scalar feature's values in its type's column; a null is the type's zero (numbers are

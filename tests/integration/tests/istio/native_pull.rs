@@ -3,7 +3,7 @@
 //! config), through real Envoy 1.40: a JSON 503 until the control plane answers, then enriched
 //! requests with the store's values; a repo change pushed to `ferry serve` reaches the module
 //! by re-pull, without an Envoy restart. The refusals (replay, bad signature, unknown key, size
-//! cap, failed GET) are unit-tested through the fake Envoy (native/src/pull/tests.rs).
+//! cap, failed GET) are unit-tested through the fake Envoy (native/src/pull/pull_tests.rs).
 
 use ferry_integration_tests::expected::{Service, Store};
 use ferry_integration_tests::{Options, Runtime, Stack};

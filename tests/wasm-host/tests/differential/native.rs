@@ -36,7 +36,7 @@ impl Native {
     /// The config, or `None` if the module refused the snapshot. The near cache, one store
     /// per process, is emptied: each case starts from none, as each case's Wasm VM does.
     pub fn configured(snapshot: &[u8], now_us: i64) -> Option<Native> {
-        ferry_native::shared::store().clear();
+        ferry_native::shared_data::store().clear();
         let names = Rc::new(RefCell::new(Vec::new()));
         let define = |_, name: &str| {
             let mut names = names.borrow_mut();
