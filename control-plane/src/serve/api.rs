@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Path of the push endpoint.
-pub const PUSH_PATH: &str = "/v1/snapshot";
+/// Path of the snapshot endpoint: `POST` sends one (`ferry apply --push`), `GET` reads the
+/// current one (a pulling filter).
+pub const SNAPSHOT_PATH: &str = "/v1/snapshot";
 /// `GET /v1/snapshot`'s header naming the version it sends (also its ETag, quoted): the
 /// filter's own constant, so both ends agree.
 pub const VERSION_HEADER: &str = ferry_core::snapshot_pull::VERSION_HEADER;

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 
-use super::api::{ApiError, Pushed, ServiceStatus, Status, PUSH_PATH};
+use super::api::{ApiError, Pushed, ServiceStatus, Status, SNAPSHOT_PATH};
 use ferry_repo::Registry;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
@@ -219,8 +219,8 @@ pub async fn send_snapshot(
     client: &Client,
     snapshot: Vec<u8>,
 ) -> Result<Pushed, ClientError> {
-    let answer = call(url, "POST", PUSH_PATH, client, snapshot).await?;
-    decode(url, PUSH_PATH, answer)
+    let answer = call(url, "POST", SNAPSHOT_PATH, client, snapshot).await?;
+    decode(url, SNAPSHOT_PATH, answer)
 }
 
 /// What `apply --push --materialize` writes before pushing: the services of `reg` whose

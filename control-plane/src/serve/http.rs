@@ -19,7 +19,7 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::api::{ApiError, ErrorCode, Pushed, PUSH_PATH, UNCHECKED_HEADER, VERSION_HEADER};
+use super::api::{ApiError, ErrorCode, Pushed, SNAPSHOT_PATH, UNCHECKED_HEADER, VERSION_HEADER};
 use super::auth::{Access, Decision, Role};
 use super::metrics::PushOutcome;
 use super::state::{Offered, Refused, State};
@@ -120,7 +120,8 @@ async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
     if let Some(endpoint) = Endpoint::from_path(req.uri().path()) {
         return write(api, endpoint, req).await;
     }
-    let reads = matches!(req.uri().path(), "/status" | PUSH_PATH) && req.method() == Method::GET;
+    let reads =
+        matches!(req.uri().path(), "/status" | SNAPSHOT_PATH) && req.method() == Method::GET;
     if reads {
         if let Some(refused) = refusal_for(authorize(api, &req, Role::Read), Role::Read) {
             return refused;
@@ -140,9 +141,9 @@ async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
             );
             r
         }
-        (&Method::POST, PUSH_PATH) => push(api, req).await,
-        (&Method::GET, PUSH_PATH) => current_snapshot(&api.state, &req),
-        (_, "/status" | "/healthz" | "/readyz" | "/metrics" | PUSH_PATH) => error(
+        (&Method::POST, SNAPSHOT_PATH) => push(api, req).await,
+        (&Method::GET, SNAPSHOT_PATH) => current_snapshot(&api.state, &req),
+        (_, "/status" | "/healthz" | "/readyz" | "/metrics" | SNAPSHOT_PATH) => error(
             ErrorCode::MethodNotAllowed,
             "GET /status, /metrics, /healthz, /readyz, /v1/snapshot; POST /v1/snapshot",
         ),

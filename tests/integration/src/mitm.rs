@@ -6,7 +6,7 @@ use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
-use ferry::serve::api::PUSH_PATH;
+use ferry::serve::api::SNAPSHOT_PATH;
 use ferry_protos::signed::CONTENT_TYPE;
 use ferry_protos::v1::SignedSnapshot;
 use prost::Message;
@@ -32,7 +32,7 @@ impl Answer {
 pub fn fetch(cp: &ControlPlane) -> Answer {
     let mut s = TcpStream::connect(("127.0.0.1", cp.http_port)).unwrap();
     let req = format!(
-        "GET {PUSH_PATH} HTTP/1.1\r\nhost: x\r\nconnection: close\r\nauthorization: Bearer {READ_TOKEN}\r\n\r\n"
+        "GET {SNAPSHOT_PATH} HTTP/1.1\r\nhost: x\r\nconnection: close\r\nauthorization: Bearer {READ_TOKEN}\r\n\r\n"
     );
     s.write_all(req.as_bytes()).unwrap();
     let mut raw = Vec::new();

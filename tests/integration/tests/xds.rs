@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ferry::serve::api::{ApiError, ErrorCode, Pushed, Status, PUSH_PATH, UNCHECKED_HEADER};
+use ferry::serve::api::{ApiError, ErrorCode, Pushed, Status, SNAPSHOT_PATH, UNCHECKED_HEADER};
 use ferry_integration_tests::control_plane::TOKEN;
 use ferry_integration_tests::http::{post, Response};
 use ferry_integration_tests::{
@@ -170,23 +170,23 @@ fn pushes_are_authenticated_validated_and_bad_repos_refused() {
 
     // Token missing or wrong: 401 JSON, nothing changes.
     for headers in [vec![], vec![("authorization", "Bearer nope")]] {
-        let (code, text) = cp.request("POST", PUSH_PATH, &headers, &bytes);
+        let (code, text) = cp.request("POST", SNAPSHOT_PATH, &headers, &bytes);
         assert_eq!(code, 401, "{text}");
         assert_eq!(api_error(&text).error, ErrorCode::Unauthorized);
     }
     let auth = format!("Bearer {TOKEN}");
     let ok = [("authorization", auth.as_str())];
-    let (code, text) = cp.request("POST", PUSH_PATH, &ok, &bytes);
+    let (code, text) = cp.request("POST", SNAPSHOT_PATH, &ok, &bytes);
     assert_eq!(code, 200, "{text}");
     let v: Pushed = serde_json::from_str(&text).unwrap();
     assert_eq!((v.version.as_str(), v.changed), (good.as_str(), false));
 
     // Not a snapshot: 400. A snapshot the filter would refuse: 422 naming the problem.
-    let (code, text) = cp.request("POST", PUSH_PATH, &ok, b"\xff\xff\xff");
+    let (code, text) = cp.request("POST", SNAPSHOT_PATH, &ok, b"\xff\xff\xff");
     assert_eq!(code, 400, "{text}");
     assert_eq!(api_error(&text).error, ErrorCode::BadSnapshot);
     let invalid = invalid_snapshot();
-    let (code, text) = cp.request("POST", PUSH_PATH, &ok, &invalid);
+    let (code, text) = cp.request("POST", SNAPSHOT_PATH, &ok, &invalid);
     assert_eq!(code, 422, "{text}");
     let v = api_error(&text);
     assert_eq!(v.error, ErrorCode::InvalidSnapshot);
@@ -290,7 +290,7 @@ async fn refused_snapshot_is_nacked_reported_and_not_resent(runtime: Runtime) {
     let auth = format!("Bearer {TOKEN}");
     let (code, text) = cp.request(
         "POST",
-        PUSH_PATH,
+        SNAPSHOT_PATH,
         &[("authorization", &auth), (UNCHECKED_HEADER, "1")],
         &invalid_snapshot(),
     );

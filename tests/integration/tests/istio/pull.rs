@@ -9,7 +9,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ferry::serve::api::{PUSH_PATH, UNCHECKED_HEADER};
+use ferry::serve::api::{SNAPSHOT_PATH, UNCHECKED_HEADER};
 use ferry_integration_tests::control_plane::READ_TOKEN;
 use ferry_integration_tests::control_plane::{ControlPlane, TOKEN};
 use ferry_integration_tests::expected::{Entity, Service, Store};
@@ -168,12 +168,12 @@ async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes(
     // What a poll costs once the filter has it: a 304 without a body.
     let etag = format!("\"{v2}\"");
     let read = format!("Bearer {READ_TOKEN}");
-    let (code, _) = cp.request("GET", PUSH_PATH, &[], b"");
+    let (code, _) = cp.request("GET", SNAPSHOT_PATH, &[], b"");
     assert_eq!(code, 401, "the snapshot is read with a token");
     let tagged = |etag| [("authorization", read.as_str()), ("if-none-match", etag)];
-    let (code, body) = cp.request("GET", PUSH_PATH, &tagged(&etag), b"");
+    let (code, body) = cp.request("GET", SNAPSHOT_PATH, &tagged(&etag), b"");
     assert_eq!((code, body.as_str()), (304, ""));
-    let (code, body) = cp.request("GET", PUSH_PATH, &tagged("\"old\""), b"");
+    let (code, body) = cp.request("GET", SNAPSHOT_PATH, &tagged("\"old\""), b"");
     assert_eq!(code, 200);
     assert!(body.contains("added-later"), "the snapshot's bytes");
     let resp = post_until(p, "/t/added-later", "the pushed route", enriched).await;
@@ -194,7 +194,7 @@ async fn the_filter_pulls_its_snapshot_from_ferry_serve_and_follows_its_changes(
     let auth = format!("Bearer {TOKEN}");
     let (code, text) = cp.request(
         "POST",
-        PUSH_PATH,
+        SNAPSHOT_PATH,
         &[("authorization", &auth), (UNCHECKED_HEADER, "1")],
         &bad.encode_to_vec(),
     );
