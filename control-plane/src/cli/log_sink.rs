@@ -7,8 +7,21 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use ferry_http_serve::exposure::{self, Lack};
-use ferry_http_serve::{ClientAuth, Tls, TlsFiles};
+use ferry_http_serve::{ClientAuth, Tls};
 use ferry_log_sink::{self as log_sink, Allowed, FileOptions, RetentionOptions, SinkOptions};
+
+use super::{TlsArgs, TlsListener};
+
+/// The listeners `ferry log-sink`'s TLS flags apply to.
+pub struct LogSinkListeners;
+
+impl TlsListener for LogSinkListeners {
+    const CERT_HELP: &'static str =
+        "Serve TLS on the gRPC listener with this certificate chain (PEM), with --tls-key; \
+         reloaded when the file changes";
+    const CLIENT_CA_HELP: &'static str =
+        "Envoy's client certificates must chain to these CAs (PEM bundle): mTLS";
+}
 
 #[derive(clap::Args)]
 pub struct LogSinkArgs {
@@ -51,15 +64,8 @@ pub struct LogSinkArgs {
     /// refused with RESOURCE_EXHAUSTED and counted in ferry_log_sink_streams_refused.
     #[arg(long, default_value_t = log_sink::DEFAULT_MAX_STREAMS)]
     max_streams: usize,
-    /// Serve TLS on the gRPC listener with this certificate chain (PEM), with --tls-key;
-    /// reloaded when the file changes.
-    #[arg(long, env = "FERRY_TLS_CERT", requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
-    #[arg(long, env = "FERRY_TLS_KEY", requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
-    /// Envoy's client certificates must chain to these CAs (PEM bundle): mTLS.
-    #[arg(long, env = "FERRY_CLIENT_CA", requires = "tls_cert")]
-    client_ca: Option<PathBuf>,
+    #[command(flatten)]
+    tls: TlsArgs<LogSinkListeners>,
     /// IDENTITY: only client certificates with a URI or DNS SAN matching it may send logs (`*`
     /// matches any run of characters but `/`); repeatable. Others of the client CA are closed
     /// after the handshake and counted. Required with mTLS on a non-loopback --listen.
@@ -76,12 +82,8 @@ pub struct LogSinkArgs {
 
 pub fn run(args: LogSinkArgs) -> Result<()> {
     ferry_http_serve::logging::init(ferry_http_serve::logging::LogTo::Stderr);
-    let files = args.tls_cert.zip(args.tls_key).map(|(cert, key)| TlsFiles {
-        cert,
-        key,
-        client_ca: args.client_ca.clone(),
-    });
-    let lack = lack(args.client_ca.is_some(), !args.allow_identities.is_empty());
+    let lack = lack(args.tls.mtls(), !args.allow_identities.is_empty());
+    let files = args.tls.files();
     if exposure::check("the log sink", args.listen, lack, args.insecure)? {
         tracing::warn!(listen = %args.listen, "INSECURE: the log sink listens on a network address without mTLS or without --allow-identity (--insecure)");
     }

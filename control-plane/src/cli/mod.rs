@@ -11,6 +11,8 @@
 //! - [`oci_image`]: the filter as an OCI image layout.
 //! - [`filter_build`]: which build of the filter Envoy runs (flags shared by `serve` and
 //!   `envoy-config`).
+//!
+//! [`TlsArgs`], a listener's TLS flags, are shared by `serve` and `log-sink`.
 
 pub mod apply;
 pub mod backfill;
@@ -23,10 +25,51 @@ pub mod oci_image;
 pub mod plugin_config;
 pub mod serve;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
+use ferry_http_serve::TlsFiles;
 use ferry_repo::{self as repo, Registry};
+
+/// The listeners a command serves TLS on, as its TLS flags' help names them.
+pub trait TlsListener {
+    /// --tls-cert's help.
+    const CERT_HELP: &'static str;
+    /// --client-ca's help.
+    const CLIENT_CA_HELP: &'static str;
+}
+
+/// A listener's TLS flags: its certificate chain and key, and the CAs client certificates must
+/// chain to; `L` names the listeners in their help.
+#[derive(clap::Args)]
+pub struct TlsArgs<L: TlsListener + Send + Sync + 'static> {
+    #[arg(long, env = "FERRY_TLS_CERT", requires = "tls_key", help = L::CERT_HELP)]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, env = "FERRY_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    #[arg(long, env = "FERRY_CLIENT_CA", requires = "tls_cert", help = L::CLIENT_CA_HELP)]
+    client_ca: Option<PathBuf>,
+    #[arg(skip)]
+    listener: std::marker::PhantomData<L>,
+}
+
+impl<L: TlsListener + Send + Sync + 'static> TlsArgs<L> {
+    /// Whether client certificates are asked for (--client-ca).
+    pub fn mtls(&self) -> bool {
+        self.client_ca.is_some()
+    }
+
+    /// The files to serve TLS with, when --tls-cert and --tls-key are given.
+    pub fn files(self) -> Option<TlsFiles> {
+        let client_ca = self.client_ca;
+        self.tls_cert.zip(self.tls_key).map(|(cert, key)| TlsFiles {
+            cert,
+            key,
+            client_ca,
+        })
+    }
+}
 
 /// The repo in folder `repo`, validated; every problem is one line of the error.
 pub fn load(repo: &Path) -> Result<Registry> {

@@ -9,6 +9,20 @@ use ferry::serve::resources::FilterOptions;
 use ferry::serve::{self, ServeOptions};
 
 use super::filter_build::RuntimeArgs;
+use super::{TlsArgs, TlsListener};
+
+/// The listeners `ferry serve`'s TLS flags apply to.
+pub struct ServeListeners;
+
+impl TlsListener for ServeListeners {
+    const CERT_HELP: &'static str =
+        "Serve TLS on both listeners (the HTTP API and xDS) with this certificate chain (PEM, \
+         leaf first); with --tls-key. Reloaded when the file changes (new connections use it)";
+    const CLIENT_CA_HELP: &'static str =
+        "Client certificates must chain to these CAs (PEM bundle): required on xDS (each \
+         Envoy's identity), verified when presented on the HTTP API (where --grant gives them \
+         roles)";
+}
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
@@ -52,17 +66,8 @@ pub struct ServeArgs {
     /// Where feature writes go (the Redis the reader reads).
     #[command(flatten)]
     redis: ferry_redis::RedisArgs,
-    /// Serve TLS on both listeners (the HTTP API and xDS) with this certificate chain (PEM,
-    /// leaf first); with --tls-key. Reloaded when the file changes (new connections use it).
-    #[arg(long, env = "FERRY_TLS_CERT", requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
-    /// The private key of --tls-cert (PEM).
-    #[arg(long, env = "FERRY_TLS_KEY", requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
-    /// Client certificates must chain to these CAs (PEM bundle): required on xDS (each Envoy's
-    /// identity), verified when presented on the HTTP API (where --grant gives them roles).
-    #[arg(long, env = "FERRY_CLIENT_CA", requires = "tls_cert")]
-    client_ca: Option<PathBuf>,
+    #[command(flatten)]
+    tls: TlsArgs<ServeListeners>,
     /// IDENTITY=NODE_ID: a client certificate whose URI or DNS SAN matches IDENTITY may use the
     /// xDS node ids matching NODE_ID (`*` matches any run of characters but `/`); repeatable. Always
     /// allowed: a node id equal to one of its names, or such a name followed by `~` and
@@ -232,14 +237,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             tokens,
             grants: args.grants,
         },
-        tls: args
-            .tls_cert
-            .zip(args.tls_key)
-            .map(|(cert, key)| ferry_http_serve::TlsFiles {
-                cert,
-                key,
-                client_ca: args.client_ca,
-            }),
+        tls: args.tls.files(),
         node_rules: args.node_identities,
         insecure: args.insecure,
         max_http_connections: args.max_http_connections,

@@ -7,40 +7,27 @@ fn v(i: i64) -> Value {
     }
 }
 
-/// Where a view's rows go (the write path's `Target`, what the merge reads of it).
-struct Target {
-    slot: usize,
-    selected: Vec<usize>,
-    unfit: Option<String>,
+/// Where a view's rows go: its slot and its vector features (what the merge reads of the
+/// write path's `Target`).
+fn target(slot: usize, selected: Vec<usize>) -> (usize, Vec<usize>) {
+    (slot, selected)
 }
 
-fn target(slot: usize, selected: Vec<usize>) -> Target {
-    Target {
-        slot,
-        selected,
-        unfit: None,
-    }
+/// A row of the view: its event time and every feature's value.
+fn row(t: i64, values: Vec<Value>) -> (i64, Vec<Value>) {
+    (t, values)
 }
 
-struct Row {
-    event_time_us: i64,
-    values: Vec<Value>,
-}
-
-fn row(t: i64, values: Vec<Value>) -> Row {
-    Row {
-        event_time_us: t,
-        values,
-    }
-}
-
-fn update<'a>(target: &'a Target, row: &'a Row) -> Update<'a> {
+fn update<'a>(
+    (slot, selected): &'a (usize, Vec<usize>),
+    (t, values): &'a (i64, Vec<Value>),
+) -> Update<'a> {
     Update {
-        slot: target.slot,
-        selected: &target.selected,
-        unfit: target.unfit.is_some(),
-        event_time_us: row.event_time_us,
-        values: &row.values,
+        slot: *slot,
+        selected,
+        unfit: false,
+        event_time_us: *t,
+        values,
     }
 }
 
@@ -119,11 +106,12 @@ fn another_fingerprint_layout_or_garbage_is_refused_never_merged() {
             }
         );
     }
-    let unfit = Target {
-        unfit: Some("x".into()),
-        ..target(0, vec![])
+    let none_selected = target(0, vec![]);
+    let unfit = Update {
+        unfit: true,
+        ..update(&none_selected, &r)
     };
-    let m = merge_rows(None, 7, 2, &[update(&unfit, &r)]);
+    let m = merge_rows(None, 7, 2, &[unfit]);
     assert_eq!(m.outcomes, [Outcome::Refused(Refusal::SchemaMismatch)]);
     assert_eq!(m.bytes, None);
 }

@@ -9,17 +9,6 @@ use ferry_test_support::on_demand::{
     boolean, bytes, call, comp, dbl, has, input, int, list, string, var,
 };
 
-/// Slots: 0 double, 1 string, 2 int, 3 list, 4 bool, 5 bytes, 6 list (f64).
-const SLOTS: [Type; 7] = [
-    Type::Double,
-    Type::String,
-    Type::Int,
-    Type::List,
-    Type::Bool,
-    Type::Bytes,
-    Type::List,
-];
-
 const EMB: [f32; 3] = [1.0, 2.0, 2.0];
 const OTHER: [f64; 3] = [2.0, 0.0, 0.0];
 
@@ -52,7 +41,7 @@ fn run(e: Expr, t: Type) -> Outcome<'static> {
 }
 
 fn run_with(e: Expr, t: Type, ins: &[Input<'_>], budget: &mut Budget) -> Outcome<'static> {
-    let p = Program::compile(&e, &SLOTS, declared(t)).unwrap();
+    let p = Program::compile(&e, &TEST_SLOTS, declared(t)).unwrap();
     match p.eval(ins, budget) {
         Outcome::Value(v) => Outcome::Value(owned(v)),
         Outcome::Absent { slot, status } => Outcome::Absent { slot, status },
@@ -85,33 +74,23 @@ fn invalid(e: Expr, t: Type) -> Invalid {
     }
 }
 
-fn d(e: Expr) -> f64 {
-    match value(e, Type::Double) {
-        Val::Double(x) => x,
-        v => panic!("{v:?}"),
-    }
+/// `$name(e)`: the value of `e` evaluated as `Type::$ty`, taken out of its `Val::$val` by
+/// `$take`; any other outcome fails the test.
+macro_rules! value_of {
+    ($name:ident -> $out:ty, $ty:ident, $val:ident, |$x:ident| $take:expr) => {
+        fn $name(e: Expr) -> $out {
+            match value(e, Type::$ty) {
+                Val::$val($x) => $take,
+                v => panic!("{v:?}"),
+            }
+        }
+    };
 }
 
-fn i(e: Expr) -> i64 {
-    match value(e, Type::Int) {
-        Val::Int(x) => x,
-        v => panic!("{v:?}"),
-    }
-}
-
-fn b(e: Expr) -> bool {
-    match value(e, Type::Bool) {
-        Val::Bool(x) => x,
-        v => panic!("{v:?}"),
-    }
-}
-
-fn s(e: Expr) -> String {
-    match value(e, Type::String) {
-        Val::Str(x) => x.into_owned(),
-        v => panic!("{v:?}"),
-    }
-}
+value_of!(d -> f64, Double, Double, |x| x);
+value_of!(i -> i64, Int, Int, |x| x);
+value_of!(b -> bool, Bool, Bool, |x| x);
+value_of!(s -> String, String, Str, |x| x.into_owned());
 
 fn c2(f: F, a: Expr, b: Expr) -> Expr {
     call(f, vec![a, b])
@@ -349,28 +328,16 @@ fn macros() {
         ),
     );
     assert!(b(pairs));
-    // An error in one element is absorbed by an element that decides.
-    let div = comp(
-        CK::Exists,
-        input(3),
-        None,
-        c2(
-            F::Gt,
-            c2(F::Div, dbl(1.0), c2(F::Sub, var(0), dbl(1.0))),
-            dbl(0.0),
-        ),
+    // An error in one element is absorbed by an element that decides: 1 / (x - 1) > 0 over
+    // [1, 2, 2] divides by zero at x = 1.
+    let inverse_positive = c2(
+        F::Gt,
+        c2(F::Div, dbl(1.0), c2(F::Sub, var(0), dbl(1.0))),
+        dbl(0.0),
     );
+    let div = comp(CK::Exists, input(3), None, inverse_positive.clone());
     assert!(b(div));
-    let all_err = comp(
-        CK::All,
-        input(3),
-        None,
-        c2(
-            F::Gt,
-            c2(F::Div, dbl(1.0), c2(F::Sub, var(0), dbl(1.0))),
-            dbl(0.0),
-        ),
-    );
+    let all_err = comp(CK::All, input(3), None, inverse_positive);
     assert_eq!(invalid(all_err, Type::Bool), Invalid::NonFinite);
 }
 
@@ -467,12 +434,12 @@ fn lists_and_strings_over_their_bound_are_invalid() {
 
 #[test]
 fn an_int32_result_must_fit() {
-    let p = Program::compile(&c2(F::Mul, input(2), int(1 << 30)), &SLOTS, VT::Int32).unwrap();
+    let p = Program::compile(&c2(F::Mul, input(2), int(1 << 30)), &TEST_SLOTS, VT::Int32).unwrap();
     assert_eq!(
         p.eval(&inputs(), &mut Budget::new(100)),
         Outcome::Invalid(Invalid::Overflow)
     );
-    let p = Program::compile(&input(2), &SLOTS, VT::Int32).unwrap();
+    let p = Program::compile(&input(2), &TEST_SLOTS, VT::Int32).unwrap();
     assert_eq!(
         p.eval(&inputs(), &mut Budget::new(100)),
         Outcome::Value(Val::Int(7))
@@ -533,7 +500,7 @@ fn a_run_never_charges_more_than_the_static_bound() {
         ),
     ];
     for (e, t) in exprs {
-        let p = Program::compile(&e, &SLOTS, declared(t)).unwrap();
+        let p = Program::compile(&e, &TEST_SLOTS, declared(t)).unwrap();
         let mut budget = Budget::new(1_000_000);
         assert!(matches!(p.eval(&inputs(), &mut budget), Outcome::Value(_)));
         let spent = 1_000_000 - budget.left();

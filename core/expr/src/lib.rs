@@ -30,6 +30,19 @@ pub use check::CheckError;
 pub use compile::{result_type, Program};
 pub use types::{Absence, Budget, Input, Invalid, List, Outcome, Type, Val};
 
+/// The input slots the unit tests compile against: 0 double, 1 string, 2 int, 3 list, 4 bool,
+/// 5 bytes, 6 list (f64).
+#[cfg(test)]
+const TEST_SLOTS: [Type; 7] = [
+    Type::Double,
+    Type::String,
+    Type::Int,
+    Type::List,
+    Type::Bool,
+    Type::Bytes,
+    Type::List,
+];
+
 #[cfg(test)]
 mod check_tests;
 #[cfg(test)]

@@ -137,15 +137,7 @@ fn reads_typed_columns_and_keeps_the_latest_row() {
         ("ok".to_owned(), FeatureType::Bool),
         ("blob".to_owned(), FeatureType::Bytes),
     ];
-    let got = load_latest(&ViewSpec {
-        file: &path,
-        format: SourceFormat::Parquet,
-        timestamp_field: "event_timestamp",
-        timestamps: crate::sources::TimestampRules::now(None),
-        keys: &keys,
-        features: &features,
-    })
-    .unwrap();
+    let got = load_with(&path, "event_timestamp", None, &keys, &features).unwrap();
     assert_eq!(got.rows_read, 3);
     let u1 = &got.rows["u1"];
     assert_eq!(u1.event_time_us, 3_000_000);
@@ -197,15 +189,7 @@ fn integer_keys_nanosecond_and_epoch_second_timestamps() {
                 Leaf::I64(vec![1], None),
             ],
         );
-        let got = load_latest(&ViewSpec {
-            file: &path,
-            format: SourceFormat::Parquet,
-            timestamp_field: "ts",
-            timestamps: crate::sources::TimestampRules::now(None),
-            keys: &keys,
-            features: &features,
-        })
-        .unwrap();
+        let got = load(&path, &keys, &features);
         assert_eq!(got.rows["42"].event_time_us, want_us, "{ts_type}");
     }
 }
@@ -228,16 +212,7 @@ fn wrong_types_are_errors_not_panics() {
     let keys = [("id".to_owned(), KeyType::String)];
     let err_for = |name: &str, ty: FeatureType| {
         let features = [(name.to_owned(), ty)];
-        load_latest(&ViewSpec {
-            file: &path,
-            format: SourceFormat::Parquet,
-            timestamp_field: "ts",
-            timestamps: crate::sources::TimestampRules::now(None),
-            keys: &keys,
-            features: &features,
-        })
-        .unwrap_err()
-        .to_string()
+        try_load(&path, &keys, &features).unwrap_err().to_string()
     };
     let err = err_for("t", FeatureType::Int32);
     assert!(
@@ -265,11 +240,23 @@ fn try_load(
     keys: &[(String, KeyType)],
     features: &[(String, FeatureType)],
 ) -> Result<LatestRows, SourceError> {
+    load_with(path, "ts", None, keys, features)
+}
+
+/// The latest rows of the Parquet file at `path`, its times in `timestamp_field` (integers in
+/// the `declared` unit, if any).
+fn load_with(
+    path: &Path,
+    timestamp_field: &str,
+    declared: Option<TimeUnit>,
+    keys: &[(String, KeyType)],
+    features: &[(String, FeatureType)],
+) -> Result<LatestRows, SourceError> {
     load_latest(&ViewSpec {
         file: path,
         format: SourceFormat::Parquet,
-        timestamp_field: "ts",
-        timestamps: crate::sources::TimestampRules::now(None),
+        timestamp_field,
+        timestamps: crate::sources::TimestampRules::now(declared),
         keys,
         features,
     })
@@ -502,15 +489,7 @@ fn other_integer_timestamp_and_list_spellings() {
         ]
     );
     for (column, want_us) in [("t96", 86_400_000_000), ("day", 2 * 86_400_000_000)] {
-        let spec_keys = [("id".to_owned(), KeyType::Int64)];
-        let got = load_latest(&ViewSpec {
-            file: &path,
-            format: SourceFormat::Parquet,
-            timestamp_field: column,
-            timestamps: crate::sources::TimestampRules::now(None),
-            keys: &spec_keys,
-            features: &[],
-        });
+        let got = load_with(&path, column, None, &keys, &[]);
         // Each of these columns is null in one row: that row is refused, naming it.
         let err = got.unwrap_err().to_string();
         assert!(
@@ -635,14 +614,7 @@ fn typed_timestamps_keep_their_unit_and_integers_follow_the_rules() {
             &message,
             vec![Leaf::I64(vec![1], None), Leaf::I64(vec![raw], None)],
         );
-        let got = load_latest(&ViewSpec {
-            file: &path,
-            format: SourceFormat::Parquet,
-            timestamp_field: "ts",
-            timestamps: crate::sources::TimestampRules::now(declared),
-            keys: &keys,
-            features: &[],
-        });
+        let got = load_with(&path, "ts", declared, &keys, &[]);
         match (got, want) {
             (Ok(rows), Ok(us)) => assert_eq!(rows.rows["1"].event_time_us, us, "{ts_type}"),
             (Err(e), Err(prefix)) => {
