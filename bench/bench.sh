@@ -10,11 +10,7 @@
 # the results section of bench/README.md). Every process it started is stopped at the end, by
 # pid, also on failure or Ctrl-C.
 set -euo pipefail
-source "$(dirname "$0")/../scripts/lib.sh"
-cd "$ROOT"
-RUN_DIR="$ROOT/bench/.run"       # lib.sh's start/stop keep pids and logs here
-BENCH="$ROOT/bench"
-PY="$BENCH/.venv/bin/python"
+source "$(dirname "$0")/lib.sh" ""   # no NAME: RUN_DIR is bench/.run itself
 FEAST="$BENCH/.venv/bin/feast"
 
 QUICK=${QUICK:-0}

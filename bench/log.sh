@@ -14,14 +14,9 @@
 # LOG_ENTITIES (10000), LOG_PORT_BASE (19500), BENCH_NO_BUILD=1, LOG_BIN, LOG_WASM, FEAST_VENV (default
 # .venv-feast, for the data generator), FERRY_ENVOY.
 set -euo pipefail
-source "$(dirname "$0")/../scripts/lib.sh"
-cd "$ROOT"
+source "$(dirname "$0")/lib.sh" log feast
 # LOG_BIN, LOG_WASM: where the binaries and the .wasm are (bench.sh passes its copies).
 BIN=${LOG_BIN:-$BIN}; WASM=${LOG_WASM:-$WASM}; ENVOY=${FERRY_ENVOY:-$ENVOY}
-RUN_DIR="$ROOT/bench/.run/log"
-BENCH="$ROOT/bench"
-VENV=${FEAST_VENV:-$ROOT/.venv-feast}
-PY="$VENV/bin/python"
 QUICK=${QUICK:-0}
 if [ "$QUICK" = 1 ]; then SECS=${LOG_SECONDS:-2}; WARM=${LOG_WARMUP:-0.5}; ROUNDS=${LOG_ROUNDS:-1}
 else SECS=${LOG_SECONDS:-5}; WARM=${LOG_WARMUP:-1}; ROUNDS=${LOG_ROUNDS:-3}; fi

@@ -20,11 +20,7 @@
 # the in-process reader's settings within one run. MP_ALT_NATIVE: another build of the module
 # (a .so, e.g. the previous commit's) for Envoy C, for an A/B of a change within one run.
 set -euo pipefail
-source "$(dirname "$0")/../scripts/lib.sh"
-cd "$ROOT"
-RUN_DIR="$ROOT/bench/.run/miss-path"   # lib.sh's start/stop keep pids and logs here
-BENCH="$ROOT/bench"
-PY="$BENCH/.venv/bin/python"
+source "$(dirname "$0")/lib.sh" miss-path
 
 ROUNDS=${MP_ROUNDS:-3}
 BATCHES=${MP_BATCHES:-"1 100"}

@@ -14,14 +14,9 @@
 # Knobs: PUSH_SECONDS (10), PUSH_ROWS (100), PUSH_ENTITIES (10000), PUSH_SAMPLES (300),
 # PUSH_PORT_BASE (19400), BENCH_NO_BUILD=1, FEAST_VENV (default .venv-feast), FERRY_ENVOY.
 set -euo pipefail
-source "$(dirname "$0")/../scripts/lib.sh"
-cd "$ROOT"
+source "$(dirname "$0")/lib.sh" push feast
 # Private copies of the binaries (the shared target/ may be rebuilt meanwhile): PUSH_BIN, PUSH_WASM.
 BIN=${PUSH_BIN:-$BIN}; WASM=${PUSH_WASM:-$WASM}; ENVOY=${FERRY_ENVOY:-$ENVOY}
-RUN_DIR="$ROOT/bench/.run/push"
-BENCH="$ROOT/bench"
-VENV=${FEAST_VENV:-$ROOT/.venv-feast}
-PY="$VENV/bin/python"
 SECONDS_EACH=${PUSH_SECONDS:-10}
 ROWS=${PUSH_ROWS:-100}
 ENTITIES=${PUSH_ENTITIES:-10000}

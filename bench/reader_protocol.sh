@@ -13,11 +13,7 @@
 # flags, e.g. to try another runtime), RP_RUNTIME (wasm or native: the filter build both Envoys
 # run).
 set -euo pipefail
-source "$(dirname "$0")/../scripts/lib.sh"
-cd "$ROOT"
-RUN_DIR="$ROOT/bench/.run/reader-protocol"   # lib.sh's start/stop keep pids and logs here
-BENCH="$ROOT/bench"
-PY="$BENCH/.venv/bin/python"
+source "$(dirname "$0")/lib.sh" reader-protocol
 
 ROUNDS=${RP_ROUNDS:-3}
 BATCHES=${RP_BATCHES:-"1 10 100"}

@@ -21,12 +21,8 @@
 # (the writers send again at once after a refusal), BENCH_NO_BUILD=1, FEAST_VENV (default
 # .venv-feast: Python for the data generator and the writers), FERRY_ENVOY.
 set -euo pipefail
-source "$(dirname "$0")/../scripts/lib.sh"
-cd "$ROOT"
+source "$(dirname "$0")/lib.sh" write_flood feast
 BIN=${FLOOD_BIN:-$BIN}; WASM=${FLOOD_WASM:-$WASM}; ENVOY=${FERRY_ENVOY:-$ENVOY}
-RUN_DIR="$ROOT/bench/.run/write_flood"
-BENCH="$ROOT/bench"
-PY="${FEAST_VENV:-$ROOT/.venv-feast}/bin/python"
 SECONDS_EACH=${FLOOD_SECONDS:-20}
 CLIENTS=${FLOOD_CLIENTS:-8}
 ROWS=${FLOOD_ROWS:-60000}

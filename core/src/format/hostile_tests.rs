@@ -11,6 +11,7 @@ use serde_json::json;
 use super::kserve_v2_grpc;
 use crate::config::Config;
 use crate::error::FerryError;
+use ferry_test_support::hostile::{shape_without_contents, HUGE_ROWS};
 use ferry_test_support::on_demand::with_risk;
 
 /// The snapshot's keyless route `req` (the view `req` over the request field `amount`, no
@@ -32,13 +33,15 @@ fn refused(c: &Config, route: usize, body: &[u8]) -> FerryError {
     super::parse(body, &c.routes[route], None).unwrap_err()
 }
 
-/// The shapes of the issue: 2^32-1, 2^35, 2^62 rows (and u64::MAX), with empty data.
-const HUGE: [u64; 4] = [u32::MAX as u64, 1 << 35, 1 << 62, u64::MAX];
+/// The row counts of the issue ([`HUGE_ROWS`]: 2^32-1, 2^35, 2^62), sent with empty data.
+fn huge_rows() -> impl Iterator<Item = i64> {
+    HUGE_ROWS.iter().map(|&(_, rows)| rows)
+}
 
 #[test]
 fn a_keyless_v2_tensor_claiming_huge_rows_with_no_data_is_413_before_any_allocation() {
     let c = keyless(pb::Format::KserveV2);
-    for rows in HUGE {
+    for rows in huge_rows().map(i64::unsigned_abs).chain([u64::MAX]) {
         for shape in [json!([rows]), json!([rows, 1])] {
             let body = json!({"inputs": [
                 {"name": "amount", "datatype": "FP64", "shape": shape, "data": []}
@@ -72,21 +75,9 @@ fn a_keyless_v2_tensor_claiming_huge_rows_with_no_data_is_413_before_any_allocat
 #[test]
 fn a_keyless_grpc_tensor_claiming_huge_or_negative_rows_is_4xx() {
     let c = keyless(pb::Format::KserveV2Grpc);
-    let body = |shape: Vec<i64>| {
-        let m = ModelInferRequest {
-            model_name: "m".into(),
-            inputs: vec![InferInputTensor {
-                name: "amount".into(),
-                datatype: "FP64".into(),
-                shape,
-                contents: Some(InferTensorContents::default()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        kserve_v2_grpc::frame(&m.encode_to_vec())
-    };
-    for rows in [i64::from(u32::MAX), 1 << 35, 1 << 62, i64::MAX] {
+    let body =
+        |shape: Vec<i64>| kserve_v2_grpc::frame(&shape_without_contents("m", "amount", shape));
+    for rows in huge_rows().chain([i64::MAX]) {
         let e = refused(&c, 1, &body(vec![rows]));
         assert_eq!((e.status(), e.code()), (413, "too_many_entities"), "{rows}");
     }

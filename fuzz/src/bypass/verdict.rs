@@ -215,21 +215,33 @@ impl Run<'_> {
             seen, asked,
             "the model sees other entities than Ferry looked up"
         );
+        self.check_features(route, want, &summary, || match &grpc {
+            Some(r) => super::grpc::check_enriched(route, want, r),
+            None => check::check_enriched_body(route, want, &doc),
+        });
+    }
+
+    /// Where the features went: in header mode, the features header holds `in_header`
+    /// ([`Self::check_header_mode`]); otherwise Ferry's owned headers are `summary` alone, the
+    /// content-length is the body's, and `body` checks the body.
+    fn check_features(
+        &self,
+        route: &Route,
+        in_header: &expected::Expected,
+        summary: &[(String, String)],
+        body: impl FnOnce(),
+    ) {
         let Format::Header {
             features_header,
             encoding,
             ..
         } = &route.format
         else {
-            assert_owned_headers(self.config, &self.up.headers, &summary, &[]);
+            assert_owned_headers(self.config, &self.up.headers, summary, &[]);
             self.assert_content_length();
-            match &grpc {
-                Some(r) => super::grpc::check_enriched(route, want, r),
-                None => check::check_enriched_body(route, want, &doc),
-            }
-            return;
+            return body();
         };
-        self.check_header_mode(route, want, &summary, features_header, *encoding);
+        self.check_header_mode(route, in_header, summary, features_header, *encoding);
     }
 
     /// Header mode: the features header holds `want`, and so does the status header when some
@@ -279,22 +291,13 @@ impl Run<'_> {
             ("x-ferry-status".to_string(), "degraded".to_string()),
             ("x-ferry-error".to_string(), code),
         ];
-        let Format::Header {
-            features_header,
-            encoding,
-            ..
-        } = &route.format
-        else {
-            assert_owned_headers(self.config, &self.up.headers, &summary, &[]);
-            self.assert_content_length();
+        // Header mode has one entity; a body is degraded for as many as the model sees.
+        self.check_features(route, &expected::degraded(route, 1), &summary, || {
             let doc = check::parse_body(&self.up.body);
             let seen = check::model_keys(route, &self.up.headers, &doc);
             let want = expected::degraded(route, seen.len() / route.keys_per_entity());
             check::check_enriched_body(route, &want, &doc);
-            return;
-        };
-        let want = expected::degraded(route, 1);
-        self.check_header_mode(route, &want, &summary, features_header, *encoding);
+        });
     }
 
     pub(super) fn outcome(&self) -> String {

@@ -10,47 +10,29 @@ user = Entity(name="user", join_keys=["user_id"], value_type=ValueType.STRING)
 merchant = Entity(name="merchant", join_keys=["merchant_id"], value_type=ValueType.INT64)
 
 
-def source(name):
-    return FileSource(path=f"data/{name}.parquet", timestamp_field="event_timestamp")
+def view(name, entities, schema, ttl=timedelta(days=3650)):
+    """A view over its own parquet file, data/NAME.parquet."""
+    source = FileSource(path=f"data/{name}.parquet", timestamp_field="event_timestamp")
+    return FeatureView(name=name, entities=entities, ttl=ttl, schema=schema, source=source)
 
 
-user_profile = FeatureView(
-    name="user_profile",
-    entities=[user],
-    ttl=timedelta(days=3650),
-    schema=[
+user_profile = view(
+    "user_profile",
+    [user],
+    [
         Field(name="age", dtype=Int64),
         Field(name="credit_score", dtype=Float32),
         Field(name="segment", dtype=String),
     ],
-    source=source("user_profile"),
 )
 
 # ttl of one hour: the test writes one user's row two hours old, so Feast and Ferry both
 # report it OUTSIDE_MAX_AGE.
-user_recent = FeatureView(
-    name="user_recent",
-    entities=[user],
-    ttl=timedelta(hours=1),
-    schema=[Field(name="clicks_1h", dtype=Int64)],
-    source=source("user_recent"),
+user_recent = view(
+    "user_recent", [user], [Field(name="clicks_1h", dtype=Int64)], ttl=timedelta(hours=1)
 )
-
-merchant_stats = FeatureView(
-    name="merchant_stats",
-    entities=[merchant],
-    ttl=timedelta(days=3650),
-    schema=[Field(name="chargeback_rate", dtype=Float64)],
-    source=source("merchant_stats"),
-)
-
-user_merchant = FeatureView(
-    name="user_merchant",
-    entities=[user, merchant],
-    ttl=timedelta(days=3650),
-    schema=[Field(name="txn_count", dtype=Int64)],
-    source=source("user_merchant"),
-)
+merchant_stats = view("merchant_stats", [merchant], [Field(name="chargeback_rate", dtype=Float64)])
+user_merchant = view("user_merchant", [user, merchant], [Field(name="txn_count", dtype=Int64)])
 
 scoring = FeatureService(
     name="scoring", features=[user_profile, user_recent], precompute_online=True

@@ -9,9 +9,7 @@
 
 use ferry_integration_tests::http::{post, Conn, Response};
 use ferry_integration_tests::{each_runtime, Options, Runtime, Stack};
-use ferry_protos::inference::model_infer_request::InferInputTensor;
-use ferry_protos::inference::{InferTensorContents, ModelInferRequest};
-use prost::Message;
+use ferry_test_support::hostile::{shape_without_contents, HUGE_ROWS};
 use serde_json::{json, Value as Json};
 
 /// The example's keyless `basket_scoring` (the view `basket` over the request fields `amount`
@@ -50,18 +48,7 @@ fn basket_v2(shape: Json, data: Json) -> String {
 
 /// A framed `ModelInferRequest` whose `amount` tensor has `shape` and no contents.
 fn basket_grpc(shape: Vec<i64>) -> Vec<u8> {
-    let m = ModelInferRequest {
-        model_name: "basket".into(),
-        inputs: vec![InferInputTensor {
-            name: "amount".into(),
-            datatype: "FP64".into(),
-            shape,
-            contents: Some(InferTensorContents::default()),
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    ferry_core::format::kserve_v2_grpc::frame(&m.encode_to_vec())
+    ferry_core::format::kserve_v2_grpc::frame(&shape_without_contents("basket", "amount", shape))
 }
 
 enum Body {
@@ -78,11 +65,7 @@ struct Case {
 
 fn cases() -> Vec<Case> {
     let mut out = Vec::new();
-    for (label, rows) in [
-        ("2^32-1", u64::from(u32::MAX)),
-        ("2^35", 1 << 35),
-        ("2^62", 1 << 62),
-    ] {
+    for (label, rows) in HUGE_ROWS {
         for (dims, shape) in [("[N]", json!([rows])), ("[N, 1]", json!([rows, 1]))] {
             out.push(Case {
                 name: Box::leak(format!("v2 keyless shape {dims} N={label}, no data").into()),
@@ -92,7 +75,7 @@ fn cases() -> Vec<Case> {
         }
         out.push(Case {
             name: Box::leak(format!("gRPC keyless shape [{label}], no contents").into()),
-            body: Body::Grpc(basket_grpc(vec![i64::try_from(rows).unwrap()])),
+            body: Body::Grpc(basket_grpc(vec![rows])),
             want: (8, "too_many_entities"),
         });
     }

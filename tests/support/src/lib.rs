@@ -16,6 +16,7 @@
 //! - [`bench_service`]: the benchmarks' service shape (3 views x 10 features), its vectors and
 //!   bodies;
 //! - [`example`]: the banking example as a feature repo with generated data;
+//! - [`hostile`]: issue #31's hostile tensor shapes (row counts, a gRPC request claiming one);
 //! - [`docs`]: the book's generated reference blocks (CLI tables, ...) and their check.
 //!
 //! It depends on `ferry-protos` only (not on `ferry-core`, which dev-depends on it): a test
@@ -28,6 +29,7 @@ pub mod bench_service;
 pub mod certs;
 pub mod docs;
 pub mod example;
+pub mod hostile;
 pub mod on_demand;
 pub mod ports;
 pub mod proxy;

@@ -137,9 +137,7 @@ fn binary_bytes_ids_features_in_the_header_client_data_unchanged_forged_dropped(
 
 #[test]
 fn binary_int64_ids_and_packed_features() {
-    let mut snap = snapshot_with(packed_v2_route);
-    snap.services[0].entity_keys[0].r#type = pb::ValueType::Int64 as i32;
-    let host = host_with(&snap);
+    let host = int64_keyed_host(packed_v2_route);
     let ids: Vec<u8> = [7i64, -2].iter().flat_map(|i| i.to_le_bytes()).collect();
     let forged = vec![0u8; 24];
     let header = json!({"inputs": [

@@ -170,9 +170,7 @@ fn v2_ids_of_shape_n_by_1_flat_or_nested() {
 
 #[test]
 fn v2_int64_ids() {
-    let mut snap = snapshot_with(v2_route);
-    snap.services[0].entity_keys[0].r#type = pb::ValueType::Int64 as i32;
-    let host = host_with(&snap);
+    let host = int64_keyed_host(v2_route);
     let cases = [
         (
             json!({"name": "user_id", "shape": [3], "datatype": "INT64", "data": [7, -2, 9_007_199_254_740_993_i64]}),

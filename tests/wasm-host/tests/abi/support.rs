@@ -32,6 +32,14 @@ pub fn host() -> Host {
     host_with(&snapshot())
 }
 
+/// The built filter, configured with [`snapshot_with`]`(route)` whose service's entity key is
+/// an int64.
+pub fn int64_keyed_host(route: impl FnOnce(&mut pb::Route)) -> Host {
+    let mut snap = snapshot_with(route);
+    snap.services[0].entity_keys[0].r#type = pb::ValueType::Int64 as i32;
+    host_with(&snap)
+}
+
 /// A complete, fresh vector for the fixture's service.
 pub fn good_vector(age: i64, event_time_us: i64) -> Vec<u8> {
     scoring(event_time_us, Some(age), Some(0.25), Some(9))
