@@ -6,7 +6,6 @@ Feast's `python` mode: the five features of ../repo_od/ferry.yaml's `risk`, from
 `amount` and `channel`). `make bench` points FEAST_BENCH_DATA at the generated data folder."""
 
 import os
-import sys
 from datetime import timedelta
 
 from typing import Any
@@ -21,9 +20,19 @@ DATA = os.environ.get(
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "repo", "data"),
 )
 
-# The feature names are the data generator's (one list per view, in its order).
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "repo"))
-from generate_data import FLOAT_FEATURES, INT_FEATURES, STRING_FEATURES  # noqa: E402
+FLOAT_FEATURES = [
+    "amount_avg_7d", "amount_avg_30d", "amount_std_30d", "amount_max_30d", "balance",
+    "credit_utilization", "risk_score", "device_trust", "geo_velocity", "merchant_risk_avg",
+]
+INT_FEATURES = [
+    "txn_count_1h", "txn_count_24h", "txn_count_7d", "txn_count_30d", "declines_7d",
+    "chargebacks_365d", "distinct_merchants_30d", "distinct_devices_30d", "account_age_days",
+    "days_since_last_login",
+]
+STRING_FEATURES = [
+    "country", "city", "segment", "tier", "channel", "device_os", "browser", "email_domain",
+    "kyc_level", "preferred_currency",
+]
 
 user = Entity(name="user", join_keys=["user_id"], value_type=ValueType.STRING)
 

@@ -1,18 +1,17 @@
 # Feast 0.67 side of bench/push.sh: user_stats (10 float32 features, as in ../feast/) fed by a
 # PushSource, so `feast serve`'s /push writes it. ${FEAST_BENCH_*} as in ../feast/.
 import os
-import sys
 from datetime import timedelta
 
 from feast import Entity, FeatureView, Field, FileSource, PushSource
 from feast.types import Float32
 from feast.value_type import ValueType
 
-# user_stats's feature names are the data generator's.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "repo"))
-from generate_data import FLOAT_FEATURES  # noqa: E402
-
 DATA = os.environ["FEAST_BENCH_DATA"]
+FLOAT_FEATURES = [
+    "amount_avg_7d", "amount_avg_30d", "amount_std_30d", "amount_max_30d", "balance",
+    "credit_utilization", "risk_score", "device_trust", "geo_velocity", "merchant_risk_avg",
+]
 
 user = Entity(name="user", join_keys=["user_id"], value_type=ValueType.STRING)
 
