@@ -10,9 +10,13 @@ user = Entity(name="user", join_keys=["user_id"], value_type=ValueType.STRING)
 merchant = Entity(name="merchant", join_keys=["merchant_id"], value_type=ValueType.INT64)
 
 
-def view(name, entities, schema, ttl=timedelta(days=3650)):
-    """A view over its own parquet file, data/NAME.parquet."""
-    source = FileSource(path=f"data/{name}.parquet", timestamp_field="event_timestamp")
+def file_source(name):
+    return FileSource(path=f"data/{name}.parquet", timestamp_field="event_timestamp")
+
+
+def view(name, entities, schema, ttl=timedelta(days=3650), source=None):
+    """A view over its own parquet file, data/NAME.parquet, unless given another source."""
+    source = source or file_source(name)
     return FeatureView(name=name, entities=entities, ttl=ttl, schema=schema, source=source)
 
 

@@ -30,17 +30,23 @@ const ROUTES: &str = "  - match: {path_prefix: /v1/models/scoring}
 fn features() -> String {
     let text = std::fs::read_to_string(root().join("tests/integration/feast_repo/features.py"))
         .expect("features.py");
-    let pushed = text.replace("source=source(\"user_profile\"),", "source=profile_push,");
-    assert_ne!(pushed, text, "the fixture's user_profile source moved");
-    pushed
+    // user_profile's call to view() ends its schema list, then the call, before the next
+    // view's comment: the push source goes in as view()'s `source` argument.
+    let end = "    ],\n)\n\n# ttl of one hour";
+    let start = "user_profile = view(";
+    assert!(
+        text.contains(end) && text.contains(start),
+        "the fixture's user_profile view moved"
+    );
+    text.replace(end, &end.replace("    ],\n)", "    ],\n    source=profile_push,\n)"))
         .replace("precompute_online=True", "precompute_online=False")
         .replace(
             "from feast import Entity,",
             "from feast import PushSource, Entity,",
         )
         .replace(
-            "user_profile = FeatureView(",
-            "profile_push = PushSource(name=\"profile_push\", batch_source=source(\"user_profile\"))\n\nuser_profile = FeatureView(",
+            start,
+            "profile_push = PushSource(name=\"profile_push\", batch_source=file_source(\"user_profile\"))\n\nuser_profile = view(",
         )
 }
 
