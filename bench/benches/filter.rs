@@ -328,7 +328,7 @@ fn derived(c: &mut Criterion) {
 fn request_ids(n: usize) -> Vec<String> {
     (0..n as u64)
         .map(|i| {
-            let h = ferry_core::log::request_hash(&i.to_string());
+            let h = ferry_core::config::log_policy::request_hash(&i.to_string());
             format!(
                 "{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}",
                 h >> 32,
@@ -363,8 +363,8 @@ fn logged_config(sample: Option<f64>) -> Config {
 /// - `request/{off,sample_1.0,sample_0.1}/BATCH`: the whole per-request step of
 ///   [`whole_request`] plus the decision, the copy and the record, as `request/mod.rs` does it.
 fn served_log(c: &mut Criterion) {
+    use ferry_core::config::log_policy::ServedStatus;
     use ferry_core::log::record::{self, Stamp};
-    use ferry_core::log::ServedStatus;
     let ids = request_ids(1024);
     let mut g = c.benchmark_group("served_log");
     g.warm_up_time(std::time::Duration::from_secs(1));
@@ -443,8 +443,8 @@ fn served_log_request(
     g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     ids: &[String],
 ) {
+    use ferry_core::config::log_policy::ServedStatus;
     use ferry_core::log::record::{self, Stamp};
-    use ferry_core::log::ServedStatus;
     for batch in [1, 100] {
         let body = request(batch);
         let answer = reader_answer(batch);

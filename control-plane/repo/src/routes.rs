@@ -232,14 +232,14 @@ fn route(rr: &RawRoute, name: &str, path: &str, catalog: &Catalog, issues: &mut 
     route
 }
 
-/// `log:`, checked by the filter's own rule (`ferry_core::log::LogPolicy`).
+/// `log:`, checked by the filter's own rule (`ferry_core::config::log_policy::LogPolicy`).
 fn log_of(rr: &RawRoute, path: &str, issues: &mut Issues) -> Option<ferry_protos::v1::RouteLog> {
     let raw = rr.log.as_ref()?;
     let log = ferry_protos::v1::RouteLog {
         sample: raw.sample,
         statuses: raw.statuses.iter().map(|(k, v)| (k.clone(), *v)).collect(),
     };
-    match ferry_core::log::LogPolicy::from_proto(&log) {
+    match ferry_core::config::log_policy::LogPolicy::from_proto(&log) {
         Ok(_) => Some(log),
         Err(e) => {
             issues.add(path, e);

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use super::*;
 use crate::config::fixture::{route_with, FP};
+use crate::config::log_policy::{request_hash, LogPolicy, ServedStatus};
 use crate::request::testing::*;
 use ferry_protos::v1::{self as pb, value::Kind, ServedLog};
 use prost::Message;

@@ -5,7 +5,8 @@
 use ferry_protos::v1 as pb;
 use prost::Message;
 
-use super::{ServedStatus, MAX_RECORD_BYTES};
+use super::MAX_RECORD_BYTES;
+use crate::config::log_policy::ServedStatus;
 use crate::config::{KeyKind, Route};
 use crate::vector::{self, EntityFeatures, FeatureStatus};
 

@@ -3,11 +3,12 @@
 //! (`on_demand.rs`), and produces the new body and the headers that tell the model what
 //! happened.
 
+use crate::config::log_policy::ServedStatus;
 use crate::config::{OnMissing, OnStale, Route};
 use crate::error::FerryError;
 use crate::format::kserve_v1::{self, Rendered};
 use crate::format::{self, ParsedRequest, Rewritten};
-use crate::log::{record::Served as Logged, ServedStatus};
+use crate::log::record::Served as Logged;
 use crate::metrics::{DerivedCounts, Served};
 use crate::request::on_demand;
 use crate::values::{FeatureValue, ValueRef};

@@ -4,10 +4,10 @@
 //! forwarded or answered. Nothing here can fail, delay or change the request: a record over
 //! its bound, or one the host refuses, is dropped and counted.
 
+use crate::config::log_policy::ServedStatus;
 use crate::config::{Config, Route};
 use crate::host::Host;
 use crate::log::record::{self, Served, Stamp};
-use crate::log::ServedStatus;
 use crate::metrics::{Metric, Metrics};
 
 /// The request header Envoy's connection manager sets to the request's id.

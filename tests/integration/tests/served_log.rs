@@ -116,11 +116,12 @@ async fn sampling_follows_the_request_id_hash(runtime: Runtime) {
     });
     let sink = Sink::start(&stack, &stack.dir.path().join("served"), free_port());
     let (_envoy, port, _admin) = logging_envoy(&stack, sink.grpc);
-    let policy = ferry_core::log::LogPolicy::from_proto(&ferry_protos::v1::RouteLog {
-        sample: 0.1,
-        statuses: [("partial".to_string(), 1.0)].into(),
-    })
-    .unwrap();
+    let policy =
+        ferry_core::config::log_policy::LogPolicy::from_proto(&ferry_protos::v1::RouteLog {
+            sample: 0.1,
+            statuses: [("partial".to_string(), 1.0)].into(),
+        })
+        .unwrap();
     let n = 300;
     let mut picked = Vec::new();
     for _ in 0..n {
@@ -130,7 +131,7 @@ async fn sampling_follows_the_request_id_hash(runtime: Runtime) {
             .as_str()
             .unwrap()
             .to_owned();
-        if policy.picks(&id, ferry_core::log::ServedStatus::Ok) {
+        if policy.picks(&id, ferry_core::config::log_policy::ServedStatus::Ok) {
             picked.push(id);
         }
     }
