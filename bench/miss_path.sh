@@ -89,6 +89,7 @@ done
 
 ROWS="$RUN_DIR/rows.jsonl"; CPU="$RUN_DIR/cpu.txt"; STAGE_ROWS="$RUN_DIR/stages.rows"
 FLOOR="$RUN_DIR/floor.csv"; FLOOR_RANDOM="$RUN_DIR/floor-random.csv"
+FLOOR_CLIENTS="$RUN_DIR/floor-clients.csv"  # the same random MGETs through the reader's own store
 mapfile -t KEYS < <(redis-cli -p "$REDIS_PORT" --scan --pattern 'ferry:*' | head -100)
 KEY_PREFIX="${KEYS[0]%:*}:"  # ferry:PROJECT:SERVICE:FINGERPRINT: of the stored vectors
 stages() { sleep 0.3; cat "$1" 2>/dev/null || true; }  # the file is rewritten every 100 ms
@@ -98,6 +99,12 @@ floor() { # floor BATCH: the same MGET straight to Redis, one connection, as man
     | tail -1 | sed "s/^/$1,/" >> "$FLOOR"
   "$BIN/ferry-floor" --redis "127.0.0.1:$REDIS_PORT" --prefix "$KEY_PREFIX" --batch "$1" \
     --id-space "$ENTITIES" --duration "$DURATION" --require-found | sed "s/^/$1,/" >> "$FLOOR_RANDOM"
+  local client
+  for client in store store-thread; do  # redis-rs as the in-process reader drives it, no Envoy
+    "$BIN/ferry-floor" --redis "127.0.0.1:$REDIS_PORT" --prefix "$KEY_PREFIX" --batch "$1" \
+      --id-space "$ENTITIES" --duration "$DURATION" --require-found --client "$client" \
+      | sed "s/^/$1,/" >> "$FLOOR_CLIENTS"
+  done
 }
 cpu() { awk '{print $14 + $15}' "/proc/$(cat "$RUN_DIR/$1.pid")/stat"; }
 run() { # run CASE URL PROTOCOL BATCH: one measured case, and each process's CPU ticks during it
@@ -130,7 +137,7 @@ for round in $(seq "$ROUNDS"); do
 done
 say "done; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
-"$PY" - "$ROWS" "$CPU" "$(getconf CLK_TCK)" "$STAGE_ROWS" "$FLOOR" "$FLOOR_RANDOM" <<'PY'
+"$PY" - "$ROWS" "$CPU" "$(getconf CLK_TCK)" "$STAGE_ROWS" "$FLOOR" "$FLOOR_RANDOM" "$FLOOR_CLIENTS" <<'PY'
 import collections, json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 cpu = [l.split() for l in open(sys.argv[2])]
@@ -184,6 +191,15 @@ def floors(path):  # batch -> [(p50 µs, p99 µs)], from redis-benchmark's --csv
         out[int(f[0])].append((float(f[5]) * 1000, float(f[7]) * 1000))
     return out
 floor, floor_random = floors(sys.argv[5]), floors(sys.argv[6])
+clients = collections.defaultdict(list)  # (batch, test) -> [(p50, p99)]
+for l in open(sys.argv[7]):
+    f = [x.strip('"') for x in l.strip().split(",")]
+    clients[(int(f[0]), f[1].rsplit("_", 1)[0])].append((float(f[5]) * 1000, float(f[7]) * 1000))
+for b in sorted({b for b, _ in clients}):
+    print(f"batch {b}, the same random MGET, p50 / p99 µs (medians over rounds): "
+          f"raw socket {med([x[0] for x in floor_random[b]]):.0f} / {med([x[1] for x in floor_random[b]]):.0f}; "
+          + "; ".join(f"{t.replace('MGET_random_', '')} {med([x[0] for x in v]):.0f} / {med([x[1] for x in v]):.0f}"
+                      for (bb, t), v in sorted(clients.items()) if bb == b))
 batches = sorted(stage)
 print("\nstages of the in-process cases: µs per request, median / mean (medians over rounds);")
 print("wall-clock, so a stage includes time its thread waited for a core")
