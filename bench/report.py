@@ -118,6 +118,7 @@ def targets(rows, meta):
         add("added p99 over passthrough, batch 100 (cache off)", x["p99_us"] - p["p99_us"], "≤ 2000 µs",
             x["p99_us"] - p["p99_us"] <= 2000, "µs")
     out += native_targets(rows)
+    out += speed_targets(rows)
     out += on_demand_report.targets(rows, meta)
     mem = meta.get("redis_memory", {})
     r = ratio(mem.get("ferry_key_bytes"), mem.get("feast_precomputed_blob_bytes"))
@@ -159,6 +160,41 @@ def native_targets(rows):
     if p and c:
         add("native: added p50 over passthrough, batch 1, near-cache hit", c["p50_us"] - p["p50_us"],
             "≤ 60 µs", c["p50_us"] - p["p50_us"] <= 60, "µs")
+    return out
+
+
+BUILDS = (("ferry_redis", "Wasm"), ("ferry_native", "native"), ("ferry_native_inproc", "native in-process"))
+
+
+def speed_targets(rows):
+    """The ratio goals of issue #34 that a full run measures: Wasm against native on the same
+    reader cluster (what each adds over the passthrough), and Feast's REST server against each
+    build at p99 (at batch 1 beside its ceiling: Feast's p99 over the passthrough's)."""
+    out = []
+
+    def add(name, value, bound, met, unit=""):
+        out.append({"target": name, "measured": value, "bound": bound, "met": met, "unit": unit})
+
+    for b in (1, 10, 100):
+        p, w, n = (find(rows, s, b, 1) for s in ("envoy_passthrough", "ferry_redis", "ferry_native"))
+        for q in ("p50_us", "p99_us"):
+            r = ratio(w and p and w[q] - p[q], n and p and n[q] - p[q])
+            add(f"Wasm / native (both on the reader cluster), added {q[:3]} over passthrough, batch {b}",
+                r and round(r, 2), "≤ 1.5×", r is not None and 0 < r <= 1.5, "×")
+    for conns in (1, 8):
+        for b in (1, 10, 100):
+            f, p = find(rows, "feast_precomputed", b, conns), find(rows, "envoy_passthrough", b, conns)
+            for scenario, how in BUILDS:
+                x = find(rows, scenario, b, conns)
+                r = ratio(f and f["p99_us"], x and x["p99_us"])
+                if b == 1:
+                    ceiling = ratio(f and f["p99_us"], p and p["p99_us"])
+                    add(f"p99 Feast REST / {how}, batch 1, {conns} connection(s) (ceiling: Feast / "
+                        f"passthrough {ceiling and round(ceiling, 1)}×)", r and round(r, 1), "reported",
+                        r is not None, "×")
+                else:
+                    add(f"p99 Feast REST / {how}, batch {b}, {conns} connection(s)", r and round(r, 1),
+                        "≥ 10×", r is not None and r >= 10, "×")
     return out
 
 
