@@ -147,6 +147,12 @@ pub struct ServeArgs {
           value_parser = clap::builder::TypedValueParser::map(
               clap::value_parser!(u16).range(1..), usize::from))]
     max_concurrent_writes: usize,
+    /// Keys a second that feature writes may read and compare-and-set in Redis, over every
+    /// write: a write flood then takes a bounded share of the Redis the readers use (a large
+    /// write takes longer, and one that would wait over 10 s is refused 429). 0: no bound.
+    #[arg(long, env = "FERRY_MAX_WRITE_KEYS_PER_SECOND", value_name = "N",
+          default_value_t = ferry::write::pace::DEFAULT_KEYS_PER_SECOND)]
+    max_write_keys_per_second: u32,
     /// The HTTP filter's name in the bootstrap (the ECDS resource name).
     #[arg(long, default_value = "ferry")]
     filter_name: String,
@@ -250,6 +256,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         signer,
         redis: args.redis,
         max_writes: args.max_concurrent_writes,
+        write_keys_per_second: args.max_write_keys_per_second,
         shared,
         #[cfg(feature = "test-switches")]
         allow_invalid: args.allow_invalid,

@@ -91,6 +91,9 @@ pub struct ServeOptions {
     pub redis: ferry_redis::RedisArgs,
     /// Write requests answered at once (`--max-concurrent-writes`); more: 429.
     pub max_writes: usize,
+    /// Keys a second the writes' Redis work may take (`--max-write-keys-per-second`; 0: no
+    /// bound).
+    pub write_keys_per_second: u32,
     /// `--shared-state`: the snapshot is shared with the other replicas through that Redis
     /// (the state directory is not used); None: this process alone.
     pub shared: Option<shared_state::SharedOptions>,
@@ -268,6 +271,7 @@ fn writer(opts: &ServeOptions, state: &State) -> Result<crate::write::Writer> {
         conn,
         state.metrics.write.clone(),
         opts.max_writes,
+        opts.write_keys_per_second,
     ))
 }
 

@@ -39,6 +39,8 @@ pub enum WriteError {
     Exceeds(Exceeded),
     /// Every write slot is taken (`--max-concurrent-writes`).
     Busy(usize),
+    /// The writes admitted already queue this much Redis work at `--max-write-keys-per-second`.
+    Paced(std::time::Duration),
     NoSnapshot,
     Redis(String),
     Contended(String),
@@ -90,7 +92,7 @@ impl WriteError {
                 "BodyTooLarge",
             ),
             Self::Exceeds(e) => (StatusCode::PAYLOAD_TOO_LARGE, e.code(), "WriteTooLarge"),
-            Self::Busy(_) => (
+            Self::Busy(_) | Self::Paced(_) => (
                 StatusCode::TOO_MANY_REQUESTS,
                 "too_many_writes",
                 "TooManyWrites",
@@ -150,6 +152,13 @@ impl WriteError {
                 "{max} write requests are being answered, the most this control plane takes at \
                  once (--max-concurrent-writes); retry after the Retry-After seconds"
             ),
+            Self::Paced(backlog) => format!(
+                "the writes being answered queue {:.1} s of Redis work at \
+                 --max-write-keys-per-second (at most {} s); nothing was written, retry after the \
+                 Retry-After seconds",
+                backlog.as_secs_f64(),
+                super::pace::MAX_BACKLOG.as_secs()
+            ),
             Self::NoSnapshot => "this control plane has no valid snapshot yet".to_owned(),
             Self::Redis(e) | Self::Contended(e) => e.clone(),
             Self::Internal(e) => format!("the write's check failed, nothing was written: {e}"),
@@ -183,11 +192,20 @@ impl WriteError {
             hyper::header::HeaderValue::from_static("application/json"),
         );
         h.insert(ERROR_HEADER, hyper::header::HeaderValue::from_static(code));
-        if let Self::Busy(_) = self {
-            h.insert(
-                hyper::header::RETRY_AFTER,
-                hyper::header::HeaderValue::from_static(RETRY_AFTER_SECONDS),
-            );
+        match self {
+            Self::Busy(_) => {
+                h.insert(
+                    hyper::header::RETRY_AFTER,
+                    hyper::header::HeaderValue::from_static(RETRY_AFTER_SECONDS),
+                );
+            }
+            // The seconds until the queue is back under the bound, at least 1.
+            Self::Paced(backlog) => {
+                let over = backlog.saturating_sub(super::pace::MAX_BACKLOG);
+                let secs = over.as_secs() + u64::from(over.subsec_nanos() > 0);
+                h.insert(hyper::header::RETRY_AFTER, secs.max(1).into());
+            }
+            _ => {}
         }
         r
     }
@@ -220,4 +238,23 @@ pub fn success(feast_null_body: bool, counts: Counts) -> Response<Full<Bytes>> {
         h.insert(name, hyper::header::HeaderValue::from(n));
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_paced_refusal_is_429_with_the_seconds_until_the_queue_is_under_its_bound() {
+        // 12.3 s queued against a bound of 10 s: retry after 3 s.
+        let r = WriteError::Paced(Duration::from_millis(12_300)).response();
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()["retry-after"], "3");
+        assert_eq!(r.headers()[ERROR_HEADER], "too_many_writes");
+        // Right at the bound (the check refuses only past it, with its own keys): at least 1 s.
+        let r = WriteError::Paced(Duration::from_secs(10)).response();
+        assert_eq!(r.headers()["retry-after"], "1");
+        assert!(WriteError::Paced(Duration::from_secs(11)).before_writing());
+    }
 }

@@ -279,7 +279,8 @@ fn absorb(problems: &mut Problems, p: Problems) {
 /// Writes checked rows, [`BATCH_ROWS`] at a time, through the write path of `/push`. Rows
 /// superseded by a later row of the same entity in the file count as skipped as older.
 pub async fn write(conn: Connection, checked: &Checked) -> Result<Counts, BackfillError> {
-    let writer = Writer::new(conn, super::metrics::WriteMetrics::default(), 1);
+    // Not paced: an operator's batch job, like `ferry materialize`, runs as fast as Redis takes.
+    let writer = Writer::new(conn, super::metrics::WriteMetrics::default(), 1, 0);
     let mut total = Counts {
         skipped_older: checked.rows.superseded,
         ..Counts::default()

@@ -14,8 +14,11 @@ use ferry_protos::feast_proto as fp;
 use ferry_protos::v1::{self, value::Kind};
 use ferry_redis::Connection;
 use prost::Message as _;
+use std::sync::Arc;
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use super::pace::Admitted;
 use super::rows::{Row, ViewRows};
 use ferry_vector_store::merge::Outcome;
 
@@ -55,7 +58,8 @@ if ARGV[5] ~= '0' then redis.call('EXPIRE', KEYS[1], ARGV[5]) end
 return 1
 ";
 
-/// Keys written at once over the multiplexed connection.
+/// Keys one write works on at once over the multiplexed connection (each also holds one of the
+/// writer's permits shared by every write, and waits for its slot of the writer's pace).
 const IN_FLIGHT: usize = 64;
 
 /// One (entity, view) row to write, with the id of the request row it comes from.
@@ -152,6 +156,8 @@ pub fn feast_value(v: &v1::Value) -> fp::Value {
 /// What writing did: (row id, outcome) per row written or skipped, and the first error.
 pub async fn apply(
     conn: &Connection,
+    permits: &Arc<Semaphore>,
+    pace: Option<&Arc<Admitted>>,
     project: &str,
     rows: &[ViewRows],
 ) -> (Vec<(usize, Outcome)>, Option<String>) {
@@ -167,8 +173,19 @@ pub async fn apply(
         while set.len() >= IN_FLIGHT {
             collect(set.join_next().await, &mut outcomes, &mut error);
         }
-        let (c, sha) = (conn.clone(), sha.clone());
-        set.spawn(async move { (item.id, run(c, sha.as_deref(), &item).await) });
+        if let Some(pace) = pace {
+            pace.key().await;
+        }
+        let (c, sha, permits) = (conn.clone(), sha.clone(), permits.clone());
+        set.spawn(async move {
+            let Ok(_permit) = permits.acquire().await else {
+                return (
+                    item.id,
+                    Err((redis::ErrorKind::Client, "the writer closed").into()),
+                );
+            };
+            (item.id, run(c, sha.as_deref(), &item).await)
+        });
     }
     while let Some(done) = set.join_next().await {
         collect(Some(done), &mut outcomes, &mut error);

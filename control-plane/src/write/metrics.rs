@@ -41,6 +41,8 @@ pub struct WriteMetrics {
     pub latency: Histogram,
     /// Write requests holding a slot (`--max-concurrent-writes`) now.
     pub in_flight: Gauge,
+    /// Seconds writes' keys waited for their slot (`--max-write-keys-per-second`).
+    pub paced_seconds: Counter<f64>,
 }
 
 impl Default for WriteMetrics {
@@ -52,6 +54,7 @@ impl Default for WriteMetrics {
             // 100 µs .. ~6.5 s.
             latency: Histogram::new(exponential_buckets(0.0001, 2.0, 17)),
             in_flight: Gauge::default(),
+            paced_seconds: Counter::default(),
         };
         for result in [WRITTEN, SKIPPED_OLDER, REFUSED] {
             drop(m.rows.get_or_create(&label("result", result)));
@@ -92,6 +95,11 @@ impl WriteMetrics {
             "ferry_writes_in_flight",
             "Write requests being answered now (each holds one of --max-concurrent-writes)",
             self.in_flight.clone(),
+        );
+        registry.register(
+            "ferry_write_paced_seconds",
+            "Seconds write keys waited for their slot under --max-write-keys-per-second",
+            self.paced_seconds.clone(),
         );
         registry.register(
             "ferry_write_duration_seconds",

@@ -11,6 +11,7 @@
 //! - [`feast`]: a Feast-backed repo's writes, in Feast's layout and with Feast's skip rule.
 //! - [`metrics`]: the write series of `/metrics`.
 //! - [`parse`]: the thread bodies are parsed on, at a lower CPU priority.
+//! - [`pace`]: the keys a second every write's Redis work may take.
 //! - [`backfill`]: a file's rows written through the same path (`ferry backfill`).
 
 pub mod answer;
@@ -19,6 +20,7 @@ pub mod bounded;
 pub mod feast;
 pub mod metrics;
 pub mod model;
+pub mod pace;
 pub mod parse;
 pub mod request;
 pub mod rows;
@@ -66,9 +68,12 @@ pub struct Writer {
     /// Permits to parse a body (CPU work, on the parse thread).
     parsing: tokio::sync::Semaphore,
     parser: parse::Parser,
-    /// Permits for Redis commands in flight, shared by every write: the readers' Redis sees
-    /// at most [`store::IN_FLIGHT`] write commands at once, however many writes run.
+    /// Permits for Redis round trips in flight, shared by every write: the readers' Redis sees
+    /// at most [`store::IN_FLIGHT`] of the writes' round trips at once (chunks of
+    /// [`store::CHUNK`] keys; single keys in Feast's layout), however many writes run.
     redis: Arc<tokio::sync::Semaphore>,
+    /// Keys a second over every write (`--max-write-keys-per-second`); None: no bound.
+    pace: Option<Arc<pace::Pacer>>,
 }
 
 /// A taken write slot, released (and uncounted) when the answer is sent.
@@ -84,8 +89,15 @@ impl Drop for Slot {
 }
 
 impl Writer {
-    /// A writer answering at most `max_writes` write requests at once.
-    pub fn new(conn: Connection, metrics: metrics::WriteMetrics, max_writes: usize) -> Writer {
+    /// A writer answering at most `max_writes` write requests at once, their Redis work at
+    /// most `keys_per_second` keys a second (0: no bound).
+    pub fn new(
+        conn: Connection,
+        metrics: metrics::WriteMetrics,
+        max_writes: usize,
+        keys_per_second: u32,
+    ) -> Writer {
+        let pace = pace::Pacer::new(keys_per_second, metrics.paced_seconds.clone()).map(Arc::new);
         Writer {
             conn,
             metrics,
@@ -95,6 +107,7 @@ impl Writer {
             parsing: tokio::sync::Semaphore::new(PARSE_SLOTS),
             parser: parse::Parser::start(),
             redis: Arc::new(tokio::sync::Semaphore::new(store::IN_FLIGHT)),
+            pace,
         }
     }
 
@@ -187,7 +200,8 @@ impl Writer {
             return self.write_feast(&model.project, rows).await;
         }
         let (work, ids) = key_work(&model.project, rows);
-        let (applied, error) = store::apply(&self.conn, &self.redis, work).await;
+        let admitted = self.admit(work.len())?;
+        let (applied, error) = store::apply(&self.conn, &self.redis, admitted.as_ref(), work).await;
         self.metrics.conflicts_total.inc_by(applied.conflicts);
         let counts = count(&ids, &applied.outcomes, rows);
         self.metrics.rows(metrics::WRITTEN, counts.written);
@@ -217,9 +231,24 @@ impl Writer {
 }
 
 impl Writer {
+    /// A write of `keys` keys admitted under the pace (None: no pace), or refused while the
+    /// keys already admitted take over [`pace::MAX_BACKLOG`] at it.
+    fn admit(&self, keys: usize) -> Result<Option<Arc<pace::Admitted>>, WriteError> {
+        let Some(pace) = &self.pace else {
+            return Ok(None);
+        };
+        match pace.admit(keys) {
+            Ok(admitted) => Ok(Some(Arc::new(admitted))),
+            Err(backlog) => Err(WriteError::Paced(backlog)),
+        }
+    }
+
     /// A Feast-backed repo's rows, in Feast's layout ([`feast`]).
     async fn write_feast(&self, project: &str, rows: &[ViewRows]) -> Result<Counts, WriteError> {
-        let (outcomes, error) = feast::apply(&self.conn, project, rows).await;
+        // One key per row of each view (Feast's layout: a hash per entity and view).
+        let admitted = self.admit(rows.iter().map(|r| r.rows.len()).sum())?;
+        let (outcomes, error) =
+            feast::apply(&self.conn, &self.redis, admitted.as_ref(), project, rows).await;
         let mut counts = Counts {
             skipped_older: rows.iter().map(|r| r.superseded).sum(),
             ..Counts::default()

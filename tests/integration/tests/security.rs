@@ -143,6 +143,10 @@ const CASES: &[(&str, Run)] = &[
         writes::write_flood,
     ),
     (
+        "api: a large write under --max-write-keys-per-second",
+        writes::paced_write,
+    ),
+    (
         "envoy: a write flood that ignores Retry-After, over --write-max-requests",
         writes::write_flood_through_envoy,
     ),
