@@ -17,7 +17,8 @@
 # bench/.run/write_flood/.
 # Knobs: FLOOD_SECONDS (20), FLOOD_CLIENTS (8), FLOOD_ROWS (60000), FLOOD_ENTITIES (100000),
 # FLOOD_PORT_BASE (19500), FLOOD_MAX_WRITES (ferry serve's default), FLOOD_ENVOY_MAX_WRITES
-# (envoy-config --write-max-requests: its default), FLOOD_PIN (0), FLOOD_PIN_REDIS (0), FLOOD_IGNORE_RETRY_AFTER=1
+# (envoy-config --write-max-requests: its default), FLOOD_KEYS_PER_SECOND (ferry serve
+# --max-write-keys-per-second: its default; 0 = no bound), FLOOD_PIN (0), FLOOD_PIN_REDIS (0), FLOOD_DIRECT (0), FLOOD_CONTROL (0), FLOOD_IGNORE_RETRY_AFTER=1
 # (the writers send again at once after a refusal), BENCH_NO_BUILD=1, FEAST_VENV (default
 # .venv-feast: Python for the data generator and the writers), FERRY_ENVOY.
 set -euo pipefail
@@ -62,6 +63,7 @@ REDIS="redis://127.0.0.1:$REDIS_PORT/0"
 
 max_writes=(); envoy_max_writes=()
 [ -n "${FLOOD_MAX_WRITES:-}" ] && max_writes=(--max-concurrent-writes "$FLOOD_MAX_WRITES")
+[ -n "${FLOOD_KEYS_PER_SECOND:-}" ] && max_writes+=(--max-write-keys-per-second "$FLOOD_KEYS_PER_SECOND")
 [ -n "${FLOOD_ENVOY_MAX_WRITES:-}" ] && envoy_max_writes=(--write-max-requests "$FLOOD_ENVOY_MAX_WRITES")
 start cp "${WRITE_CPU[@]}" "$BIN/ferry" serve "$RUN_DIR/repo" --wasm "$WASM" --xds-listen "127.0.0.1:$XDS_PORT" \
   --http-listen "127.0.0.1:$CP_PORT" --token bench-push-token-0123456789abcdef \
@@ -95,19 +97,40 @@ enrich() {
 
 say "1. enrichment, no writes, ${SECONDS_EACH}s"
 enrich "flood_none_before"
+# FLOOD_CONTROL=1 (with FLOOD_PIN=1): two controls with no writes at all, the write side's CPU
+# kept busy instead, first by a busy loop (what a busy neighbour CPU costs enrichment on this
+# machine: its two vCPUs may share a physical core), then by copying 32 MiB blocks (what a
+# neighbour streaming through memory costs: the caches and memory bandwidth the CPUs share, as
+# a write's bodies do).
+if [ "${FLOOD_CONTROL:-0}" = 1 ]; then
+  for control in "busy_loop:while :; do :; done" "memory:while :; do dd if=/dev/zero of=/dev/null bs=32M count=64 2>/dev/null; done"; do
+    say "1b. enrichment, no writes, the write side's CPU running ${control%%:*}, ${SECONDS_EACH}s"
+    "${WRITE_CPU[@]}" timeout "$((SECONDS_EACH + 4))" sh -c "${control#*:}" &
+    burner=$!
+    sleep 1
+    enrich "flood_none_neighbour_${control%%:*}"
+    wait "$burner" || true
+  done
+fi
 say "2. enrichment while $CLIENTS clients push ~8 MiB bodies through Envoy"
-"${WRITE_CPU[@]}" "$PY" "$BENCH/push/flood.py" "http://127.0.0.1:$LISTEN_PORT/push" stats_push \
+# FLOOD_DIRECT=1: the writers post to `ferry serve`'s own port, around the enrichment Envoy (as
+# in a deployment whose writes enter through a gateway of their own); else through Envoy.
+write_port=$LISTEN_PORT; [ "${FLOOD_DIRECT:-0}" = 1 ] && write_port=$CP_PORT
+"${WRITE_CPU[@]}" "$PY" "$BENCH/push/flood.py" "http://127.0.0.1:$write_port/push" stats_push \
   "$CLIENTS" "$((SECONDS_EACH + 4))" "$ROWS" "$ENTITIES" "$TOKEN" > "$RUN_DIR/writers.json" &
 writers=$!
 sleep 3
 enrich "flood_${CLIENTS}_writers"
 wait "$writers"
 cat "$RUN_DIR/writers.json"
-curl -fsS "http://127.0.0.1:$CP_PORT/metrics" | grep -E '^ferry_write_(refusals_total\{reason="(too_many_writes|body_too_large)"\}|rows_total\{result="written"\})' \
+curl -fsS "http://127.0.0.1:$CP_PORT/metrics" | grep -E '^ferry_write_(refusals_total\{reason="(too_many_writes|body_too_large)"\}|rows_total\{result="written"\}|paced_seconds_total)' \
   | sed 's/^/# /' || true
 { curl -sS "http://127.0.0.1:$ADMIN_PORT/stats" || true; } | grep -E \
   '^(cluster\.ferry_write\.(upstream_rq_pending_overflow|upstream_cx_tx_bytes_total)|http\.ingress\.downstream_cx_rx_bytes_total):' \
   | sed 's/^/# envoy /' || true
+# Redis's own time per command (the readers' MGET, the writes' GET and compare-and-set EVAL).
+redis-cli -p "$REDIS_PORT" info commandstats | grep -E '^cmdstat_(mget|get|eval|evalsha):' \
+  | sed 's/^/# redis /' || true
 say "3. enrichment, no writes again, ${SECONDS_EACH}s"
 enrich "flood_none_after"
 say "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
