@@ -18,7 +18,7 @@
 # Knobs: FLOOD_SECONDS (20), FLOOD_CLIENTS (8), FLOOD_ROWS (60000), FLOOD_ENTITIES (100000),
 # FLOOD_PORT_BASE (19500), FLOOD_MAX_WRITES (ferry serve's default), FLOOD_ENVOY_MAX_WRITES
 # (envoy-config --write-max-requests: its default), FLOOD_KEYS_PER_SECOND (ferry serve
-# --max-write-keys-per-second: its default; 0 = no bound), FLOOD_PIN (0), FLOOD_PIN_REDIS (0), FLOOD_DIRECT (0), FLOOD_CONTROL (0), FLOOD_IGNORE_RETRY_AFTER=1
+# --max-write-keys-per-second: its default; 0 = no bound), FLOOD_PIN (0), FLOOD_PIN_REDIS (0), FLOOD_DIRECT (0), FLOOD_CONTROL (0), FLOOD_RATE (closed loop), FLOOD_IGNORE_RETRY_AFTER=1
 # (the writers send again at once after a refusal), BENCH_NO_BUILD=1, FEAST_VENV (default
 # .venv-feast: Python for the data generator and the writers), FERRY_ENVOY.
 set -euo pipefail
@@ -89,9 +89,14 @@ EOF
 )
 say "load average: $(cut -d' ' -f1-3 /proc/loadavg); write bodies of $ROWS rows: $bytes bytes; pinned: ${FLOOD_PIN:-0}; writers ignore Retry-After: ${FLOOD_IGNORE_RETRY_AFTER:-0}"
 
+# FLOOD_RATE=R: enrichment in open loop, R requests a second over 8 connections (latency from
+# the intended send time), so that the enrichment side's CPU keeps headroom as an ingress does;
+# else closed loop on one connection, which keeps that CPU saturated.
+load=(--connections 1)
+[ -n "${FLOOD_RATE:-}" ] && load=(--connections 8 --rate "$FLOOD_RATE")
 enrich() {
   "${READ_CPU[@]}" "$BIN/ferry-bench" --url "http://127.0.0.1:$LISTEN_PORT/v1/models/scoring:predict" \
-    --protocol kserve --scenario "$1" --batch 1 --connections 1 --duration "$SECONDS_EACH" \
+    --protocol kserve --scenario "$1" --batch 1 "${load[@]}" --duration "$SECONDS_EACH" \
     --warmup 2 --id-space "$ENTITIES"
 }
 
