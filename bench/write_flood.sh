@@ -44,6 +44,8 @@ fi
 # lands on it, beside Envoy.
 REDIS_CPU=()
 [ "${FLOOD_PIN_REDIS:-0}" = 1 ] && REDIS_CPU=("${READ_CPU[@]}")
+# FLOOD_PIN_REDIS=write: Redis on the write side's CPU instead, off the enrichment CPU.
+[ "${FLOOD_PIN_REDIS:-0}" = write ] && REDIS_CPU=("${WRITE_CPU[@]}")
 
 stop_at_exit write_flood $PROCS
 say() { echo "== $(date +%H:%M:%S) $*" >&2; }

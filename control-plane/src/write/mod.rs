@@ -181,6 +181,10 @@ impl Writer {
         let model = current.map(|c| self.model(c, held_back));
         let checked = {
             let _parsing = self.parsing.acquire().await.map_err(internal)?;
+            // Not parsed at all while the writes already admitted fill the pace's queue.
+            if let Some(backlog) = self.pace.as_ref().and_then(|p| p.full()) {
+                return Err(WriteError::Paced(backlog));
+            }
             let model = model.clone();
             self.parser
                 .run(move || check(endpoint, &body, model.as_deref()))

@@ -104,6 +104,16 @@ impl Pacer {
         })
     }
 
+    /// How long the keys already admitted take at the pace, if that alone is over
+    /// [`MAX_BACKLOG`]: any write would be refused, so its body need not be parsed.
+    pub fn full(&self) -> Option<Duration> {
+        let queued = self.queued.load(Relaxed);
+        let backlog = self
+            .interval
+            .saturating_mul(u32::try_from(queued).unwrap_or(u32::MAX));
+        (backlog > MAX_BACKLOG).then_some(backlog)
+    }
+
     /// Waits for the next key's slot.
     async fn key(&self) {
         let now = Instant::now();
@@ -174,9 +184,11 @@ mod tests {
     async fn a_write_past_the_backlog_is_refused_until_the_queue_drains() {
         // 100 keys a second: 10 s of backlog is 1,000 keys.
         let pacer = Arc::new(Pacer::new(100, Counter::default()).unwrap());
+        assert_eq!(pacer.full(), None);
         let big = pacer.admit(5_000).expect("an empty queue admits any write");
         let refused = pacer.admit(1).expect_err("50 s of keys queued");
         assert_eq!(refused, Duration::from_secs(50));
+        assert_eq!(pacer.full(), Some(Duration::from_secs(50)));
         // Dropped with its keys unsent (a write stopped at an error): the queue is empty.
         drop(big);
         let one = pacer.admit(900).expect("an empty queue again");
