@@ -89,13 +89,9 @@ impl Pacer {
     /// empty queue is always admitted, however large).
     pub fn admit(self: &Arc<Self>, keys: usize) -> Result<Admitted, Duration> {
         let queued = self.queued.load(Relaxed);
-        let at_pace = |n: u64| {
-            self.interval
-                .saturating_mul(u32::try_from(n).unwrap_or(u32::MAX))
-        };
         let keys = keys as u64;
-        if queued > 0 && at_pace(queued.saturating_add(keys)) > MAX_BACKLOG {
-            return Err(at_pace(queued));
+        if queued > 0 && self.at_pace(queued.saturating_add(keys)) > MAX_BACKLOG {
+            return Err(self.at_pace(queued));
         }
         self.queued.fetch_add(keys, Relaxed);
         Ok(Admitted {
@@ -107,11 +103,14 @@ impl Pacer {
     /// How long the keys already admitted take at the pace, if that alone is over
     /// [`MAX_BACKLOG`]: any write would be refused, so its body need not be parsed.
     pub fn full(&self) -> Option<Duration> {
-        let queued = self.queued.load(Relaxed);
-        let backlog = self
-            .interval
-            .saturating_mul(u32::try_from(queued).unwrap_or(u32::MAX));
+        let backlog = self.at_pace(self.queued.load(Relaxed));
         (backlog > MAX_BACKLOG).then_some(backlog)
+    }
+
+    /// How long `keys` keys take at the pace.
+    fn at_pace(&self, keys: u64) -> Duration {
+        self.interval
+            .saturating_mul(u32::try_from(keys).unwrap_or(u32::MAX))
     }
 
     /// Waits for the next key's slot.
