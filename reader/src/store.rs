@@ -112,6 +112,11 @@ impl Store {
         })
     }
 
+    /// Where and how it connects.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
     /// `host:port` of Redis.
     pub fn addr(&self) -> &str {
         &self.addr
