@@ -19,8 +19,6 @@
 # C, whose in-process case (`native_in_process_alt`) runs beside B's in each round: an A/B of
 # the in-process reader's settings within one run. MP_ALT_NATIVE: another build of the module
 # (a .so, e.g. the previous commit's) for Envoy C, for an A/B of a change within one run.
-# MP_ALT_ENV: more environment for Envoy C (e.g. "FERRY_NATIVE_OWN_CONNECTION=off": the
-# in-process reader through its runtime, as before the module had a connection of its own).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh" miss-path
 
@@ -32,8 +30,7 @@ BASE=${MP_PORT_BASE:-19300}
 REDIS_PORT=$((BASE + 1)); READER_PORT=$((BASE + 2)); MODEL_PORT=$((BASE + 3))
 PASS_PORT=$((BASE + 4)); A_PORT=$((BASE + 10)); B_PORT=$((BASE + 20)); C_PORT=$((BASE + 30))
 ALT_FLAGS=${MP_ALT_READER:-}; ALT_NATIVE=${MP_ALT_NATIVE:-$NATIVE}
-ALT_ENV=${MP_ALT_ENV:-}
-ALT=$([ -n "$ALT_FLAGS${MP_ALT_NATIVE:-}$ALT_ENV" ] && echo 1 || true)
+ALT=$([ -n "$ALT_FLAGS${MP_ALT_NATIVE:-}" ] && echo 1 || true)
 PROCS="envoy-a envoy-b model reader redis${ALT:+ envoy-c}"
 
 stop_at_exit miss_path $PROCS
@@ -74,8 +71,7 @@ start envoy-a "$ENVOY" -c "$RUN_DIR/envoy-A-pass.yaml" --disable-hot-restart --l
 start envoy-b env FERRY_NATIVE_READER="--redis $REDIS" FERRY_NATIVE_STAGES="$RUN_DIR/stages-b.txt" \
   "$ENVOY" -c "$RUN_DIR/envoy-B.yaml" --disable-hot-restart --log-level warn --concurrency 2 --base-id 302
 if [ -n "$ALT" ]; then
-  # shellcheck disable=SC2086  # MP_ALT_ENV is NAME=VALUE words
-  start envoy-c env FERRY_NATIVE_READER="--redis $REDIS $ALT_FLAGS" FERRY_NATIVE_STAGES="$RUN_DIR/stages-c.txt" $ALT_ENV \
+  start envoy-c env FERRY_NATIVE_READER="--redis $REDIS $ALT_FLAGS" FERRY_NATIVE_STAGES="$RUN_DIR/stages-c.txt" \
     "$ENVOY" -c "$RUN_DIR/envoy-C.yaml" --disable-hot-restart --log-level warn --concurrency 2 --base-id 303
   wait_for envoy-c "http://127.0.0.1:$((C_PORT + 1))/ready"
 fi

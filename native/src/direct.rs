@@ -10,11 +10,6 @@
 //! shell words by `reader_flags`, with the reader's `FERRY_REDIS_*` variables too), so the two
 //! paths share one definition of each limit.
 //!
-//! For one Redis in plain TCP (no TLS, no Cluster), the lookup's command does not go through
-//! the runtime at all: Envoy's worker writes it on the module's own connection (`own_redis`),
-//! which hands back to the runtime path whatever it does not handle. `FERRY_NATIVE_OWN_CONNECTION=off`
-//! sends every lookup through the runtime.
-//!
 //! The core does not see the difference: a call is still a token and an answer (status, body),
 //! and a failure is the reader's own JSON error, so every policy applies unchanged.
 
@@ -24,7 +19,6 @@ use std::time::Duration;
 use ferry_reader::service::LookupStep;
 use ferry_reader::Reader;
 
-use crate::own_redis::{self, NotSent, OwnRedis};
 use crate::reader_flags::{self, VARIABLE};
 use crate::slot::{CallResponse, Slot};
 use crate::stages::{self, Stage};
@@ -33,12 +27,7 @@ pub struct Direct {
     /// Where lookups are spawned; the runtime itself lives on its own thread(s).
     runtime: tokio::runtime::Handle,
     reader: Arc<Reader>,
-    /// The module's own connection, when Redis allows one and it is not turned off.
-    own: Option<OwnRedis>,
 }
-
-/// Turns the own connection off (`off`) or leaves it on (`on`, the default).
-pub const OWN_VARIABLE: &str = "FERRY_NATIVE_OWN_CONNECTION";
 
 static DIRECT: OnceLock<Option<Direct>> = OnceLock::new();
 
@@ -54,22 +43,7 @@ pub fn init() -> Result<Option<&'static Direct>, String> {
         Err(std::env::VarError::NotPresent) => None,
         Err(e) => return Err(format!("{VARIABLE}: {e}")),
     };
-    let direct = DIRECT.get_or_init(|| direct).as_ref();
-    if let Some(own) = direct.and_then(|d| d.own.as_ref().map(|own| (own, d))) {
-        own.0
-            .start(own.1)
-            .map_err(|e| format!("{VARIABLE}: cannot start its connection's threads: {e}"))?;
-    }
-    Ok(direct)
-}
-
-/// Whether `FERRY_NATIVE_OWN_CONNECTION` allows the own connection.
-fn own_allowed() -> Result<bool, String> {
-    match std::env::var(OWN_VARIABLE).as_deref() {
-        Err(std::env::VarError::NotPresent) | Ok("on") => Ok(true),
-        Ok("off") => Ok(false),
-        _ => Err(format!("{OWN_VARIABLE}: expected on or off")),
-    }
+    Ok(DIRECT.get_or_init(|| direct).as_ref())
 }
 
 /// The in-process reader, if `init` started one.
@@ -101,15 +75,6 @@ fn start(flags: &str) -> Result<Direct, String> {
         let _inside = runtime.enter();
         Reader::new(&config).map_err(|e| format!("{VARIABLE}: {e}"))?
     };
-    let own = match own_allowed()? {
-        true => reader
-            .store()
-            .target()
-            .plain_node()
-            .and_then(own_redis::Node::of)
-            .map(|node| OwnRedis::new(node, config.max_concurrency, config.redis_timeout())),
-        false => None,
-    };
     let handle = runtime.handle().clone();
     // The runtime runs for the life of the process (as Envoy keeps the module loaded): a
     // current-thread runtime only runs its tasks inside `block_on`, a multi-thread one is
@@ -121,19 +86,7 @@ fn start(flags: &str) -> Result<Direct, String> {
     Ok(Direct {
         runtime: handle,
         reader: Arc::new(reader),
-        own,
     })
-}
-
-/// A started in-process reader outside Envoy, for tests: the runtime and, if Redis allows it,
-/// the own connection's threads, living for the rest of the process.
-#[cfg(test)]
-pub(crate) fn start_leaked(flags: &str) -> &'static Direct {
-    let direct: &'static Direct = Box::leak(Box::new(start(flags).expect("flags")));
-    if let Some(own) = &direct.own {
-        own.start(direct).expect("threads");
-    }
-    direct
 }
 
 impl Direct {
@@ -142,39 +95,10 @@ impl Direct {
         self.reader.store().addr()
     }
 
-    /// Whether lookups go on the module's own connection (see `own_redis`).
-    pub fn owns_connection(&self) -> bool {
-        self.own.is_some()
-    }
-
-    /// The own connection, for tests.
-    #[cfg(test)]
-    pub(crate) fn own(&self) -> Option<&OwnRedis> {
-        self.own.as_ref()
-    }
-
-    /// The reader whose lookup this is.
-    pub fn reader(&self) -> &Reader {
-        &self.reader
-    }
-
     /// Starts one lookup; its answer is put in `slot` and announced to the stream through the
     /// scheduler as event `token`. No answer within `timeout` is a 504 without the reader's
     /// JSON: the core reports it as the reader's timeout, like a dispatched call's.
     pub fn submit(&'static self, slot: &Slot, token: u32, body: Vec<u8>, timeout: Duration) {
-        let body = match &self.own {
-            Some(own) => match own.submit(&self.reader, slot, token, body, timeout) {
-                Ok(()) => return,
-                Err(NotSent(body)) => body,
-            },
-            None => body,
-        };
-        self.run(slot, token, body, timeout);
-    }
-
-    /// `submit` through the reader's runtime (redis-rs's connection, the reader's deadline and
-    /// health bookkeeping).
-    pub fn run(&'static self, slot: &Slot, token: u32, body: Vec<u8>, timeout: Duration) {
         let slot = slot.clone();
         let handed = stages::now();
         self.runtime.spawn(async move {
@@ -193,7 +117,7 @@ impl Direct {
                     status: Some(200),
                     body: vectors.to_vec(),
                 },
-                Ok(Err(e)) => own_redis::error(&e),
+                Ok(Err(e)) => error(e),
                 Err(_) => CallResponse {
                     status: Some(504),
                     body: Vec::new(),
@@ -202,5 +126,12 @@ impl Direct {
             stages::since(Stage::ReaderEncode, mark);
             slot.answer(token, answer);
         });
+    }
+}
+
+fn error(e: ferry_reader::ReaderError) -> CallResponse {
+    CallResponse {
+        status: Some(e.status().as_u16()),
+        body: e.body().to_string().into_bytes(),
     }
 }

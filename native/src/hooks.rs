@@ -47,13 +47,7 @@ pub extern "C" fn envoy_dynamic_module_on_program_init() -> *const u8 {
         Ok(d) => {
             if let Some(d) = d {
                 let redis = d.redis();
-                let how = if d.owns_connection() {
-                    "on the module's own connection"
-                } else {
-                    "through the reader's runtime"
-                };
-                let line =
-                    format!("ferry: reader calls answered in process from Redis at {redis}, {how}");
+                let line = format!("ferry: reader calls answered in process from Redis at {redis}");
                 log(LogLevel::Info, &line);
             }
             ABI_VERSION.as_ptr()

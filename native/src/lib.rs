@@ -3,8 +3,7 @@
 //! filter config is the snapshot (a `ferry.v1.Snapshot` or its JSON form); the near cache is a
 //! process-wide sharded map ([`shared_data`]) instead of proxy-wasm shared data. With
 //! `FERRY_NATIVE_READER` set, the reader's lookup runs inside Envoy (`direct`) instead of being
-//! a dispatched call to the reader cluster; for one Redis in plain TCP, on a connection of the
-//! module's own (`own_redis`). With `snapshot_url` the config pulls its snapshot
+//! a dispatched call to the reader cluster. With `snapshot_url` the config pulls its snapshot
 //! from `ferry serve` (`pull`, on a clock of its own: `ticker`), as the Wasm filter does.
 //!
 //! Layers, from Envoy inwards: `hooks` (the C entry points) → `stream` (one HTTP stream: the
@@ -21,7 +20,6 @@ pub mod direct;
 pub mod envoy;
 mod hooks;
 pub mod host;
-pub mod own_redis;
 pub mod pull;
 pub mod reader_flags;
 pub mod reentry;

@@ -178,14 +178,16 @@ impl Reader {
         mut mark: impl FnMut(LookupStep),
     ) -> Result<Bytes, ReaderError> {
         if body.remaining() as u64 > self.max_body_bytes {
-            return Err(self.too_large());
+            return Err(ReaderError::BodyTooLarge {
+                max: self.max_body_bytes,
+            });
         }
         let _permit = self
             .permits
             .acquire()
             .await
             .map_err(|_| ReaderError::Internal("concurrency semaphore closed".into()))?;
-        let batch = self.prepare(body)?;
+        let batch = Batch::decode(body, self.max_batch)?;
         mark(LookupStep::Decoded);
         let values = match (batch.command(), batch.pipeline()) {
             (Some(command), _) => self.store.mget(command).await?,
@@ -193,35 +195,12 @@ impl Reader {
             (None, None) => Vec::new(),
         };
         mark(LookupStep::Fetched);
-        self.answer(&batch, values)
-    }
-
-    /// The first half of `lookup` without its wait for a Redis slot, for a caller that sends
-    /// the command on a connection of its own and bounds its own calls in flight (the native
-    /// module's): the body checked against `--max-body-bytes` and `--max-batch`, decoded, and
-    /// turned into its Redis command.
-    pub fn prepare(&self, body: impl Buf) -> Result<Batch, ReaderError> {
-        if body.remaining() as u64 > self.max_body_bytes {
-            return Err(self.too_large());
-        }
-        Batch::decode(body, self.max_batch)
-    }
-
-    /// The second half of `lookup`: Redis's values for `batch` cut into the encoded
-    /// `VectorResponse`, and counted.
-    pub fn answer(&self, batch: &Batch, values: Vec<redis::Value>) -> Result<Bytes, ReaderError> {
         let (response, found, refused) = batch.respond(values)?;
         self.metrics.keys(batch.keys(), found);
         if refused > 0 {
             self.metrics.schema_refused(refused);
         }
         Ok(Bytes::from(response.encode_to_vec()))
-    }
-
-    fn too_large(&self) -> ReaderError {
-        ReaderError::BodyTooLarge {
-            max: self.max_body_bytes,
-        }
     }
 
     /// Reads the body, refusing it up front when its declared length is over the limit and

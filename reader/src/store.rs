@@ -112,11 +112,6 @@ impl Store {
         })
     }
 
-    /// Where and how it connects.
-    pub fn target(&self) -> &Target {
-        &self.target
-    }
-
     /// `host:port` of Redis.
     pub fn addr(&self) -> &str {
         &self.addr

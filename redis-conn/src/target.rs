@@ -144,18 +144,6 @@ impl Target {
         self.cluster
     }
 
-    /// The one Redis, when it is reached in plain TCP (no Cluster, no TLS, no Unix socket):
-    /// where and how to connect, credentials included, for a caller that speaks RESP on a
-    /// socket of its own (the native module's in-process reader).
-    pub fn plain_node(&self) -> Option<&ConnectionInfo> {
-        match self.nodes.as_slice() {
-            [node] if !self.cluster && matches!(node.addr(), redis::ConnectionAddr::Tcp(..)) => {
-                Some(node)
-            }
-            _ => None,
-        }
-    }
-
     /// Whether connections use TLS (`rediss://`).
     pub fn is_tls(&self) -> bool {
         self.nodes
@@ -254,26 +242,5 @@ mod tests {
     #[test]
     fn rediss_is_tls() {
         assert!(args("rediss://h:1").target().unwrap().is_tls());
-    }
-
-    #[test]
-    fn only_one_plain_tcp_redis_has_a_plain_node() {
-        let node = args("redis://:pw@127.0.0.1:6390/2").target().unwrap();
-        let info = node.plain_node().expect("one plain redis");
-        assert_eq!(info.redis_settings().db(), 2);
-        assert_eq!(info.redis_settings().password(), Some("pw"));
-        assert!(args("rediss://h:1")
-            .target()
-            .unwrap()
-            .plain_node()
-            .is_none());
-        assert!(args("redis+unix:///tmp/r.sock")
-            .target()
-            .unwrap()
-            .plain_node()
-            .is_none());
-        let mut cluster = args("redis://a:1");
-        cluster.cluster = true;
-        assert!(cluster.target().unwrap().plain_node().is_none());
     }
 }
