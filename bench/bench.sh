@@ -74,7 +74,11 @@ stop_all $PROCS
 ports_free bench BENCH_PORT_BASE $REDIS_PORT $READER_PORT $MODEL_PORT $LISTEN_PORT $ADMIN_PORT \
   $PASS_PORT $FEAST_PORT $FF_LISTEN_PORT $FF_ADMIN_PORT $FF_READER_PORT \
   $NATIVE_PORT $NATIVE_ADMIN_PORT
-rm -rf "$RUN_DIR"; mkdir -p "$RUN_DIR"
+# Its own files only: the directories of the scripts that run by themselves (miss_path.sh,
+# write_flood.sh, reader_protocol.sh) keep their last run.
+mkdir -p "$RUN_DIR"
+find "$RUN_DIR" -mindepth 1 -maxdepth 1 ! -name miss-path ! -name write_flood \
+  ! -name reader-protocol -exec rm -rf {} +
 ROWS="$RUN_DIR/rows.jsonl"; META="$RUN_DIR/meta.json"
 echo '{}' > "$META"
 # meta KEY JSON: records one fact for the report.

@@ -166,6 +166,14 @@ def native_targets(rows):
 BUILDS = (("ferry_redis", "Wasm"), ("ferry_native", "native"), ("ferry_native_inproc", "native in-process"))
 
 
+def met_text(t, yes, no):
+    """Whether a target was met; one with nothing measured (its rows are not in a partial run,
+    `BENCH_SCENARIOS`/`BENCH_BATCHES`) is neither."""
+    if t["measured"] is None:
+        return "not run"
+    return yes if t["met"] else no
+
+
 def speed_targets(rows):
     """The ratio goals of issue #34 that a full run measures: Wasm against native on the same
     reader cluster (what each adds over the passthrough), and Feast's REST server against each
@@ -400,7 +408,7 @@ def section(doc):
            "### Targets", "", "| target | measured | bound | met |", "|---|---:|---|---|"]
     for t in doc["targets"]:
         v = "–" if t["measured"] is None else f"{t['measured']}{(' ' + t['unit']) if t['unit'] and t['unit'] != '×' else t['unit']}"
-        out.append(f"| {t['target']} | {v} | {t['bound']} | {'yes' if t['met'] else '**no**'} |")
+        out.append(f"| {t['target']} | {v} | {t['bound']} | {met_text(t, 'yes', '**no**')} |")
     out += ["", "### Derived (closed loop, 1 connection, unless said)", "", derived(rows), "",
             "### Wasm vs native build, and Feast (closed loop, 1 connection)", "", derived_native(rows), "",
             "### On-demand features: stored only, on-demand only, the mix, Feast's ODFV (closed loop, 1 connection, "
@@ -476,7 +484,7 @@ def main():
     with open(args.readme, "w") as f:
         f.write(readme)
     for t in doc["targets"]:
-        print(f"{'met   ' if t['met'] else 'MISSED'} {t['target']}: {t['measured']} (bound {t['bound']})")
+        print(f"{met_text(t, 'met   ', 'MISSED')} {t['target']}: {t['measured']} (bound {t['bound']})")
     print(f"wrote {latest}, {args.readme} and {os.path.join(args.out, 'latency.png')}")
 
 
