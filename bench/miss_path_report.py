@@ -18,7 +18,8 @@ for r, c in zip(rows, cpu):
     runs[(c[0], r["batch"])].append((r, per))
 med = lambda xs: statistics.median(xs)
 print("\nmedian over rounds; CPU is µs per request (Envoy A = passthrough listener and the module")
-print("calling the reader cluster; Envoy B = the module with its in-process reader)")
+print("calling the reader cluster; Envoy B = the module with its in-process reader, or for their")
+print("cases Envoy C (native_in_process_alt) and Envoy D (wasm_reader_cluster: the Wasm filter)")
 print("| case | batch | p50 µs | p99 µs | req/s | CPU Envoy A | CPU Envoy B | CPU reader | CPU Redis | errors |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for (s, b), rs in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
@@ -46,8 +47,6 @@ for l in open(path("stages.rows")):
     case, b, name = f[0], int(f[1]), f[2]
     k = (len(f) - 2) // 2  # name count total buckets..., before then after
     before, after = [int(x) for x in f[3:2 + k]], [int(x) for x in f[3 + k:]]
-    if not case.startswith("native_in_process"):
-        continue
     if name not in order:
         order.append(name)
     diff = [a - b for a, b in zip(after, before)]
@@ -71,7 +70,7 @@ for b in sorted({b for b, _ in clients}):
           + "; ".join(f"{t.replace('MGET_random_', '')} {med([x[0] for x in v]):.0f} / {med([x[1] for x in v]):.0f}"
                       for (bb, t), v in sorted(clients.items()) if bb == b))
 batches = sorted(stage)
-print("\nstages of the in-process cases: µs per request, median / p99 / mean (medians over rounds);")
+print("\nstages of the filtered cases: µs per request, median / p99 / mean (medians over rounds);")
 print("wall-clock, so a stage includes time its thread waited for a core")
 print("| stage | " + " | ".join(f"{c} {b} p50 | p99 | mean" for c, b in batches) + " |")
 print("|---|" + "---:|---:|---:|" * len(batches))

@@ -41,5 +41,6 @@ pub mod request;
 pub mod rules;
 pub mod signature;
 pub mod snapshot_pull;
+pub mod stage_clock;
 pub mod values;
 pub mod vector;

@@ -20,6 +20,9 @@ use ferry_core::plugin_config::{self, Plugin, Pull};
 use ferry_core::request::{Action, HttpFilter};
 use ferry_core::snapshot_pull::{Answer, HeldStore, Pulled, Puller};
 
+mod stages;
+use stages::{Marks, Stage};
+
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
@@ -99,6 +102,9 @@ impl RootContext for FerryRoot {
                 if self.puller.take().is_some() {
                     let _ = hostcalls::set_tick_period(Duration::ZERO);
                 }
+                if stages::enabled() {
+                    let _ = hostcalls::set_tick_period(stages::EVERY);
+                }
                 true
             }
             Ok(Plugin::Pull(p)) => {
@@ -114,6 +120,9 @@ impl RootContext for FerryRoot {
     }
 
     fn on_tick(&mut self) {
+        if let Some(line) = stages::tick_line() {
+            log(LogLevel::Warn, &line);
+        }
         self.send_pull();
     }
 
@@ -127,7 +136,7 @@ impl RootContext for FerryRoot {
         }
         let metrics = self.metrics.clone().unwrap_or_default();
         Some(Box::new(FerryHttp {
-            filter: HttpFilter::new(HostCalls, self.config.clone(), metrics),
+            filter: HttpFilter::new(HostCalls::default(), self.config.clone(), metrics),
         }))
     }
 
@@ -256,6 +265,7 @@ impl Context for FerryHttp {
         body_size: usize,
         _num_trailers: usize,
     ) {
+        self.filter.host().marks.done(Stage::Call);
         self.filter
             .on_call_response(token_id, num_headers, body_size);
     }
@@ -265,10 +275,14 @@ impl HttpContext for FerryHttp {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> WasmAction {
         #[cfg(feature = "fault-injection")]
         injected_crash();
-        to_wasm(self.filter.on_request_headers(end_of_stream))
+        self.filter.host().marks.start();
+        let action = self.filter.on_request_headers(end_of_stream);
+        self.filter.host().marks.done(Stage::Headers);
+        to_wasm(action)
     }
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> WasmAction {
+        self.filter.host().marks.start();
         to_wasm(self.filter.on_request_body(body_size, end_of_stream))
     }
 
@@ -315,8 +329,11 @@ impl HeldStore for SharedData {
     }
 }
 
-/// The real host: proxy-wasm hostcalls.
-struct HostCalls;
+/// The real host: proxy-wasm hostcalls, and the stream's stage clock.
+#[derive(Default)]
+struct HostCalls {
+    marks: Marks,
+}
 
 impl Host for HostCalls {
     // Header values may be any octets (HTTP/1 obs-text, HTTP/2): proxy-wasm 0.2.5's string
@@ -361,6 +378,7 @@ impl Host for HostCalls {
     }
 
     fn dispatch(&self, call: HttpCall<'_>) -> Result<u32, String> {
+        self.marks.done(Stage::LookupRequest);
         let cluster = call.cluster;
         hostcalls::dispatch_http_call(cluster, call.headers, Some(call.body), vec![], call.timeout)
             .map_err(|status| {
@@ -403,7 +421,7 @@ impl Host for HostCalls {
     }
 
     fn resume_request(&self) {
-        let _ = hostcalls::resume_http_request();
+        let _ = stages::time(Stage::Resume, hostcalls::resume_http_request);
     }
 
     fn resume_response(&self) {
@@ -444,6 +462,10 @@ impl Host for HostCalls {
     /// access loggers read (`filter_state_objects_to_log`).
     fn store_log_record(&self, record: &[u8]) -> bool {
         set_property(ferry_core::log::FILTER_STATE_KEY, record)
+    }
+
+    fn stage_done(&self, stage: ferry_core::host::Stage) {
+        self.marks.core_done(stage);
     }
 }
 

@@ -14,6 +14,8 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+use ferry_core::stage_clock::{self, bucket, BUCKETS};
+
 /// The environment variable naming the file the totals are written to.
 pub const VARIABLE: &str = "FERRY_NATIVE_STAGES";
 
@@ -29,6 +31,9 @@ pub enum Stage {
     Parse,
     /// Parsed → the reader call started (near cache, the reader request built).
     LookupRequest,
+    /// A dispatched reader call (a callout to the reader cluster) → its answer delivered to the
+    /// stream: Envoy's async client, the reader and the way back, as the worker sees them.
+    Call,
     /// The in-process lookup handed to the reader's runtime → its task running there.
     HandOff,
     /// The reader decoding and checking the request into its Redis command.
@@ -49,12 +54,13 @@ pub enum Stage {
     Resume,
 }
 
-const STAGES: usize = 12;
+const STAGES: usize = 13;
 
 const NAMES: [&str; STAGES] = [
     "headers",
     "parse",
     "lookup_request",
+    "call",
     "hand_off",
     "reader_decode",
     "redis",
@@ -70,21 +76,8 @@ static ENABLED: AtomicBool = AtomicBool::new(false);
 static COUNT: [AtomicU64; STAGES] = [const { AtomicU64::new(0) }; STAGES];
 static TOTAL_NS: [AtomicU64; STAGES] = [const { AtomicU64::new(0) }; STAGES];
 
-/// Buckets per stage: bucket `i` < 4 holds `i` ns; above, `i = 4 * (b - 1) + s` holds values
-/// whose top bit is `b` and next two bits are `s` (so up to 2^41 ns, ~37 min; the last
-/// bucket takes anything longer).
-const BUCKETS: usize = 160;
 static HISTOGRAM: [[AtomicU64; BUCKETS]; STAGES] =
     [const { [const { AtomicU64::new(0) }; BUCKETS] }; STAGES];
-
-fn bucket(ns: u64) -> usize {
-    if ns < 4 {
-        return ns as usize;
-    }
-    let top = 63 - ns.leading_zeros() as usize;
-    let sub = ((ns >> (top - 2)) & 3) as usize;
-    (4 * (top - 1) + sub).min(BUCKETS - 1)
-}
 
 /// Reads `FERRY_NATIVE_STAGES` and, when set, turns the timers on and starts the thread that
 /// writes the totals (once per process, at module load).
@@ -135,10 +128,8 @@ pub fn totals() -> String {
     let mut out = String::new();
     for (i, name) in NAMES.iter().enumerate() {
         let (n, ns) = (COUNT[i].load(Relaxed), TOTAL_NS[i].load(Relaxed));
-        out.push_str(&format!("{name} {n} {ns}"));
-        for b in &HISTOGRAM[i] {
-            out.push_str(&format!(" {}", b.load(Relaxed)));
-        }
+        let buckets = HISTOGRAM[i].iter().map(|b| b.load(Relaxed));
+        out.push_str(&stage_clock::line(name, n, ns, buckets));
         out.push('\n');
     }
     out
@@ -214,20 +205,5 @@ mod tests {
         marks.start();
         let on = time(&marks);
         println!("one stage: {off:?} off, {on:?} on");
-    }
-
-    #[test]
-    fn buckets_are_log_linear() {
-        assert_eq!(
-            (bucket(0), bucket(3), bucket(4), bucket(5), bucket(7)),
-            (0, 3, 4, 5, 7)
-        );
-        assert_eq!(
-            (bucket(8), bucket(10), bucket(12), bucket(15)),
-            (8, 9, 10, 11)
-        );
-        // 3000 = 0b1011_1011_1000: top bit 11, next two bits 01.
-        assert_eq!(bucket(3000), 4 * 10 + 1);
-        assert_eq!(bucket(u64::MAX), BUCKETS - 1);
     }
 }

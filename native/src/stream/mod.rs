@@ -163,6 +163,11 @@ impl<E: Envoy + Clone> Stream<E> {
     /// A callout finished (`response`: its answer, empty when it failed).
     pub fn on_callout_done(&self, callout_id: u64, response: CallResponse) {
         if let Ok(token) = u32::try_from(callout_id) {
+            if let Ok(filter) = self.filter.try_borrow() {
+                if let Some(f) = filter.as_ref() {
+                    f.host().marks.done(Stage::Call);
+                }
+            }
             self.guarded((), || self.hand_over(token, response));
         }
     }
