@@ -3,6 +3,7 @@
 //! hostcalls. Only calls valid in the current callback are made, because
 //! proxy-wasm 0.2.5's hostcalls panic on any unexpected status (and a panic kills the VM).
 
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -275,9 +276,13 @@ impl HttpContext for FerryHttp {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> WasmAction {
         #[cfg(feature = "fault-injection")]
         injected_crash();
-        self.filter.host().marks.start();
+        let host = self.filter.host();
+        host.marks.start();
+        host.hold_headers();
         let action = self.filter.on_request_headers(end_of_stream);
-        self.filter.host().marks.done(Stage::Headers);
+        let host = self.filter.host();
+        host.drop_headers();
+        host.marks.done(Stage::Headers);
         to_wasm(action)
     }
 
@@ -333,6 +338,23 @@ impl HeldStore for SharedData {
 #[derive(Default)]
 struct HostCalls {
     marks: Marks,
+    /// The request headers, read in one hostcall when the request-headers hook starts and
+    /// kept (updated by the hook's own writes) until it ends: the hook reads a dozen headers,
+    /// and each read on its own costs a call out of V8 and an allocation call back into the VM.
+    headers: RefCell<Option<HeaderPairs>>,
+}
+
+/// Header names and values, as proxy-wasm hands a header map over.
+type HeaderPairs = Vec<(String, Vec<u8>)>;
+
+impl HostCalls {
+    fn hold_headers(&self) {
+        *self.headers.borrow_mut() = hostcalls::get_map_bytes(MapType::HttpRequestHeaders).ok();
+    }
+
+    fn drop_headers(&self) {
+        self.headers.borrow_mut().take();
+    }
 }
 
 impl Host for HostCalls {
@@ -340,6 +362,13 @@ impl Host for HostCalls {
     // getters unwrap `String::from_utf8` and would kill the VM, so read bytes and convert
     // lossily (an id that was not UTF-8 then holds U+FFFD and is refused, see `format`).
     fn request_header(&self, name: &str) -> Option<String> {
+        if let Some(held) = self.headers.borrow().as_ref() {
+            // Envoy answers a name given several times with its first value.
+            return held
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| String::from_utf8_lossy(v).into_owned());
+        }
         hostcalls::get_map_value_bytes(MapType::HttpRequestHeaders, name)
             .ok()
             .flatten()
@@ -347,6 +376,9 @@ impl Host for HostCalls {
     }
 
     fn request_header_names(&self) -> Vec<String> {
+        if let Some(held) = self.headers.borrow().as_ref() {
+            return held.iter().map(|(n, _)| n.clone()).collect();
+        }
         // Names are checked by Envoy (tokens, ASCII); only the values can be arbitrary bytes.
         hostcalls::get_map_bytes(MapType::HttpRequestHeaders)
             .map(|h| h.into_iter().map(|(n, _)| n).collect())
@@ -365,6 +397,13 @@ impl Host for HostCalls {
 
     fn set_request_header(&self, name: &str, value: Option<&str>) {
         let _ = hostcalls::set_map_value(MapType::HttpRequestHeaders, name, value);
+        // Envoy replaces every value of the name with this one (or removes them all).
+        if let Some(held) = self.headers.borrow_mut().as_mut() {
+            held.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+            if let Some(v) = value {
+                held.push((name.to_ascii_lowercase(), v.as_bytes().to_vec()));
+            }
+        }
     }
 
     fn request_body(&self, size: usize) -> Option<Vec<u8>> {
