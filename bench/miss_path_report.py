@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The tables of bench/miss_path.sh from its run dir (bench/.run/miss-path/ by default, or a copy
-of one): latency and CPU per request of each case, the floor clients, the in-process cases'
+of one): latency and CPU per request of each case, the floor clients, the filtered cases'
 stages (median, p99 and mean per request, medians over rounds) and the added latency against the
 floor. Usage: miss_path_report.py RUN_DIR [CLK_TCK]."""
 import collections, json, os, statistics, sys
@@ -28,9 +28,10 @@ for (s, b), rs in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
           " | ".join(f"{med(p[i] for _, p in rs):.0f}" for i in range(4)) +
           f" | {sum(r['errors'] for r, _ in rs)} |")
 
-# The stages of the in-process case, per round from the totals' differences: the mean
-# ((total ns after - before) / count) and the median from the histogram (the lower edge of
-# the bucket holding it: 4 buckets per power of two, as `native/src/stages.rs` lays them).
+# The stages of each filtered case (its Envoy's timers), per round from the totals' differences:
+# the mean ((total ns after - before) / count), the median and the p99 from the histogram (the
+# lower edge of the bucket holding them: 4 buckets per power of two, as
+# `core/src/stage_clock.rs` lays them).
 def lower(i):
     return i if i < 4 else (4 + i % 4) << (i // 4 - 1)
 def quantile_of(h, q):
